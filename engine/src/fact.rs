@@ -1,0 +1,302 @@
+//! Facts: read-only questions a module asks a host, answered by a command and a pure parser.
+//!
+//! A [`Fact`] has a key (equal keys are the same question, asked once), a command per shell,
+//! and `parse`, a pure function from the command's [`FactOutput`] to a typed value. The probe
+//! batches every fact query of a host into ONE script ([`batch_script`]); the answers come back
+//! as delimited sections ([`parse_batch`]). Parsers never do IO, so they are unit-tested on
+//! captured output.
+
+use crate::transport::{Output, Shell};
+use std::collections::BTreeMap;
+use std::fmt;
+use thiserror::Error;
+
+/// Raw answer to one fact query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FactOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub exit: i32,
+}
+
+impl FactOutput {
+    pub fn stdout_str(&self) -> Result<&str, FactError> {
+        std::str::from_utf8(&self.stdout).map_err(|_| FactError::NotUtf8)
+    }
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum FactError {
+    #[error("fact `{0}` was not probed (this is a bug in kwin)")]
+    Missing(String),
+    #[error("fact output is not valid UTF-8")]
+    NotUtf8,
+    #[error("cannot parse fact output: {0}")]
+    Parse(String),
+    #[error("fact command failed with exit code {exit}: {stderr}")]
+    Command { exit: i32, stderr: String },
+}
+
+/// A typed, read-only question about a host.
+pub trait Fact {
+    type Output;
+    /// Identity of the question: two facts with the same key are asked once per probe.
+    fn key(&self) -> String;
+    /// The command that answers it, for the host's shell. It must not change the host.
+    fn command(&self, shell: Shell) -> String;
+    /// Pure parse of the command's output.
+    fn parse(&self, out: &FactOutput) -> Result<Self::Output, FactError>;
+}
+
+/// One query in a probe: key + command text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactQuery {
+    pub key: String,
+    pub command: String,
+}
+
+impl FactQuery {
+    pub fn of<F: Fact>(fact: &F, shell: Shell) -> Self {
+        FactQuery {
+            key: fact.key(),
+            command: fact.command(shell),
+        }
+    }
+}
+
+/// Answers of one probe, by fact key.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    answers: BTreeMap<String, FactOutput>,
+}
+
+impl fmt::Debug for Facts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.answers.keys()).finish()
+    }
+}
+
+impl Facts {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn insert(&mut self, key: impl Into<String>, out: FactOutput) {
+        self.answers.insert(key.into(), out);
+    }
+    pub fn raw(&self, key: &str) -> Option<&FactOutput> {
+        self.answers.get(key)
+    }
+    /// The typed answer to `fact`.
+    pub fn get<F: Fact>(&self, fact: &F) -> Result<F::Output, FactError> {
+        let key = fact.key();
+        let out = self.answers.get(&key).ok_or(FactError::Missing(key))?;
+        fact.parse(out)
+    }
+    pub fn merge(&mut self, other: Facts) {
+        self.answers.extend(other.answers);
+    }
+    pub fn remove(&mut self, key: &str) {
+        self.answers.remove(key);
+    }
+    pub fn len(&self) -> usize {
+        self.answers.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty()
+    }
+}
+
+/// Random marker that delimits sections of a batched script's output.
+pub fn new_nonce() -> String {
+    use rand::Rng;
+    let n: u128 = rand::rng().random();
+    format!("{n:032x}")
+}
+
+/// One script that answers every query, each answer delimited by markers carrying `nonce`.
+/// Duplicate keys are asked once. Each query runs in its own subshell / script block so one
+/// failing query does not stop the others.
+pub fn batch_script(shell: Shell, queries: &[FactQuery], nonce: &str) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let mut s = String::new();
+    match shell {
+        Shell::Posix => {
+            s.push_str("exec </dev/null\nexport LC_ALL=C\n");
+            for (i, q) in queries.iter().enumerate() {
+                if !seen.insert(q.key.as_str()) {
+                    continue;
+                }
+                s.push_str(&format!(
+                    "printf '\\n@@kwin:{nonce}:begin:{i}\\n'; printf '\\n@@kwin:{nonce}:begin:{i}\\n' >&2\n(\n{}\n)\n__kw_rc=$?\nprintf '\\n@@kwin:{nonce}:end:{i}:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:end:{i}\\n' >&2\n",
+                    q.command
+                ));
+            }
+        }
+        Shell::PowerShell => {
+            s.push_str("$ProgressPreference = 'SilentlyContinue'\n$ErrorActionPreference = 'Stop'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n");
+            for (i, q) in queries.iter().enumerate() {
+                if !seen.insert(q.key.as_str()) {
+                    continue;
+                }
+                s.push_str(&format!(
+                    "[Console]::Out.Write(\"`n@@kwin:{nonce}:begin:{i}`n\"); [Console]::Error.Write(\"`n@@kwin:{nonce}:begin:{i}`n\")\n$__kw_rc = 0\ntry {{ $global:LASTEXITCODE = 0\n& {{\n{}\n}} | Out-String -Stream | ForEach-Object {{ [Console]::Out.Write($_ + \"`n\") }}\nif ($global:LASTEXITCODE) {{ $__kw_rc = $global:LASTEXITCODE }} }} catch {{ [Console]::Error.Write($_.ToString()); $__kw_rc = 1 }}\n[Console]::Out.Write(\"`n@@kwin:{nonce}:end:{i}:$__kw_rc`n\"); [Console]::Error.Write(\"`n@@kwin:{nonce}:end:{i}`n\")\n",
+                    q.command
+                ));
+            }
+        }
+    }
+    s
+}
+
+/// Split a batched script's output into answers by key. A section that never ended (the
+/// script died) is an error naming the query.
+pub fn parse_batch(queries: &[FactQuery], out: &Output, nonce: &str) -> Result<Facts, FactError> {
+    let stdout = normalize_newlines(&out.stdout);
+    let stderr = normalize_newlines(&out.stderr);
+    let mut facts = Facts::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, q) in queries.iter().enumerate() {
+        if !seen.insert(q.key.as_str()) {
+            continue;
+        }
+        let begin = format!("\n@@kwin:{nonce}:begin:{i}\n");
+        let end_prefix = format!("\n@@kwin:{nonce}:end:{i}:");
+        let (body, rest) =
+            section(&stdout, begin.as_bytes(), end_prefix.as_bytes()).ok_or_else(|| {
+                FactError::Parse(format!(
+                    "probe output ended before the answer to `{}` (exit code {}): {}",
+                    q.key,
+                    out.exit,
+                    String::from_utf8_lossy(tail(&out.stderr, 400)).trim()
+                ))
+            })?;
+        let code_end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let exit = std::str::from_utf8(&rest[..code_end])
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .ok_or_else(|| FactError::Parse(format!("bad exit code marker for `{}`", q.key)))?;
+        let err_end = format!("\n@@kwin:{nonce}:end:{i}\n");
+        let err_body = section(&stderr, begin.as_bytes(), err_end.as_bytes())
+            .map(|(b, _)| b.to_vec())
+            .unwrap_or_default();
+        facts.insert(
+            q.key.clone(),
+            FactOutput {
+                stdout: body.to_vec(),
+                stderr: err_body,
+                exit,
+            },
+        );
+    }
+    Ok(facts)
+}
+
+fn tail(b: &[u8], n: usize) -> &[u8] {
+    &b[b.len().saturating_sub(n)..]
+}
+
+fn normalize_newlines(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if b.windows(2).any(|w| w == b"\r\n") {
+        let mut v = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'\r' && b.get(i + 1) == Some(&b'\n') {
+                i += 1;
+                continue;
+            }
+            v.push(b[i]);
+            i += 1;
+        }
+        std::borrow::Cow::Owned(v)
+    } else {
+        std::borrow::Cow::Borrowed(b)
+    }
+}
+
+/// Bytes between `begin` and the next `end`, plus what follows `end`.
+fn section<'a>(hay: &'a [u8], begin: &[u8], end: &[u8]) -> Option<(&'a [u8], &'a [u8])> {
+    let b = find(hay, begin)? + begin.len();
+    let e = find(&hay[b..], end)? + b;
+    Some((&hay[b..e], &hay[e + end.len()..]))
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_sh(script: &str) -> Output {
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .expect("sh");
+        Output {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit: out.status.code().unwrap_or(-1),
+        }
+    }
+
+    #[test]
+    fn batch_round_trip_through_real_sh() {
+        let qs = vec![
+            FactQuery {
+                key: "a".into(),
+                command: "printf 'x\\ny'".into(),
+            },
+            FactQuery {
+                key: "b".into(),
+                command: "echo oops >&2; exit 3".into(),
+            },
+            FactQuery {
+                key: "a".into(),
+                command: "echo dup".into(),
+            },
+            FactQuery {
+                key: "c".into(),
+                command: "printf ''".into(),
+            },
+            FactQuery {
+                key: "d".into(),
+                command: "printf 'ends with newline\\n'".into(),
+            },
+        ];
+        let nonce = new_nonce();
+        let out = run_sh(&batch_script(Shell::Posix, &qs, &nonce));
+        let facts = parse_batch(&qs, &out, &nonce).expect("parse");
+        assert_eq!(facts.len(), 4);
+        assert_eq!(
+            facts.raw("a").map(|f| f.stdout.as_slice()),
+            Some(&b"x\ny"[..])
+        );
+        let b = facts.raw("b").expect("b");
+        assert_eq!((b.exit, b.stderr.as_slice()), (3, &b"oops\n"[..]));
+        assert_eq!(facts.raw("c").map(|f| f.stdout.len()), Some(0));
+        assert_eq!(
+            facts.raw("d").map(|f| f.stdout.as_slice()),
+            Some(&b"ends with newline\n"[..])
+        );
+    }
+
+    #[test]
+    fn truncated_output_names_the_query() {
+        let qs = vec![FactQuery {
+            key: "k".into(),
+            command: "true".into(),
+        }];
+        let out = Output {
+            stdout: b"\n@@kwin:n:begin:0\npartial".to_vec(),
+            stderr: vec![],
+            exit: 255,
+        };
+        let err = parse_batch(&qs, &out, "n").expect_err("must fail");
+        assert!(err.to_string().contains("`k`"), "{err}");
+    }
+}

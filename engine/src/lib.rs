@@ -1,0 +1,16 @@
+//! kwin-engine: plan model and validation, task graph, executor, transports, templates,
+//! events. Knows nothing of Kubernetes: that lives in `kwin-modules` and the recipes.
+//!
+//! Architecture and invariants: see ARCHITECTURE.md at the repository root.
+
+pub mod diag;
+pub mod event;
+pub mod exec;
+pub mod fact;
+pub mod graph;
+pub mod module;
+pub mod plan;
+pub mod quote;
+pub mod secret;
+pub mod task;
+pub mod transport;

@@ -1,0 +1,258 @@
+//! Modules: idempotent steps. The engine's contract with `kwin-modules`.
+//!
+//! A module instance is built from a task's params (validated at plan load, so bad params are
+//! diagnostics with a plan line). It names the [`FactQuery`]s it needs; [`Module::plan`] is
+//! pure: desired state vs the facts → [`Plan::NoOp`] (with why) or [`Plan::Change`] (what,
+//! why, a diff, and the steps that carry it out). The engine executes the steps; a module never
+//! touches a host itself, so `--check` is simply "plan only".
+//!
+//! After its steps ran, the engine re-probes the task's facts and plans again: anything but
+//! NoOp is reported as "did not converge" — a bug in the module.
+
+use crate::fact::{FactError, FactQuery, Facts};
+use crate::secret::Secret;
+use crate::transport::Shell;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use thiserror::Error;
+
+/// What a change does, for summaries and JSON output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    Update,
+    Delete,
+    /// Runs a command whose effect kwin cannot diff (guarded by creates/unless).
+    Run,
+    /// Restarts a host.
+    Reboot,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Delete => "delete",
+            Action::Run => "run",
+            Action::Reboot => "reboot",
+        };
+        f.write_str(s)
+    }
+}
+
+/// One thing the engine does on the host to carry out a change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Run a script in the host's shell. Consecutive `Run` steps of several tasks may be sent
+    /// as one script; each must therefore fail with a non-zero exit and not rely on `exit 0`
+    /// to skip the rest (the engine wraps each in its own subshell / script block).
+    Run(String),
+    /// Write a file atomically (used for content too large to embed in a script).
+    Put {
+        path: String,
+        content: Vec<u8>,
+        mode: Option<u32>,
+    },
+    /// Restart the host and wait for it to come back with a new boot identity.
+    Reboot(RebootSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebootSpec {
+    /// Seconds to wait for the host to go down.
+    pub down_timeout_secs: u64,
+    /// Seconds to wait for the host to answer again.
+    pub up_timeout_secs: u64,
+}
+
+/// Which host state a change may alter. The engine re-probes a later task on the same host
+/// only if one of its facts reads something an earlier change touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touches {
+    /// Specific resources: paths (prefix match on `/`-separated or `\`-separated segments) or
+    /// namespaced names like `sysctl:net.ipv4.ip_forward`, `service:kubelet`.
+    Resources(Vec<String>),
+    /// Anything (opaque commands).
+    Anything,
+}
+
+impl Touches {
+    /// Whether a fact reading `resource` may see a different answer after this change.
+    pub fn may_affect(&self, reads: &[String]) -> bool {
+        match self {
+            Touches::Anything => true,
+            Touches::Resources(rs) => rs
+                .iter()
+                .any(|t| reads.iter().any(|r| resource_overlaps(t, r))),
+        }
+    }
+}
+
+/// Two resources overlap when equal or one is a path prefix of the other.
+pub fn resource_overlaps(a: &str, b: &str) -> bool {
+    let is_sep = |c: char| c == '/' || c == '\\';
+    let prefix = |p: &str, q: &str| {
+        q.len() > p.len()
+            && q.starts_with(p)
+            && (p.ends_with(is_sep) || q[p.len()..].starts_with(is_sep))
+    };
+    a == b || a == "*" || b == "*" || prefix(a, b) || prefix(b, a)
+}
+
+/// A planned change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub action: Action,
+    /// Why it is needed, in one line: "content differs", "not installed", "missing".
+    pub reason: String,
+    /// Unified diff (files) or `- old / + new` lines (values), shown by `kwin plan`.
+    pub diff: Option<String>,
+    pub steps: Vec<Step>,
+    pub touches: Touches,
+}
+
+/// The result of planning one task on one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    NoOp { why: String },
+    Change(Change),
+}
+
+impl Plan {
+    pub fn noop(why: impl Into<String>) -> Self {
+        Plan::NoOp { why: why.into() }
+    }
+    pub fn is_noop(&self) -> bool {
+        matches!(self, Plan::NoOp { .. })
+    }
+}
+
+/// Values produced by other tasks (possibly on other hosts), by name. Always secrets: join
+/// tokens and certificate hashes are never printed.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    values: BTreeMap<String, Secret>,
+}
+
+impl Inputs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn insert(&mut self, name: impl Into<String>, value: Secret) {
+        self.values.insert(name.into(), value);
+    }
+    /// The input `name`, or [`ModuleError::InputPending`] so the engine resolves it and plans
+    /// again. Modules ask only when they need it (an already joined node never asks).
+    pub fn get(&self, name: &str) -> Result<&Secret, ModuleError> {
+        self.values
+            .get(name)
+            .ok_or_else(|| ModuleError::InputPending(name.to_string()))
+    }
+}
+
+/// What a module knows about where it runs.
+#[derive(Debug, Clone)]
+pub struct Ctx<'a> {
+    pub shell: Shell,
+    /// The host's plan name.
+    pub host: &'a str,
+    pub inputs: &'a Inputs,
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ModuleError {
+    #[error(transparent)]
+    Fact(#[from] FactError),
+    /// The desired state cannot be reached as asked (e.g. the service module on a host
+    /// without systemd). Shown to the user as the task's failure reason.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A precondition on the host is not met (Windows build too old, disk full).
+    #[error("{0}")]
+    Precondition(String),
+    /// The named input is not resolved yet; the engine resolves it and plans again.
+    #[error("input `{0}` is not available yet")]
+    InputPending(String),
+}
+
+/// One idempotent step kind.
+pub trait Module: Send + Sync + fmt::Debug {
+    /// The facts `plan` will read.
+    fn facts(&self, shell: Shell) -> Vec<FactQuery>;
+    /// Resources the facts read, for re-probe decisions (see [`Touches`]). Default: anything,
+    /// which makes the engine re-probe after every earlier change on the host.
+    fn reads(&self) -> Vec<String> {
+        vec!["*".to_string()]
+    }
+    /// Pure: desired vs actual.
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError>;
+    /// A script whose stdout (`key=value` lines) are this task's outputs, run after the task
+    /// converged and only when another task asks for them. Default: no outputs.
+    fn output(&self, _shell: Shell) -> Option<String> {
+        None
+    }
+}
+
+/// Error building a module from params, with the path of the offending param if known.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{message}")]
+pub struct ParamError {
+    /// Dotted path under `params`, e.g. `content` or `rules.0.port`.
+    pub path: Option<String>,
+    pub message: String,
+}
+
+impl ParamError {
+    pub fn new(message: impl Into<String>) -> Self {
+        ParamError {
+            path: None,
+            message: message.into(),
+        }
+    }
+    pub fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ParamError {
+            path: Some(path.into()),
+            message: message.into(),
+        }
+    }
+}
+
+/// Builds modules by name. Implemented by `kwin-modules`; the engine only sees this trait.
+pub trait Registry: Send + Sync {
+    /// Module names, for did-you-mean and docs.
+    fn names(&self) -> Vec<&'static str>;
+    /// Build the module `name` for a host speaking `shell` from its params (a JSON object).
+    /// Unknown names and modules not available for that shell are errors.
+    fn build(
+        &self,
+        name: &str,
+        shell: Shell,
+        params: &serde_json::Value,
+    ) -> Result<Box<dyn Module>, ParamError>;
+}
+
+/// Deserialize module params, mapping serde errors to a [`ParamError`].
+pub fn parse_params<T: serde::de::DeserializeOwned>(
+    params: &serde_json::Value,
+) -> Result<T, ParamError> {
+    serde_json::from_value(params.clone()).map_err(|e| ParamError::new(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_by_path_segments() {
+        assert!(resource_overlaps("/etc", "/etc/motd"));
+        assert!(resource_overlaps("/etc/motd", "/etc/motd"));
+        assert!(!resource_overlaps("/etc/mo", "/etc/motd"));
+        assert!(resource_overlaps("C:\\k", "C:\\k\\kubelet.exe"));
+        assert!(!resource_overlaps("sysctl:a", "sysctl:b"));
+        assert!(Touches::Anything.may_affect(&["/x".into()]));
+        assert!(!Touches::Resources(vec!["/a".into()]).may_affect(&["/b".into()]));
+    }
+}

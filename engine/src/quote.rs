@@ -1,0 +1,93 @@
+//! Quoting: the only way user-written text enters a shell script.
+//!
+//! `sh_quote` produces a single POSIX shell word that expands to exactly the input; `ps_quote`
+//! produces a PowerShell single-quoted string literal that evaluates to exactly the input.
+//! Template filters `sh` and `ps` are built on these two functions; nothing else in kwin may
+//! paste plan-provided text into a script.
+
+/// Quote `s` as one POSIX shell word. Safe characters pass through unquoted so scripts stay
+/// readable; everything else is wrapped in single quotes with `'` written as `'\''`.
+pub fn sh_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b))
+    {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Quote `s` as a PowerShell single-quoted string. Inside single quotes PowerShell expands
+/// nothing (no `$`, no backtick escapes); the only special characters are the single-quote
+/// family (`'`, U+2018, U+2019, U+201A, U+201B), each of which is doubled.
+pub fn ps_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}') {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sh_plain_words_stay_plain() {
+        assert_eq!(sh_quote("/etc/motd"), "/etc/motd");
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote(""), "''");
+        assert_eq!(sh_quote("it's"), "'it'\\''s'");
+        assert_eq!(sh_quote("$(rm -rf /)"), "'$(rm -rf /)'");
+    }
+
+    #[test]
+    fn ps_doubles_quotes() {
+        assert_eq!(ps_quote("C:\\k"), "'C:\\k'");
+        assert_eq!(ps_quote("it's"), "'it''s'");
+        assert_eq!(ps_quote("$env:PATH `n"), "'$env:PATH `n'");
+        assert_eq!(ps_quote("\u{2019}"), "'\u{2019}\u{2019}'");
+    }
+
+    #[test]
+    fn sh_quote_round_trips_through_real_sh() {
+        let samples = [
+            "plain",
+            "with space",
+            "quote ' inside",
+            "$(echo pwned)",
+            "`echo pwned`",
+            "line1\nline2",
+            "semi; colon && amp",
+            "back\\slash",
+            "*glob?[x]",
+            "~tilde",
+            "unicode ✓ 한국어",
+            "-n",
+            "",
+        ];
+        for s in samples {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("printf '%s' {}", sh_quote(s)))
+                .output()
+                .expect("run /bin/sh");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), s, "sample {s:?}");
+        }
+    }
+}

@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Start a real Kubernetes API tier on loopback: etcd + kube-apiserver 1.20.
+# No scheduler, controller-manager or kubelet: objects are stored and served,
+# no pod ever runs.
+#
+#   lab/apiserver/up.sh STATE_DIR
+#
+# Writes STATE_DIR/admin.conf (kubeconfig, embedded CA + admin client cert)
+# and STATE_DIR/env (KUBECONFIG, APISERVER_URL, APISERVER_PORT, ETCD_URL,
+# ETCD_PID, APISERVER_PID, STATE_DIR). Stop with lab/apiserver/down.sh STATE_DIR.
+#
+# Environment:
+#   KWIN_APISERVER_CACHE        where build.sh put the binaries
+#   KWIN_APISERVER_PORT         secure port (default: a random free port)
+#   KWIN_ETCD_CLIENT_PORT       etcd client port (default: random free)
+#   KWIN_ETCD_PEER_PORT         etcd peer port (default: random free)
+#   KWIN_ETCD_DATA_DIR          etcd data dir (default STATE_DIR/etcd; a tmpfs
+#                               path such as /dev/shm/... avoids fsync cost)
+#   KWIN_APISERVER_EXTRA_ARGS   extra kube-apiserver flags (word-split)
+#   KWIN_APISERVER_TIMEOUT      seconds to wait for /readyz (default 60)
+#   KWIN_APISERVER_SKIP_BUILD   1 = do not call build.sh (binaries must exist)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lab/apiserver/lib.sh
+source "$HERE/lib.sh"
+
+if [[ $# -ne 1 || -z "$1" ]]; then
+  echo "usage: $0 STATE_DIR" >&2
+  exit 2
+fi
+mkdir -p "$1"
+STATE="$(cd "$1" && pwd)"
+if [[ -f "$STATE/env" ]]; then
+  # shellcheck disable=SC1091
+  if (source "$STATE/env" && lab_pid_alive "${APISERVER_PID:-}"); then
+    echo "up.sh: $STATE already has a running tier (run down.sh first)" >&2
+    exit 1
+  fi
+fi
+
+CACHE="${KWIN_APISERVER_CACHE:-/var/cache/kwin-lab/apiserver}"
+BIN="$CACHE/bin"
+LAB_LOG="$STATE/up.log"
+: >"$LAB_LOG"
+T0=$(date +%s%N)
+
+if [[ "${KWIN_APISERVER_SKIP_BUILD:-0}" != 1 ]]; then
+  "$HERE/build.sh"
+fi
+[[ -x "$BIN/kube-apiserver" && -x "$BIN/kubeadm" ]] || {
+  echo "up.sh: $BIN/kube-apiserver or kubeadm missing (run lab/apiserver/build.sh)" >&2
+  exit 1
+}
+if ! command -v etcd >/dev/null 2>&1; then
+  lab_apt_install etcd-server || {
+    echo "up.sh: installing etcd-server failed; see $LAB_LOG" >&2
+    exit 1
+  }
+fi
+ETCD_BIN="$(command -v etcd)"
+KUBECTL="${KUBECTL:-kubectl}"
+
+ETCD_PID=""
+APISERVER_PID=""
+ok=0
+cleanup() {
+  if [[ $ok -ne 1 ]]; then
+    [[ -n "$APISERVER_PID" ]] && lab_stop_pid "$APISERVER_PID" 5
+    [[ -n "$ETCD_PID" ]] && lab_stop_pid "$ETCD_PID" 5
+    rm -f "$STATE/env" "$STATE/kube-apiserver.pid" "$STATE/etcd.pid"
+  fi
+}
+trap cleanup EXIT
+
+die() {
+  echo "up.sh: $*" >&2
+  local f
+  for f in "$STATE/etcd.log" "$STATE/kube-apiserver.log" "$LAB_LOG"; do
+    if [[ -s "$f" ]]; then
+      echo "--- last lines of $f" >&2
+      tail -n 25 "$f" >&2
+    fi
+  done
+  exit 1
+}
+
+read -r P1 P2 P3 < <(lab_free_ports 3) || die "no free loopback ports"
+API_PORT="${KWIN_APISERVER_PORT:-$P1}"
+ETCD_CLIENT_PORT="${KWIN_ETCD_CLIENT_PORT:-$P2}"
+ETCD_PEER_PORT="${KWIN_ETCD_PEER_PORT:-$P3}"
+for p in "$API_PORT" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT"; do
+  lab_port_busy "$p" && die "port 127.0.0.1:$p is in use"
+done
+ETCD_DATA="${KWIN_ETCD_DATA_DIR:-$STATE/etcd}"
+ETCD_URL="http://127.0.0.1:$ETCD_CLIENT_PORT"
+APISERVER_URL="https://127.0.0.1:$API_PORT"
+PKI="$STATE/pki"
+
+# ------------------------------------------------------------------ etcd
+rm -rf "$ETCD_DATA"
+mkdir -p "$ETCD_DATA"
+echo "$ETCD_DATA" >"$STATE/etcd.datadir"
+chmod 700 "$ETCD_DATA"
+setsid "$ETCD_BIN" \
+  --name kwin-lab \
+  --data-dir "$ETCD_DATA" \
+  --listen-client-urls "$ETCD_URL" \
+  --advertise-client-urls "$ETCD_URL" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "kwin-lab=http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster-state new \
+  --initial-cluster-token "kwin-lab-$API_PORT" \
+  --snapshot-count 10000 \
+  --logger zap --log-outputs stderr \
+  </dev/null >"$STATE/etcd.log" 2>&1 &
+ETCD_PID=$!
+echo "$ETCD_PID" >"$STATE/etcd.pid"
+
+# --------------------------------------------------------- certificates
+# kubeadm writes the CA, serving cert (SANs: 127.0.0.1, localhost, 10.96.0.1,
+# kubernetes.default...), front-proxy certs, SA keys and admin.conf.
+rm -rf "$PKI" "$STATE/admin.conf"
+cat >"$STATE/kubeadm.yaml" <<EOF
+apiVersion: kubeadm.k8s.io/v1beta2
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: 127.0.0.1
+  bindPort: $API_PORT
+nodeRegistration:
+  name: kwin-lab-apiserver
+---
+apiVersion: kubeadm.k8s.io/v1beta2
+kind: ClusterConfiguration
+kubernetesVersion: v1.20.2
+clusterName: kwin-lab
+certificatesDir: $PKI
+controlPlaneEndpoint: 127.0.0.1:$API_PORT
+networking:
+  serviceSubnet: 10.96.0.0/12
+  podSubnet: 10.244.0.0/16
+  dnsDomain: cluster.local
+apiServer:
+  certSANs: ["127.0.0.1", "localhost"]
+etcd:
+  external:
+    endpoints: ["$ETCD_URL"]
+EOF
+for phase in ca apiserver apiserver-kubelet-client front-proxy-ca front-proxy-client sa; do
+  "$BIN/kubeadm" init phase certs "$phase" --config "$STATE/kubeadm.yaml" >>"$LAB_LOG" 2>&1 ||
+    die "kubeadm init phase certs $phase failed"
+done
+"$BIN/kubeadm" init phase kubeconfig admin --config "$STATE/kubeadm.yaml" \
+  --kubeconfig-dir "$STATE" >>"$LAB_LOG" 2>&1 || die "kubeadm init phase kubeconfig admin failed"
+chmod 600 "$STATE/admin.conf"
+
+# Wait for etcd (it starts in well under a second).
+for ((i = 0; i < 100; i++)); do
+  lab_pid_alive "$ETCD_PID" || die "etcd exited"
+  if (exec 3<>"/dev/tcp/127.0.0.1/$ETCD_CLIENT_PORT") 2>/dev/null; then break; fi
+  sleep 0.1
+done
+
+# ------------------------------------------------------------ apiserver
+# shellcheck disable=SC2206
+EXTRA=(${KWIN_APISERVER_EXTRA_ARGS:-})
+setsid "$BIN/kube-apiserver" \
+  --advertise-address=127.0.0.1 \
+  --bind-address=127.0.0.1 \
+  --secure-port="$API_PORT" \
+  --insecure-port=0 \
+  --etcd-servers="$ETCD_URL" \
+  --service-cluster-ip-range=10.96.0.0/12 \
+  --service-node-port-range=30000-32767 \
+  --allow-privileged=true \
+  --authorization-mode=Node,RBAC \
+  --enable-admission-plugins=NodeRestriction \
+  --disable-admission-plugins=ServiceAccount \
+  --enable-bootstrap-token-auth=true \
+  --client-ca-file="$PKI/ca.crt" \
+  --tls-cert-file="$PKI/apiserver.crt" \
+  --tls-private-key-file="$PKI/apiserver.key" \
+  --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+  --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+  --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname \
+  --service-account-key-file="$PKI/sa.pub" \
+  --service-account-signing-key-file="$PKI/sa.key" \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+  --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+  --proxy-client-key-file="$PKI/front-proxy-client.key" \
+  --requestheader-allowed-names=front-proxy-client \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --requestheader-group-headers=X-Remote-Group \
+  --requestheader-username-headers=X-Remote-User \
+  --profiling=false \
+  --v=1 \
+  "${EXTRA[@]}" \
+  </dev/null >"$STATE/kube-apiserver.log" 2>&1 &
+APISERVER_PID=$!
+echo "$APISERVER_PID" >"$STATE/kube-apiserver.pid"
+
+TIMEOUT="${KWIN_APISERVER_TIMEOUT:-60}"
+deadline=$(($(date +%s) + TIMEOUT))
+ready=0
+while [[ $(date +%s) -lt $deadline ]]; do
+  lab_pid_alive "$ETCD_PID" || die "etcd exited"
+  lab_pid_alive "$APISERVER_PID" || die "kube-apiserver exited"
+  if "$KUBECTL" --kubeconfig "$STATE/admin.conf" --request-timeout=2s get --raw /readyz \
+    >/dev/null 2>&1; then
+    ready=1
+    break
+  fi
+  sleep 0.25
+done
+[[ $ready -eq 1 ]] || die "kube-apiserver not ready after ${TIMEOUT}s"
+
+T1=$(date +%s%N)
+cat >"$STATE/env" <<EOF
+STATE_DIR='$STATE'
+KUBECONFIG='$STATE/admin.conf'
+APISERVER_URL='$APISERVER_URL'
+APISERVER_PORT='$API_PORT'
+ETCD_URL='$ETCD_URL'
+ETCD_DATA_DIR='$ETCD_DATA'
+ETCD_PID='$ETCD_PID'
+APISERVER_PID='$APISERVER_PID'
+KUBE_APISERVER_BIN='$BIN/kube-apiserver'
+KUBEADM_BIN='$BIN/kubeadm'
+STARTUP_MS='$(((T1 - T0) / 1000000))'
+export KUBECONFIG APISERVER_URL
+EOF
+ok=1
+echo "apiserver ready $APISERVER_URL kubeconfig=$STATE/admin.conf"

@@ -1,0 +1,63 @@
+//! kwin-modules: the idempotent modules (Linux, Windows, Kubernetes) and the built-in recipes.
+//!
+//! Each module implements [`kwin_engine::module::Module`]: facts to read, a pure plan, steps.
+//! Modules are grouped by the shell they speak: `linux` (POSIX sh), `windows` (PowerShell)
+//! and `kube` (Kubernetes steps, run from a control-plane host). A module name may exist for
+//! both shells (e.g. `file`); [`Builtin`] picks the implementation for the host's shell.
+
+use kwin_engine::module::{Module, ParamError, Registry};
+use kwin_engine::transport::Shell;
+
+pub mod kube;
+pub mod linux;
+pub mod recipes;
+pub mod windows;
+
+/// The registry of every built-in module.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Builtin;
+
+impl Registry for Builtin {
+    fn names(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = linux::NAMES
+            .iter()
+            .chain(windows::NAMES)
+            .chain(kube::NAMES)
+            .copied()
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn build(
+        &self,
+        name: &str,
+        shell: Shell,
+        params: &serde_json::Value,
+    ) -> Result<Box<dyn Module>, ParamError> {
+        let built = match shell {
+            Shell::Posix => linux::build(name, params).or_else(|| kube::build(name, shell, params)),
+            Shell::PowerShell => {
+                windows::build(name, params).or_else(|| kube::build(name, shell, params))
+            }
+        };
+        match built {
+            Some(r) => r,
+            None if self.names().contains(&name) => Err(ParamError::new(format!(
+                "module `{name}` is not available on {} hosts",
+                match shell {
+                    Shell::Posix => "Linux",
+                    Shell::PowerShell => "Windows",
+                }
+            ))),
+            None => {
+                let names = self.names();
+                let hint = kwin_engine::diag::did_you_mean(name, names.iter().copied())
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_default();
+                Err(ParamError::new(format!("unknown module `{name}`{hint}")))
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Windows modules (PowerShell 5.1).
+
+use kwin_engine::module::{Module, ParamError};
+
+/// Module names implemented for Windows hosts.
+pub const NAMES: &[&str] = &[];
+
+/// Build a Windows module, or `None` if `name` is not one.
+pub fn build(
+    name: &str,
+    params: &serde_json::Value,
+) -> Option<Result<Box<dyn Module>, ParamError>> {
+    let _ = (name, params);
+    None
+}

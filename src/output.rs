@@ -1,0 +1,1 @@
+//! Rendering engine events: indicatif progress on a TTY, plain lines otherwise, JSON lines.
