@@ -6,6 +6,7 @@
 pub mod diag;
 pub mod event;
 pub mod exec;
+pub mod expand;
 pub mod fact;
 pub mod graph;
 pub mod module;
