@@ -501,6 +501,14 @@ async fn put_and_get_round_trip_atomically() {
         Err(TransportError::Remote(m)) => assert!(m.contains("/nonexistent-dir"), "{m}"),
         other => panic!("expected a remote error, got {other:?}"),
     }
+    // A directory in the way is an error, not a file moved into it.
+    let sub = dir.join("sub");
+    mkdir(&sub, 0o755);
+    match t.put(&sub.display().to_string(), b"x", None).await {
+        Err(TransportError::Remote(m)) => assert!(m.contains("is a directory"), "{m}"),
+        other => panic!("expected a remote error, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_dir(&sub).map(|d| d.count()).unwrap_or(9), 0);
     // The session survived the errors.
     let out = t
         .run("echo fine", T)
@@ -956,4 +964,80 @@ async fn measure_connect_and_round_trip_times() {
     println!("loopback: connect {connect:?}, run `true` {run:?}, put small file {put:?}");
     assert!(connect < Duration::from_secs(2), "{connect:?}");
     assert!(run < Duration::from_millis(500), "{run:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssh_agent_is_used_when_the_plan_names_no_key() {
+    let Some(lab) = Lab::start() else { return };
+    let sock = lab.path("agent.sock");
+    let mut agent = Command::new("ssh-agent")
+        .args(["-D", "-a"])
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("ssh-agent: {e}"));
+    let t0 = Instant::now();
+    while !sock.exists() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let added = Command::new("ssh-add")
+        .arg(lab.path("id_ed25519"))
+        .env("SSH_AUTH_SOCK", &sock)
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success());
+    assert_eq!(added.ok(), Some(true), "ssh-add failed");
+    // libssh2 finds the agent through the environment. Only this test sets it; tests that
+    // name a key never ask the agent.
+    std::env::set_var("SSH_AUTH_SOCK", &sock);
+    let mut spec = lab.spec("root");
+    spec.private_key = None;
+    let out = SshTransport::new("h1", &spec, lab.opts())
+        .run("echo agent", T)
+        .await;
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let out = out.unwrap_or_else(|e| panic!("agent auth: {e}"));
+    assert_eq!(text(&out.stdout), "agent\n");
+    // The agent is gone: the error says what was tried.
+    match SshTransport::new("h1", &spec, lab.opts()).connect().await {
+        Err(e @ TransportError::Auth { .. }) => {
+            assert!(e.to_string().contains("ssh-agent"), "{e}")
+        }
+        other => panic!("expected an auth error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_hosts_connect_in_parallel() {
+    let Some(lab) = Lab::start() else { return };
+    // Serial baseline.
+    let t0 = Instant::now();
+    for _ in 0..3 {
+        lab.transport("root")
+            .connect()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let one = t0.elapsed() / 3;
+    let transports: Vec<Arc<SshTransport>> =
+        (0..50).map(|_| Arc::new(lab.transport("root"))).collect();
+    let t0 = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for t in &transports {
+        let t = t.clone();
+        set.spawn(async move { t.run("echo up", T).await });
+    }
+    while let Some(r) = set.join_next().await {
+        let out = r
+            .unwrap_or_else(|e| panic!("task: {e}"))
+            .unwrap_or_else(|e| panic!("run: {e}"));
+        assert_eq!(text(&out.stdout), "up\n");
+    }
+    let all = t0.elapsed();
+    println!("connect + run: one host {one:?}; 50 hosts in parallel {all:?}");
+    // Client and server share two cores here, so handshakes cannot all overlap; a serial
+    // implementation would take 50 × `one`.
+    assert!(all < one * 40, "50 connects took {all:?} (one: {one:?})");
 }

@@ -363,16 +363,6 @@ impl Transport for SshTransport {
     }
 }
 
-/// Errors after which the session cannot be trusted (a channel may be half-read).
-fn retires_session(e: &TransportError) -> bool {
-    matches!(
-        e,
-        TransportError::ConnectionLost(_)
-            | TransportError::Timeout(_)
-            | TransportError::OutputTooLarge { .. }
-    )
-}
-
 /// The connection thread: connect, then serve jobs until the queue closes, a `Close` job
 /// arrives, or the session breaks. Sends keepalives while idle.
 fn worker(
@@ -450,7 +440,7 @@ fn finish<T>(
     reply: oneshot::Sender<Result<T, TransportError>>,
     alive: &AtomicBool,
 ) -> bool {
-    let retire = r.as_ref().err().is_some_and(retires_session);
+    let retire = r.as_ref().err().is_some_and(session::retires);
     if retire {
         alive.store(false, Ordering::Release);
     }

@@ -426,9 +426,15 @@ impl Conn {
         }
     }
 
-    /// Upload `bytes` to `remote` (an SFTP path) as a new private file.
-    fn upload(&mut self, remote: &str, bytes: &[u8]) -> Result<(), TransportError> {
-        use ssh2::{OpenFlags, OpenType};
+    /// Upload `bytes` to `remote` (an SFTP path) as a new file, private (0600) while it is
+    /// written, then given `mode` if set. A partial file is removed on failure.
+    fn upload(
+        &mut self,
+        remote: &str,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), TransportError> {
+        use ssh2::{FileStat, OpenFlags, OpenType};
         self.sess.set_blocking(true);
         let flags =
             OpenFlags::WRITE | OpenFlags::CREATE | OpenFlags::EXCLUSIVE | OpenFlags::TRUNCATE;
@@ -437,12 +443,38 @@ impl Conn {
             sftp.open_mode(Path::new(remote), flags, 0o600, OpenType::File)
         }
         .map_err(|e| self.sftp_err(&format!("cannot create {remote}"), e))?;
+        let mut written = Ok(());
         for chunk in bytes.chunks(1024 * 1024) {
-            file.write_all(chunk)
-                .map_err(|e| self.sftp_io_err(&format!("writing {remote}"), e))?;
+            if let Err(e) = file.write_all(chunk) {
+                written = Err(self.sftp_io_err(&format!("writing {remote}"), e));
+                break;
+            }
         }
-        file.close()
-            .map_err(|e| self.sftp_err(&format!("writing {remote}"), e))
+        if let (Ok(()), Some(perm)) = (&written, mode) {
+            let stat = FileStat {
+                size: None,
+                uid: None,
+                gid: None,
+                perm: Some(perm),
+                atime: None,
+                mtime: None,
+            };
+            written = file
+                .setstat(stat)
+                .map_err(|e| self.sftp_err(&format!("cannot set the mode of {remote}"), e));
+        }
+        if written.is_ok() {
+            written = file
+                .close()
+                .map_err(|e| self.sftp_err(&format!("writing {remote}"), e));
+        }
+        drop(file);
+        if let Err(e) = &written {
+            if !retires(e) {
+                self.remove_quietly(remote, None);
+            }
+        }
+        written
     }
 
     fn remove_quietly(&mut self, remote: &str, dir: Option<&str>) {
@@ -456,10 +488,12 @@ impl Conn {
 
     /// Atomic write: upload to a temporary name, then move into place in one step.
     ///
-    /// - POSIX, no become: SFTP to `DIR/.kwin-tmp-N` (0600), then `chmod` + `mv -f` over a
-    ///   `sh -s` channel (SFTP v3 rename refuses to replace an existing file).
+    /// - POSIX, no become: SFTP to `DIR/.kwin-tmp-N` (0600 while written, then `mode`), then
+    ///   `mv -f` over a `sh -s` channel (SFTP v3 rename refuses to replace an existing file,
+    ///   and the ssh2 crate does not expose OpenSSH's posix-rename extension).
     /// - POSIX with become: SFTP to a private `0700` directory under `/tmp`, then under
-    ///   `sudo -n`: copy to `DIR/.kwin-tmp-N`, `chown 0:0`, `chmod`, `mv -f` into place.
+    ///   `sudo -n`: `install -o 0 -g 0 -m MODE` to `DIR/.kwin-tmp-N`, `mv -f` into place; the
+    ///   file ends up owned by root.
     /// - PowerShell: SFTP to `DIR\.kwin-tmp-N`, then `Move-Item -Force`.
     ///
     /// `mode` defaults to 0644. The temporary file is removed on failure.
@@ -475,7 +509,7 @@ impl Conn {
             (Shell::PowerShell, _) => {
                 let tmp_win = win_sibling(path, &format!(".kwin-tmp-{nonce}"));
                 let tmp_sftp = sftp_win_path(&tmp_win);
-                self.upload(&tmp_sftp, bytes)?;
+                self.upload(&tmp_sftp, bytes, None)?;
                 let script = format!(
                     "$ErrorActionPreference = 'Stop'\r\n\
                      try {{ Move-Item -LiteralPath {t} -Destination {p} -Force }} \
@@ -488,13 +522,19 @@ impl Conn {
             }
             (Shell::Posix, false) => {
                 let tmp = posix_sibling(path, &format!(".kwin-tmp-{nonce}"));
-                self.upload(&tmp, bytes)?;
+                self.upload(&tmp, bytes, Some(mode))?;
+                // One process: the shell execs mv (the mode was set over SFTP).
                 let script = format!(
-                    "chmod {mode:o} {t} && mv -f {t} {p} || {{ rc=$?; rm -f {t}; exit $rc; }}\n",
+                    "if [ -d {p} ]; then echo {p}: is a directory >&2; exit 1; fi\n\
+                     exec mv -f -- {t} {p}\n",
                     t = sh_quote(&tmp),
                     p = sh_quote(path),
                 );
-                self.finish_put(path, &script)
+                let r = self.finish_put(path, &script);
+                if matches!(r, Err(TransportError::Remote(_))) {
+                    self.remove_quietly(&tmp, None);
+                }
+                r
             }
             (Shell::Posix, true) => {
                 let dir = format!("/tmp/.kwin-{nonce}");
@@ -505,17 +545,20 @@ impl Conn {
                     sftp.mkdir(Path::new(&dir), 0o700)
                 }
                 .map_err(|e| self.sftp_err(&format!("cannot create {dir}"), e))?;
-                if let Err(e) = self.upload(&src, bytes) {
-                    self.remove_quietly(&src, Some(&dir));
+                if let Err(e) = self.upload(&src, bytes, None) {
+                    if !retires(&e) {
+                        self.remove_quietly(&src, Some(&dir));
+                    }
                     return Err(e);
                 }
                 let tmp = posix_sibling(path, &format!(".kwin-tmp-{nonce}"));
                 let script = format!(
                     "umask 077\n\
                      rc=0\n\
-                     {{ cp -- {s} {t} && chown 0:0 {t} && chmod {mode:o} {t} && mv -f -- {t} {p}; }} || rc=$?\n\
-                     rm -f -- {t}\n\
-                     rm -rf -- {d}\n\
+                     if [ -d {p} ]; then echo {p}: is a directory >&2; rc=1; else\n\
+                     install -o 0 -g 0 -m {mode:o} -- {s} {t} && mv -f -- {t} {p} || rc=$?\n\
+                     fi\n\
+                     rm -rf -- {t} {d}\n\
                      exit $rc\n",
                     s = sh_quote(&src),
                     t = sh_quote(&tmp),
@@ -523,7 +566,8 @@ impl Conn {
                     d = sh_quote(&dir),
                 );
                 let r = self.finish_put(path, &script);
-                if r.is_err() {
+                if matches!(&r, Err(e) if !retires(e)) {
+                    // sudo refused: the private directory is still there, and still ours.
                     self.remove_quietly(&src, Some(&dir));
                 }
                 r
@@ -587,6 +631,16 @@ impl Conn {
         }
         Ok(data)
     }
+}
+
+/// Errors after which the session cannot be trusted (a channel may be half-read).
+pub(crate) fn retires(e: &TransportError) -> bool {
+    matches!(
+        e,
+        TransportError::ConnectionLost(_)
+            | TransportError::Timeout(_)
+            | TransportError::OutputTooLarge { .. }
+    )
 }
 
 /// Waits on the socket in non-blocking mode, bounded by a deadline.
