@@ -237,9 +237,7 @@ impl Conn {
 
     fn shell_command(&self) -> &'static str {
         match (self.t.shell, self.t.become_root) {
-            (Shell::PowerShell, _) => {
-                "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -Command -"
-            }
+            (Shell::PowerShell, _) => powershell_command(),
             (Shell::Posix, false) => "sh -s",
             (Shell::Posix, true) => "sudo -n sh -s",
         }
@@ -633,6 +631,34 @@ impl Conn {
     }
 }
 
+/// Reads the whole script from stdin as UTF-8 bytes and runs it as one script block.
+/// (`-Command -` would run stdin line by line like an interactive prompt: a multi-line block
+/// runs only after an empty line, and the console code page mangles non-ASCII text.)
+/// `exit N` in the script sets the exit code; a terminating error exits 1; otherwise 0.
+const PS_BOOTSTRAP: &str = "$i = [Console]::OpenStandardInput()\n\
+$m = New-Object System.IO.MemoryStream\n\
+$i.CopyTo($m)\n\
+$s = [System.Text.Encoding]::UTF8.GetString($m.ToArray())\n\
+try { & ([scriptblock]::Create($s)) } catch { [Console]::Error.WriteLine($_.ToString()); exit 1 }\n\
+exit 0\n";
+
+/// `powershell.exe ... -EncodedCommand <bootstrap>`: base64 of UTF-16LE, so no shell on the
+/// way (cmd.exe or PowerShell as the OpenSSH default shell) can misread it.
+fn powershell_command() -> &'static str {
+    static CMD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CMD.get_or_init(|| {
+        use base64::Engine;
+        let utf16: Vec<u8> = PS_BOOTSTRAP
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        format!(
+            "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand {}",
+            base64::engine::general_purpose::STANDARD.encode(utf16)
+        )
+    })
+}
+
 /// Errors after which the session cannot be trusted (a channel may be half-read).
 pub(crate) fn retires(e: &TransportError) -> bool {
     matches!(
@@ -834,5 +860,28 @@ mod tests {
         assert_eq!(sftp_win_path("/C:/k/x"), "/C:/k/x");
         assert_eq!(signal_number("KILL"), 9);
         assert_eq!(signal_number("SIGTERM"), 15);
+    }
+
+    #[test]
+    fn powershell_bootstrap_round_trips() {
+        use base64::Engine;
+        let cmd = powershell_command();
+        let b64 = cmd
+            .strip_prefix(
+                "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand ",
+            )
+            .unwrap_or_else(|| panic!("{cmd}"));
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap_or_default();
+        let units: Vec<u16> = bytes
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c.get(1).copied().unwrap_or(0)]))
+            .collect();
+        assert_eq!(
+            String::from_utf16(&units).ok().as_deref(),
+            Some(PS_BOOTSTRAP)
+        );
+        assert!(cmd.len() < 2000, "cmd.exe limits command lines");
     }
 }
