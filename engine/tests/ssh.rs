@@ -138,6 +138,11 @@ struct Lab {
 
 impl Lab {
     fn start() -> Option<Lab> {
+        Lab::start_with("")
+    }
+
+    /// With extra `sshd_config` lines.
+    fn start_with(extra_config: &str) -> Option<Lab> {
         if !is_root() {
             println!("skipping: the ssh tests need root (sshd in a mount namespace)");
             return None;
@@ -227,7 +232,7 @@ impl Lab {
                  PidFile none\nAuthorizedKeysFile {d}/auth/%u\nUsePAM no\nStrictModes no\n\
                  UseDNS no\nPermitRootLogin prohibit-password\nPasswordAuthentication yes\n\
                  KbdInteractiveAuthentication no\nMaxStartups 200:30:400\nMaxSessions 100\n\
-                 MaxAuthTries 10\nSubsystem sftp /usr/lib/openssh/sftp-server\n",
+                 MaxAuthTries 10\nSubsystem sftp /usr/lib/openssh/sftp-server\n{extra_config}\n",
                 d = d.display()
             ),
             0o644,
@@ -328,6 +333,7 @@ impl Lab {
     fn opts(&self) -> SshOptions {
         let mut o = SshOptions::new(self.path(".kwin/known_hosts"));
         o.user_ssh_dir = None;
+        o.ssh_agent = None;
         o
     }
 
@@ -988,24 +994,25 @@ async fn ssh_agent_is_used_when_the_plan_names_no_key() {
         .status()
         .map(|s| s.success());
     assert_eq!(added.ok(), Some(true), "ssh-add failed");
-    // libssh2 finds the agent through the environment. Only this test sets it; tests that
-    // name a key never ask the agent.
-    std::env::set_var("SSH_AUTH_SOCK", &sock);
     let mut spec = lab.spec("root");
     spec.private_key = None;
-    let out = SshTransport::new("h1", &spec, lab.opts())
+    let mut opts = lab.opts();
+    opts.ssh_agent = Some(sock.clone());
+    let out = SshTransport::new("h1", &spec, opts.clone())
         .run("echo agent", T)
         .await;
     let _ = agent.kill();
     let _ = agent.wait();
     let out = out.unwrap_or_else(|e| panic!("agent auth: {e}"));
     assert_eq!(text(&out.stdout), "agent\n");
-    // The agent is gone: the error says what was tried.
-    match SshTransport::new("h1", &spec, lab.opts()).connect().await {
-        Err(e @ TransportError::Auth { .. }) => {
-            assert!(e.to_string().contains("ssh-agent"), "{e}")
+    // The agent is gone, or there is none: the error says what was tried.
+    for opts in [opts, lab.opts()] {
+        match SshTransport::new("h1", &spec, opts).connect().await {
+            Err(e @ TransportError::Auth { .. }) => {
+                assert!(e.to_string().contains("ssh-agent ("), "{e}")
+            }
+            other => panic!("expected an auth error, got {other:?}"),
         }
-        other => panic!("expected an auth error, got {other:?}"),
     }
 }
 
@@ -1040,4 +1047,31 @@ async fn fifty_hosts_connect_in_parallel() {
     // Client and server share two cores here, so handshakes cannot all overlap; a serial
     // implementation would take 50 × `one`.
     assert!(all < one * 40, "50 connects took {all:?} (one: {one:?})");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_session_with_keepalives_stays_usable() {
+    let Some(lab) = Lab::start_with("LogLevel DEBUG1") else {
+        return;
+    };
+    let mut opts = lab.opts();
+    opts.keepalive_secs = 1;
+    let t = SshTransport::new("h1", &lab.spec("root"), opts);
+    let first = t
+        .run("echo $PPID", T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let second = t
+        .run("echo $PPID", T)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Same session process on the server: the connection was kept, not re-made.
+    assert_eq!(text(&first.stdout), text(&second.stdout));
+    // The server saw the keepalives.
+    let log = std::fs::read_to_string(lab.path("sshd.log")).unwrap_or_default();
+    assert!(
+        log.contains("keepalive@libssh2.org"),
+        "no keepalive in the sshd log"
+    );
 }

@@ -81,11 +81,13 @@ pub struct SshOptions {
     /// here (and `/etc/ssh/ssh_known_hosts`). `None` reads no OpenSSH client files at all —
     /// only the plan and kwin's own known_hosts (CI, tests).
     pub user_ssh_dir: Option<PathBuf>,
+    /// The ssh-agent socket, asked when the plan names no key. `None`: no agent.
+    pub ssh_agent: Option<PathBuf>,
 }
 
 impl SshOptions {
     /// Defaults: refuse unknown keys, keepalive every 30 s, 60 s transfer silence, no
-    /// scrubber, OpenSSH files from `$HOME/.ssh`.
+    /// scrubber, OpenSSH files from `$HOME/.ssh`, the agent at `$SSH_AUTH_SOCK`.
     pub fn new(kwin_known_hosts: impl Into<PathBuf>) -> Self {
         SshOptions {
             accept_new_host_keys: false,
@@ -96,6 +98,9 @@ impl SshOptions {
             user_ssh_dir: std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
                 .map(|h| PathBuf::from(h).join(".ssh")),
+            ssh_agent: std::env::var_os("SSH_AUTH_SOCK")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from),
         }
     }
 }
@@ -520,6 +525,7 @@ fn resolve(s: &Settings) -> Result<Target, TransportError> {
         creds: Credentials {
             keys,
             use_agent: spec.private_key.is_none(),
+            agent_socket: opts.ssh_agent.clone(),
             passphrase: spec.passphrase.clone(),
             password: spec.password.clone(),
         },

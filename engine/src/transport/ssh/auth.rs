@@ -27,7 +27,10 @@ pub(crate) enum KeyOrigin {
 #[derive(Debug, Clone)]
 pub(crate) struct Credentials {
     pub keys: Vec<(PathBuf, KeyOrigin)>,
+    /// Ask the ssh-agent (only when the plan names no key).
     pub use_agent: bool,
+    /// The agent's socket; `None`: no agent is running.
+    pub agent_socket: Option<PathBuf>,
     pub passphrase: Option<SecretSource>,
     pub password: Option<SecretSource>,
 }
@@ -87,14 +90,12 @@ pub(crate) fn authenticate(sess: &Session, user: &str, creds: &Credentials) -> R
     }
 
     if creds.use_agent {
-        if std::env::var_os("SSH_AUTH_SOCK").is_some() {
-            match sess.userauth_agent(user) {
-                Ok(()) if sess.authenticated() => return Ok(()),
-                Ok(()) => tried.push("ssh-agent (no key accepted)".into()),
-                Err(e) => tried.push(format!("ssh-agent ({})", lower(e.message()))),
-            }
-        } else {
-            tried.push("ssh-agent (SSH_AUTH_SOCK is not set)".into());
+        match &creds.agent_socket {
+            Some(sock) => match try_agent(sess, user, sock) {
+                Ok(()) => return Ok(()),
+                Err(why) => tried.push(format!("ssh-agent ({why})")),
+            },
+            None => tried.push("ssh-agent (SSH_AUTH_SOCK is not set)".into()),
         }
     }
 
@@ -122,6 +123,37 @@ pub(crate) fn authenticate(sess: &Session, user: &str, creds: &Credentials) -> R
         return Err("nothing to try: no private_key, no ssh-agent, no password source".into());
     }
     Err(format!("tried {}", tried.join(", ")))
+}
+
+fn try_agent(sess: &Session, user: &str, sock: &Path) -> Result<(), String> {
+    let mut agent = sess.agent().map_err(|e| lower(e.message()))?;
+    agent
+        .set_identity_path(sock)
+        .map_err(|e| lower(e.message()))?;
+    agent
+        .connect()
+        .map_err(|e| format!("cannot reach {}: {}", sock.display(), lower(e.message())))?;
+    let ids = agent
+        .list_identities()
+        .and_then(|()| agent.identities())
+        .map_err(|e| lower(e.message()));
+    let result = match ids {
+        Err(e) => Err(e),
+        Ok(ids) if ids.is_empty() => Err("the agent holds no keys".into()),
+        Ok(ids) => {
+            let n = ids.len();
+            if ids
+                .iter()
+                .any(|id| agent.userauth(user, id).is_ok() && sess.authenticated())
+            {
+                Ok(())
+            } else {
+                Err(format!("none of its {n} keys was accepted"))
+            }
+        }
+    };
+    let _ = agent.disconnect();
+    result
 }
 
 fn try_key(

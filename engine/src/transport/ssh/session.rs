@@ -244,19 +244,22 @@ impl Conn {
     }
 
     /// `sudo -n` refuses with exit 1 and a "password is required" message when the user has
-    /// no passwordless sudo: that is a credentials problem, not a failed script.
+    /// no passwordless sudo (or "you must have a tty" under `Defaults requiretty`): that is a
+    /// credentials problem, not a failed script.
     fn check_sudo(&self, out: &Output) -> Result<(), TransportError> {
         let err = String::from_utf8_lossy(&out.stderr);
         if out.exit == 1
             && out.stdout.is_empty()
             && err.starts_with("sudo: ")
-            && (err.contains("password is required") || err.contains("terminal is required"))
+            && (err.contains("password is required")
+                || err.contains("terminal is required")
+                || err.contains("must have a tty"))
         {
             return Err(TransportError::Auth {
                 host: self.t.label.clone(),
                 user: self.t.user.clone(),
                 reason: format!(
-                    "become needs passwordless sudo, but `sudo -n` asked for a password ({})",
+                    "become needs passwordless sudo without a tty, and `sudo -n` refused ({})",
                     scrub(&self.t, err.trim())
                 ),
             });
