@@ -39,6 +39,7 @@
 //! [`TransportError::is_retryable`].
 
 mod auth;
+mod clixml;
 mod config;
 mod known_hosts;
 mod session;
@@ -433,6 +434,9 @@ fn worker(
         };
         if failed {
             alive.store(false, Ordering::Release);
+            // Tell the server (a dead connection fails fast), so it ends the session's
+            // processes' pipes now rather than at its next keepalive.
+            conn.disconnect();
             return;
         }
     }

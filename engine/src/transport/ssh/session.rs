@@ -8,6 +8,7 @@
 //! blocking mode with the session timeout as the longest tolerated silence.
 
 use super::auth::{self, Credentials};
+use super::clixml;
 use super::known_hosts::{self, Recorded, Verdict};
 use super::RecordedHostKey;
 use crate::quote::{ps_quote, sh_quote};
@@ -228,7 +229,12 @@ impl Conn {
         limit: Duration,
     ) -> Result<Output, TransportError> {
         let command = self.shell_command();
-        let out = self.exec(command, script.as_bytes(), deadline, limit)?;
+        let mut out = self.exec(command, script.as_bytes(), deadline, limit)?;
+        if self.t.shell == Shell::PowerShell {
+            if let Some(plain) = clixml::decode_stderr(&out.stderr) {
+                out.stderr = plain;
+            }
+        }
         if self.t.become_root {
             self.check_sudo(&out)?;
         }
@@ -638,7 +644,10 @@ impl Conn {
 /// (`-Command -` would run stdin line by line like an interactive prompt: a multi-line block
 /// runs only after an empty line, and the console code page mangles non-ASCII text.)
 /// `exit N` in the script sets the exit code; a terminating error exits 1; otherwise 0.
-const PS_BOOTSTRAP: &str = "$i = [Console]::OpenStandardInput()\n\
+/// Progress records are silenced; errors arrive on stderr as CLIXML (an effect of
+/// `-EncodedCommand`) and are decoded back to text (`clixml.rs`).
+const PS_BOOTSTRAP: &str = "$ProgressPreference = 'SilentlyContinue'\n\
+$i = [Console]::OpenStandardInput()\n\
 $m = New-Object System.IO.MemoryStream\n\
 $i.CopyTo($m)\n\
 $s = [System.Text.Encoding]::UTF8.GetString($m.ToArray())\n\
