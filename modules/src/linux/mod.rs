@@ -1,15 +1,28 @@
 //! Linux modules (POSIX sh).
+//!
+//! One file per module; `facts/` holds the typed facts they share (each a command and a pure
+//! parser), `script.rs` the building blocks of step scripts, `common.rs` shared parameter
+//! types. Every module documents its parameters, when it is a no-op, what it changes, and an
+//! example task in its `//!` header.
 
 use kwin_engine::module::{Module, ParamError};
 
+pub mod common;
+pub mod diff;
+pub mod facts;
+pub mod file;
+pub mod script;
+
 /// Module names implemented for Linux hosts.
-pub const NAMES: &[&str] = &[];
+pub const NAMES: &[&str] = &["file"];
 
 /// Build a Linux module, or `None` if `name` is not one.
 pub fn build(
     name: &str,
     params: &serde_json::Value,
 ) -> Option<Result<Box<dyn Module>, ParamError>> {
-    let _ = (name, params);
-    None
+    Some(match name {
+        "file" => file::build(params),
+        _ => return None,
+    })
 }
