@@ -12,7 +12,8 @@
 //! `expect` is `"noop"`, `{ "noop": "<why contains>" }`, `{ "error": "<message contains>",
 //! "path"?: "<param path>" }`, or a change: `action`, and optionally `reason` (contains),
 //! `steps_contain` / `steps_not_contain` (in the joined step scripts), `diff_contains`,
-//! `touches` (list of resources, or `"anything"`), `steps` (number of steps).
+//! `touches` (list of resources, or `"anything"`), `steps` (number of steps), `writes` (file
+//! contents the steps write: each must equal one embedded base64 payload or `put` step).
 //!
 //! The harness fails a case whose fact keys differ from what the module asks for, and checks
 //! that every fact command and every step script parses with `sh -n`.
@@ -70,6 +71,30 @@ fn sh_parses(script: &str) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr)
         ))
     }
+}
+
+/// Contents of the `base64 -d <<'KWIN_B64'` here-documents in a script.
+fn embedded_payloads(script: &str) -> Result<Vec<Vec<u8>>, String> {
+    use base64::Engine;
+    let mut out = Vec::new();
+    let mut rest = script;
+    while let Some(i) = rest.find("<<'KWIN_B64'\n") {
+        let body = &rest[i + "<<'KWIN_B64'\n".len()..];
+        let end = if body.starts_with("KWIN_B64\n") {
+            0
+        } else {
+            body.find("\nKWIN_B64\n")
+                .ok_or("unterminated here-document")?
+        };
+        let b64: String = body[..end].split('\n').collect();
+        out.push(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| format!("bad base64 in script: {e}"))?,
+        );
+        rest = &body[end..];
+    }
+    Ok(out)
 }
 
 fn strs(v: Option<&Value>) -> Vec<String> {
@@ -182,14 +207,19 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
                 }
             }
             let mut joined = String::new();
+            let mut written: Vec<Vec<u8>> = Vec::new();
             for s in &c.steps {
                 match s {
                     Step::Run(script) => {
                         sh_parses(script)?;
                         joined.push_str(script);
                         joined.push('\n');
+                        written.extend(embedded_payloads(script)?);
                     }
-                    Step::Put { path, .. } => joined.push_str(&format!("<put {path}>\n")),
+                    Step::Put { path, content, .. } => {
+                        joined.push_str(&format!("<put {path}>\n"));
+                        written.push(content.clone());
+                    }
                     Step::Reboot(_) => joined.push_str("<reboot>\n"),
                 }
             }
@@ -206,6 +236,15 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
             for bad in strs(o.get("steps_not_contain")) {
                 if joined.contains(&bad) {
                     return Err(format!("steps contain `{bad}`:\n{joined}"));
+                }
+            }
+            for want in strs(o.get("writes")) {
+                if !written.iter().any(|w| w == want.as_bytes()) {
+                    let got: Vec<String> = written
+                        .iter()
+                        .map(|w| String::from_utf8_lossy(w).into_owned())
+                        .collect();
+                    return Err(format!("steps do not write {want:?}; they write {got:?}"));
                 }
             }
             let diff = c.diff.clone().unwrap_or_default();
@@ -234,6 +273,7 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
                     "steps_not_contain",
                     "diff_contains",
                     "touches",
+                    "writes",
                 ];
                 if !known.contains(&k.as_str()) {
                     return Err(format!("unknown expect field `{k}`"));

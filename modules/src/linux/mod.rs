@@ -9,12 +9,23 @@ use kwin_engine::module::{Module, ParamError};
 
 pub mod common;
 pub mod diff;
+pub mod directory;
 pub mod facts;
 pub mod file;
+pub mod kernel_module;
+pub mod line_in_file;
+pub mod managed;
 pub mod script;
+pub mod sysctl;
 
 /// Module names implemented for Linux hosts.
-pub const NAMES: &[&str] = &["file"];
+pub const NAMES: &[&str] = &[
+    "directory",
+    "file",
+    "kernel_module",
+    "line_in_file",
+    "sysctl",
+];
 
 /// Build a Linux module, or `None` if `name` is not one.
 pub fn build(
@@ -22,7 +33,11 @@ pub fn build(
     params: &serde_json::Value,
 ) -> Option<Result<Box<dyn Module>, ParamError>> {
     Some(match name {
+        "directory" => directory::build(params),
         "file" => file::build(params),
+        "kernel_module" => kernel_module::build(params),
+        "line_in_file" => line_in_file::build(params),
+        "sysctl" => sysctl::build(params),
         _ => return None,
     })
 }

@@ -240,8 +240,9 @@ mod tests {
     use super::super::out;
     use super::*;
 
-    // Captured from dash on Debian 12 (coreutils) for /etc/hostname.
-    const HOSTNAME: &str = "type=file\nstat=644:0:root:0:root:13\nsha256=8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4\ncontent=aGVsbG8gd29ybGQK\n";
+    // Captured: the command under dash on Debian 12 (coreutils) for a file holding
+    // "hello world\n".
+    const HOSTNAME: &str = "type=file\nstat=644:0:root:0:root:12\nsha256=a948904f2f0f479b8f8197694b30184b0d2ed1c1cd2a1ec0fb85d299a192a447\ncontent=aGVsbG8gd29ybGQK\n";
 
     #[test]
     fn regular_file_with_content() {
@@ -261,8 +262,9 @@ mod tests {
 
     #[test]
     fn directory_symlink_and_setuid() {
-        // `/bin` on a merged-usr system: a link to /usr/bin.
-        let st = parse_path_state("link=L3Vzci9iaW4K\ntype=dir\nstat=4755:0:root:0:root:4096\n")
+        // Captured: `/bin` on Debian 12 (merged /usr) is a link to /usr/bin. Mode changed to
+        // 4755 to cover special bits.
+        let st = parse_path_state("link=L3Vzci9iaW4K\ntype=dir\nstat=4755:0:root:0:root:36864\n")
             .expect("parse");
         assert_eq!(
             st,
@@ -273,7 +275,7 @@ mod tests {
                     user: "root".into(),
                     gid: 0,
                     group: "root".into(),
-                    size: 4096
+                    size: 36864
                 },
                 link_target: Some("/usr/bin".into())
             }
