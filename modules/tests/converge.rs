@@ -498,3 +498,348 @@ async fn sysctl_in_a_network_namespace() {
     );
     no_pwned(tmp.path());
 }
+
+#[tokio::test]
+async fn swap_off_comments_out_fstab() {
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    if swaps.lines().count() > 1 {
+        skip("this machine has active swap; the swap_off test would turn it off");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fstab = tmp.path().join(format!("fstab {HOSTILE}"));
+    std::fs::write(
+        &fstab,
+        "UUID=1 / ext4 defaults 0 1\n/swap.img\tnone\tswap\tsw\t0\t0\n# /old none swap sw 0 0\n",
+    )
+    .expect("write");
+    let t = local();
+    let m = build("swap_off", json!({ "fstab": s(&fstab) }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(
+        std::fs::read_to_string(&fstab).expect("read"),
+        "UUID=1 / ext4 defaults 0 1\n#/swap.img\tnone\tswap\tsw\t0\t0\n# /old none swap sw 0 0\n"
+    );
+}
+
+#[tokio::test]
+async fn command_guards_and_failures() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let made = tmp.path().join(format!("made {HOSTILE}"));
+    let t = local();
+    let q = kwin_engine::quote::sh_quote(&s(&made));
+    // The command reads stdin: it must get /dev/null, not the rest of the batched script.
+    let m = build(
+        "command",
+        json!({ "run": format!("cat; printf '%s' \"$0\" > {q}"), "creates": s(&made) }),
+    );
+    let Plan::Change(c) = plan(&t, m.as_ref()).await else {
+        panic!("change expected")
+    };
+    let after = tmp.path().join("after");
+    let mut steps = c.steps.clone();
+    steps.push(Step::Run(format!(
+        "touch {}",
+        kwin_engine::quote::sh_quote(&s(&after))
+    )));
+    run_steps(&t, &steps).await.expect("steps run");
+    assert!(made.exists());
+    assert!(after.exists(), "the batch after the command did not run");
+    assert!(plan(&t, m.as_ref()).await.is_noop());
+
+    // unless: converges once the condition holds.
+    let flag = tmp.path().join("flag it's");
+    let fq = kwin_engine::quote::sh_quote(&s(&flag));
+    let m = build(
+        "command",
+        json!({ "run": format!("touch {fq}"), "unless": format!("test -e {fq}") }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+
+    // A failing command fails the step with its code.
+    let m = build(
+        "command",
+        json!({ "run": "echo broken >&2; exit 3", "creates": "/nonexistent/kwin" }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(
+        err.contains("broken") && err.contains("command exited with code 3"),
+        "{err}"
+    );
+
+    // Succeeding without creating what it promised is an error too.
+    let m = build(
+        "command",
+        json!({ "run": "true", "creates": s(&tmp.path().join("never")) }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(err.contains("did not create"), "{err}");
+    no_pwned(tmp.path());
+}
+
+/// A tiny HTTP server on 127.0.0.1 serving `body` at `/file` (404 elsewhere). It stops by
+/// itself after 120 s.
+struct Http {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Http {
+    fn serve(body: Vec<u8>) -> Http {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed)
+                && started.elapsed() < Duration::from_secs(120)
+            {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&req);
+                let ok = line.starts_with("GET /file ");
+                let (status, data): (&str, &[u8]) = if ok {
+                    ("200 OK", &body)
+                } else {
+                    ("404 Not Found", b"not found")
+                };
+                let _ = conn.write_all(
+                    format!(
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        data.len()
+                    )
+                    .as_bytes(),
+                );
+                let _ = conn.write_all(data);
+            }
+        });
+        Http { port, stop }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn sha_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(b))
+}
+
+fn has_command(name: &str) -> bool {
+    std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn download_http_file_url_and_bad_hash() {
+    let body: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let sha = sha_hex(&body);
+    let http = Http::serve(body.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = local();
+    if !has_command("curl") && !has_command("wget") {
+        skip("download needs curl or wget");
+        return;
+    }
+
+    let dest = tmp.path().join(HOSTILE).join("tool ✓");
+    let m = build(
+        "download",
+        json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": sha, "mode": "0755" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&dest).expect("read"), body);
+    assert_eq!(mode_of(&dest), 0o755);
+
+    // The other fetcher, by answering the probe as if only it were installed.
+    for only in ["curl", "wget"] {
+        if !has_command(only) {
+            continue;
+        }
+        let dest = tmp.path().join(format!("via {only}"));
+        let m = build(
+            "download",
+            json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": sha }),
+        );
+        let mut facts = probe(&t, m.as_ref()).await;
+        facts.insert(
+            "commands:curl,wget",
+            kwin_engine::fact::FactOutput {
+                stdout: format!(
+                    "curl={}\nwget={}\n",
+                    if only == "curl" { "yes" } else { "no" },
+                    if only == "wget" { "yes" } else { "no" }
+                )
+                .into_bytes(),
+                ..Default::default()
+            },
+        );
+        let inputs = Inputs::new();
+        let ctx = Ctx {
+            shell: Shell::Posix,
+            host: "local",
+            inputs: &inputs,
+        };
+        let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) else {
+            panic!("change expected")
+        };
+        assert!(c
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Run(x) if x.contains(only))));
+        run_steps(&t, &c.steps)
+            .await
+            .unwrap_or_else(|o| panic!("{only}: {}", fail_text(&o)));
+        assert_eq!(std::fs::read(&dest).expect("read"), body, "{only}");
+        assert!(plan(&t, m.as_ref()).await.is_noop());
+    }
+
+    // file:// (curl only).
+    if has_command("curl") {
+        let src = tmp.path().join("source file");
+        std::fs::write(&src, b"from a file url\n").expect("write");
+        let dest2 = tmp.path().join("copied");
+        let m = build(
+            "download",
+            json!({ "url": format!("file://{}", s(&src).replace(' ', "%20")), "dest": s(&dest2), "sha256": sha_hex(b"from a file url\n") }),
+        );
+        assert!(changed(&converge(&t, m.as_ref()).await));
+        assert_eq!(std::fs::read(&dest2).expect("read"), b"from a file url\n");
+    }
+
+    // A wrong hash fails with both hashes and leaves the old file and no temporary file.
+    let wrong = "0".repeat(64);
+    let m = build(
+        "download",
+        json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": wrong }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(err.contains(&sha) && err.contains(&wrong), "{err}");
+    assert_eq!(std::fs::read(&dest).expect("read"), body);
+
+    // A 404 fails the download.
+    let m = build(
+        "download",
+        json!({ "url": http.url("/missing"), "dest": s(&tmp.path().join("x")), "sha256": sha }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(err.contains("download of"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dest.parent().expect("parent"))
+        .expect("ls")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(".kwin-dl"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+    no_pwned(tmp.path());
+}
+
+fn make_tarball(dir: &Path, name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.src"));
+    for (p, content) in files {
+        let f = src.join(p);
+        std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&f, content).expect("write");
+    }
+    let out = dir.join(format!("{name}.tar.gz"));
+    let st = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(&out)
+        .arg("-C")
+        .arg(&src)
+        .arg(".")
+        .status()
+        .expect("tar");
+    assert!(st.success());
+    out
+}
+
+#[tokio::test]
+async fn archive_from_path_and_url() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = local();
+    let weird = format!("top/{}.txt", HOSTILE.replace('\n', "_"));
+    let tgz = make_tarball(
+        tmp.path(),
+        "v1",
+        &[("top/bin/tool", "v1\n"), (weird.as_str(), "odd\n")],
+    );
+    let dest = tmp.path().join(format!("dest {HOSTILE}"));
+    let m = build(
+        "archive",
+        json!({ "src": s(&tgz), "dest": s(&dest), "strip_components": 2 }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("extract expected")
+    };
+    assert_eq!(c.reason, "not extracted");
+    assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"v1\n");
+
+    // A new tarball at the same path is extracted again, once.
+    let v2 = make_tarball(tmp.path(), "v2", &[("top/bin/tool", "v2\n")]);
+    std::fs::rename(&v2, &tgz).expect("mv");
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("re-extract expected")
+    };
+    assert_eq!(c.reason, "archive changed since it was extracted");
+    assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"v2\n");
+
+    // From a URL, verified, with `creates`.
+    let bytes = std::fs::read(&tgz).expect("read");
+    let http = Http::serve(bytes.clone());
+    if has_command("curl") || has_command("wget") {
+        let dest = tmp.path().join("from url");
+        let m = build(
+            "archive",
+            json!({ "url": http.url("/file"), "sha256": sha_hex(&bytes), "dest": s(&dest), "creates": s(&dest.join("top/bin/tool")) }),
+        );
+        assert!(changed(&converge(&t, m.as_ref()).await));
+        assert_eq!(
+            std::fs::read(dest.join("top/bin/tool")).expect("read"),
+            b"v2\n"
+        );
+
+        let m = build(
+            "archive",
+            json!({ "url": http.url("/file"), "sha256": "1".repeat(64), "dest": s(&tmp.path().join("bad")) }),
+        );
+        let err = apply_fails(&t, m.as_ref()).await;
+        assert!(err.contains("expected 1111"), "{err}");
+    }
+
+    // A source that is not a tarball fails clearly.
+    let junk = tmp.path().join("junk.tgz");
+    std::fs::write(&junk, "not a tarball").expect("write");
+    let m = build(
+        "archive",
+        json!({ "src": s(&junk), "dest": s(&tmp.path().join("j")) }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(err.contains("cannot extract"), "{err}");
+    no_pwned(tmp.path());
+}

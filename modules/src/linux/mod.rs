@@ -7,23 +7,31 @@
 
 use kwin_engine::module::{Module, ParamError};
 
+pub mod archive;
+pub mod command;
 pub mod common;
 pub mod diff;
 pub mod directory;
+pub mod download;
 pub mod facts;
 pub mod file;
 pub mod kernel_module;
 pub mod line_in_file;
 pub mod managed;
 pub mod script;
+pub mod swap_off;
 pub mod sysctl;
 
 /// Module names implemented for Linux hosts.
 pub const NAMES: &[&str] = &[
+    "archive",
+    "command",
     "directory",
+    "download",
     "file",
     "kernel_module",
     "line_in_file",
+    "swap_off",
     "sysctl",
 ];
 
@@ -33,10 +41,14 @@ pub fn build(
     params: &serde_json::Value,
 ) -> Option<Result<Box<dyn Module>, ParamError>> {
     Some(match name {
+        "archive" => archive::build(params),
+        "command" => command::build(params),
         "directory" => directory::build(params),
+        "download" => download::build(params),
         "file" => file::build(params),
         "kernel_module" => kernel_module::build(params),
         "line_in_file" => line_in_file::build(params),
+        "swap_off" => swap_off::build(params),
         "sysctl" => sysctl::build(params),
         _ => return None,
     })

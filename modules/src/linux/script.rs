@@ -137,6 +137,54 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
     }
 }
 
+/// A program that fetches URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetcher {
+    Curl,
+    Wget,
+}
+
+impl Fetcher {
+    /// The first of curl or wget among the commands a host has.
+    pub fn pick(found: &[String]) -> Option<Fetcher> {
+        if found.iter().any(|c| c == "curl") {
+            Some(Fetcher::Curl)
+        } else if found.iter().any(|c| c == "wget") {
+            Some(Fetcher::Wget)
+        } else {
+            None
+        }
+    }
+}
+
+/// Commands that download `url` into the file named by the shell variable `var` (which
+/// must already hold a temporary path) and check its sha256, removing it on failure.
+pub fn fetch_verified(fetcher: Fetcher, url: &str, var: &str, sha256: &str) -> String {
+    let u = sh_quote(url);
+    let get = match fetcher {
+        Fetcher::Curl => format!("curl -fsSL --retry 3 --connect-timeout 30 -o \"${var}\" {u}"),
+        Fetcher::Wget => format!("wget -q -T 30 -t 3 -O \"${var}\" {u}"),
+    };
+    let rm = format!("rm -f -- \"${var}\";");
+    format!(
+        "{get} || {}\n{}",
+        die_after(&rm, &format!("download of {url} failed")),
+        verify_sha256(var, sha256, url, &rm)
+    )
+}
+
+/// Commands failing the script unless the file named by shell variable `var` has sha256
+/// `want`; `what` names it in the message, `cleanup` runs first on failure.
+pub fn verify_sha256(var: &str, want: &str, what: &str, cleanup: &str) -> String {
+    let want = sh_quote(want);
+    format!(
+        "h=$(sha256sum < \"${var}\") || {}\n\
+         if [ \"${{h%% *}}\" != {want} ]; then {cleanup} printf 'kwin: sha256 of %s is %s, expected %s\\n' {} \"${{h%% *}}\" {want} >&2; exit 1; fi\n",
+        die_after(cleanup, &format!("cannot hash {what}")),
+        sh_quote(what),
+    )
+}
+
 /// sha256 of bytes, lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
