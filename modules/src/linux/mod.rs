@@ -18,7 +18,10 @@ pub mod file;
 pub mod kernel_module;
 pub mod line_in_file;
 pub mod managed;
+pub mod package;
+pub mod package_repo;
 pub mod script;
+pub mod service;
 pub mod swap_off;
 pub mod sysctl;
 
@@ -31,6 +34,8 @@ pub const NAMES: &[&str] = &[
     "file",
     "kernel_module",
     "line_in_file",
+    "package",
+    "service",
     "swap_off",
     "sysctl",
 ];
@@ -48,6 +53,8 @@ pub fn build(
         "file" => file::build(params),
         "kernel_module" => kernel_module::build(params),
         "line_in_file" => line_in_file::build(params),
+        "package" => package::build(params),
+        "service" => service::build(params),
         "swap_off" => swap_off::build(params),
         "sysctl" => sysctl::build(params),
         _ => return None,
