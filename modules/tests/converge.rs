@@ -843,3 +843,284 @@ async fn archive_from_path_and_url() {
     assert!(err.contains("cannot extract"), "{err}");
     no_pwned(tmp.path());
 }
+
+#[tokio::test]
+async fn service_without_systemd_fails_clearly() {
+    let t = local();
+    let m = build(
+        "service",
+        json!({ "name": "kwin-no-such-unit", "state": "stopped", "enabled": false }),
+    );
+    let facts = probe(&t, m.as_ref()).await;
+    let inputs = Inputs::new();
+    let ctx = Ctx {
+        shell: Shell::Posix,
+        host: "local",
+        inputs: &inputs,
+    };
+    let r = m.plan(&facts, &ctx);
+    if Path::new("/run/systemd/system").is_dir() {
+        // A systemd host: a unit that does not exist is neither running nor enabled.
+        assert!(matches!(r, Ok(Plan::NoOp { .. })), "{r:?}");
+    } else {
+        let err = r.expect_err("no systemd here");
+        assert!(
+            matches!(err, kwin_engine::module::ModuleError::Unsupported(_)),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("service `kwin-no-such-unit`: this host does not run systemd"),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn apt_key_dearmor_matches_binary() {
+    use base64::Engine;
+    let t = local();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let binary: Vec<u8> = (0..1500u32).map(|i| (i * 7 % 256) as u8).collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&binary);
+    let body: Vec<String> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    let armored = format!(
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\nComment: test key\n\n{}\n=AbCd\n-----END PGP PUBLIC KEY BLOCK-----\n",
+        body.join("\n")
+    );
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("armored", armored.clone().into_bytes()),
+        ("crlf", armored.replace('\n', "\r\n").into_bytes()),
+        ("binary", binary.clone()),
+    ];
+    for (name, input) in cases {
+        let path = tmp.path().join(format!("{name} key's"));
+        std::fs::write(&path, &input).expect("write");
+        let script = format!(
+            "k={}\n{}",
+            kwin_engine::quote::sh_quote(&s(&path)),
+            kwin_modules::linux::package_repo::dearmor("k", "")
+        );
+        let out = t.run(&script, TIMEOUT).await.expect("run");
+        assert!(out.success(), "{name}: {}", fail_text(&out));
+        assert_eq!(std::fs::read(&path).expect("read"), binary, "{name}");
+    }
+    // A real key: Debian's archive key exported with armor, against `gpg --dearmor`.
+    let ring = "/usr/share/keyrings/debian-archive-bookworm-stable.gpg";
+    if has_command("gpg") && Path::new(ring).exists() {
+        let home = tmp.path().join("gnupg");
+        std::fs::create_dir(&home).expect("mkdir");
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let real = tmp.path().join("real.asc");
+        let out = t
+            .run(
+                &format!(
+                    "export GNUPGHOME={h}\ngpg -q --no-default-keyring --keyring {ring} --export --armor > {a} && gpg -q --dearmor < {a} > {a}.gpg",
+                    h = kwin_engine::quote::sh_quote(&s(&home)),
+                    a = kwin_engine::quote::sh_quote(&s(&real)),
+                ),
+                TIMEOUT,
+            )
+            .await
+            .expect("run");
+        assert!(out.success(), "{}", fail_text(&out));
+        let script = format!(
+            "k={}\n{}",
+            kwin_engine::quote::sh_quote(&s(&real)),
+            kwin_modules::linux::package_repo::dearmor("k", "")
+        );
+        let out = t.run(&script, TIMEOUT).await.expect("run");
+        assert!(out.success(), "{}", fail_text(&out));
+        let want = std::fs::read(tmp.path().join("real.asc.gpg")).expect("read");
+        assert!(!want.is_empty());
+        assert_eq!(std::fs::read(&real).expect("read"), want);
+    }
+
+    let broken = tmp.path().join("broken");
+    std::fs::write(
+        &broken,
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\n-----END PGP PUBLIC KEY BLOCK-----\n",
+    )
+    .expect("write");
+    let script = format!(
+        "k={}\n{}",
+        kwin_engine::quote::sh_quote(&s(&broken)),
+        kwin_modules::linux::package_repo::dearmor("k", "")
+    );
+    let out = t.run(&script, TIMEOUT).await.expect("run");
+    assert!(!out.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a valid ASCII-armored OpenPGP key"),
+        "{}",
+        fail_text(&out)
+    );
+}
+
+/// A local apt repository (`file:` URI, trusted) holding a test package in two versions,
+/// listed in /etc/apt/sources.list.d for the test's duration. Dropping it purges the package
+/// and removes the list and its index files.
+struct AptRepo {
+    pkg: String,
+    list: std::path::PathBuf,
+    index_marker: String,
+    _dir: tempfile::TempDir,
+}
+
+impl AptRepo {
+    fn create() -> Option<AptRepo> {
+        let root = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| o.stdout == b"0\n")
+            .unwrap_or(false);
+        if !root
+            || !["apt-get", "dpkg-deb", "dpkg-query", "apt-mark"]
+                .iter()
+                .all(|c| has_command(c))
+        {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("kwinapt")
+            .tempdir()
+            .expect("tempdir");
+        let pkg = format!("kwin-test-dummy-{}", std::process::id());
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).expect("mkdir");
+        let mut index = String::new();
+        for v in ["1.0", "2.0"] {
+            let b = dir.path().join(format!("build-{v}"));
+            std::fs::create_dir_all(b.join("DEBIAN")).expect("mkdir");
+            std::fs::write(
+                b.join("DEBIAN/control"),
+                format!("Package: {pkg}\nVersion: {v}\nArchitecture: all\nMaintainer: kwin tests <tests@kwin.invalid>\nDescription: kwin test package\n"),
+            )
+            .expect("write");
+            let deb = repo.join(format!("{pkg}_{v}_all.deb"));
+            let st = std::process::Command::new("dpkg-deb")
+                .arg("--build")
+                .arg("--root-owner-group")
+                .arg(&b)
+                .arg(&deb)
+                .output()
+                .expect("dpkg-deb");
+            assert!(
+                st.status.success(),
+                "{}",
+                String::from_utf8_lossy(&st.stderr)
+            );
+            let bytes = std::fs::read(&deb).expect("read deb");
+            index.push_str(&format!(
+                "Package: {pkg}\nVersion: {v}\nArchitecture: all\nMaintainer: kwin tests <tests@kwin.invalid>\nDescription: kwin test package\nFilename: ./{pkg}_{v}_all.deb\nSize: {}\nSHA256: {}\n\n",
+                bytes.len(),
+                sha_hex(&bytes)
+            ));
+        }
+        std::fs::write(repo.join("Packages"), index).expect("write index");
+        // apt's unprivileged downloader must be able to read the repository.
+        for p in [dir.path(), repo.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        let list = std::path::PathBuf::from(format!("/etc/apt/sources.list.d/{pkg}.list"));
+        std::fs::write(&list, format!("deb [trusted=yes] file:{} ./\n", s(&repo)))
+            .expect("write list");
+        let out = std::process::Command::new("apt-get")
+            .args(["-q", "update", "-o"])
+            .arg(format!("Dir::Etc::sourcelist={}", s(&list)))
+            .args([
+                "-o",
+                "Dir::Etc::sourceparts=-",
+                "-o",
+                "APT::Get::List-Cleanup=0",
+            ])
+            .output()
+            .expect("apt-get update");
+        let index_marker = s(dir.path()).trim_start_matches('/').replace('/', "_");
+        let me = AptRepo {
+            pkg,
+            list,
+            index_marker,
+            _dir: dir,
+        };
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(me)
+    }
+
+    fn dpkg_status(&self) -> String {
+        let out = std::process::Command::new("dpkg-query")
+            .args(["-W", "-f=${db:Status-Abbrev}${Version}", &self.pkg])
+            .output()
+            .expect("dpkg-query");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for AptRepo {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("apt-mark")
+            .args(["unhold", &self.pkg])
+            .output();
+        let _ = std::process::Command::new("dpkg")
+            .args(["--purge", &self.pkg])
+            .output();
+        let _ = std::fs::remove_file(&self.list);
+        if let Ok(rd) = std::fs::read_dir("/var/lib/apt/lists") {
+            for e in rd.filter_map(Result::ok) {
+                if e.file_name().to_string_lossy().contains(&self.index_marker) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn package_with_apt_from_a_local_repository() {
+    let Some(repo) = AptRepo::create() else {
+        skip("the apt test needs root, apt-get and dpkg-deb");
+        return;
+    };
+    let t = local();
+    let pkg = repo.pkg.clone();
+
+    let m = build(
+        "package",
+        json!({ "name": pkg, "version": "1.0", "hold": true }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("install expected")
+    };
+    assert_eq!(c.action, kwin_engine::module::Action::Create);
+    assert_eq!(repo.dpkg_status(), "hi 1.0");
+
+    // Upgrade a held package; it stays held.
+    let m = build(
+        "package",
+        json!({ "name": pkg, "version": "2.0", "hold": true }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("upgrade expected")
+    };
+    assert_eq!(c.reason, "other version installed");
+    assert_eq!(repo.dpkg_status(), "hi 2.0");
+
+    let m = build("package", json!({ "name": [pkg.clone()], "hold": false }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(repo.dpkg_status(), "ii 2.0");
+
+    let m = build("package", json!({ "name": pkg, "state": "absent" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(
+        !repo.dpkg_status().starts_with("ii"),
+        "{}",
+        repo.dpkg_status()
+    );
+}

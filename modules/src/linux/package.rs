@@ -230,7 +230,7 @@ impl Package {
 
         // Which packages need installing (missing or at another version).
         let mut install = Vec::new();
-        let mut unhold_first = Vec::new();
+        let mut relock = Vec::new();
         for n in &self.names {
             match pk.installed.get(n) {
                 None => {
@@ -245,9 +245,11 @@ impl Package {
                                 Some(&self.spec(m, n)),
                             ));
                             install.push(n.clone());
-                            // dnf refuses to change a locked package; apt is told to.
-                            if inst.held && m != Manager::Apt {
-                                unhold_first.push(n.clone());
+                            // A version change releases the hold: dnf refuses to change a
+                            // locked package (released first), apt drops the hold when told
+                            // to change it. Either way it is held again below.
+                            if inst.held {
+                                relock.push(n.clone());
                             }
                         }
                     }
@@ -288,8 +290,8 @@ impl Package {
                 }
                 _ => {
                     let mut s = String::new();
-                    if !unhold_first.is_empty() {
-                        let q: Vec<String> = unhold_first.iter().map(|n| sh_quote(n)).collect();
+                    if !relock.is_empty() && m != Manager::Apt {
+                        let q: Vec<String> = relock.iter().map(|n| sh_quote(n)).collect();
                         s.push_str(&format!(
                             "dnf -y versionlock delete {} || {}\n",
                             q.join(" "),
@@ -308,11 +310,10 @@ impl Package {
 
         // Hold state, after any install (a fresh install is not held; a lock released for
         // a version change is taken again unless `hold = false`).
-        let held =
-            |n: &String| pk.installed.get(n).is_some_and(|i| i.held) && !unhold_first.contains(n);
+        let held = |n: &String| pk.installed.get(n).is_some_and(|i| i.held) && !relock.contains(n);
         let want_hold = |n: &String| match self.hold {
             Some(h) => Some(h),
-            None => unhold_first.contains(n).then_some(true),
+            None => relock.contains(n).then_some(true),
         };
         let to_hold: Vec<&String> = self
             .names
