@@ -367,35 +367,15 @@ async fn kernel_module_builtin_persists_and_missing_fails_clearly() {
     );
 }
 
-/// A transport whose scripts run inside a network namespace, so `net.*` kernel parameters
-/// can be changed without touching this machine's own.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    /// A fresh namespace, or `None` when this machine cannot make one (not root, no `ip`).
-    fn create() -> Option<Netns> {
-        let name = format!("kwin-test-{}", std::process::id());
-        let ok = std::process::Command::new("ip")
-            .args(["netns", "add", &name])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        ok.then_some(Netns { name })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-    }
+/// A transport running scripts through another command line (`ip netns exec NAME /bin/sh -s`,
+/// `busybox sh -s`), optionally with its own `PATH`. Files are put and got locally.
+struct ShTransport {
+    argv: Vec<String>,
+    path: Option<String>,
 }
 
 #[async_trait::async_trait]
-impl Transport for Netns {
+impl Transport for ShTransport {
     fn shell(&self) -> Shell {
         Shell::Posix
     }
@@ -407,24 +387,28 @@ impl Transport for Netns {
         script: &str,
         timeout: Duration,
     ) -> Result<Output, kwin_engine::transport::TransportError> {
+        use kwin_engine::transport::TransportError as E;
         use tokio::io::AsyncWriteExt;
-        let mut child = tokio::process::Command::new("ip")
-            .args(["netns", "exec", &self.name, "/bin/sh", "-s"])
+        let mut cmd = tokio::process::Command::new(&self.argv[0]);
+        cmd.args(&self.argv[1..])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| kwin_engine::transport::TransportError::Local(e.to_string()))?;
-        let mut stdin = child.stdin.take().expect("stdin");
+            .kill_on_drop(true);
+        if let Some(p) = &self.path {
+            cmd.env("PATH", p);
+        }
+        let mut child = cmd.spawn().map_err(|e| E::Local(e.to_string()))?;
+        let mut stdin = child.stdin.take().ok_or(E::Local("no stdin".into()))?;
         stdin
             .write_all(script.as_bytes())
             .await
-            .map_err(|e| kwin_engine::transport::TransportError::Local(e.to_string()))?;
+            .map_err(|e| E::Local(e.to_string()))?;
         drop(stdin);
         let out = tokio::time::timeout(timeout, child.wait_with_output())
             .await
-            .map_err(|_| kwin_engine::transport::TransportError::Timeout(timeout))?
-            .map_err(|e| kwin_engine::transport::TransportError::Local(e.to_string()))?;
+            .map_err(|_| E::Timeout(timeout))?
+            .map_err(|e| E::Local(e.to_string()))?;
         Ok(Output {
             stdout: out.stdout,
             stderr: out.stderr,
@@ -445,6 +429,41 @@ impl Transport for Netns {
     async fn close(&self) {}
 }
 
+/// A private network namespace, so `net.*` kernel parameters can change without touching
+/// this machine's own; removed on drop.
+struct Netns {
+    name: String,
+    sh: ShTransport,
+}
+
+impl Netns {
+    /// A fresh namespace, or `None` when this machine cannot make one (not root, no `ip`).
+    fn create() -> Option<Netns> {
+        let name = format!("kwin-test-{}", std::process::id());
+        let ok = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        let argv = ["ip", "netns", "exec", &name, "/bin/sh", "-s"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        ok.then_some(Netns {
+            name,
+            sh: ShTransport { argv, path: None },
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
 #[allow(clippy::print_stderr)]
 fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
@@ -462,11 +481,12 @@ async fn sysctl_in_a_network_namespace() {
         "sysctl",
         json!({ "key": "net.ipv4.ip_forward", "value": 1, "file": s(&file) }),
     );
-    let Plan::Change(c) = converge(&ns, m.as_ref()).await else {
+    let Plan::Change(c) = converge(&ns.sh, m.as_ref()).await else {
         panic!("change expected")
     };
     assert!(c.reason.contains("live value differs"), "{}", c.reason);
     let live = ns
+        .sh
         .run("cat /proc/sys/net/ipv4/ip_forward", TIMEOUT)
         .await
         .expect("run");
@@ -480,8 +500,9 @@ async fn sysctl_in_a_network_namespace() {
         "sysctl",
         json!({ "key": "net.ipv4.ip_local_port_range", "value": "40000    50000", "persist": false }),
     );
-    assert!(changed(&converge(&ns, m.as_ref()).await));
+    assert!(changed(&converge(&ns.sh, m.as_ref()).await));
     let live = ns
+        .sh
         .run("cat /proc/sys/net/ipv4/ip_local_port_range", TIMEOUT)
         .await
         .expect("run");
@@ -491,7 +512,7 @@ async fn sysctl_in_a_network_namespace() {
         "sysctl",
         json!({ "key": "net.kwin.no_such_key", "value": 1, "persist": false }),
     );
-    let err = apply_fails(&ns, m.as_ref()).await;
+    let err = apply_fails(&ns.sh, m.as_ref()).await;
     assert!(
         err.contains("sysctl net.kwin.no_such_key does not exist on this kernel"),
         "{err}"
@@ -1123,4 +1144,134 @@ async fn package_with_apt_from_a_local_repository() {
         "{}",
         repo.dpkg_status()
     );
+}
+
+/// busybox's `sh` with only busybox applets on `PATH` (no coreutils, no GNU tar, no curl):
+/// the scripts must not depend on GNU options. `None` when busybox is not installed.
+fn busybox(dir: &Path) -> Option<ShTransport> {
+    let bb = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())?;
+    let bin = dir.join("busybox-bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let st = std::process::Command::new(bb)
+        .arg("--install")
+        .arg("-s")
+        .arg(&bin)
+        .status()
+        .expect("busybox --install");
+    assert!(st.success());
+    Some(ShTransport {
+        argv: vec![bb.to_string(), "sh".into(), "-s".into()],
+        path: Some(s(&bin)),
+    })
+}
+
+#[tokio::test]
+async fn modules_converge_under_busybox() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let Some(t) = busybox(tmp.path()) else {
+        skip("busybox is not installed");
+        return;
+    };
+    let out = t
+        .run(
+            "readlink --help 2>&1 | head -1; command -v curl || echo no-curl",
+            TIMEOUT,
+        )
+        .await
+        .expect("run");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("BusyBox"),
+        "{}",
+        fail_text(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no-curl"));
+
+    let dir = tmp.path().join(HOSTILE);
+    let path = dir.join("f ✓");
+    let m = build(
+        "file",
+        json!({ "path": s(&path), "content": format!("{HOSTILE}\n"), "mode": "0640" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    let m = build(
+        "file",
+        json!({ "path": s(&path), "content": "v2\n", "mode": "0600" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&path).expect("read"), b"v2\n");
+    assert_eq!(mode_of(&path), 0o600);
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&path, &link).expect("symlink");
+    let m = build("file", json!({ "path": s(&link), "content": "v3\n" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&path).expect("read"), b"v3\n");
+
+    let m = build(
+        "directory",
+        json!({ "path": s(&dir.join("sub dir")), "mode": "0750" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+
+    let m = build(
+        "line_in_file",
+        json!({ "path": s(&path), "regexp": "^v", "line": "X='$(id)'" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&path).expect("read"), b"X='$(id)'\n");
+
+    let made = tmp.path().join("made it");
+    let m = build(
+        "command",
+        json!({ "run": format!("touch {}", kwin_engine::quote::sh_quote(&s(&made))), "creates": s(&made) }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+
+    let tgz = make_tarball(tmp.path(), "bb", &[("top/bin/tool", "bb\n")]);
+    let dest = tmp.path().join("bb dest");
+    let m = build(
+        "archive",
+        json!({ "src": s(&tgz), "dest": s(&dest), "strip_components": 2 }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"bb\n");
+
+    let body = b"served to busybox wget\n".to_vec();
+    let http = Http::serve(body.clone());
+    let dl = tmp.path().join("downloaded");
+    let m = build(
+        "download",
+        json!({ "url": http.url("/file"), "dest": s(&dl), "sha256": sha_hex(&body) }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("download expected")
+    };
+    assert!(c
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Run(x) if x.contains("wget -q"))));
+    assert_eq!(std::fs::read(&dl).expect("read"), body);
+
+    let fstab = tmp.path().join("fstab");
+    std::fs::write(&fstab, "/swap.img none swap sw 0 0\n").expect("write");
+    if std::fs::read_to_string("/proc/swaps")
+        .unwrap_or_default()
+        .lines()
+        .count()
+        <= 1
+    {
+        let m = build("swap_off", json!({ "fstab": s(&fstab) }));
+        assert!(changed(&converge(&t, m.as_ref()).await));
+    }
+    let m = build(
+        "kernel_module",
+        json!({ "name": "kwin_no_such_module", "persist": false }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(
+        err.contains("cannot load kernel module kwin_no_such_module"),
+        "{err}"
+    );
+    no_pwned(tmp.path());
 }

@@ -16,8 +16,8 @@
 //! sha256 (the `sha256` param, or the probed hash of `src`), so a changed tarball is extracted
 //! again. With `creates`: no-op when that path exists.
 //!
-//! Changes: (fetches and) verifies the tarball, runs `tar -x` (compression detected by tar)
-//! into `dest`, then writes the marker. Files are extracted over existing ones; nothing is
+//! Changes: (fetches and) verifies the tarball, runs `tar -x` (gzip, bzip2, xz or zstd, told
+//! to tar by the file's magic bytes) into `dest`, then writes the marker. Files are extracted over existing ones; nothing is
 //! deleted.
 //!
 //! ```toml
@@ -227,8 +227,18 @@ impl Module for Archive {
         } else {
             String::new()
         };
+        // Name the compression: not every tar (busybox) detects it on extraction.
+        s.push_str(
+            "case $(od -An -tx1 -N6 \"$a\" | tr -d ' \\n') in\n\
+             1f8b*) z=-z ;;\n\
+             425a68*) z=-j ;;\n\
+             fd377a585a00*) z=-J ;;\n\
+             28b52ffd*) z=--zstd ;;\n\
+             *) z= ;;\n\
+             esac\n",
+        );
         s.push_str(&format!(
-            "tar -x -f \"$a\" -C \"$d\"{strip} || {}\n",
+            "tar -x $z -f \"$a\" -C \"$d\"{strip} || {}\n",
             die_after(
                 cleanup,
                 &format!("cannot extract {} into {}", self.shown_source(), self.dest)

@@ -168,7 +168,7 @@ pub fn fetch(fetcher: Fetcher, url: &str, var: &str, sha256: Option<&str>) -> St
     let u = sh_quote(url);
     let get = match fetcher {
         Fetcher::Curl => format!("curl -fsSL --retry 3 --connect-timeout 30 -o \"${var}\" {u}"),
-        Fetcher::Wget => format!("wget -q -T 30 -t 3 -O \"${var}\" {u}"),
+        Fetcher::Wget => format!("wget -q -O \"${var}\" {u}"),
     };
     let rm = format!("rm -f -- \"${var}\";");
     format!(
