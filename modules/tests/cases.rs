@@ -342,3 +342,54 @@ fn harness_rejects_unrequested_fact_keys() {
     });
     assert!(run_case("file", &ok).is_err(), "a wrong action must fail");
 }
+
+/// Every Linux module documents an example task (a ```toml block in its `//!` header), and
+/// the example builds: the docs cannot drift from the params.
+#[test]
+fn documented_examples_build() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/linux");
+    for name in kwin_modules::linux::NAMES {
+        let path = dir.join(format!("{name}.rs"));
+        let src = std::fs::read_to_string(&path).expect("module source");
+        let doc: Vec<&str> = src
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .map(|l| l.strip_prefix(' ').unwrap_or(l))
+            .collect();
+        let start = doc
+            .iter()
+            .position(|l| *l == "```toml")
+            .unwrap_or_else(|| panic!("{name}: no ```toml example in the module docs"));
+        let len = doc[start + 1..]
+            .iter()
+            .position(|l| *l == "```")
+            .unwrap_or_else(|| panic!("{name}: unterminated example"));
+        let text = doc[start + 1..start + 1 + len].join("\n");
+        let plan: toml::Value = toml::from_str(&text)
+            .unwrap_or_else(|e| panic!("{name}: example is not TOML: {e}\n{text}"));
+        let tasks = plan
+            .get("tasks")
+            .and_then(|t| t.as_array())
+            .unwrap_or_else(|| panic!("{name}: example has no [[tasks]]"));
+        for task in tasks {
+            assert_eq!(
+                task.get("module").and_then(|m| m.as_str()),
+                Some(*name),
+                "{name}: example uses another module"
+            );
+            let params = serde_json::to_value(
+                task.get("params")
+                    .cloned()
+                    .unwrap_or(toml::Value::Table(Default::default())),
+            )
+            .expect("params as JSON");
+            if let Err(e) = Builtin.build(name, Shell::Posix, &params) {
+                panic!("{name}: the documented example does not build: {e}");
+            }
+        }
+        assert!(
+            src.contains("//! | name | type | default | meaning |"),
+            "{name}: no parameter table in the module docs"
+        );
+    }
+}

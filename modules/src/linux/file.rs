@@ -250,11 +250,12 @@ impl Module for File {
                     .attrs
                     .only_differing(&info.meta)
                     .apply_commands(&sh_quote(&target), &self.path);
-                Ok(self.change(
+                Ok(self.change_steps(
                     Action::Update,
                     attr_reason(&diffs),
                     attr_diff(&diffs),
-                    vec![fix],
+                    vec![kwin_engine::module::Step::Run(fix)],
+                    info.link_target.iter().cloned().collect(),
                 ))
             }
         }

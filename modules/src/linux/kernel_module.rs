@@ -136,7 +136,7 @@ impl Module for KernelModule {
             reasons.insert(0, "not loaded");
             diff.insert_str(0, &value_diff(None, Some(&format!("loaded {}", self.name))));
             steps.push(Step::Run(format!(
-                "command -v modprobe >/dev/null 2>&1 || {}\nmodprobe -- {} || {}\n",
+                "command -v modprobe >/dev/null 2>&1 || {}\nmodprobe -- {} </dev/null || {}\n",
                 die(&format!("cannot load kernel module {}: modprobe is not installed", self.name)),
                 sh_quote(&self.name),
                 die(&format!(

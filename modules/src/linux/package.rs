@@ -272,18 +272,18 @@ impl Package {
             let s = match m {
                 Manager::Apt => {
                     let cmd = format!(
-                        "{APT_GET} --allow-downgrades --allow-change-held-packages install {specs}"
+                        "{APT_GET} --allow-downgrades --allow-change-held-packages install {specs} </dev/null"
                     );
                     if repo_changed {
                         format!(
-                            "{APT_GET} update || {}\n{cmd} || {}\n",
+                            "{APT_GET} update </dev/null || {}\n{cmd} || {}\n",
                             die("apt-get update failed"),
                             die(&format!("cannot install {shown}"))
                         )
                     } else {
                         // Stale or missing package lists are the usual cause of a failure.
                         format!(
-                            "{cmd} || {{ {APT_GET} update && {cmd}; }} || {}\n",
+                            "{cmd} || {{ {APT_GET} update </dev/null && {cmd}; }} || {}\n",
                             die(&format!("cannot install {shown}"))
                         )
                     }
@@ -293,13 +293,13 @@ impl Package {
                     if !relock.is_empty() && m != Manager::Apt {
                         let q: Vec<String> = relock.iter().map(|n| sh_quote(n)).collect();
                         s.push_str(&format!(
-                            "dnf -y versionlock delete {} || {}\n",
+                            "dnf -y versionlock delete {} </dev/null || {}\n",
                             q.join(" "),
                             die("cannot release the version lock (is the dnf versionlock plugin installed?)")
                         ));
                     }
                     s.push_str(&format!(
-                        "dnf -y install {specs} || {}\n",
+                        "dnf -y install {specs} </dev/null || {}\n",
                         die(&format!("cannot install {shown}"))
                     ));
                     s
@@ -348,15 +348,23 @@ impl Package {
                 });
             }
             let (cmd, verb, hint) = match (m, hold) {
-                (Manager::Apt, true) => (format!("apt-mark hold {q} >/dev/null"), "hold", ""),
-                (Manager::Apt, false) => (format!("apt-mark unhold {q} >/dev/null"), "release", ""),
+                (Manager::Apt, true) => (
+                    format!("apt-mark hold {q} </dev/null >/dev/null"),
+                    "hold",
+                    "",
+                ),
+                (Manager::Apt, false) => (
+                    format!("apt-mark unhold {q} </dev/null >/dev/null"),
+                    "release",
+                    "",
+                ),
                 (_, true) => (
-                    format!("dnf -y versionlock add {q}"),
+                    format!("dnf -y versionlock add {q} </dev/null"),
                     "hold",
                     " (is the dnf versionlock plugin installed?)",
                 ),
                 (_, false) => (
-                    format!("dnf -y versionlock delete {q}"),
+                    format!("dnf -y versionlock delete {q} </dev/null"),
                     "release",
                     " (is the dnf versionlock plugin installed?)",
                 ),
@@ -412,8 +420,8 @@ impl Package {
         let shown: Vec<&str> = present.iter().map(|s| s.as_str()).collect();
         let shown = shown.join(" ");
         let cmd = match pk.manager {
-            Manager::Apt => format!("{APT_GET} --allow-change-held-packages remove {q}"),
-            _ => format!("dnf -y remove {q}"),
+            Manager::Apt => format!("{APT_GET} --allow-change-held-packages remove {q} </dev/null"),
+            _ => format!("dnf -y remove {q} </dev/null"),
         };
         let mut diff = String::new();
         for n in &present {

@@ -192,7 +192,7 @@ impl Module for Service {
         let mut extra_steps = Vec::new();
         let systemctl = |verb: &str| {
             format!(
-                "systemctl {verb} -- {q} || {}\n",
+                "systemctl {verb} -- {q} </dev/null || {}\n",
                 die(&format!("systemctl {verb} {} failed", self.name))
             )
         };
@@ -204,7 +204,7 @@ impl Module for Service {
             reasons.push("unit file changed on disk".into());
             diff.push_str("+ systemctl daemon-reload\n");
             script.push_str(&format!(
-                "systemctl daemon-reload || {}\n",
+                "systemctl daemon-reload </dev/null || {}\n",
                 die("systemctl daemon-reload failed")
             ));
         }
