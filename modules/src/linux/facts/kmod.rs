@@ -97,7 +97,8 @@ mod tests {
 
     #[test]
     fn loaded_module_line_from_proc_modules() {
-        // /proc/modules on Ubuntu 22.04 after `modprobe br_netfilter`.
+        // A /proc/modules line (name size refcount deps state address), as the kernel prints
+        // it for a loaded br_netfilter.
         let st = KernelModuleFact {
             name: "br-netfilter".into(),
         }
@@ -121,7 +122,7 @@ mod tests {
 
     #[test]
     fn builtin_module() {
-        // modules.builtin on a Fedora kernel.
+        // A modules.builtin line (path of the module under the kernel tree).
         let st = parse_kernel_module(
             "nf_conntrack",
             "sys_module=no\nbuiltin=kernel/net/netfilter/nf-conntrack.ko\n",

@@ -164,8 +164,8 @@ mod tests {
 
     #[test]
     fn dpkg_query_output() {
-        // dpkg-query -W -f='pkg=${Package}\t${db:Status-Abbrev}\t${Version}\n' on Debian 12
-        // with kubelet held, curl installed, nano removed (config files left).
+        // The dpkg-query format with kubelet held, curl installed, nano removed (config files
+        // left).
         let text = "manager=apt\npkg=curl\tii \t7.88.1-10+deb12u12\npkg=kubelet\thi \t1.30.2-1.1\npkg=nano\trc \t7.2-1+deb12u1\n";
         let f = PackagesFact {
             names: names(&["curl", "kubelet", "nano", "vim"]),
@@ -182,14 +182,25 @@ mod tests {
 
     #[test]
     fn rpm_output_with_versionlock() {
-        // rpm -q --qf ... on Rocky 9 (not-installed lines filtered by grep), plus
-        // /etc/dnf/plugins/versionlock.list.
+        // The rpm -q --qf format (not-installed lines are filtered by grep) with two kernels,
+        // plus /etc/dnf/plugins/versionlock.list lines as dnf's versionlock plugin writes them.
         let text = "manager=dnf\npkg=kernel\tii \t0:5.14.0-362.8.1.el9_3\npkg=kernel\tii \t0:5.14.0-427.13.1.el9_4\npkg=kubelet\tii \t0:1.30.2-150500.1.1\nlock=# Added lock on Mon Jun 10 2024\nlock=kubelet-0:1.30.2-150500.1.1.*\nlock=!containerd-0:1.6.*\n";
         let p = parse_packages(&names(&["kernel", "kubelet", "containerd"]), text).expect("parse");
         assert_eq!(p.manager, Manager::Dnf);
         assert_eq!(p.installed["kernel"].versions.len(), 2);
         assert!(p.installed["kubelet"].held);
         assert!(!p.installed["kernel"].held);
+    }
+
+    #[test]
+    fn captured_dpkg_query() {
+        // Captured on Debian 12: `dpkg-query -W -f=... curl nano libc6 nonexistentpkg`
+        // (nano known but not installed; the unknown name only on stderr, exit 1 swallowed).
+        let text = "manager=apt\npkg=curl\tii \t7.88.1-10+deb12u15\npkg=libc6\tii \t2.36-9+deb12u14\npkg=nano\tun \t\n";
+        let p = parse_packages(&names(&["curl", "nano", "libc6", "nonexistentpkg"]), text)
+            .expect("parse");
+        assert_eq!(p.installed.keys().collect::<Vec<_>>(), vec!["curl", "libc6"]);
+        assert_eq!(p.installed["libc6"].versions, vec!["2.36-9+deb12u14"]);
     }
 
     #[test]

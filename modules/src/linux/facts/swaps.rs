@@ -87,7 +87,8 @@ mod tests {
     use super::super::out;
     use super::*;
 
-    // Ubuntu 22.04 cloud VM with a swap file and an LVM swap volume.
+    // /proc/swaps layout (the kernel pads with tabs and spaces) with a swap file and an LVM
+    // swap volume.
     const UBUNTU: &str = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/swap.img                               file\t\t2097148\t\t0\t\t-2\n/dev/dm-1                               partition\t8388604\t\t1024\t\t-3\n";
 
     #[test]
@@ -110,7 +111,7 @@ mod tests {
 
     #[test]
     fn header_only_and_missing_file() {
-        // This machine (Debian 12 VM without swap).
+        // Captured on a Debian 12 VM without swap.
         let s =
             parse_proc_swaps("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n").expect("parse");
         assert!(s.is_empty());

@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn running_enabled_unit() {
-        // `systemctl show -p ... -- ssh` on Debian 12 (properties come in systemd's order).
+        // `systemctl show -p ...` prints one `Property=value` line each, in systemd's order.
         let s = UnitFact { name: "ssh".into() }
             .parse(&out(
                 "systemd=yes\nLoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nNeedDaemonReload=no\n",
