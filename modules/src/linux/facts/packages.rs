@@ -199,7 +199,10 @@ mod tests {
         let text = "manager=apt\npkg=curl\tii \t7.88.1-10+deb12u15\npkg=libc6\tii \t2.36-9+deb12u14\npkg=nano\tun \t\n";
         let p = parse_packages(&names(&["curl", "nano", "libc6", "nonexistentpkg"]), text)
             .expect("parse");
-        assert_eq!(p.installed.keys().collect::<Vec<_>>(), vec!["curl", "libc6"]);
+        assert_eq!(
+            p.installed.keys().collect::<Vec<_>>(),
+            vec!["curl", "libc6"]
+        );
         assert_eq!(p.installed["libc6"].versions, vec!["2.36-9+deb12u14"]);
     }
 
