@@ -163,11 +163,11 @@ impl Module for File {
                     die(&format!("cannot remove {}", self.path))
                 )],
             )),
-            (State::Present, PathState::Dir { .. } | PathState::Other { .. }) => {
+            (State::Present, other @ (PathState::Dir { .. } | PathState::Other { .. })) => {
                 Err(ModuleError::Precondition(format!(
                     "`{}` exists and is not a regular file ({})",
                     self.path,
-                    facts.get(&self.fact())?.kind()
+                    other.kind()
                 )))
             }
             (State::Present, PathState::Absent) => {
