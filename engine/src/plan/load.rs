@@ -70,11 +70,15 @@ pub fn load_partial(path: &Path, text: &str) -> Partial {
     let mut pruned = Pruned::default();
 
     let (mut doc, syntax_errors) = toml::de::DeTable::parse_recoverable(text);
+    // Recovery after one mistake can produce follow-up errors on the same line: keep the
+    // first of each line.
+    let mut lines_seen = HashSet::new();
     for e in &syntax_errors {
-        diags.push(
-            Diagnostic::error("toml-syntax", e.message().trim().to_string())
-                .at(source.span(e.span())),
-        );
+        let loc = source.span(e.span());
+        if !lines_seen.insert(loc.as_ref().map(|l| l.line)) {
+            continue;
+        }
+        diags.push(Diagnostic::error("toml-syntax", e.message().trim().to_string()).at(loc));
     }
     if !syntax_errors.is_empty() {
         return Partial {
@@ -141,7 +145,7 @@ pub fn load_partial(path: &Path, text: &str) -> Partial {
         .to_path_buf();
 
     let inventory = match &file.inventory {
-        Some(inv) => match read_inventory(&resolve_path(&base_dir, inv)) {
+        Some(inv) => match read_inventory(inv, &resolve_path(&base_dir, inv)) {
             Ok(hosts) => hosts,
             Err(msg) => {
                 diags.push(
@@ -183,15 +187,15 @@ struct InventoryFile {
     hosts: Vec<Host>,
 }
 
-fn read_inventory(path: &Path) -> Result<Vec<Host>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read inventory {}: {e}", path.display()))?;
-    let inv: InventoryFile = toml::from_str(&text)
-        .map_err(|e| format!("inventory {}: {}", path.display(), e.message().trim()))?;
+/// Read the inventory `name` (as the plan wrote it) at `path`.
+fn read_inventory(name: &str, path: &Path) -> Result<Vec<Host>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read inventory {name}: {e}"))?;
+    let inv: InventoryFile =
+        toml::from_str(&text).map_err(|e| format!("inventory {name}: {}", e.message().trim()))?;
     if let Some(h) = inv.hosts.iter().find(|h| h.connection.password.is_some()) {
         return Err(format!(
-            "inventory {}: host `{}` has a plain-text password; use password_env or password_file",
-            path.display(),
+            "inventory {name}: host `{}` has a plain-text password; use password_env or password_file",
             h.name
         ));
     }

@@ -125,10 +125,10 @@ pub struct Cni {
     pub backend: Option<CniBackend>,
     /// flannel vxlan: VXLAN network identifier. Default 4096 (the only VNI Windows flannel
     /// supports).
-    #[schemars(extend("default" = 4096))]
+    #[schemars(extend("default" = 4096), range(min = 1, max = 16_777_215))]
     pub vni: Option<u32>,
     /// VXLAN UDP port. Default 4789 (the only port Windows flannel supports).
-    #[schemars(extend("default" = 4789))]
+    #[schemars(extend("default" = 4789), range(min = 1))]
     pub port: Option<u16>,
     /// Offline labs: a local copy of the upstream manifest (flannel kube-flannel.yml or the
     /// tigera-operator manifest) instead of the pinned URL. Relative to the plan file.
@@ -267,6 +267,7 @@ pub struct Connection {
     /// linux: "ssh" (default) | "local"; windows: "winrm" (default) | "ssh-powershell".
     pub transport: Option<TransportKind>,
     /// Port. Default: 22 (ssh), 5986 (WinRM HTTPS), 5985 (WinRM HTTP).
+    #[schemars(range(min = 1))]
     pub port: Option<u16>,
     /// User to log in as. Default: root (Linux), Administrator (Windows).
     pub user: Option<String>,
@@ -297,6 +298,7 @@ pub struct Connection {
     /// WinRM HTTPS: skip certificate verification. Unsafe; warned about.
     pub insecure: Option<bool>,
     /// Seconds to wait for a connection. Default 10.
+    #[schemars(range(min = 1))]
     pub connect_timeout: Option<u64>,
 }
 
@@ -390,10 +392,10 @@ pub struct UserTask {
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// Hosts worked on at once. Default 32.
-    #[schemars(extend("default" = 32))]
+    #[schemars(extend("default" = 32), range(min = 1))]
     pub parallelism: Option<usize>,
     /// Seconds one remote step may take. Default 600.
-    #[schemars(extend("default" = 600))]
+    #[schemars(extend("default" = 600), range(min = 1))]
     pub step_timeout: Option<u64>,
     /// Retries of a step after a connection failure. Default 3.
     #[schemars(extend("default" = 3))]

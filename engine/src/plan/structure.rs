@@ -143,12 +143,12 @@ fn is_null_schema(s: &Value) -> bool {
     s.get("type").and_then(Value::as_str) == Some("null")
 }
 
-/// How a table is called in messages: `[cluster]`, `hosts[0]`, the top level.
-fn table_name(path: &PlanPath) -> String {
+/// Where a key is, in messages: "in `hosts[0]`", "at the top level".
+fn place(path: &PlanPath) -> String {
     if path.is_root() {
-        "the top level".to_string()
+        "at the top level".to_string()
     } else {
-        format!("`{path}`")
+        format!("in `{path}`")
     }
 }
 
@@ -282,9 +282,14 @@ impl<'s> Walker<'s> {
                     .map(|x| x >= lo && x <= hi)
                     .unwrap_or(false);
                 if !ok {
+                    let range = if hi >= i64::MAX as i128 {
+                        format!("at least {lo}")
+                    } else {
+                        format!("{lo} to {hi}")
+                    };
                     let d = Diagnostic::error(
                         "out-of-range",
-                        format!("`{path}` = {n} is out of range ({lo} to {hi})"),
+                        format!("`{path}` = {n} is out of range ({range})"),
                     );
                     self.push(path, Anchor::Value, d, target);
                 }
@@ -400,7 +405,7 @@ impl<'s> Walker<'s> {
         for r in required {
             if !table.iter().any(|(k, _)| k.get_ref() == r) {
                 let d =
-                    Diagnostic::error("missing-key", format!("{} has no `{r}`", table_name(path)))
+                    Diagnostic::error("missing-key", format!("missing key `{r}` {}", place(path)))
                         .with_hint(format!("add {r} = ..."));
                 // Cutting the whole table would only trade this for other errors.
                 let fatal = Target {
@@ -444,7 +449,7 @@ impl<'s> Walker<'s> {
         };
         let d = Diagnostic::error(
             "unknown-key",
-            format!("unknown key `{key}` in {}", table_name(table)),
+            format!("unknown key `{key}` {}", place(table)),
         )
         .with_hint(hint);
         self.push(child, Anchor::Key, d, &t);

@@ -1,5 +1,5 @@
 //! Rules about the cluster: roles, the address plan, the pod network, the runtime,
-//! component versions and engine settings.
+//! component versions, the artifact mirror and the proxy.
 
 use super::V;
 use crate::diag::Diagnostic;
@@ -16,7 +16,7 @@ const HOSTPROCESS_DEFAULT: (u64, u64) = (1, 23);
 
 pub(super) fn check(v: &mut V<'_>) {
     versions(v);
-    artifacts_proxy_settings(v);
+    artifacts_and_proxy(v);
     let Some(cluster) = v.plan.file.cluster.as_ref() else {
         without_cluster(v);
         return;
@@ -287,8 +287,10 @@ fn address_plan(v: &mut V<'_>) -> Option<ClusterNet> {
             Diagnostic::error(
                 "pod-cidr-size",
                 format!(
-                    "pod_cidr {} has {size} addresses; {nodes} nodes + {nodes} × {max_pods} pods need {needed}",
-                    net.pod_cidr
+                    "pod_cidr {} has {size} addresses; {} with up to {max_pods} pods each {} {needed}",
+                    net.pod_cidr,
+                    count(nodes, "node"),
+                    if nodes == 1 { "needs" } else { "need" }
                 ),
             )
             .with_hint("the minimum is (nodes) + (nodes × max_pods_per_node) addresses: make pod_cidr larger"),
@@ -299,16 +301,22 @@ fn address_plan(v: &mut V<'_>) -> Option<ClusterNet> {
             Diagnostic::error(
                 "pod-cidr-blocks",
                 format!(
-                    "pod_cidr {} holds {} /{} node subnets, but the cluster has {nodes} nodes",
+                    "pod_cidr {} holds {} /{} node subnets, but the cluster has {}",
                     net.pod_cidr,
                     net.node_blocks(),
-                    net::NODE_CIDR_PREFIX
+                    net::NODE_CIDR_PREFIX,
+                    count(nodes, "node")
                 ),
             )
             .with_hint("every node gets a /24 from pod_cidr: make it larger"),
         );
     }
     Some(net)
+}
+
+/// "1 node", "3 nodes".
+fn count(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 fn hosts_outside_cidrs(v: &mut V<'_>, net: &ClusterNet) {
@@ -431,24 +439,14 @@ fn cni(v: &mut V<'_>) {
         _ => {}
     }
     let flannel_vxlan = s.plugin == CniPlugin::Flannel && s.backend == CniBackend::Vxlan;
-    if let Some(vni) = c.vni {
-        if !flannel_vxlan {
-            v.at_key(
-                "cni.vni",
-                Diagnostic::warning(
-                    "cni-unused",
-                    "`vni` is only used by flannel's vxlan backend; it is ignored here",
-                ),
-            );
-        } else if vni == 0 || vni > 16_777_215 {
-            v.at(
-                "cni.vni",
-                Diagnostic::error(
-                    "out-of-range",
-                    format!("`cni.vni` = {vni} is out of range (1 to 16777215)"),
-                ),
-            );
-        }
+    if c.vni.is_some() && !flannel_vxlan {
+        v.at_key(
+            "cni.vni",
+            Diagnostic::warning(
+                "cni-unused",
+                "`vni` is only used by flannel's vxlan backend; it is ignored here",
+            ),
+        );
     }
     if c.port.is_some() && !s.is_overlay() {
         v.at_key(
@@ -459,18 +457,9 @@ fn cni(v: &mut V<'_>) {
             ),
         );
     }
-    if c.port == Some(0) {
-        v.at(
-            "cni.port",
-            Diagnostic::error(
-                "out-of-range",
-                "`cni.port` = 0 is out of range (1 to 65535)",
-            ),
-        );
-    }
     if flannel_vxlan && windows {
         let why = "Linux and Windows flannel interoperate only with VNI 4096 and UDP port 4789 (Kubernetes docs, \"Adding Windows nodes\")";
-        if s.vni != net::WINDOWS_VXLAN_VNI && s.vni != 0 && s.vni <= 16_777_215 {
+        if s.vni != net::WINDOWS_VXLAN_VNI {
             v.at(
                 "cni.vni",
                 Diagnostic::error(
@@ -483,7 +472,7 @@ fn cni(v: &mut V<'_>) {
                 .with_hint(why),
             );
         }
-        if s.port != net::WINDOWS_VXLAN_PORT && s.port != 0 {
+        if s.port != net::WINDOWS_VXLAN_PORT {
             v.at(
                 "cni.port",
                 Diagnostic::error(
@@ -631,7 +620,7 @@ fn versions(v: &mut V<'_>) {
     }
 }
 
-fn artifacts_proxy_settings(v: &mut V<'_>) {
+fn artifacts_and_proxy(v: &mut V<'_>) {
     let f = &v.plan.file;
     if let Some(m) = &f.artifacts.mirror {
         if let Err(why) = syntax::http_url(m) {
@@ -673,21 +662,6 @@ fn artifacts_proxy_settings(v: &mut V<'_>) {
                     );
                 }
             }
-        }
-    }
-    let s = &f.settings;
-    for (key, zero) in [
-        ("parallelism", s.parallelism == Some(0)),
-        ("step_timeout", s.step_timeout == Some(0)),
-    ] {
-        if zero {
-            v.at(
-                &format!("settings.{key}"),
-                Diagnostic::error(
-                    "out-of-range",
-                    format!("`settings.{key}` = 0 is out of range (at least 1)"),
-                ),
-            );
         }
     }
 }

@@ -154,24 +154,6 @@ fn tables(v: &V<'_>) -> Vec<(String, Connection)> {
 
 fn connection_tables(v: &mut V<'_>) {
     for (base, c) in tables(v) {
-        if c.port == Some(0) {
-            v.at(
-                &format!("{base}.port"),
-                Diagnostic::error(
-                    "out-of-range",
-                    format!("`{base}.port` = 0 is out of range (1 to 65535)"),
-                ),
-            );
-        }
-        if c.connect_timeout == Some(0) {
-            v.at(
-                &format!("{base}.connect_timeout"),
-                Diagnostic::error(
-                    "out-of-range",
-                    format!("`{base}.connect_timeout` = 0 is out of range (at least 1 second)"),
-                ),
-            );
-        }
         for (key, val) in [
             ("password_env", &c.password_env),
             ("private_key_passphrase_env", &c.private_key_passphrase_env),
@@ -206,11 +188,11 @@ fn connection_tables(v: &mut V<'_>) {
         // Hosts are checked by their transport in `transports`; the OS defaults by OS.
         if base == "defaults.linux" {
             for key in ["https", "auth", "cert_fingerprint", "ca_file", "insecure"] {
-                unused(v, &base, key, "WinRM", "Linux hosts");
+                unused(v, &base, key, "a WinRM", "Linux hosts");
             }
         }
         if base == "defaults.windows" {
-            unused(v, &base, "become", "Linux (sudo)", "Windows hosts");
+            unused(v, &base, "become", "a Linux (sudo)", "Windows hosts");
         }
     }
     for (i, h) in v.plan.file.hosts.iter().enumerate() {
@@ -234,7 +216,7 @@ fn unused(v: &mut V<'_>, base: &str, key: &str, what: &str, who: &str) {
             &path,
             Diagnostic::warning(
                 "conn-unused",
-                format!("`{key}` is a {what} setting; {who} ignore it"),
+                format!("`{key}` is {what} setting; {who} ignore it"),
             ),
         );
     }
@@ -287,11 +269,11 @@ fn transports(v: &mut V<'_>) {
                     );
                 }
                 for key in SSH_KEYS {
-                    unused(v, &base, key, "SSH", "WinRM hosts");
+                    unused(v, &base, key, "an SSH", "WinRM hosts");
                 }
                 if !w.https {
                     for key in ["cert_fingerprint", "ca_file", "insecure"] {
-                        unused(v, &base, key, "WinRM HTTPS", "hosts with https = false");
+                        unused(v, &base, key, "a WinRM HTTPS", "hosts with https = false");
                     }
                 }
             }
@@ -301,7 +283,7 @@ fn transports(v: &mut V<'_>) {
                     Shell::PowerShell => "ssh-powershell hosts",
                 };
                 for key in WINRM_KEYS {
-                    unused(v, &base, key, "WinRM", who);
+                    unused(v, &base, key, "a WinRM", who);
                 }
             }
             ConnSpec::Local { .. } => {
@@ -316,7 +298,7 @@ fn transports(v: &mut V<'_>) {
             }
         }
         if rh.os == Os::Windows {
-            unused(v, &base, "become", "Linux (sudo)", "Windows hosts");
+            unused(v, &base, "become", "a Linux (sudo)", "Windows hosts");
         }
     }
 }
