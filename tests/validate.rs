@@ -350,3 +350,40 @@ fn every_code_is_documented_and_covered_by_a_case() {
         );
     }
 }
+
+#[test]
+fn every_key_of_the_schema_is_documented() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let schema: serde_json::Value =
+        serde_json::from_str(&kwin_engine::plan::schema::schema_json()).expect("schema");
+    let mut keys: Vec<String> = Vec::new();
+    let mut collect = |s: &serde_json::Value| {
+        if let Some(props) = s["properties"].as_object() {
+            keys.extend(props.keys().cloned());
+        }
+    };
+    collect(&schema);
+    for def in schema["$defs"].as_object().expect("$defs").values() {
+        collect(def);
+    }
+    keys.sort();
+    keys.dedup();
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|k| {
+            ![
+                format!("`{k}`"),
+                format!(".{k}`"),
+                format!("[{k}]"),
+                format!("[{k}."),
+                format!("[[{k}]]"),
+            ]
+            .iter()
+            .any(|p| readme.contains(p.as_str()))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys missing from the README: {missing:?}"
+    );
+}

@@ -349,7 +349,7 @@ mod tests {
     fn names() {
         assert!(node_name("cp1").is_ok());
         assert!(node_name("node-1.lab").is_ok());
-        assert!(node_name("CP1").unwrap_err().contains("lowercase"));
+        assert!(node_name("CP1").expect_err("refused").contains("lowercase"));
         assert!(node_name("-a").is_err());
         assert!(node_name("a_b").is_err());
         assert!(node_name(&"a".repeat(64)).is_err());
@@ -368,14 +368,14 @@ mod tests {
         let k = format!("SHA256:{}", "A".repeat(42) + "E");
         assert!(host_key(&k).is_ok(), "{:?}", host_key(&k));
         assert!(host_key("SHA256:abc").is_err());
-        assert!(host_key("MD5:aa:bb").unwrap_err().contains("MD5"));
+        assert!(host_key("MD5:aa:bb").expect_err("refused").contains("MD5"));
         assert!(host_key(&"A".repeat(43)).is_err());
         let hex64 = "ab".repeat(32);
         assert!(cert_fingerprint(&hex64).is_ok());
         let colons: Vec<String> = (0..32).map(|_| "AB".to_string()).collect();
         assert!(cert_fingerprint(&colons.join(":")).is_ok());
         assert!(cert_fingerprint(&"ab".repeat(20))
-            .unwrap_err()
+            .expect_err("refused")
             .contains("SHA-1"));
         assert!(cert_fingerprint(&"zz".repeat(32)).is_err());
     }
@@ -387,7 +387,7 @@ mod tests {
         assert!(taint("example.com/gpu=true:PreferNoSchedule").is_ok());
         assert!(taint("os=windows").is_err());
         assert!(taint("os=windows:noschedule")
-            .unwrap_err()
+            .expect_err("refused")
             .contains("did you mean `NoSchedule`"));
         assert!(taint("=x:NoSchedule").is_err());
         assert!(taint("a=b c:NoSchedule").is_err());
@@ -408,9 +408,11 @@ mod tests {
     fn versions_urls_endpoints() {
         assert!(version("1.31.4", false).is_ok());
         assert!(version("v1.31.4", false)
-            .unwrap_err()
+            .expect_err("refused")
             .contains("without the `v`"));
-        assert!(version("1.31", false).unwrap_err().contains("full version"));
+        assert!(version("1.31", false)
+            .expect_err("refused")
+            .contains("full version"));
         assert!(version("v0.26.2", true).is_ok());
         assert!(http_url("http://proxy.example.com:3128").is_ok());
         assert!(http_url("https://mirror.example/k8s/").is_ok());
