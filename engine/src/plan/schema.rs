@@ -14,6 +14,13 @@ pub fn schema_value() -> &'static Value {
         let schema = schemars::schema_for!(super::PlanFile);
         let mut v = serde_json::to_value(&schema).unwrap_or(Value::Null);
         tidy_defaults(&mut v);
+        // `#[serde(flatten)]` of the connection keys into Host replaces Host's description.
+        if let Some(host) = v.pointer_mut("/$defs/Host/description") {
+            *host = Value::String(
+                "`[[hosts]]`: one machine, with connection overrides (the keys of `[defaults.<os>]`)."
+                    .into(),
+            );
+        }
         v
     })
 }

@@ -303,10 +303,18 @@ impl<'s> Walker<'s> {
             "wrong-type",
             format!("`{path}`: expected {expected}, found {}", found(v)),
         );
-        if expected == "a string" {
-            if let DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_) = v {
+        match (expected, v) {
+            ("a string", DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_)) => {
                 d = d.with_hint("put the value in quotes");
             }
+            ("an integer", DeValue::String(s)) if s.trim().parse::<i64>().is_ok() => {
+                d = d.with_hint(format!("remove the quotes: {}", s.trim()));
+            }
+            ("a boolean", DeValue::String(s)) if matches!(s.as_ref(), "true" | "false") => {
+                d = d.with_hint(format!("remove the quotes: {s}"));
+            }
+            ("a boolean", _) => d = d.with_hint("write true or false"),
+            _ => {}
         }
         self.push(path, Anchor::Value, d, target);
     }

@@ -174,3 +174,29 @@ fn plan_accessors_give_effective_values() {
     assert!(plan.has_windows());
     assert_eq!(plan.nodes().count(), 2);
 }
+
+#[test]
+fn a_plan_with_only_tasks_is_clean() {
+    let text = "[[hosts]]\nname = \"web1\"\naddress = \"192.168.56.30\"\nos = \"linux\"\n\n\
+                [[tasks]]\nname = \"motd\"\nmodule = \"file\"\nparams = { path = \"/etc/motd\" }\n";
+    assert_eq!(codes(text), []);
+    let plan = crate::plan::load_str(Path::new("t.toml"), text).expect("loads");
+    assert!(plan.cluster_net().is_none());
+    assert!(plan.first_control_plane().is_none());
+}
+
+#[test]
+fn param_errors_point_at_the_param() {
+    let text = "[[hosts]]\nname = \"web1\"\naddress = \"192.168.56.30\"\nos = \"linux\"\n\n\
+                [[tasks]]\nname = \"motd\"\nmodule = \"file\"\nparams = { path = 5 }\n";
+    let d = crate::plan::check_str(Path::new("t.toml"), text, &TestRegistry, &[]);
+    let e = d.0.first().expect("one error");
+    assert_eq!(e.code, "task-params");
+    let loc = e.location.as_ref().expect("located");
+    // `params = { path = 5 }` on line 9: the 5.
+    assert_eq!((loc.line, loc.col), (9, 19));
+    assert!(
+        e.summary.contains("params.path: expected a string"),
+        "{e:?}"
+    );
+}
