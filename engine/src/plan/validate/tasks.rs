@@ -163,22 +163,71 @@ fn module(v: &mut V<'_>, registry: &dyn Registry, i: usize, t: &UserTask, hosts:
                 );
             }
             None => {
-                let at = if v.has(&format!("tasks[{i}].params")) {
-                    format!("tasks[{i}].params")
+                let (at, hint, on_key) = unlocated_param_error(v, i, shell, &e.message);
+                let d = Diagnostic::error(
+                    "task-params",
+                    format!(
+                        "task `{}` (module `{}`) on {on} hosts: {}",
+                        t.name, t.module, e.message
+                    ),
+                )
+                .with_hint(hint);
+                if on_key {
+                    v.at_key(&at, d);
                 } else {
-                    module_path.clone()
-                };
-                v.at(
-                    &at,
-                    Diagnostic::error(
-                        "task-params",
-                        format!("task `{}` (module `{}`) on {on} hosts: {}", t.name, t.module, e.message),
-                    )
-                    .with_hint("see the module's documentation for its parameters and the hosts it runs on"),
-                );
+                    v.at(&at, d);
+                }
             }
         }
     }
+}
+
+/// Where to report a param error without a path, and the hint: an unknown field (serde's
+/// "unknown field `x`, expected ...") at that field's key, a module missing for the OS at
+/// `module`. Returns (path, hint, whether the path is a key).
+fn unlocated_param_error(
+    v: &V<'_>,
+    i: usize,
+    shell: Shell,
+    message: &str,
+) -> (String, String, bool) {
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        if let Some((field, expected)) = rest.split_once('`') {
+            let path = PlanPath::root()
+                .key("tasks")
+                .index(i)
+                .key("params")
+                .key(field)
+                .to_string();
+            let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+            let hint = match did_you_mean(field, candidates.iter().copied()) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => "see the module's documentation for its parameters".to_string(),
+            };
+            if v.has(&path) {
+                return (path, hint, true);
+            }
+        }
+    }
+    let module_path = format!("tasks[{i}].module");
+    if message.contains("not available on") {
+        let other = match shell {
+            Shell::Posix => "windows",
+            Shell::PowerShell => "linux",
+        };
+        let hint = format!("run it only where it exists: on = {{ os = \"{other}\" }}");
+        return (module_path, hint, false);
+    }
+    let at = if v.has(&format!("tasks[{i}].params")) {
+        format!("tasks[{i}].params")
+    } else {
+        module_path
+    };
+    (
+        at,
+        "see the module's documentation for its parameters".to_string(),
+        false,
+    )
 }
 
 /// `rules.0.port` under task `i` → `tasks[i].params.rules[0].port`.
