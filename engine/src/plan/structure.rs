@@ -314,6 +314,10 @@ impl<'s> Walker<'s> {
                 d = d.with_hint(format!("remove the quotes: {s}"));
             }
             ("a boolean", _) => d = d.with_hint("write true or false"),
+            ("an array", DeValue::Table(_)) => {
+                let name = path.last_key().unwrap_or("...");
+                d = d.with_hint(format!("write [[{name}]] (double brackets) for each entry"));
+            }
             _ => {}
         }
         self.push(path, Anchor::Value, d, target);

@@ -109,7 +109,8 @@ fn kubernetes_version(v: &mut V<'_>) {
 fn roles(v: &mut V<'_>) {
     let plan = v.plan;
     let mut control_planes = 0;
-    let mut missing_role_cut = false;
+    // Hosts or roles cut out as wrong were reported already; do not add "no control plane".
+    let mut missing_role_cut = v.pruned.contains("hosts");
     for (i, h) in plan.file.hosts.iter().enumerate() {
         let os = plan.hosts.get(i).map(|rh| rh.os);
         match h.role {
