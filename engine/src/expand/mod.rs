@@ -78,8 +78,32 @@ pub fn expand(plan: &LoadedPlan, recipes: &[(&str, &str)]) -> Result<Vec<Task>, 
     let mut x = Expander::new(plan, &set);
     let contexts: Vec<Value> = (0..plan.hosts.len()).map(|i| ctx.for_host(i)).collect();
     let mut cache = RenderCache::new(&compiled);
+    let by_name: HashMap<&str, usize> = set
+        .recipes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name(), i))
+        .collect();
+    let requires: Vec<Vec<usize>> = set
+        .recipes
+        .iter()
+        .map(|r| {
+            r.def
+                .requires
+                .iter()
+                .filter_map(|q| by_name.get(q.as_str()).copied())
+                .collect()
+        })
+        .collect();
     for (hi, cx) in contexts.iter().enumerate() {
-        x.recipes_on_host(hi, cx, &compiled, ctx.first_control_plane, &mut cache);
+        x.recipes_on_host(
+            hi,
+            cx,
+            &compiled,
+            &requires,
+            ctx.first_control_plane,
+            &mut cache,
+        );
     }
     for (i, tree) in user.iter().enumerate() {
         x.user_task(i, tree, &contexts);
@@ -197,28 +221,28 @@ impl<'a> Expander<'a> {
         hi: usize,
         cx: &Value,
         compiled: &'a [CompiledRecipe<'_, 'a>],
+        requires: &[Vec<usize>],
         first_cp: Option<usize>,
         cache: &mut RenderCache,
     ) {
         let host = self.host(hi);
-        let index: HashMap<&str, usize> = compiled
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.recipe.name(), i))
-            .collect();
+        // Per recipe: its last step on this host (or, if it does not run here, the tails of
+        // what it requires), and every tail those already follow (to skip redundant edges).
         let mut tails: Vec<Vec<TaskId>> = vec![Vec::new(); compiled.len()];
+        let mut covered: Vec<HashSet<TaskId>> = vec![HashSet::new(); compiled.len()];
         for (ri, cr) in compiled.iter().enumerate() {
             let r = cr.recipe;
             let mut preds: Vec<TaskId> = Vec::new();
-            for req in &r.def.requires {
-                if let Some(&q) = index.get(req.as_str()) {
-                    for t in &tails[q] {
-                        if !preds.contains(t) {
-                            preds.push(t.clone());
-                        }
+            let mut below: HashSet<TaskId> = HashSet::new();
+            for &q in &requires[ri] {
+                below.extend(covered[q].iter().cloned());
+                for t in &tails[q] {
+                    if !preds.contains(t) {
+                        preds.push(t.clone());
                     }
                 }
             }
+            preds.retain(|t| !below.contains(t));
             let a = &r.def.applies;
             let mut applies = (a.roles.is_empty()
                 || host.role.is_some_and(|x| a.roles.contains(&x)))
@@ -245,6 +269,7 @@ impl<'a> Expander<'a> {
             }
             if !applies {
                 tails[ri] = preds;
+                covered[ri] = below;
                 continue;
             }
             for (ai, (that, message)) in cr.asserts.iter().enumerate() {
@@ -263,7 +288,7 @@ impl<'a> Expander<'a> {
                     }
                 }
             }
-            let mut prev = preds;
+            let mut prev = preds.clone();
             for st in &cr.steps {
                 if let Some(w) = &st.when {
                     let res = cached(&mut cache.step_when[ri][st.index], w.reads("host"), || {
@@ -341,7 +366,11 @@ impl<'a> Expander<'a> {
                 }
                 self.add(hi, task, refs, None);
             }
+            if prev != preds {
+                below.extend(preds);
+            }
             tails[ri] = prev;
+            covered[ri] = below;
         }
     }
 
