@@ -4,7 +4,7 @@
 //!
 //! 1. [`RecipeContext::from_plan`]: the template context, every default filled in once.
 //! 2. Without `[cluster]` only the user's tasks expand. With it, [`RecipeSet::parse`] reads the
-//!    recipes (format: `recipe.rs`) and every template is compiled once.
+//!    recipes (format: `recipe.rs`, plans/README.md) and every template is compiled once.
 //! 3. Per host, in plan order: each recipe whose `applies` matches (roles, os,
 //!    `first_control_plane`, `when`) contributes its steps whose `when` holds, params rendered
 //!    with the host's context. Recipe order becomes `Task::order`. Templates that do not read
@@ -18,7 +18,8 @@
 //! task there. An input must always find its producer.
 //!
 //! Every problem is a diagnostic pointing at the plan line (`tasks[i].after[j]`) or the recipe
-//! file, step and template line; all are reported at once.
+//! file, step and template line; all are reported at once. Work is linear in hosts × steps plus
+//! references.
 
 pub mod context;
 pub mod recipe;
@@ -31,8 +32,8 @@ use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location};
 use crate::plan::{LoadedPlan, ResolvedHost, Selector};
 use crate::task::{InputRef, Origin, Task, TaskId};
 use crate::template::{self, TemplateError, Tree, TreeError, Value};
-use recipe::{template_diag, CompiledRecipe, Recipe};
-use refs::{Ref, Scope};
+use recipe::{template_diag, CompiledRecipe, Recipe, RefKind, StepRefs};
+use refs::Scope;
 use std::collections::{HashMap, HashSet};
 
 /// Every task of `plan`. `recipes` are (file name, text) pairs.
@@ -53,48 +54,38 @@ pub fn expand(plan: &LoadedPlan, recipes: &[(&str, &str)]) -> Result<Vec<Task>, 
         .iter()
         .map(|r| CompiledRecipe::compile(&env, r, &mut diags))
         .collect();
-    let user: Vec<Tree> = plan
-        .file
-        .tasks
-        .iter()
-        .enumerate()
-        .map(|(i, ut)| {
-            let mut errors = Vec::new();
-            let items = ut
-                .params
-                .iter()
-                .map(|(k, v)| (k.clone(), Tree::compile(&env, v, k, &mut errors)))
-                .collect();
-            for e in errors {
-                diags.push(user_template_diag(plan, i, &ut.name, &e, None));
+    let mut user = Vec::with_capacity(plan.file.tasks.len());
+    for (i, ut) in plan.file.tasks.iter().enumerate() {
+        let mut errors = Vec::new();
+        let items = ut
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), Tree::compile(&env, v, k, &mut errors)))
+            .collect();
+        for e in errors {
+            diags.push(user_template_diag(plan, i, &ut.name, &e, None));
+        }
+        let mut refs = StepRefs::default();
+        for (j, a) in ut.after.iter().enumerate() {
+            let path = format!("tasks[{i}].after[{j}]");
+            match refs::parse(a, false) {
+                Ok(r) => refs.after.push((r, path)),
+                Err(msg) => diags.push(
+                    Diagnostic::error("task-after", format!("task `{}`: {msg}", ut.name))
+                        .at(plan.loc(&path)),
+                ),
             }
-            Tree::Object(items)
-        })
-        .collect();
+        }
+        user.push((Tree::Object(items), refs));
+    }
     if diags.has_errors() {
         return Err(diags);
     }
 
+    let requires = requires_indices(&set);
     let mut x = Expander::new(plan, &set);
-    let contexts: Vec<Value> = (0..plan.hosts.len()).map(|i| ctx.for_host(i)).collect();
     let mut cache = RenderCache::new(&compiled);
-    let by_name: HashMap<&str, usize> = set
-        .recipes
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.name(), i))
-        .collect();
-    let requires: Vec<Vec<usize>> = set
-        .recipes
-        .iter()
-        .map(|r| {
-            r.def
-                .requires
-                .iter()
-                .filter_map(|q| by_name.get(q.as_str()).copied())
-                .collect()
-        })
-        .collect();
+    let contexts: Vec<Value> = (0..plan.hosts.len()).map(|i| ctx.for_host(i)).collect();
     for (hi, cx) in contexts.iter().enumerate() {
         x.recipes_on_host(
             hi,
@@ -105,70 +96,68 @@ pub fn expand(plan: &LoadedPlan, recipes: &[(&str, &str)]) -> Result<Vec<Task>, 
             &mut cache,
         );
     }
-    for (i, tree) in user.iter().enumerate() {
-        x.user_task(i, tree, &contexts);
+    for (i, (tree, refs)) in user.iter().enumerate() {
+        x.user_task(i, tree, refs, &contexts);
     }
     x.resolve(ctx.first_control_plane)
 }
 
-/// Where a reference was written, for diagnostics.
-#[derive(Debug, Clone)]
-enum Site<'a> {
-    Recipe {
-        recipe: &'a Recipe,
-        step: &'a str,
-        path: String,
-    },
-    User {
-        name: &'a str,
-        path: String,
-    },
+/// For each recipe (in set order), the indices of the recipes it requires.
+fn requires_indices(set: &RecipeSet) -> Vec<Vec<usize>> {
+    let by_name: HashMap<&str, usize> = set
+        .recipes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name(), i))
+        .collect();
+    set.recipes
+        .iter()
+        .map(|r| {
+            r.def
+                .requires
+                .iter()
+                .filter_map(|q| by_name.get(q.as_str()).copied())
+                .collect()
+        })
+        .collect()
 }
 
-impl Site<'_> {
-    fn diag(&self, plan: &LoadedPlan, code: &'static str, msg: String) -> Diagnostic {
+/// Who wrote a task's references, for diagnostics.
+#[derive(Debug, Clone, Copy)]
+enum Author<'a> {
+    Recipe { recipe: &'a Recipe, step: &'a str },
+    User { name: &'a str },
+}
+
+impl Author<'_> {
+    fn diag(&self, plan: &LoadedPlan, path: &str, msg: String) -> Diagnostic {
         match self {
-            Site::Recipe { recipe, step, path } => Diagnostic::error(
-                code,
+            Author::Recipe { recipe, step } => Diagnostic::error(
+                "recipe-ref",
                 format!("recipe `{}` step `{step}`: {msg}", recipe.name()),
             )
             .at(recipe.loc(path)),
-            Site::User { name, path, .. } => {
-                Diagnostic::error(code, format!("task `{name}`: {msg}")).at(plan.loc(path))
+            Author::User { name } => {
+                Diagnostic::error("task-after", format!("task `{name}`: {msg}")).at(plan.loc(path))
             }
         }
     }
-
-    fn is_user(&self) -> bool {
-        matches!(self, Site::User { .. })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum RefKind {
-    After,
-    Trigger,
-    Input(String),
-}
-
-#[derive(Debug)]
-struct PendingRef<'a> {
-    kind: RefKind,
-    r: Ref,
-    site: Site<'a>,
 }
 
 #[derive(Debug)]
 struct Pending<'a> {
     task: Task,
     host: usize,
-    refs: Vec<PendingRef<'a>>,
+    author: Author<'a>,
+    refs: &'a StepRefs,
 }
+
+type Cached<T> = Option<Result<T, TemplateError>>;
 
 /// Renders of templates that do not read `host`, shared by every host.
 struct RenderCache {
-    recipe_when: Vec<Option<Result<bool, TemplateError>>>,
-    step_when: Vec<Vec<Option<Result<bool, TemplateError>>>>,
+    recipe_when: Vec<Cached<bool>>,
+    step_when: Vec<Vec<Cached<bool>>>,
     params: Vec<Vec<Option<Result<serde_json::Value, TreeError>>>>,
 }
 
@@ -180,6 +169,28 @@ impl RenderCache {
             params: compiled.iter().map(|c| vec![None; c.steps.len()]).collect(),
         }
     }
+}
+
+/// `slot`'s value if the template is host-independent and was rendered before; else render
+/// (and remember, when host-independent).
+fn cached<T: Clone>(slot: &mut Option<T>, per_host: bool, render: impl FnOnce() -> T) -> T {
+    if per_host {
+        return render();
+    }
+    if let Some(v) = slot {
+        return v.clone();
+    }
+    let v = render();
+    *slot = Some(v.clone());
+    v
+}
+
+/// Indexes references resolve against.
+struct Lookup<'n> {
+    /// Task name → every task (index in `pending`) of that name.
+    by_name: HashMap<&'n str, Vec<usize>>,
+    host_index: HashMap<&'n str, usize>,
+    first_cp: Option<usize>,
 }
 
 struct Expander<'a> {
@@ -216,6 +227,18 @@ impl<'a> Expander<'a> {
         &self.plan.hosts[i]
     }
 
+    /// A condition's value; a template error is reported (once) and counts as false.
+    fn condition(
+        &mut self,
+        res: Result<bool, TemplateError>,
+        diag: impl FnOnce(&TemplateError) -> Diagnostic,
+    ) -> bool {
+        res.unwrap_or_else(|e| {
+            self.report(diag(&e));
+            false
+        })
+    }
+
     fn recipes_on_host(
         &mut self,
         hi: usize,
@@ -226,46 +249,45 @@ impl<'a> Expander<'a> {
         cache: &mut RenderCache,
     ) {
         let host = self.host(hi);
-        // Per recipe: its last step on this host (or, if it does not run here, the tails of
-        // what it requires), and every tail those already follow (to skip redundant edges).
-        let mut tails: Vec<Vec<TaskId>> = vec![Vec::new(); compiled.len()];
-        let mut covered: Vec<HashSet<TaskId>> = vec![HashSet::new(); compiled.len()];
+        let on_host = |reads_host: bool| reads_host.then_some(host.name.as_str());
+        // Per recipe: its last step on this host as (recipe, step) indices (or, if it does not
+        // run here, the tails of what it requires), and every tail those already follow (so
+        // no redundant edges are added).
+        let mut tails: Vec<Vec<(usize, usize)>> = vec![Vec::new(); compiled.len()];
+        let mut covered: Vec<HashSet<(usize, usize)>> = vec![HashSet::new(); compiled.len()];
         for (ri, cr) in compiled.iter().enumerate() {
             let r = cr.recipe;
-            let mut preds: Vec<TaskId> = Vec::new();
-            let mut below: HashSet<TaskId> = HashSet::new();
+            let mut preds: Vec<(usize, usize)> = Vec::new();
+            let mut below: HashSet<(usize, usize)> = HashSet::new();
             for &q in &requires[ri] {
-                below.extend(covered[q].iter().cloned());
+                below.extend(covered[q].iter().copied());
                 for t in &tails[q] {
                     if !preds.contains(t) {
-                        preds.push(t.clone());
+                        preds.push(*t);
                     }
                 }
             }
             preds.retain(|t| !below.contains(t));
+
             let a = &r.def.applies;
             let mut applies = (a.roles.is_empty()
                 || host.role.is_some_and(|x| a.roles.contains(&x)))
                 && a.os.is_none_or(|os| os == host.os)
                 && (!a.first_control_plane || first_cp == Some(hi));
-            if applies {
-                if let Some(w) = &cr.when {
-                    let res = cached(&mut cache.recipe_when[ri], w.reads("host"), || {
-                        w.render_bool(cx)
-                    });
-                    applies = res.unwrap_or_else(|e| {
-                        let d = template_diag(
-                            r,
-                            None,
-                            "applies.when",
-                            "applies.when",
-                            &e,
-                            Some(&host.name),
-                        );
-                        self.report(d);
-                        false
-                    });
-                }
+            if let (true, Some(w)) = (applies, &cr.when) {
+                let res = cached(&mut cache.recipe_when[ri], w.reads("host"), || {
+                    w.render_bool(cx)
+                });
+                applies = self.condition(res, |e| {
+                    template_diag(
+                        r,
+                        None,
+                        "applies.when",
+                        "applies.when",
+                        e,
+                        on_host(w.reads("host")),
+                    )
+                });
             }
             if !applies {
                 tails[ri] = preds;
@@ -273,7 +295,6 @@ impl<'a> Expander<'a> {
                 continue;
             }
             for (ai, (that, message)) in cr.asserts.iter().enumerate() {
-                let path = format!("asserts[{ai}].that");
                 match that.render_bool(cx) {
                     Ok(true) => {}
                     Ok(false) => self.report(
@@ -284,7 +305,10 @@ impl<'a> Expander<'a> {
                         .at(self.plan.loc(&format!("hosts[{}].name", host.index))),
                     ),
                     Err(e) => {
-                        self.report(template_diag(r, None, &path, &path, &e, Some(&host.name)))
+                        let path = format!("asserts[{ai}].that");
+                        let d =
+                            template_diag(r, None, &path, &path, &e, on_host(that.reads("host")));
+                        self.report(d);
                     }
                 }
             }
@@ -294,28 +318,25 @@ impl<'a> Expander<'a> {
                     let res = cached(&mut cache.step_when[ri][st.index], w.reads("host"), || {
                         w.render_bool(cx)
                     });
-                    let on = res.unwrap_or_else(|e| {
+                    let on = self.condition(res, |e| {
                         let path = format!("steps[{}].when", st.index);
-                        let d = template_diag(
+                        template_diag(
                             r,
                             Some(&st.def.name),
                             &path,
                             "when",
-                            &e,
-                            Some(&host.name),
-                        );
-                        self.report(d);
-                        false
+                            e,
+                            on_host(w.reads("host")),
+                        )
                     });
                     if !on {
                         continue;
                     }
                 }
-                let params = match cached(
-                    &mut cache.params[ri][st.index],
-                    st.params.reads("host"),
-                    || st.params.render(cx),
-                ) {
+                let reads_host = st.params.reads("host");
+                let params = match cached(&mut cache.params[ri][st.index], reads_host, || {
+                    st.params.render(cx)
+                }) {
                     Ok(p) => p,
                     Err(e) => {
                         self.report(template_diag(
@@ -324,47 +345,31 @@ impl<'a> Expander<'a> {
                             &format!("steps[{}].params.{}", st.index, e.path),
                             &format!("params.{}", e.path),
                             &e.error,
-                            Some(&host.name),
+                            on_host(reads_host),
                         ));
                         continue;
                     }
                 };
-                let id = TaskId::new(&host.name, &st.def.name);
-                let mut task =
-                    Task::new(id.clone(), &st.def.module, params).with_origin(Origin::Recipe {
-                        recipe: r.name().to_string(),
-                        step: st.def.name.clone(),
-                    });
-                task.location = r.loc(&format!("steps[{}]", st.index));
-                task.order = std::mem::replace(&mut prev, vec![id]);
-                let site = |path: &str| Site::Recipe {
+                let mut task = Task::new(
+                    TaskId::new(&host.name, &st.def.name),
+                    &st.def.module,
+                    params,
+                )
+                .with_origin(Origin::Recipe {
+                    recipe: r.name().to_string(),
+                    step: st.def.name.clone(),
+                });
+                task.location = st.location.clone();
+                task.order = prev
+                    .iter()
+                    .map(|&(pr, ps)| TaskId::new(&host.name, &compiled[pr].steps[ps].def.name))
+                    .collect();
+                prev = vec![(ri, st.index)];
+                let author = Author::Recipe {
                     recipe: r,
                     step: &st.def.name,
-                    path: path.to_string(),
                 };
-                let mut refs = Vec::new();
-                for (rf, path) in &st.after {
-                    refs.push(PendingRef {
-                        kind: RefKind::After,
-                        r: rf.clone(),
-                        site: site(path),
-                    });
-                }
-                for (rf, path) in &st.triggered_by {
-                    refs.push(PendingRef {
-                        kind: RefKind::Trigger,
-                        r: rf.clone(),
-                        site: site(path),
-                    });
-                }
-                for (name, rf, path) in &st.inputs {
-                    refs.push(PendingRef {
-                        kind: RefKind::Input(name.clone()),
-                        r: rf.clone(),
-                        site: site(path),
-                    });
-                }
-                self.add(hi, task, refs, None);
+                self.add(hi, task, author, &st.refs, None);
             }
             if prev != preds {
                 below.extend(preds);
@@ -374,20 +379,20 @@ impl<'a> Expander<'a> {
         }
     }
 
-    fn user_task(&mut self, i: usize, tree: &Tree, contexts: &[Value]) {
+    fn user_task(&mut self, i: usize, tree: &Tree, refs: &'a StepRefs, contexts: &[Value]) {
         let plan = self.plan;
         let ut = &plan.file.tasks[i];
+        let reads_host = tree.reads("host");
         let mut shared: Option<Result<serde_json::Value, TreeError>> = None;
         for (hi, h) in plan.hosts.iter().enumerate() {
             if !selects(&ut.on, h) {
                 continue;
             }
-            let params = match cached(&mut shared, tree.reads("host"), || {
-                tree.render(&contexts[hi])
-            }) {
+            let params = match cached(&mut shared, reads_host, || tree.render(&contexts[hi])) {
                 Ok(p) => p,
                 Err(e) => {
-                    let d = user_template_diag(plan, i, &ut.name, &e, Some(&h.name));
+                    let on = reads_host.then_some(h.name.as_str());
+                    let d = user_template_diag(plan, i, &ut.name, &e, on);
                     self.report(d);
                     continue;
                 }
@@ -395,45 +400,33 @@ impl<'a> Expander<'a> {
             let mut task = Task::new(TaskId::new(&h.name, &ut.name), &ut.module, params)
                 .with_origin(Origin::User { index: i });
             task.location = plan.loc(&format!("tasks[{i}]"));
-            let mut refs = Vec::new();
-            for (j, a) in ut.after.iter().enumerate() {
-                let path = format!("tasks[{i}].after[{j}]");
-                match refs::parse(a, false) {
-                    Ok(r) => refs.push(PendingRef {
-                        kind: RefKind::After,
-                        r,
-                        site: Site::User {
-                            name: &ut.name,
-                            path,
-                        },
-                    }),
-                    Err(msg) => self.report(
-                        Diagnostic::error("task-after", format!("task `{}`: {msg}", ut.name))
-                            .at(plan.loc(&path)),
-                    ),
-                }
-            }
-            self.add(hi, task, refs, Some(i));
+            self.add(hi, task, Author::User { name: &ut.name }, refs, Some(i));
         }
     }
 
-    fn add(&mut self, hi: usize, task: Task, refs: Vec<PendingRef<'a>>, user: Option<usize>) {
-        let name = task.id.name.clone();
-        if let Some(&other) = self.by_host[hi].get(&name) {
+    fn add(
+        &mut self,
+        hi: usize,
+        task: Task,
+        author: Author<'a>,
+        refs: &'a StepRefs,
+        user: Option<usize>,
+    ) {
+        if let Some(&other) = self.by_host[hi].get(&task.id.name) {
             let d = self.clash(&self.pending[other].task, &task, user);
             self.report(d);
             return;
         }
-        self.by_host[hi].insert(name, self.pending.len());
+        self.by_host[hi].insert(task.id.name.clone(), self.pending.len());
         self.pending.push(Pending {
             task,
             host: hi,
+            author,
             refs,
         });
     }
 
     fn clash(&self, first: &Task, second: &Task, user: Option<usize>) -> Diagnostic {
-        let id = &second.id;
         let what = |t: &Task| match &t.origin {
             Origin::Recipe { recipe, step } => format!("step `{step}` of recipe `{recipe}`"),
             Origin::User { index } => format!("the plan's tasks[{index}]"),
@@ -441,7 +434,8 @@ impl<'a> Expander<'a> {
         let d = Diagnostic::error(
             "task-duplicate",
             format!(
-                "task `{id}` is defined twice: by {} and by {}",
+                "task `{}` is defined twice: by {} and by {}",
+                second.id,
                 what(first),
                 what(second)
             ),
@@ -468,6 +462,53 @@ impl<'a> Expander<'a> {
         .map(|s| format!("did you mean `{s}`?"))
     }
 
+    /// The tasks reference `r` (written by `p`, task index `me`) points to.
+    fn targets(
+        &self,
+        me: usize,
+        p: &Pending<'a>,
+        kind: RefKind<'_>,
+        r: &refs::Ref,
+        look: &Lookup<'_>,
+    ) -> Result<Vec<usize>, String> {
+        let what = match kind {
+            RefKind::After => format!("after `{r}`"),
+            RefKind::Trigger => format!("triggered_by `{r}`"),
+            RefKind::Input(name) => format!("input `{name}` (`{r}`)"),
+        };
+        let on = |h: usize| self.by_host[h].get(&r.name).copied();
+        let absent = |h: usize| {
+            format!(
+                "{what}: `{}` does not run on host `{}`",
+                r.name,
+                self.host(h).name
+            )
+        };
+        let unknown = || format!("{what}: no recipe step or task is named `{}`", r.name);
+        match &r.scope {
+            Scope::SameHost => match on(p.host) {
+                Some(t) => Ok(vec![t]),
+                None if !self.known(&r.name) => Err(unknown()),
+                None if matches!(kind, RefKind::Input(_)) => Err(absent(p.host)),
+                None => Ok(Vec::new()),
+            },
+            Scope::Host(h) => match look.host_index.get(h.as_str()) {
+                None => Err(format!("{what}: the plan has no host `{h}`")),
+                Some(&hi) => on(hi).map(|t| vec![t]).ok_or_else(|| absent(hi)),
+            },
+            Scope::FirstControlPlane => match look.first_cp {
+                None => Err(format!("{what}: the plan has no control plane")),
+                Some(hi) => on(hi).map(|t| vec![t]).ok_or_else(|| absent(hi)),
+            },
+            Scope::All if self.known(&r.name) => Ok(look
+                .by_name
+                .get(r.name.as_str())
+                .map(|v| v.iter().copied().filter(|&t| t != me).collect())
+                .unwrap_or_default()),
+            Scope::All => Err(unknown()),
+        }
+    }
+
     fn resolve(mut self, first_cp: Option<usize>) -> Result<Vec<Task>, Diagnostics> {
         let plan = self.plan;
         let host_index: HashMap<&str, usize> = plan
@@ -476,80 +517,32 @@ impl<'a> Expander<'a> {
             .enumerate()
             .map(|(i, h)| (h.name.as_str(), i))
             .collect();
-        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (i, p) in self.pending.iter().enumerate() {
-            by_name.entry(p.task.id.name.as_str()).or_default().push(i);
-        }
-        let by_name: HashMap<String, Vec<usize>> = by_name
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
+        let names: Vec<String> = self
+            .pending
+            .iter()
+            .map(|p| p.task.id.name.clone())
             .collect();
-        let mut edges: Vec<Vec<(RefKind, usize, Option<String>)>> =
-            Vec::with_capacity(self.pending.len());
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, n) in names.iter().enumerate() {
+            by_name.entry(n.as_str()).or_default().push(i);
+        }
+        let look = Lookup {
+            by_name,
+            host_index,
+            first_cp,
+        };
+        // (kind, target task, output key) per task.
+        type Edge<'k> = (RefKind<'k>, usize, Option<&'k str>);
+        let mut edges: Vec<Vec<Edge<'a>>> = Vec::with_capacity(self.pending.len());
         let mut errors: Vec<Diagnostic> = Vec::new();
         for (me, p) in self.pending.iter().enumerate() {
-            let mut out = Vec::new();
-            for pr in &p.refs {
-                let r = &pr.r;
-                let input = matches!(pr.kind, RefKind::Input(_));
-                let on_host = |h: usize| self.by_host[h].get(&r.name).copied();
-                let targets: Result<Vec<usize>, String> = match &r.scope {
-                    Scope::SameHost => match on_host(p.host) {
-                        Some(t) => Ok(vec![t]),
-                        None if !self.known(&r.name) => Err(format!(
-                            "`{r}` names `{}`, which no recipe step or task has",
-                            r.name
-                        )),
-                        None if input => Err(format!(
-                            "reads `{r}`, but `{}` does not run on host `{}`",
-                            r.name,
-                            self.host(p.host).name
-                        )),
-                        None => Ok(Vec::new()),
-                    },
-                    Scope::Host(h) => match host_index.get(h.as_str()) {
-                        None => Err(format!(
-                            "`{r}` names host `{h}`, which the plan does not have"
-                        )),
-                        Some(&hi) => on_host(hi).map(|t| vec![t]).ok_or_else(|| {
-                            format!("`{r}`: `{}` does not run on host `{h}`", r.name)
-                        }),
-                    },
-                    Scope::FirstControlPlane => match first_cp {
-                        None => Err(format!("`{r}`: the plan has no control plane")),
-                        Some(hi) => on_host(hi).map(|t| vec![t]).ok_or_else(|| {
-                            format!(
-                                "`{r}`: `{}` does not run on the first control plane `{}`",
-                                r.name,
-                                self.host(hi).name
-                            )
-                        }),
-                    },
-                    Scope::All => {
-                        if self.known(&r.name) {
-                            Ok(by_name
-                                .get(&r.name)
-                                .map(|v| v.iter().copied().filter(|&t| t != me).collect())
-                                .unwrap_or_default())
-                        } else {
-                            Err(format!(
-                                "`{r}` names `{}`, which no recipe step or task has",
-                                r.name
-                            ))
-                        }
-                    }
-                };
-                match targets {
-                    Ok(ts) => {
-                        out.extend(ts.into_iter().map(|t| (pr.kind.clone(), t, r.key.clone())))
-                    }
+            let mut out: Vec<Edge<'a>> = Vec::new();
+            let refs: &'a StepRefs = p.refs;
+            for (kind, r, path) in refs.iter() {
+                match self.targets(me, p, kind, r, &look) {
+                    Ok(ts) => out.extend(ts.into_iter().map(|t| (kind, t, r.key.as_deref()))),
                     Err(msg) => {
-                        let code = if pr.site.is_user() {
-                            "task-after"
-                        } else {
-                            "recipe-ref"
-                        };
-                        let mut d = pr.site.diag(plan, code, msg);
+                        let mut d = p.author.diag(plan, path, msg);
                         if !self.known(&r.name) {
                             if let Some(h) = self.suggest(&r.name) {
                                 d = d.with_hint(h);
@@ -574,14 +567,24 @@ impl<'a> Expander<'a> {
             .zip(edges)
             .map(|(p, out)| {
                 let mut t = p.task;
+                let mut seen: HashSet<(bool, usize)> = HashSet::new();
                 for (kind, target, key) in out {
                     let id = ids[target].clone();
                     match kind {
-                        RefKind::After => push_unique(&mut t.after, id),
-                        RefKind::Trigger => push_unique(&mut t.triggered_by, id),
+                        RefKind::After => {
+                            if seen.insert((false, target)) {
+                                t.after.push(id);
+                            }
+                        }
+                        RefKind::Trigger => {
+                            if seen.insert((true, target)) {
+                                t.triggered_by.push(id);
+                            }
+                        }
                         RefKind::Input(name) => {
-                            let key = key.unwrap_or_else(|| name.clone());
-                            t.inputs.insert(name, InputRef { from: id, key });
+                            let key = key.unwrap_or(name).to_string();
+                            t.inputs
+                                .insert(name.to_string(), InputRef { from: id, key });
                         }
                     }
                 }
@@ -590,26 +593,6 @@ impl<'a> Expander<'a> {
             .collect();
         Ok(tasks)
     }
-}
-
-fn push_unique(v: &mut Vec<TaskId>, id: TaskId) {
-    if !v.contains(&id) {
-        v.push(id);
-    }
-}
-
-/// `slot`'s value if the template is host-independent and was rendered before; else render
-/// (and remember, when host-independent).
-fn cached<T: Clone>(slot: &mut Option<T>, per_host: bool, render: impl FnOnce() -> T) -> T {
-    if per_host {
-        return render();
-    }
-    if let Some(v) = slot {
-        return v.clone();
-    }
-    let v = render();
-    *slot = Some(v.clone());
-    v
 }
 
 fn user_template_diag(

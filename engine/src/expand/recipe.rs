@@ -351,16 +351,51 @@ fn order_by_requires(recipes: Vec<Recipe>, diags: &mut Diagnostics) -> Vec<Recip
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
+/// What a reference is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefKind<'a> {
+    After,
+    Trigger,
+    /// The input of this name.
+    Input(&'a str),
+}
+
+/// The parsed references of one step or user task, each with the path it was written at
+/// (`steps[3].after[0]`, `tasks[1].after[0]`).
+#[derive(Debug, Clone, Default)]
+pub struct StepRefs {
+    pub after: Vec<(Ref, String)>,
+    pub triggered_by: Vec<(Ref, String)>,
+    pub inputs: Vec<(String, Ref, String)>,
+}
+
+impl StepRefs {
+    pub fn iter(&self) -> impl Iterator<Item = (RefKind<'_>, &Ref, &str)> {
+        let after = self
+            .after
+            .iter()
+            .map(|(r, p)| (RefKind::After, r, p.as_str()));
+        let trig = self
+            .triggered_by
+            .iter()
+            .map(|(r, p)| (RefKind::Trigger, r, p.as_str()));
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|(n, r, p)| (RefKind::Input(n.as_str()), r, p.as_str()));
+        after.chain(trig).chain(inputs)
+    }
+}
+
 /// A step with its templates compiled and references parsed.
 #[derive(Debug)]
 pub struct CompiledStep<'env, 'src> {
     pub index: usize,
     pub def: &'src StepDef,
+    pub location: Option<Location>,
     pub when: Option<Snippet<'env, 'src>>,
     pub params: Tree<'env, 'src>,
-    pub after: Vec<(Ref, String)>,
-    pub triggered_by: Vec<(Ref, String)>,
-    pub inputs: Vec<(String, Ref, String)>,
+    pub refs: StepRefs,
 }
 
 /// A recipe with its templates compiled.
@@ -457,11 +492,7 @@ impl<'env, 'src> CompiledRecipe<'env, 'src> {
                     })
                     .collect::<Vec<_>>()
             };
-            steps.push(CompiledStep {
-                index: j,
-                def: s,
-                when,
-                params,
+            let refs = StepRefs {
                 after: parse_all(&s.after, "after"),
                 triggered_by: parse_all(&s.triggered_by, "triggered_by"),
                 inputs: s
@@ -473,6 +504,14 @@ impl<'env, 'src> CompiledRecipe<'env, 'src> {
                             .map(|r| (name.clone(), r, format!("steps[{j}].inputs.{name}")))
                     })
                     .collect(),
+            };
+            steps.push(CompiledStep {
+                index: j,
+                def: s,
+                location: recipe.loc(&format!("steps[{j}]")),
+                when,
+                params,
+                refs,
             });
         }
         CompiledRecipe {
