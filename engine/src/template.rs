@@ -467,6 +467,9 @@ mod tests {
         assert!(s.render_bool(&ctx()).is_err());
         let s = Snippet::compile(&env, "false").expect("compile");
         assert_eq!(s.render_bool(&ctx()).ok(), Some(false));
+        // Text templates render booleans as words too.
+        let s = Snippet::compile(&env, " {{ cluster.vni > 1 }} ").expect("compile");
+        assert_eq!(s.render_bool(&ctx()).ok(), Some(true));
     }
 
     #[test]

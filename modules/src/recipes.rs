@@ -34,4 +34,51 @@ mod tests {
         let set = RecipeSet::parse(RECIPES).unwrap_or_else(|d| panic!("{d}"));
         assert_eq!(set.recipes.len(), RECIPES.len());
     }
+
+    /// The modules the recipes may name: the module authors implement exactly these.
+    const MODULES: &[&str] = &[
+        // Linux
+        "file",
+        "directory",
+        "line_in_file",
+        "sysctl",
+        "kernel_module",
+        "swap_off",
+        "command",
+        "download",
+        "archive",
+        "package",
+        "service",
+        // Windows
+        "windows_feature",
+        "reboot",
+        "env_var",
+        "path_entry",
+        "firewall_rule",
+        "registry_value",
+        "hotfix",
+        // Kubernetes
+        "kubeadm_init",
+        "kubeadm_join",
+        "kube_join_data",
+        "kube_apply",
+        "kube_wait",
+        "kubeconfig_fetch",
+    ];
+
+    #[test]
+    fn recipes_name_only_known_modules() {
+        let set = RecipeSet::parse(RECIPES).unwrap_or_else(|d| panic!("{d}"));
+        for r in &set.recipes {
+            for s in &r.def.steps {
+                assert!(
+                    MODULES.contains(&s.module.as_str()),
+                    "recipe `{}` step `{}` names unknown module `{}`",
+                    r.name(),
+                    s.name,
+                    s.module
+                );
+            }
+        }
+    }
 }
