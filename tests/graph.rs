@@ -336,21 +336,21 @@ name = \"one\"
 module = \"command\"
 on = {{ hosts = [\"a\"] }}
 after = [\"b:three\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 
 [[tasks]]
 name = \"two\"
 module = \"command\"
 on = {{ hosts = [\"a\"] }}
 after = [\"one\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 
 [[tasks]]
 name = \"three\"
 module = \"command\"
 on = {{ hosts = [\"b\"] }}
 after = [\"a:two\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
         ),
     );
@@ -381,29 +381,32 @@ params = {{ path = \"/etc/motd\", content = \"hi\" }}
 name = \"restart\"
 module = \"command\"
 after = [\"mtod\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 
 [[tasks]]
 name = \"elsewhere\"
 module = \"command\"
 after = [\"zz:motd\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
         ),
     );
     let out = kwin(&["graph", &plan]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    // tasks[1].after[0] is on line 20 of the plan.
-    assert!(
-        err.contains("plan.toml:20:10: error[task-after]: task `restart`: after `mtod`: no recipe step or task is named `mtod`"),
-        "{err}"
-    );
+    // tasks[1].after[0] is on line 20 of the plan; tasks[2].after[0] on line 26. (Validation
+    // may report them before expansion does, in its own words.)
+    let line = |n: &str| {
+        err.lines()
+            .find(|l| l.contains(n))
+            .unwrap_or_else(|| panic!("no diagnostic at {n}: {err}"))
+            .to_string()
+    };
+    let l = line("plan.toml:20:10:");
+    assert!(l.contains("task `restart`") && l.contains("`mtod`"), "{l}");
     assert!(err.contains("did you mean `motd`?"), "{err}");
-    assert!(
-        err.contains("plan.toml:26:10: error[task-after]: task `elsewhere`: after `zz:motd`: the plan has no host `zz`"),
-        "{err}"
-    );
+    let l = line("plan.toml:26:10:");
+    assert!(l.contains("task `elsewhere`") && l.contains("`zz"), "{l}");
 }
 
 const CLUSTER: &str = r#"
@@ -443,7 +446,7 @@ name = \"after-init\"
 module = \"command\"
 on = {{ roles = [\"worker\"] }}
 after = [\"@first_control_plane:kubeadm-init\", \"kubeadm-init\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
     ));
     let g = expand(&plan).unwrap_or_else(|d| panic!("{d}"));
@@ -472,7 +475,7 @@ fn user_task_may_not_take_a_recipe_step_name() {
 name = \"kubelet\"
 module = \"command\"
 on = {{ hosts = [\"w1\"] }}
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
     ));
     let err = expand(&plan).expect_err("clash").to_string();
