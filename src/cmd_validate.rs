@@ -7,10 +7,12 @@ use std::process::ExitCode;
 
 /// Load + validate; print every diagnostic. Exit 1 on any error.
 pub fn validate(path: &Path, output: OutputFormat) -> anyhow::Result<ExitCode> {
-    let registry = kwin_modules::Builtin;
-    // Recipe step names that `after` may refer to; none are embedded yet.
-    let recipe_steps: Vec<String> = Vec::new();
-    let diags = kwin_engine::plan::check(path, &registry, &recipe_steps);
+    // The whole front half: validation, then recipe expansion (recipe asserts, template
+    // errors) and the graph (unknown references, cycles).
+    let diags = match crate::prepare::prepare(path) {
+        Ok(p) => p.warnings,
+        Err(d) => d,
+    };
     print_diagnostics(&diags, output);
     let errors = diags.errors().count();
     let warnings = diags.warnings();
