@@ -282,15 +282,28 @@ def measure(lab: Lab, cmd: list[str], *, cwd: Path, env: dict, log_path: Path, t
         log("warning: lab hosts still have sessions before the run")
     h0, x0, load0 = lab.host_cpu(), lab.proxy_cpu(), loadavg()
     fallback_h0 = lab.host_cpu_proc()
+
     def pre() -> None:
         os.setsid()
         if ctl:
             ctl.add(os.getpid())
 
-    with open(log_path, "w") as out:
+    with open(log_path, "w") as out, open(str(log_path) + ".ts", "w") as ts:
         t0 = time.monotonic()
-        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, preexec_fn=pre)
+
+        def tee() -> None:
+            # The log as the tool wrote it, and each line's arrival time (seconds since spawn):
+            # where a run spends its time, for every tool, without touching the tools.
+            assert p.stdout
+            for raw in iter(p.stdout.readline, b""):
+                now = time.monotonic() - t0
+                line = raw.decode(errors="replace")
+                out.write(line)
+                ts.write(f"{now:9.3f} {line}")
+        reader = threading.Thread(target=tee, daemon=True)
+        reader.start()
         sampler = Sampler(ctl.procs if ctl else (lambda: [p.pid]))
         sampler.start()
         killed = threading.Event()
@@ -308,8 +321,9 @@ def measure(lab: Lab, cmd: list[str], *, cwd: Path, env: dict, log_path: Path, t
         timer.cancel()
         timed_out = killed.is_set()
         p.returncode = os.waitstatus_to_exitcode(status)
-    if after:
-        after()  # e.g. close Ansible's ControlPersist masters (they belong to the run)
+        if after:
+            after()  # e.g. close Ansible's ControlPersist masters (they belong to the run)
+        reader.join(20)  # a leftover child holding the pipe must not hang the harness
     # Let every process of the run end (ssh masters, host sessions), then read the counters.
     if ctl:
         end = time.monotonic() + 15
