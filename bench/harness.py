@@ -406,7 +406,7 @@ def count_changes(tool: str, text: str) -> dict:
 class Runner:
     def __init__(self, a, lab: Lab, work: Path, out: Path, cg: Path | None, v2: bool):
         self.a, self.lab, self.work, self.out, self.cg, self.v2 = a, lab, work, out, cg, v2
-        self.kwin = REPO / "target" / "release" / "kwin"
+        self.kwin = a.kwin
         # reset.sh/check.sh do not depend on the delay: any generated copy will do.
         self.remote = next(work.glob("d*/remote"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PYINFRA_"))}
@@ -495,7 +495,7 @@ def gen_workloads(lab: Lab, work: Path, delays: list[int]) -> None:
                        check=True)
 
 
-def machine_info() -> dict:
+def machine_info(kwin: Path) -> dict:
     mem = 0
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):
@@ -520,7 +520,7 @@ def machine_info() -> dict:
                     .splitlines() if l.startswith("PRETTY_NAME=")), "?"),
         "load_start": Path("/proc/loadavg").read_text().split()[:3],
         "openssh": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip(),
-        "kwin": ver([str(REPO / "target" / "release" / "kwin"), "--version"]),
+        "kwin": ver([str(kwin), "--version"]),
         "kwin_commit": ver(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
         "ansible": ver([str(VENV / "bin" / "ansible"), "--version"]),
         "pyinfra": ver([str(VENV / "bin" / "pyinfra"), "--version"]),
@@ -538,6 +538,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True, help="directory for runs.jsonl and logs")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per tool run")
     ap.add_argument("--keep-lab", action="store_true", help="leave the last lab up")
+    ap.add_argument("--kwin", type=Path, default=REPO / "target" / "release" / "kwin",
+                    help="the kwin binary (default target/release/kwin)")
     a = ap.parse_args()
     ns = [int(x) for x in a.n.split(",")]
     delays = sorted({int(x) for x in a.delay.split(",")})
@@ -557,9 +559,9 @@ def main() -> int:
     (a.out / "tmp").mkdir(exist_ok=True)
     cg = cgroup_root()
     cg_path, v2 = (cg if cg else (None, False))
-    info = machine_info()
+    info = machine_info(a.kwin)
     info.update({"cgroup": (f"{'v2' if v2 else 'v1 cpuacct'} {cg_path}" if cg_path else "none (/proc)"),
-                 "args": vars(a) | {"out": str(a.out)}, "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+                 "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()}, "started": time.strftime("%Y-%m-%d %H:%M:%S")})
     (a.out / "machine.json").write_text(json.dumps(info, indent=1) + "\n")
     log(f"machine: {info['nproc']} cpus, {info['mem_gib']} GiB, kernel {info['kernel']}, "
         f"load {' '.join(info['load_start'])}; accounting: {info['cgroup']}")
