@@ -164,7 +164,6 @@ mv -f "$STAMP.new" "$STAMP"
 
 if [[ "${KWIN_APISERVER_KEEP_WORK:-0}" != 1 ]]; then
   step "clean work tree"
-  chmod -R u+w "$WORK" 2>/dev/null || true
   rm -rf "$WORK" "$APTDIR"
 fi
 cached_ok
