@@ -101,17 +101,21 @@ fn go(run: RunArgs, mode: Mode, detailed_exitcode: bool) -> anyhow::Result<ExitC
         accept_new_host_keys: run.accept_new_host_keys,
         known_hosts: state_dir.join("known_hosts"),
     };
-    let hosts: Vec<HostHandle> = plan
+    let made: Vec<_> = plan
         .hosts
         .iter()
         .map(|h| {
             for s in connection_secrets(h) {
                 scrubber.add(&s);
             }
-            HostHandle {
-                name: h.name.clone(),
-                transport: transport_for(h, &copts),
-            }
+            (h.name.clone(), transport_for(h, &copts, &scrubber))
+        })
+        .collect();
+    let hosts: Vec<HostHandle> = made
+        .iter()
+        .map(|(name, m)| HostHandle {
+            name: name.clone(),
+            transport: m.transport.clone(),
         })
         .collect();
 
@@ -145,6 +149,12 @@ fn go(run: RunArgs, mode: Mode, detailed_exitcode: bool) -> anyhow::Result<ExitC
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     let _ = renderer.join();
+    // After the summary, on stderr, so JSON output still ends with the summary line.
+    for (_, m) in &made {
+        if let Some(k) = m.recorded_host_key() {
+            eprintln!("note: {k}");
+        }
+    }
 
     Ok(if summary.interrupted {
         ExitCode::from(130)

@@ -4,7 +4,9 @@
 //! that cannot be reached fails alone, with the transport's message.
 
 use crate::plan::{ConnSpec, ResolvedHost};
+use crate::secret::Scrubber;
 use crate::transport::local::LocalTransport;
+use crate::transport::ssh::{SshOptions, SshTransport};
 use crate::transport::{Output, Shell, Transport, TransportError};
 use async_trait::async_trait;
 use std::path::PathBuf;
@@ -19,23 +21,49 @@ pub struct ConnectOptions {
     pub known_hosts: PathBuf,
 }
 
+/// A host's transport, plus what the CLI may want to tell the user about it afterwards.
+pub struct Made {
+    pub transport: Arc<dyn Transport>,
+    ssh: Option<Arc<SshTransport>>,
+}
+
+impl Made {
+    /// "recorded new host key SHA256:... for h1 in .kwin/known_hosts", after a run with
+    /// `--accept-new-host-keys` met an unknown key.
+    pub fn recorded_host_key(&self) -> Option<String> {
+        self.ssh
+            .as_ref()
+            .and_then(|s| s.recorded_new_key())
+            .map(|k| k.to_string())
+    }
+}
+
 /// The transport for `host`.
-pub fn transport_for(host: &ResolvedHost, opts: &ConnectOptions) -> Arc<dyn Transport> {
+pub fn transport_for(host: &ResolvedHost, opts: &ConnectOptions, scrubber: &Scrubber) -> Made {
     match &host.conn {
-        ConnSpec::Local { become_root } => Arc::new(LocalTransport {
-            become_root: *become_root,
-        }),
+        ConnSpec::Local { become_root } => Made {
+            transport: Arc::new(LocalTransport {
+                become_root: *become_root,
+            }),
+            ssh: None,
+        },
         ConnSpec::Ssh(spec) => {
-            let _ = opts;
-            Arc::new(Unavailable {
-                shell: spec.shell,
-                reason: "ssh transport not available in this build".into(),
-            })
+            let mut o = SshOptions::new(&opts.known_hosts);
+            o.accept_new_host_keys = opts.accept_new_host_keys;
+            o.scrubber = Some(scrubber.clone());
+            let ssh = Arc::new(SshTransport::new(&host.name, spec, o));
+            Made {
+                transport: ssh.clone(),
+                ssh: Some(ssh),
+            }
         }
-        ConnSpec::Winrm(_) => Arc::new(Unavailable {
-            shell: Shell::PowerShell,
-            reason: "winrm transport not available in this build".into(),
-        }),
+        ConnSpec::Winrm(_) => Made {
+            transport: Arc::new(Unavailable {
+                shell: Shell::PowerShell,
+                reason: "winrm transport not available in this build".into(),
+            }),
+            ssh: None,
+        },
     }
 }
 
