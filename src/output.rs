@@ -194,6 +194,8 @@ impl Human {
                         self.line(format!("{host}: changed {task} ({msg})"))
                     }
                     TaskStatus::Failed => self.line(format!("{host}: failed {task}: {msg}")),
+                    // A host that failed as a whole says so once, in its own line.
+                    TaskStatus::Skipped if msg == format!("host {host} failed") => {}
                     TaskStatus::Skipped => self.line(format!("{host}: skipped {task} ({msg})")),
                     _ => {}
                 }

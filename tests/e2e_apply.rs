@@ -38,7 +38,11 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
     let p = kwin(d, &["plan", "plan.toml", "--detailed-exitcode"]);
     assert_eq!(p.code, 2, "{p}");
     for h in HOSTS {
-        assert!(p.stdout.contains(&format!("{h}: create motd (")), "{p}");
+        assert!(
+            p.stdout
+                .contains(&format!("{h}: update motd (content differs)")),
+            "{p}"
+        );
     }
     assert!(
         p.stdout.contains("    +This host is managed by kwin."),

@@ -123,8 +123,11 @@ params = { path = "/etc/after-broken", content = "x\n" }
     );
     assert_eq!(r.task("h3", "after broken")["status"], "skipped");
     assert_eq!(r.task("h3", "after broken")["message"], "h3/broken failed");
-    assert_eq!(r.task("h1", "marker")["status"], "ok", "{r}");
-    assert_eq!(r.task("h2", "marker")["status"], "changed", "{r}");
+    // h1 and h2 converged in the runs before: nothing left to do there.
+    for h in ["h1", "h2"] {
+        assert_eq!(r.task(h, "marker")["status"], "ok", "{r}");
+        assert!(r.host(h)["error"].is_null(), "{r}");
+    }
     let s = r.summary();
     assert_eq!(
         (s["failed"].as_u64(), s["skipped"].as_u64()),
