@@ -50,6 +50,8 @@ fn json(mut rx: UnboundedReceiver<Event>) {
 
 struct Human {
     mode: Mode,
+    /// Tests read the lines here instead of stdout.
+    capture: Option<std::cell::RefCell<Vec<String>>>,
     bars: Option<MultiProgress>,
     host_bars: BTreeMap<String, ProgressBar>,
     rows: BTreeMap<String, HostRow>,
@@ -71,6 +73,7 @@ impl Human {
         let bars = tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stdout()));
         Human {
             mode,
+            capture: None,
             bars,
             host_bars: BTreeMap::new(),
             rows: BTreeMap::new(),
@@ -78,6 +81,10 @@ impl Human {
     }
 
     fn line(&self, s: String) {
+        if let Some(c) = &self.capture {
+            c.borrow_mut().extend(s.lines().map(str::to_string));
+            return;
+        }
         match &self.bars {
             Some(mp) => {
                 let _ = mp.println(s);
@@ -287,5 +294,112 @@ impl Human {
             ));
         }
         self.line(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(mode: Mode, events: Vec<Event>) -> Vec<String> {
+        let mut h = Human::new(mode, false);
+        h.capture = Some(Default::default());
+        for e in events {
+            h.event(e);
+        }
+        h.capture.map(|c| c.into_inner()).unwrap_or_default()
+    }
+
+    fn finished(host: &str, task: &str, status: TaskStatus, msg: &str) -> Event {
+        Event::TaskFinished {
+            host: host.into(),
+            task: task.into(),
+            status,
+            message: Some(msg.into()),
+            duration_ms: 5,
+        }
+    }
+
+    fn summary(ok: usize, changed: usize, failed: usize, skipped: usize) -> Event {
+        Event::Summary {
+            hosts: 2,
+            ok,
+            changed,
+            failed,
+            skipped,
+            duration_ms: 1400,
+        }
+    }
+
+    #[test]
+    fn apply_lines_and_summary() {
+        let lines = render(
+            Mode::Apply,
+            vec![
+                finished("cp1", "motd", TaskStatus::Changed, "create: missing"),
+                finished("cp1", "sysctl", TaskStatus::Ok, "value matches"),
+                finished("cp1", "init", TaskStatus::Failed, "exit code 1: boom"),
+                finished("w1", "join", TaskStatus::Skipped, "cp1/init failed"),
+                finished("w2", "join", TaskStatus::Skipped, "host w2 failed"),
+                Event::HostFinished {
+                    host: "w2".into(),
+                    ok: 0,
+                    changed: 0,
+                    failed: 0,
+                    skipped: 1,
+                    duration_ms: 10,
+                    error: Some("cannot connect to 10.0.0.3:22: refused".into()),
+                },
+                summary(1, 1, 2, 2),
+            ],
+        );
+        assert_eq!(
+            &lines[..4],
+            [
+                "cp1: changed motd (create: missing)",
+                "cp1: failed init: exit code 1: boom",
+                "w1: skipped join (cp1/init failed)",
+                "w2: failed: cannot connect to 10.0.0.3:22: refused",
+            ]
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("apply: 2 hosts, 1 ok, 1 changed, 2 failed, 2 skipped in 1.4s")
+        );
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("w2 ") && l.ends_with("host failed")));
+    }
+
+    #[test]
+    fn plan_shows_diffs_and_says_no_changes() {
+        let lines = render(
+            Mode::Plan,
+            vec![
+                Event::TaskPlanned {
+                    host: "h2".into(),
+                    task: "motd".into(),
+                    module: "file".into(),
+                    change: true,
+                    action: Some("update".into()),
+                    reason: "content differs".into(),
+                    diff: Some("-old\n+new\n".into()),
+                },
+                summary(3, 1, 0, 0),
+            ],
+        );
+        assert_eq!(
+            &lines[..3],
+            ["h2: update motd (content differs)", "    -old", "    +new"]
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("plan: 2 hosts, 3 ok, 1 to change, 0 failed, 0 skipped in 1.4s")
+        );
+        let lines = render(Mode::Apply, vec![summary(4, 0, 0, 0)]);
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("apply: 2 hosts, 4 ok, 0 changed, 0 failed, 0 skipped in 1.4s (no changes)")
+        );
     }
 }

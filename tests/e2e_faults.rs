@@ -133,4 +133,65 @@ params = { path = "/etc/after-broken", content = "x\n" }
         (s["failed"].as_u64(), s["skipped"].as_u64()),
         (Some(1), Some(1))
     );
+
+    // 4. Ctrl-C during a slow step: the step finishes, nothing new starts, the summary and the
+    //    journal say so, exit 130.
+    let dir = plan_dir(
+        &lab,
+        &plan(
+            "",
+            r#"
+[[tasks]]
+name = "slow"
+module = "command"
+params = { run = "sleep 2; touch /etc/kwin-slow", creates = "/etc/kwin-slow" }
+
+[[tasks]]
+name = "after slow"
+module = "file"
+after = ["slow"]
+params = { path = "/etc/after-slow", content = "x\n" }
+"#,
+        ),
+    );
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .args(["apply", "plan.toml"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kwin");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(
+        stdout.contains("interrupted: no new tasks were started"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("h1: changed slow"),
+        "the running step finished: {stdout}"
+    );
+    assert!(
+        stdout.contains("h1: skipped after slow (interrupted)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        lab.ssh("h1", "test -e /etc/after-slow && echo yes || echo no"),
+        "no\n"
+    );
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".kwin/runs"))
+        .expect("runs")
+        .flatten()
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(runs[0].path()).expect("journal")).expect("json");
+    assert_eq!(j["interrupted"], true);
 }

@@ -1097,3 +1097,81 @@ async fn parallelism_one_still_finishes_cross_host_waits() {
     h2.finish().expect("h2");
     assert_eq!(summary(&out), (0, 2, 0, 0));
 }
+
+#[tokio::test]
+async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (h1, h2) = (mock("h1"), mock("h2"));
+    h1.expect(probe());
+    // c depends on nothing, so it is ordered before b and shares a's batch.
+    h1.expect(
+        Expect::run("a and c, sent before waiting on h2")
+            .contains(w("a"))
+            .contains(w("c"))
+            .sh(),
+    );
+    h2.expect(probe());
+    h2.expect(
+        Expect::run("slow step, running when Ctrl-C comes")
+            .delay(Duration::from_millis(600))
+            .sh(),
+    );
+    let tasks = vec![
+        file("h1", "a", &d.path().join("a"), "a"),
+        file("h1", "b", &d.path().join("b"), "b").after("h2", "x"),
+        file("h1", "c", &d.path().join("c"), "c"),
+        file("h2", "x", &d.path().join("x"), "x"),
+        file("h2", "y", &d.path().join("y"), "y").after("h1", "b"),
+    ];
+    let graph = TaskGraph::build(tasks.into_iter().map(|t| t.task).collect()).expect("graph");
+    let (sink, mut rx) = EventSink::channel();
+    let (canceller, cancel) = Cancel::pair();
+    let run = execute(Run {
+        graph: Arc::new(graph),
+        hosts: vec![
+            HostHandle {
+                name: "h1".into(),
+                transport: Arc::new(h1.clone()),
+            },
+            HostHandle {
+                name: "h2".into(),
+                transport: Arc::new(h2.clone()),
+            },
+        ],
+        registry: &TestRegistry,
+        options: opts(Mode::Apply, &d.path().join(".kwin")),
+        scrubber: Scrubber::new(),
+        events: sink,
+        cancel,
+    });
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        canceller.cancel();
+    };
+    let (summary, ()) = tokio::join!(run, stop);
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    let o = Outcome { summary, events };
+    h1.finish().expect("h1");
+    h2.finish().expect("h2");
+    assert!(o.summary.interrupted);
+    assert_eq!(o.status("h1", "a").0, TaskStatus::Changed);
+    // The step that was running finished and counts.
+    assert_eq!(o.status("h2", "x").0, TaskStatus::Changed);
+    for (h, t) in [("h1", "b"), ("h2", "y")] {
+        assert_eq!(o.status(h, t), (TaskStatus::Skipped, "interrupted".into()));
+    }
+    let n = o.events.len();
+    assert!(matches!(o.events[n - 2], Event::Interrupted {}));
+    assert!(matches!(
+        o.events[n - 1],
+        Event::Summary {
+            changed: 3,
+            skipped: 2,
+            ..
+        }
+    ));
+    assert!(!d.path().join("b").exists());
+}
