@@ -118,7 +118,7 @@ fi
 
 # Mounts: hosts mount only inside their own private mount namespaces, which are gone
 # with their processes. Unmount anything of ours that is visible here anyway.
-mapfile -t mnts < <(awk -v d="$LAB_DIR/" '$5 ~ "^"d || $0 ~ / - [^ ]+ kwin-lab-(h[0-9]+(-[a-z]+)?|base) / {print $5}' /proc/self/mountinfo | sort -r)
+mapfile -t mnts < <(awk -v d="$LAB_DIR/" -v t="$LAB_MOUNT_TAG" '$5 ~ "^"d || $0 ~ (" - [^ ]+ " t "-(h[0-9]+(-[a-z]+)?|base) ") {print $5}' /proc/self/mountinfo | sort -r)
 for m in "${mnts[@]}"; do
   umount -l "$m" 2>/dev/null || true
 done
@@ -131,7 +131,7 @@ fi
 left=""
 if [[ -n $(ip netns list 2>/dev/null | awk -v p="^${LAB_NS_PREFIX}[0-9]+$" '$1 ~ p') ]]; then left+=" netns"; fi
 if ip -o link show 2>/dev/null | grep -q " ${LAB_VETH_PREFIX}[0-9]*[@:]"; then left+=" veth"; fi
-if awk -v d="$LAB_DIR/" '$5 ~ "^"d || $0 ~ / - [^ ]+ kwin-lab-(h[0-9]+(-[a-z]+)?|base) /' /proc/self/mountinfo | grep -q .; then
+if awk -v d="$LAB_DIR/" -v t="$LAB_MOUNT_TAG" '$5 ~ "^"d || $0 ~ (" - [^ ]+ " t "-(h[0-9]+(-[a-z]+)?|base) ")' /proc/self/mountinfo | grep -q .; then
   left+=" mounts"
 else
   # Nothing is mounted under target/lab, so this removes only plain files, and only

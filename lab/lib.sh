@@ -13,18 +13,26 @@ set -euo pipefail
 LAB_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 LAB_LIB="$LAB_SRC/lib.sh"
 LAB_REPO="$(cd "$LAB_SRC/.." && pwd -P)"
-LAB_DIR="$LAB_REPO/target/lab"
+# KWIN_LAB_ID (0-9) selects one of ten independent labs that can run side by side: each has
+# its own names, address range, ports, state dir and lock. 0 (the default) is the plain lab.
+LAB_ID="${KWIN_LAB_ID:-0}"
+[[ $LAB_ID =~ ^[0-9]$ ]] || { echo "lab: error: KWIN_LAB_ID must be one digit (0-9)" >&2; exit 1; }
+LAB_TAG=""
+[[ $LAB_ID == 0 ]] || LAB_TAG="$LAB_ID"
+LAB_DIR="$LAB_REPO/target/lab${LAB_TAG:+-$LAB_TAG}"
 LAB_HOSTS_DIR="$LAB_DIR/hosts"
 LAB_PYTHON="${KWIN_LAB_PYTHON:-/usr/bin/python3}"
-LAB_NS_PREFIX="kwin-h"    # network namespace kwin-h1 ...
-LAB_VETH_PREFIX="kwv-h"   # root-side veth kwv-h1 ... (IFNAMSIZ: 15 chars max)
+LAB_NS_PREFIX="kwin${LAB_TAG}-h"    # network namespace kwin-h1 (lab 0), kwin2-h1 (lab 2) ...
+LAB_VETH_PREFIX="kwv${LAB_TAG}-h"   # root-side veth kwv-h1 ... (IFNAMSIZ: 15 chars max)
+LAB_NET_OCTET=$((213 + LAB_ID))     # lab hosts live in 10.<213+ID>.0.0/16
+LAB_MOUNT_TAG="kwin-lab${LAB_TAG}"  # source label of the lab's tmpfs/overlay mounts
 LAB_MAX_HOSTS=1000
-LAB_DELAY_PORT_BASE_DEFAULT=42000
+LAB_DELAY_PORT_BASE_DEFAULT=$((42000 + LAB_ID * 1000))
 
-# One lab per machine (fixed names and addresses): up/down serialize on this lock, and
-# the owner file names the target/lab of the lab that is up.
-LAB_LOCK_FILE=/run/kwin-lab.lock
-LAB_OWNER_FILE=/run/kwin-lab.owner
+# One lab of each id per machine (fixed names and addresses): up/down serialize on this
+# lock, and the owner file names the state dir of the lab that is up.
+LAB_LOCK_FILE=/run/kwin-lab${LAB_TAG:+-$LAB_TAG}.lock
+LAB_OWNER_FILE=/run/kwin-lab${LAB_TAG:+-$LAB_TAG}.owner
 
 lab_die() { echo "lab: error: $*" >&2; exit 1; }
 lab_log() { echo "lab: $*" >&2; }
@@ -70,15 +78,15 @@ lab_index() {
   echo "${BASH_REMATCH[1]}"
 }
 
-# Sets LAB_ADDR_ROOT / LAB_ADDR_HOST for host index $1: 10.213.0.0/16 split into /30s,
+# Sets LAB_ADDR_ROOT / LAB_ADDR_HOST for host index $1: 10.<213+ID>.0.0/16 split into /30s,
 # base = 4*i, root side .1 and host side .2 of that /30.
 lab_addr() {
   local i=$1 base x y
   base=$((4 * i))
   x=$((base / 256))
   y=$((base % 256))
-  LAB_ADDR_ROOT="10.213.$x.$((y + 1))"
-  LAB_ADDR_HOST="10.213.$x.$((y + 2))"
+  LAB_ADDR_ROOT="10.$LAB_NET_OCTET.$x.$((y + 1))"
+  LAB_ADDR_HOST="10.$LAB_NET_OCTET.$x.$((y + 2))"
 }
 
 lab_host_dir() { echo "$LAB_HOSTS_DIR/$1"; }
@@ -166,7 +174,7 @@ lab_host_init() {
   echo "$name" >/proc/sys/kernel/hostname
   t="$hd/mnt"
   m="$t/merged"
-  mount -t tmpfs -o "mode=755${KWIN_LAB_TMPFS_SIZE:+,size=$KWIN_LAB_TMPFS_SIZE}" "kwin-lab-$name" "$t"
+  mount -t tmpfs -o "mode=755${KWIN_LAB_TMPFS_SIZE:+,size=$KWIN_LAB_TMPFS_SIZE}" "$LAB_MOUNT_TAG-$name" "$t"
   # upper/ (base files, opaque /dev /run /tmp), work/, merged/ and root/ (the host's
   # /root), see make_base in up.sh. Then the host's /etc/hostname and /etc/hosts.
   cp -a "$LAB_DIR/seed/." "$t/"
@@ -175,7 +183,7 @@ lab_host_init() {
   lab_addr "$i"
   echo "$name" >"$t/upper/etc/hostname"
   printf '%s\n' "${lines[@]}" "127.0.1.1	$name" "$LAB_ADDR_HOST	$name" >"$t/upper/etc/hosts"
-  mount -t overlay "kwin-lab-$name" -o "lowerdir=/,upperdir=$t/upper,workdir=$t/work" "$m"
+  mount -t overlay "$LAB_MOUNT_TAG-$name" -o "lowerdir=/,upperdir=$t/upper,workdir=$t/work" "$m"
 
   # /proc: fresh; /proc/sys read-only except the keys that are namespaced here
   # (net.* per netns, kernel.hostname/domainname per UTS ns), so sysctl writes in a

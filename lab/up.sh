@@ -419,4 +419,4 @@ phase ssh-login
 T1=$EPOCHREALTIME
 extra=""
 [[ -n $DELAY_MS ]] && extra="; +${DELAY_MS}ms via target/lab/hosts-delay.toml"
-printf 'lab: %d hosts up in %ss; inventory target/lab/hosts.toml%s\n' "$N" "$(awk -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", b - a }')" "$extra"
+printf 'lab: %d hosts up in %ss; inventory %s/hosts.toml%s\n' "$N" "$(awk -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", b - a }')" "${LAB_DIR#"$LAB_REPO"/}" "$extra"
