@@ -226,6 +226,40 @@ impl Module for TRebootOnce {
     }
 }
 
+/// A file written with a put, then fixed up with a command: a change that does not batch.
+#[derive(Debug)]
+struct TPut {
+    path: String,
+}
+
+impl Module for TPut {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.path)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        if file_content(facts, &self.path)?.as_deref() == Some("big\n") {
+            return Ok(Plan::noop("content matches"));
+        }
+        Ok(Plan::Change(Change {
+            action: Action::Create,
+            reason: "missing".into(),
+            diff: None,
+            steps: vec![
+                Step::Put {
+                    path: format!("{}.tmp", self.path),
+                    content: b"big\n".to_vec(),
+                    mode: Some(0o600),
+                },
+                Step::Run(format!("mv {p}.tmp {p}", p = sh_quote(&self.path))),
+            ],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
 struct TestRegistry;
 
 fn param(p: &serde_json::Value, k: &str) -> String {
@@ -261,6 +295,9 @@ impl Registry for TestRegistry {
                 path: param(p, "path"),
             }),
             "consumer" => Box::new(TConsumer {
+                path: param(p, "path"),
+            }),
+            "put" => Box::new(TPut {
                 path: param(p, "path"),
             }),
             "reboot" => Box::new(TRebootOnce {
@@ -1174,4 +1211,46 @@ async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
         }
     ));
     assert!(!d.path().join("b").exists());
+}
+
+#[tokio::test]
+async fn a_change_with_a_put_sends_the_batch_first_and_runs_alone() {
+    let d = tempfile::tempdir().expect("tmp");
+    let big = d.path().join("big");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("the batch queued before it")
+            .contains(w("a"))
+            .sh(),
+    );
+    let tmp = format!("{}.tmp", big.display());
+    let t2 = tmp.clone();
+    h1.expect(Expect::put("put", tmp.as_str()).with(move |_| {
+        std::fs::write(&t2, "big\n").map_err(|e| TransportError::Local(e.to_string()))?;
+        Ok(Default::default())
+    }));
+    // The run step carries the re-read that verifies the change.
+    h1.expect(
+        Expect::run("the run step, verified in the same script")
+            .contains("mv ")
+            .contains(format!("cat {}", big.display()))
+            .excludes(w("c"))
+            .sh(),
+    );
+    h1.expect(Expect::run("the next batch").contains(w("c")).sh());
+    let tasks = vec![
+        file("h1", "a", &d.path().join("a"), "a"),
+        task(
+            "h1",
+            "big",
+            "put",
+            json!({"path": big.display().to_string()}),
+        ),
+        file("h1", "c", &d.path().join("c"), "c"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(summary(&o), (0, 3, 0, 0));
+    assert_eq!(std::fs::read_to_string(&big).expect("big"), "big\n");
 }

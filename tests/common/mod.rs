@@ -36,6 +36,13 @@ pub fn lab(n: usize) -> Option<Lab> {
         eprintln!("skipping end-to-end test: it needs root to start lab hosts (lab/up.sh)");
         return None;
     }
+    let names = kwin_engine::module::Registry::names(&kwin_modules::Builtin);
+    for m in ["file", "directory", "line_in_file", "sysctl", "command"] {
+        assert!(
+            names.contains(&m),
+            "the end-to-end plans need the Linux module `{m}`, which this build does not have"
+        );
+    }
     let out = Command::new("bash")
         .arg(repo().join("lab/up.sh"))
         .arg(n.to_string())

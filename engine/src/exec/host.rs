@@ -874,8 +874,22 @@ impl Worker {
     async fn run_alone(&mut self, t: usize, change: Change, inputs: Inputs) {
         let mut change = change;
         let mut backoff = self.backoff();
+        // Trailing `Run` steps go out as a one-task batch, which also re-reads the facts.
+        let split = |c: &Change| {
+            let tail = c
+                .steps
+                .iter()
+                .rev()
+                .take_while(|s| matches!(s, Step::Run(_)))
+                .count();
+            c.steps.len() - tail
+        };
         loop {
-            match self.exec_steps(&change).await {
+            let head = Change {
+                steps: change.steps[..split(&change)].to_vec(),
+                ..change.clone()
+            };
+            match self.exec_steps(&head).await {
                 Ok(()) => break,
                 Err(StepErr::Failed(msg)) => {
                     self.executed.push(change.touches.clone());
@@ -917,10 +931,24 @@ impl Worker {
                 }
             }
         }
-        self.executed.push(change.touches.clone());
         if change.steps.iter().any(|s| matches!(s, Step::Reboot(_))) {
             self.executed.push(Touches::Anything);
         }
+        let at = split(&change);
+        if at < change.steps.len() {
+            let tail = Change {
+                steps: change.steps[at..].to_vec(),
+                ..change
+            };
+            let entry = Pending {
+                t,
+                change: Some(tail),
+                inputs,
+                why: String::new(),
+            };
+            return self.run_batch(vec![entry], Vec::new()).await;
+        }
+        self.executed.push(change.touches.clone());
         if let Err(e) = self.reprobe(vec![t]).await {
             self.host_transport_failed(e.clone());
             return self.fail(t, e);
