@@ -17,6 +17,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub mod local;
+pub mod mock;
 pub mod ssh;
 
 /// The language of scripts a host runs.
