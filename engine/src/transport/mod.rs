@@ -18,6 +18,7 @@ use thiserror::Error;
 
 pub mod local;
 pub mod ssh;
+pub mod winrm;
 
 /// The language of scripts a host runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
