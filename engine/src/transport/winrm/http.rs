@@ -399,7 +399,7 @@ impl Client {
             .conn
             .as_mut()
             .ok_or_else(|| SendError::NotSent("not connected".into()))?;
-        let mut req = hyper::Request::post(self.url.as_str())
+        let mut req = hyper::Request::post("/wsman")
             .header(hyper::header::HOST, self.host_header.as_str())
             .header(
                 hyper::header::USER_AGENT,

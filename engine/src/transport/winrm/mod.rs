@@ -4,13 +4,17 @@
 //! NTLM (`auth.rs`, sealed with message encryption over http, `crypt.rs`) or Basic over https;
 //! https trusts a pinned fingerprint, a CA file or the system roots (`tls.rs`).
 //!
-//! A `run` is one WinRS shell: Create → Command `powershell.exe ... -Command -` → Send the
-//! script on stdin (chunks under the envelope limit, `End="true"` on the last) → Receive
-//! (long polls; `w:TimedOut` means poll again) until the command is Done → Delete. stdout
+//! A `run` is one WinRS command in the transport's shell: Command `powershell.exe ...
+//! -Command -` → Send the script on stdin (chunks under the envelope limit, `End="true"` on
+//! the last) → Receive (long polls; `w:TimedOut` means poll again) until the command is Done →
+//! Signal terminate (releases it). The shell is created by the first run and kept: 4 requests
+//! per run instead of 5, and no shell host process started per run on Windows. A kept shell
+//! that has vanished (idle timeout, restart) is replaced when Command reports it unknown; after
+//! any failed run the shell is deleted and the next run creates a new one. stdout
 //! comes back as the bytes the host wrote (a UTF-16LE byte order mark is decoded, a UTF-8 one
 //! dropped); a CLIXML stderr is turned into readable text (`clixml.rs`). When the run's time
 //! limit passes, the command is terminated, the shell deleted, and the result is
-//! [`TransportError::Timeout`].
+//! [`TransportError::Timeout`]. `close` deletes the shell.
 //!
 //! `put` streams base64 chunks over stdin of a short `-EncodedCommand` receiver that writes a
 //! temporary file, checks its SHA-256 and renames it into place; `get` prints base64.
@@ -50,13 +54,21 @@ const RECEIVE_POLL: Duration = Duration::from_secs(20);
 const REQUEST_LIMIT: Duration = Duration::from_secs(60);
 /// Extra time a request may take beyond the run's deadline before the run is abandoned.
 const GRACE: Duration = Duration::from_secs(2);
-/// Budget for terminating a command and deleting its shell after a failure.
+/// Budget for releasing a command (and deleting its shell after a failure).
 const CLEANUP: Duration = Duration::from_secs(5);
+/// Budget for deleting the kept shell in `close`.
+const CLOSE_LIMIT: Duration = Duration::from_secs(2);
 
 /// A WinRM connection to one Windows host.
 pub struct WinrmTransport {
     dialect: Dialect,
-    client: tokio::sync::Mutex<http::Client>,
+    session: tokio::sync::Mutex<Session>,
+}
+
+/// The connection and the shell kept between runs.
+struct Session {
+    http: http::Client,
+    shell: Option<String>,
 }
 
 impl std::fmt::Debug for WinrmTransport {
@@ -186,7 +198,10 @@ impl WinrmTransport {
     pub fn new(host_name: &str, spec: &WinrmSpec) -> Result<Self, TransportError> {
         Ok(WinrmTransport {
             dialect: Dialect::PowerShell,
-            client: tokio::sync::Mutex::new(http::Client::new(host_name, spec)?),
+            session: tokio::sync::Mutex::new(Session {
+                http: http::Client::new(host_name, spec)?,
+                shell: None,
+            }),
         })
     }
 
@@ -200,81 +215,125 @@ impl WinrmTransport {
 
     /// Connection counters (connections opened, requests sent).
     pub async fn stats(&self) -> Stats {
-        self.client.lock().await.stats()
+        self.session.lock().await.http.stats()
+    }
+
+    /// The WinRS shell kept between runs, if any (diagnostics).
+    pub async fn shell_id(&self) -> Option<String> {
+        self.session.lock().await.shell.clone()
     }
 
     /// How long the last connect + authentication took.
     pub async fn last_connect_time(&self) -> Option<Duration> {
-        self.client.lock().await.last_connect
+        self.session.lock().await.http.last_connect
     }
 
-    /// Run `command` with `args` in a new shell, feeding `stdin`, within `timeout`.
+    /// Run `command` with `args` in the transport's shell, feeding `stdin`, within `timeout`.
     async fn run_command(
         &self,
         spec: CommandSpec<'_>,
         timeout: Duration,
     ) -> Result<Output, TransportError> {
         let deadline = Instant::now() + timeout;
-        let mut c = self.client.lock().await;
-        let limit = budget(deadline, REQUEST_LIMIT).ok_or(TransportError::Timeout(timeout))?;
-        let shell_id = match exchange(&mut c, REQUEST_LIMIT, limit, soap::create_shell).await {
-            Ok((id, body)) => {
-                soap::parse_shell_id(&body, &id).map_err(|e| bad_reply("create shell", e))?
-            }
-            Err(e) => {
-                return Err(match settle(e, deadline).into_transport("create shell") {
-                    TransportError::Timeout(_) => TransportError::Timeout(timeout),
-                    other => other,
-                })
-            }
-        };
+        let mut guard = self.session.lock().await;
+        let session = &mut *guard;
+        let mut shell_id = None;
         let mut command_id = None;
         let result = self
-            .in_shell(&mut c, &shell_id, &spec, deadline, &mut command_id)
+            .in_shell(session, &spec, deadline, &mut shell_id, &mut command_id)
             .await;
         let result = match result {
             Err(TransportError::Timeout(_)) => Err(TransportError::Timeout(timeout)),
             other => other,
         };
-        // Clean up: a finished command needs only its shell deleted; anything else is
-        // terminated first. Failures here do not change the run's result.
-        let cleanup_deadline = Instant::now() + CLEANUP;
-        if result.is_err() {
-            if let Some(cmd) = &command_id {
-                if let Some(limit) = budget(cleanup_deadline, CLEANUP) {
-                    let _ = exchange(&mut c, REQUEST_LIMIT, limit, |h| {
-                        soap::signal_terminate(h, &shell_id, cmd)
-                    })
-                    .await;
-                }
+        // A finished command is released and its shell kept for the next run. After any
+        // failure the command is terminated and the shell deleted, so the next run starts
+        // clean. Failures here do not change the run's result.
+        let cleanup = Instant::now() + CLEANUP;
+        let c = &mut session.http;
+        if let (Some(shell), Some(cmd)) = (&shell_id, &command_id) {
+            if let Some(limit) = budget(cleanup, CLEANUP) {
+                let _ = exchange(c, REQUEST_LIMIT, limit, |h| {
+                    soap::signal_terminate(h, shell, cmd)
+                })
+                .await;
             }
         }
-        if let Some(limit) = budget(cleanup_deadline, CLEANUP) {
-            let _ = exchange(&mut c, REQUEST_LIMIT, limit, |h| {
-                soap::delete_shell(h, &shell_id)
-            })
-            .await;
-        }
+        session.shell = match (&result, shell_id) {
+            (Ok(_), Some(shell)) => Some(shell),
+            (Err(_), Some(shell)) => {
+                if let Some(limit) = budget(cleanup, CLEANUP) {
+                    let _ =
+                        exchange(c, REQUEST_LIMIT, limit, |h| soap::delete_shell(h, &shell)).await;
+                }
+                None
+            }
+            (_, None) => None,
+        };
         result
+    }
+
+    /// Create a shell.
+    async fn create_shell(
+        c: &mut http::Client,
+        deadline: Instant,
+    ) -> Result<String, TransportError> {
+        let limit =
+            budget(deadline, REQUEST_LIMIT).ok_or(TransportError::Timeout(Duration::ZERO))?;
+        let (id, body) = exchange(c, REQUEST_LIMIT, limit, soap::create_shell)
+            .await
+            .map_err(|e| settle(e, deadline).into_transport("create shell"))?;
+        soap::parse_shell_id(&body, &id).map_err(|e| bad_reply("create shell", e))
+    }
+
+    /// Start the command in `shell`; its CommandId.
+    async fn start_command(
+        c: &mut http::Client,
+        shell: &str,
+        spec: &CommandSpec<'_>,
+        deadline: Instant,
+    ) -> Result<String, OpError> {
+        let limit = budget(deadline, REQUEST_LIMIT)
+            .ok_or(OpError::Transport(TransportError::Timeout(Duration::ZERO)))?;
+        let (id, body) = exchange(c, REQUEST_LIMIT, limit, |h| {
+            soap::command(h, shell, spec.command, spec.args)
+        })
+        .await?;
+        soap::parse_command_id(&body, &id)
+            .map_err(|e| OpError::Transport(bad_reply("start command", e)))
     }
 
     async fn in_shell(
         &self,
-        c: &mut http::Client,
-        shell_id: &str,
+        session: &mut Session,
         spec: &CommandSpec<'_>,
         deadline: Instant,
-        command_id: &mut Option<String>,
+        shell_out: &mut Option<String>,
+        command_out: &mut Option<String>,
     ) -> Result<Output, TransportError> {
         let timed_out = || TransportError::Timeout(Duration::ZERO);
-        let limit = budget(deadline, REQUEST_LIMIT).ok_or_else(timed_out)?;
-        let (id, body) = exchange(c, REQUEST_LIMIT, limit, |h| {
-            soap::command(h, shell_id, spec.command, spec.args)
-        })
-        .await
-        .map_err(|e| settle(e, deadline).into_transport("start command"))?;
-        let cmd = soap::parse_command_id(&body, &id).map_err(|e| bad_reply("start command", e))?;
-        *command_id = Some(cmd.clone());
+        let c = &mut session.http;
+        let (shell_id, kept) = match session.shell.take() {
+            Some(id) => (id, true),
+            None => (Self::create_shell(c, deadline).await?, false),
+        };
+        *shell_out = Some(shell_id.clone());
+        let (shell_id, cmd) = match Self::start_command(c, &shell_id, spec, deadline).await {
+            Ok(cmd) => (shell_id, cmd),
+            // The kept shell expired or the host restarted since the last run: the command
+            // did not start, so a new shell is safe.
+            Err(OpError::Fault(f)) if kept && f.is_shell_not_found() => {
+                let fresh = Self::create_shell(c, deadline).await?;
+                *shell_out = Some(fresh.clone());
+                let cmd = Self::start_command(c, &fresh, spec, deadline)
+                    .await
+                    .map_err(|e| settle(e, deadline).into_transport("start command"))?;
+                (fresh, cmd)
+            }
+            Err(e) => return Err(settle(e, deadline).into_transport("start command")),
+        };
+        let shell_id = shell_id.as_str();
+        *command_out = Some(cmd.clone());
 
         let pieces = spec.stdin.len();
         for (i, piece) in spec.stdin.iter().enumerate() {
@@ -341,7 +400,9 @@ impl Transport for WinrmTransport {
     }
 
     async fn connect(&self) -> Result<(), TransportError> {
-        self.client.lock().await.connect().await
+        let mut s = self.session.lock().await;
+        s.shell = None;
+        s.http.connect().await
     }
 
     async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
@@ -430,8 +491,16 @@ impl Transport for WinrmTransport {
             .map_err(|e| TransportError::Remote(format!("get {path}: output is not base64: {e}")))
     }
 
+    /// Deletes the kept shell (briefly: the host may be going down) and drops the connection.
     async fn close(&self) {
-        self.client.lock().await.disconnect();
+        let mut s = self.session.lock().await;
+        if let Some(shell) = s.shell.take() {
+            let _ = exchange(&mut s.http, REQUEST_LIMIT, CLOSE_LIMIT, |h| {
+                soap::delete_shell(h, &shell)
+            })
+            .await;
+        }
+        s.http.disconnect();
     }
 }
 

@@ -142,6 +142,10 @@ fn envelope(
     )
 }
 
+/// How long the service keeps a shell nobody uses (a transport dropped without `close`
+/// leaves its shell behind at most this long).
+pub const SHELL_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Create a shell with stdin and stdout/stderr, UTF-8 code page.
 pub fn create_shell(h: &Header<'_>) -> String {
     envelope(
@@ -149,8 +153,12 @@ pub fn create_shell(h: &Header<'_>) -> String {
         ACTION_CREATE,
         None,
         &[("WINRS_NOPROFILE", "FALSE"), ("WINRS_CODEPAGE", "65001")],
-        "<rsp:Shell><rsp:InputStreams>stdin</rsp:InputStreams>\
-         <rsp:OutputStreams>stdout stderr</rsp:OutputStreams></rsp:Shell>",
+        &format!(
+            "<rsp:Shell><rsp:IdleTimeOut>{}</rsp:IdleTimeOut>\
+             <rsp:InputStreams>stdin</rsp:InputStreams>\
+             <rsp:OutputStreams>stdout stderr</rsp:OutputStreams></rsp:Shell>",
+            duration(SHELL_IDLE_TIMEOUT)
+        ),
     )
 }
 
