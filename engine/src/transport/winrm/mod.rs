@@ -399,10 +399,10 @@ impl Transport for WinrmTransport {
         }
     }
 
+    /// A new authenticated connection. A kept shell survives it (shells do not belong to
+    /// connections); if it has vanished meanwhile, the next run replaces it.
     async fn connect(&self) -> Result<(), TransportError> {
-        let mut s = self.session.lock().await;
-        s.shell = None;
-        s.http.connect().await
+        self.session.lock().await.http.connect().await
     }
 
     async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {

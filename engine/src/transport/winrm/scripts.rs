@@ -74,7 +74,7 @@ pub fn run_stdin(dialect: Dialect, script: &str) -> Vec<u8> {
 pub fn powershell_run_wrapper(script: &str) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(script.as_bytes());
     format!(
-        "[Console]::OutputEncoding = New-Object System.Text.UTF8Encoding $false; \
+        "try {{ [Console]::OutputEncoding = New-Object System.Text.UTF8Encoding $false }} catch {{ }}; \
          & ([scriptblock]::Create([System.Text.Encoding]::UTF8.GetString([System.Convert]::FromBase64String('{b64}'))))\r\n"
     )
 }
