@@ -527,55 +527,88 @@ mod tests {
         assert!(send_envelope_len(200 * 1024) < MAX_ENVELOPE);
     }
 
-    // Replies in the shape the WinRM service sends (see lab/winrm-stand-in/README.md).
-    const CREATE_REPLY: &str = r#"<s:Envelope xml:lang="en-US" xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:x="http://schemas.xmlsoap.org/ws/2004/09/transfer" xmlns:w="http://schemas.dmtf.org/wbem/wsman/1/wsman.xsd" xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell" xmlns:p="http://schemas.microsoft.com/wbem/wsman/1/wsman.xsd"><s:Header><a:Action>http://schemas.xmlsoap.org/ws/2004/09/transfer/CreateResponse</a:Action><a:MessageID>uuid:0B9F4E14-7D53-4C8C-9B4E-4B5B4F0E2E3A</a:MessageID><a:To>http://schemas.xmlsoap.org/ws/2004/08/addressing/role/anonymous</a:To><a:RelatesTo>uuid:11111111-2222-4333-8444-555555555555</a:RelatesTo></s:Header><s:Body><x:ResourceCreated><a:Address>http://127.0.0.1:5985/wsman</a:Address><a:ReferenceParameters><w:ResourceURI>http://schemas.microsoft.com/wbem/wsman/1/windows/shell/cmd</w:ResourceURI><w:SelectorSet><w:Selector Name="ShellId">9C9A1D52-2B0E-4D3F-8A8E-55D1B0C5E0F1</w:Selector></w:SelectorSet></a:ReferenceParameters></x:ResourceCreated><rsp:Shell xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell"><rsp:ShellId>9C9A1D52-2B0E-4D3F-8A8E-55D1B0C5E0F1</rsp:ShellId><rsp:ResourceUri>http://schemas.microsoft.com/wbem/wsman/1/windows/shell/cmd</rsp:ResourceUri><rsp:Owner>kwin</rsp:Owner><rsp:ClientIP>127.0.0.1</rsp:ClientIP><rsp:IdleTimeOut>PT7200.000S</rsp:IdleTimeOut><rsp:InputStreams>stdin</rsp:InputStreams><rsp:OutputStreams>stdout stderr</rsp:OutputStreams><rsp:ShellRunTime>P0DT0H0M0S</rsp:ShellRunTime><rsp:ShellInactivity>P0DT0H0M0S</rsp:ShellInactivity></rsp:Shell></s:Body></s:Envelope>"#;
+    // Replies captured from the lab's WinRM stand-in (pywinrm as the client, NTLM with message
+    // encryption, unsealed), verbatim. Each relates to the MessageID named next to it.
+    const CREATE: (&str, &str) = (
+        include_str!("testdata/create.xml"),
+        "uuid:190c929c-829f-4d7c-89b9-b0831c4f620a",
+    );
+    const COMMAND: (&str, &str) = (
+        include_str!("testdata/command.xml"),
+        "uuid:3103b6d0-5718-45d1-91ea-07c79a551415",
+    );
+    const RECEIVE_DONE: (&str, &str) = (
+        include_str!("testdata/receive-done.xml"),
+        "uuid:020e6a7a-f61d-468e-b840-f62acdfbcd98",
+    );
+    const SIGNAL: (&str, &str) = (
+        include_str!("testdata/signal.xml"),
+        "uuid:7dc4b614-e980-4e0a-902f-4bde1c7a92e8",
+    );
+    const DELETE: (&str, &str) = (
+        include_str!("testdata/delete.xml"),
+        "uuid:ba320913-56ff-403a-83de-9a472fdf188e",
+    );
+    const TIMED_OUT: &str = include_str!("testdata/fault-timed-out.xml");
+    const SHELL_NOT_FOUND: &str = include_str!("testdata/fault-shell-not-found.xml");
 
-    const RECEIVE_DONE: &str = r#"<s:Envelope xml:lang="en-US" xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell"><s:Header><a:Action>http://schemas.microsoft.com/wbem/wsman/1/windows/shell/ReceiveResponse</a:Action><a:MessageID>uuid:AF6E5C2B-1E7D-4C7A-9D8C-3E5F7A9B1C2D</a:MessageID><a:To>http://schemas.xmlsoap.org/ws/2004/08/addressing/role/anonymous</a:To><a:RelatesTo>uuid:11111111-2222-4333-8444-555555555555</a:RelatesTo></s:Header><s:Body><rsp:ReceiveResponse><rsp:Stream Name="stdout" CommandId="C1">aGVsbG8NCg==</rsp:Stream><rsp:Stream Name="stderr" CommandId="C1">b29wcw==</rsp:Stream><rsp:Stream Name="stdout" CommandId="C1">d29ybGQ=</rsp:Stream><rsp:Stream Name="stdout" CommandId="C1" End="true"></rsp:Stream><rsp:Stream Name="stderr" CommandId="C1" End="true"></rsp:Stream><rsp:CommandState CommandId="C1" State="http://schemas.microsoft.com/wbem/wsman/1/windows/shell/CommandState/Done"><rsp:ExitCode>4294967295</rsp:ExitCode></rsp:CommandState></rsp:ReceiveResponse></s:Body></s:Envelope>"#;
-
+    // Written for these tests: a Receive while the command runs, with Windows' way of writing
+    // exit code -1 (unsigned), and a fault whose f:Message nests a ProviderFault as Windows
+    // does for shell plugin errors.
     const RECEIVE_RUNNING: &str = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell"><s:Header><a:RelatesTo>uuid:11111111-2222-4333-8444-555555555555</a:RelatesTo></s:Header><s:Body><rsp:ReceiveResponse><rsp:Stream Name="stdout" CommandId="C1">YQ==</rsp:Stream><rsp:CommandState CommandId="C1" State="http://schemas.microsoft.com/wbem/wsman/1/windows/shell/CommandState/Running"/></rsp:ReceiveResponse></s:Body></s:Envelope>"#;
-
-    const TIMED_OUT: &str = r#"<s:Envelope xml:lang="en-US" xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:w="http://schemas.dmtf.org/wbem/wsman/1/wsman.xsd"><s:Header><a:Action>http://schemas.dmtf.org/wbem/wsman/1/wsman/fault</a:Action><a:MessageID>uuid:5D2B1C8E-0F3A-4B6C-9E1D-7A8B9C0D1E2F</a:MessageID><a:To>http://schemas.xmlsoap.org/ws/2004/08/addressing/role/anonymous</a:To><a:RelatesTo>uuid:11111111-2222-4333-8444-555555555555</a:RelatesTo></s:Header><s:Body><s:Fault><s:Code><s:Value>s:Receiver</s:Value><s:Subcode><s:Value>w:TimedOut</s:Value></s:Subcode></s:Code><s:Reason><s:Text xml:lang="en-US">The WS-Management service cannot complete the operation within the time specified in OperationTimeout.  </s:Text></s:Reason><s:Detail><f:WSManFault xmlns:f="http://schemas.microsoft.com/wbem/wsman/1/wsmanfault" Code="2150858793" Machine="WIN-2019"><f:Message>The WS-Management service cannot complete the operation within the time specified in OperationTimeout.  </f:Message></f:WSManFault></s:Detail></s:Fault></s:Body></s:Envelope>"#;
-
-    // Windows nests provider faults inside f:Message.
-    const PROVIDER_FAULT: &str = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://schemas.xmlsoap.org/ws/2004/08/addressing"><s:Header><a:RelatesTo>uuid:11111111-2222-4333-8444-555555555555</a:RelatesTo></s:Header><s:Body><s:Fault><s:Code><s:Value>s:Sender</s:Value><s:Subcode><s:Value>w:InvalidSelectors</s:Value></s:Subcode></s:Code><s:Reason><s:Text xml:lang="en-US">reason text</s:Text></s:Reason><s:Detail><f:WSManFault xmlns:f="http://schemas.microsoft.com/wbem/wsman/1/wsmanfault" Code="2150858843" Machine="WIN-2019"><f:Message><f:ProviderFault provider="Shell cmd plugin" path="%systemroot%\system32\winrscmd.dll">The request for the Windows Remote Shell with ShellId 9C9A failed because the shell was not found on the server. </f:ProviderFault></f:Message></f:WSManFault></s:Detail></s:Fault></s:Body></s:Envelope>"#;
+    const RECEIVE_MINUS_ONE: &str = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell"><s:Body><rsp:ReceiveResponse><rsp:Stream Name="stdout" CommandId="C1" End="true"></rsp:Stream><rsp:CommandState CommandId="C1" State="http://schemas.microsoft.com/wbem/wsman/1/windows/shell/CommandState/Done"><rsp:ExitCode>4294967295</rsp:ExitCode></rsp:CommandState></rsp:ReceiveResponse></s:Body></s:Envelope>"#;
+    const PROVIDER_FAULT: &str = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Body><s:Fault><s:Code><s:Value>s:Sender</s:Value><s:Subcode><s:Value>w:InternalError</s:Value></s:Subcode></s:Code><s:Reason><s:Text xml:lang="en-US">reason text</s:Text></s:Reason><s:Detail><f:WSManFault xmlns:f="http://schemas.microsoft.com/wbem/wsman/1/wsmanfault" Code="2147943418" Machine="WIN-2019"><f:Message><f:ProviderFault provider="Shell cmd plugin" path="%systemroot%\system32\winrscmd.dll">The system cannot find the file specified. </f:ProviderFault></f:Message></f:WSManFault></s:Detail></s:Fault></s:Body></s:Envelope>"#;
 
     #[test]
-    fn create_reply_gives_shell_id() {
+    fn captured_replies_parse() {
         assert_eq!(
-            parse_shell_id(CREATE_REPLY.as_bytes(), MID).expect("shell id"),
-            "9C9A1D52-2B0E-4D3F-8A8E-55D1B0C5E0F1"
+            parse_shell_id(CREATE.0.as_bytes(), CREATE.1).expect("shell id"),
+            "61A18F74-C774-4B5A-BDC7-86B4610F4840"
         );
-        let err = parse_shell_id(CREATE_REPLY.as_bytes(), "uuid:other").expect_err("relates");
+        let err = parse_shell_id(CREATE.0.as_bytes(), MID).expect_err("relates to another id");
         assert!(err.0.contains("relates to"), "{err:?}");
+        assert_eq!(
+            parse_command_id(COMMAND.0.as_bytes(), COMMAND.1).expect("command id"),
+            "B5D697ED-68CB-404B-9274-46CB622589DF"
+        );
+        let r = parse_receive(RECEIVE_DONE.0.as_bytes(), RECEIVE_DONE.1).expect("receive");
+        assert_eq!(r.stdout, b"hello\n");
+        assert_eq!(r.stderr, b"oops\n");
+        assert_eq!(r.done, Some(3));
+        parse_ack(SIGNAL.0.as_bytes(), SIGNAL.1).expect("signal");
+        parse_ack(DELETE.0.as_bytes(), DELETE.1).expect("delete");
+        assert!(fault(RECEIVE_DONE.0.as_bytes()).is_none());
+        assert!(parse_receive(CREATE.0.as_bytes(), CREATE.1).is_err());
+        assert!(parse_receive(b"<not xml", MID).is_err());
+        assert!(parse_ack(b"<x/>", MID).is_err());
     }
 
     #[test]
-    fn receive_reply_streams_and_exit_code() {
-        let r = parse_receive(RECEIVE_DONE.as_bytes(), MID).expect("receive");
-        assert_eq!(r.stdout, b"hello\r\nworld");
-        assert_eq!(r.stderr, b"oops");
-        assert_eq!(r.done, Some(-1));
+    fn receive_states_and_exit_codes() {
         let r = parse_receive(RECEIVE_RUNNING.as_bytes(), MID).expect("receive");
         assert_eq!(r.stdout, b"a");
         assert_eq!(r.done, None);
-        assert!(parse_receive(CREATE_REPLY.as_bytes(), MID).is_err());
-        assert!(parse_receive(b"<not xml", MID).is_err());
+        let r = parse_receive(RECEIVE_MINUS_ONE.as_bytes(), MID).expect("receive");
+        assert_eq!(r.done, Some(-1));
     }
 
     #[test]
     fn faults_are_classified_and_readable() {
         let f = fault(TIMED_OUT.as_bytes()).expect("fault");
-        assert!(f.is_timed_out());
+        assert!(f.is_timed_out() && !f.is_shell_not_found());
         assert_eq!(f.code, Some(CODE_TIMED_OUT));
-        assert_eq!(f.machine.as_deref(), Some("WIN-2019"));
-        assert!(f
-            .to_string()
-            .starts_with("The WS-Management service cannot complete"));
-        let f = fault(PROVIDER_FAULT.as_bytes()).expect("fault");
-        assert!(f.is_shell_not_found());
+        assert_eq!(f.subcode, "w:TimedOut");
+        assert_eq!(f.machine.as_deref(), Some("WIN-STANDIN"));
+        assert_eq!(
+            f.to_string(),
+            "The WS-Management service cannot complete the operation within the time specified \
+             in OperationTimeout. (w:TimedOut, code 2150858793)"
+        );
+        let f = fault(SHELL_NOT_FOUND.as_bytes()).expect("fault");
+        assert!(f.is_shell_not_found() && !f.is_timed_out());
         assert_eq!(f.subcode, "w:InvalidSelectors");
-        assert!(f.message.contains("shell was not found"), "{}", f.message);
-        assert!(fault(CREATE_REPLY.as_bytes()).is_none());
+        let f = fault(PROVIDER_FAULT.as_bytes()).expect("fault");
+        assert_eq!(f.message, "The system cannot find the file specified.");
         assert!(fault(b"").is_none());
     }
 }
