@@ -616,6 +616,24 @@ async fn upload_of_ten_megabytes_is_chunked_and_verified() {
 }
 
 #[tokio::test]
+async fn commands_outlasting_a_receive_long_poll_keep_polling() {
+    // The service caps each Receive at 1 s and answers w:TimedOut when nothing came.
+    let Some(s) = StandIn::start(&["--max-timeout-ms", "1000"]) else {
+        return;
+    };
+    let t = s.transport(&s.spec(false, WinrmAuth::Ntlm));
+    let before = t.stats().await.requests;
+    let out = t
+        .run("echo start; sleep 3; echo done; exit 4", T)
+        .await
+        .expect("run");
+    assert_eq!(text(&out.stdout), "start\ndone\n");
+    assert_eq!(out.exit, 4);
+    let requests = t.stats().await.requests - before;
+    assert!(requests >= 6, "several receives: {requests} requests");
+}
+
+#[tokio::test]
 async fn timed_out_command_is_terminated_and_transport_stays_usable() {
     let Some(s) = StandIn::start(&[]) else { return };
     let t = s.transport(&s.spec(false, WinrmAuth::Ntlm));
