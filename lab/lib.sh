@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034 # variables here are used by the scripts that source this file
 # Shared helpers for the kwin lab (lab/up.sh, lab/down.sh, lab/fault.sh).
 #
 # Sourced by the lab scripts for names, paths and addresses. Also executed
@@ -12,19 +13,62 @@ set -euo pipefail
 LAB_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 LAB_LIB="$LAB_SRC/lib.sh"
 LAB_REPO="$(cd "$LAB_SRC/.." && pwd -P)"
-LAB_DIR="$LAB_REPO/target/lab"
+# KWIN_LAB_ID (0-9) selects one of ten independent labs that can run side by side: each has
+# its own names, address range, ports, state dir and lock. 0 (the default) is the plain lab.
+LAB_ID="${KWIN_LAB_ID:-0}"
+[[ $LAB_ID =~ ^[0-9]$ ]] || { echo "lab: error: KWIN_LAB_ID must be one digit (0-9)" >&2; exit 1; }
+LAB_TAG=""
+[[ $LAB_ID == 0 ]] || LAB_TAG="$LAB_ID"
+LAB_DIR="$LAB_REPO/target/lab${LAB_TAG:+-$LAB_TAG}"
 LAB_HOSTS_DIR="$LAB_DIR/hosts"
 LAB_PYTHON="${KWIN_LAB_PYTHON:-/usr/bin/python3}"
-LAB_NS_PREFIX="kwin-h"    # network namespace kwin-h1 ...
-LAB_VETH_PREFIX="kwv-h"   # root-side veth kwv-h1 ... (IFNAMSIZ: 15 chars max)
+LAB_NS_PREFIX="kwin${LAB_TAG}-h"    # network namespace kwin-h1 (lab 0), kwin2-h1 (lab 2) ...
+LAB_VETH_PREFIX="kwv${LAB_TAG}-h"   # root-side veth kwv-h1 ... (IFNAMSIZ: 15 chars max)
+LAB_NET_OCTET=$((213 + LAB_ID))     # lab hosts live in 10.<213+ID>.0.0/16
+LAB_MOUNT_TAG="kwin-lab${LAB_TAG}"  # source label of the lab's tmpfs/overlay mounts
 LAB_MAX_HOSTS=1000
-LAB_DELAY_PORT_BASE_DEFAULT=42000
+LAB_DELAY_PORT_BASE_DEFAULT=$((42000 + LAB_ID * 1000))
+
+# One lab of each id per machine (fixed names and addresses): up/down serialize on this
+# lock, and the owner file names the state dir of the lab that is up.
+LAB_LOCK_FILE=/run/kwin-lab${LAB_TAG:+-$LAB_TAG}.lock
+LAB_OWNER_FILE=/run/kwin-lab${LAB_TAG:+-$LAB_TAG}.owner
 
 lab_die() { echo "lab: error: $*" >&2; exit 1; }
 lab_log() { echo "lab: $*" >&2; }
 
 lab_require_root() {
   [[ $(id -u) -eq 0 ]] || lab_die "must run as root"
+}
+
+# Take the machine-wide lab lock (fd LAB_LOCK_FD); nested calls (up.sh -> down.sh)
+# see KWIN_LAB_LOCKED and skip it. Long-lived children must close LAB_LOCK_FD.
+LAB_LOCK_FD=""
+lab_lock() {
+  [[ ${KWIN_LAB_LOCKED:-0} == 1 ]] && return 0
+  exec {LAB_LOCK_FD}>>"$LAB_LOCK_FILE"
+  if ! flock -w 120 "$LAB_LOCK_FD"; then
+    lab_die "another lab/up.sh or lab/down.sh has held $LAB_LOCK_FILE for 120 s"
+  fi
+  export KWIN_LAB_LOCKED=1
+}
+
+# target/lab of a lab from another checkout that is still running (empty if none).
+lab_other_owner() {
+  local other pid
+  other=$(lab_read "$LAB_OWNER_FILE")
+  [[ -n $other && $other != "$LAB_DIR" ]] || return 0
+  pid=$(lab_read "$other/supervisor.pid")
+  if lab_pid_matches "$pid" "lib.sh supervise"; then echo "$other"; fi
+}
+
+# Refuse to replace a running lab of another checkout unless KWIN_LAB_TAKEOVER=1.
+lab_check_owner() {
+  local other
+  other=$(lab_other_owner)
+  [[ -n $other ]] || return 0
+  [[ ${KWIN_LAB_TAKEOVER:-0} == 1 ]] && return 0
+  lab_die "a lab from another checkout is up ($other); stop it with its lab/down.sh or set KWIN_LAB_TAKEOVER=1 to replace it"
 }
 
 # Host index from a name: h7 -> 7.
@@ -34,29 +78,35 @@ lab_index() {
   echo "${BASH_REMATCH[1]}"
 }
 
-# Sets LAB_ADDR_ROOT / LAB_ADDR_HOST for host index $1: 10.213.0.0/16 split into /30s,
+# Sets LAB_ADDR_ROOT / LAB_ADDR_HOST for host index $1: 10.<213+ID>.0.0/16 split into /30s,
 # base = 4*i, root side .1 and host side .2 of that /30.
 lab_addr() {
   local i=$1 base x y
   base=$((4 * i))
   x=$((base / 256))
   y=$((base % 256))
-  LAB_ADDR_ROOT="10.213.$x.$((y + 1))"
-  LAB_ADDR_HOST="10.213.$x.$((y + 2))"
+  LAB_ADDR_ROOT="10.$LAB_NET_OCTET.$x.$((y + 1))"
+  LAB_ADDR_HOST="10.$LAB_NET_OCTET.$x.$((y + 2))"
 }
 
 lab_host_dir() { echo "$LAB_HOSTS_DIR/$1"; }
 
 # Is PID alive and is its command line the one we expect (guards against PID reuse)?
 lab_pid_matches() {
-  local pid=$1 want=$2 cmd
+  local pid=$1 want=$2 args=()
   [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [[ -r /proc/$pid/cmdline ]] || return 1
-  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-  [[ $cmd == *"$want"* ]]
+  mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || return 1
+  [[ " ${args[*]} " == *"$want"* ]]
 }
 
-# Can we read an SSH banner from ADDR:PORT within the bash /dev/tcp connect + 1 s read?
+# Contents of a small file (pid files), empty if missing.
+lab_read() {
+  local v=""
+  if [[ -r $1 ]]; then read -r v <"$1" || true; fi
+  echo "$v"
+}
+
+# Does ADDR:PORT answer with an SSH banner (TCP connect, then up to 1 s to read it)?
 lab_ssh_banner() {
   local addr=$1 port=$2 line=""
   (
@@ -104,7 +154,7 @@ lab_supervise() {
       if kill -0 "$p" 2>/dev/null; then alive=1; break; fi
     done
     if [[ $alive -eq 0 ]]; then
-      [[ -n $proxy ]] && kill "$proxy" 2>/dev/null || true
+      if [[ -n $proxy ]]; then kill "$proxy" 2>/dev/null || true; fi
       exit 0
     fi
   done
@@ -116,67 +166,65 @@ lab_supervise() {
 # all disappears with the host's last process).
 lab_host_init() {
   local name=$1 i=$2 hd t m
+  if [[ ${KWIN_LAB_TRACE:-0} == 1 ]]; then
+    PS4='+ $EPOCHREALTIME '
+    set -x
+  fi
   hd=$(lab_host_dir "$name")
-  lab_addr "$i"
   echo "$name" >/proc/sys/kernel/hostname
   t="$hd/mnt"
   m="$t/merged"
-  mount -t tmpfs -o "mode=755${KWIN_LAB_TMPFS_SIZE:+,size=$KWIN_LAB_TMPFS_SIZE}" "kwin-lab-$name" "$t"
-  mkdir "$t/upper" "$t/work" "$t/merged" "$t/root"
-  # Upper layer starts with the shared base (kwuser, sudoers, ...), plus per-host files.
-  cp -a "$LAB_DIR/base/." "$t/upper/"
-  cp -a "$LAB_DIR/base-root/." "$t/root/"
+  mount -t tmpfs -o "mode=755${KWIN_LAB_TMPFS_SIZE:+,size=$KWIN_LAB_TMPFS_SIZE}" "$LAB_MOUNT_TAG-$name" "$t"
+  # upper/ (base files, opaque /dev /run /tmp), work/, merged/ and root/ (the host's
+  # /root), see make_base in up.sh. Then the host's /etc/hostname and /etc/hosts.
+  cp -a "$LAB_DIR/seed/." "$t/"
+  local lines=()
+  mapfile -t lines </etc/hosts
+  lab_addr "$i"
   echo "$name" >"$t/upper/etc/hostname"
-  {
-    cat /etc/hosts
-    printf '127.0.1.1\t%s\n%s\t%s\n' "$name" "$LAB_ADDR_HOST" "$name"
-  } >"$t/upper/etc/hosts"
-  mount -t overlay "kwin-lab-$name" -o "lowerdir=/,upperdir=$t/upper,workdir=$t/work" "$m"
+  printf '%s\n' "${lines[@]}" "127.0.1.1	$name" "$LAB_ADDR_HOST	$name" >"$t/upper/etc/hosts"
+  mount -t overlay "$LAB_MOUNT_TAG-$name" -o "lowerdir=/,upperdir=$t/upper,workdir=$t/work" "$m"
 
   # /proc: fresh; /proc/sys read-only except the keys that are namespaced here
   # (net.* per netns, kernel.hostname/domainname per UTS ns), so sysctl writes in a
   # host never reach the real machine.
   mount -t proc -o nosuid,nodev,noexec proc "$m/proc"
   if [[ ${KWIN_LAB_PROC_SYS_RW:-0} != 1 ]]; then
+    # (a bind mount copies the flags of its source, so bind the writable parts first)
     mount --bind "$m/proc/sys" "$m/proc/sys"
-    mount -o remount,bind,ro "$m/proc/sys"
     mount --bind "$m/proc/sys/net" "$m/proc/sys/net"
     mount --bind "$m/proc/sys/kernel/hostname" "$m/proc/sys/kernel/hostname"
     mount --bind "$m/proc/sys/kernel/domainname" "$m/proc/sys/kernel/domainname"
+    mount -o remount,bind,ro "$m/proc/sys"
   fi
   # /sys: a sysfs of this netns (its own /sys/class/net), read-only like a container's.
   mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$m/sys"
-  # /dev: minimal private tmpfs with the usual nodes, own devpts instance, own /dev/shm.
-  mount -t tmpfs -o mode=755,nosuid "kwin-lab-$name-dev" "$m/dev"
-  cp -a "$LAB_DIR/dev/." "$m/dev/"
+  # /dev (nodes from the seed), /run, /tmp: opaque directories of the upper layer, so
+  # private to the host and in RAM. Its own devpts instance.
   mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5,nosuid,noexec devpts "$m/dev/pts"
-  mount -t tmpfs -o mode=1777,nosuid,nodev "kwin-lab-$name-shm" "$m/dev/shm"
-  # /run, /tmp: fresh tmpfs.
-  mount -t tmpfs -o mode=755,nosuid,nodev "kwin-lab-$name-run" "$m/run"
-  mkdir -p -m 755 "$m/run/sshd" "$m/run/lock"
-  mount -t tmpfs -o mode=1777,nosuid,nodev "kwin-lab-$name-tmp" "$m/tmp"
   # /root: minimal per-host home (the real /root's shell rc files are slow).
   mount --bind "$t/root" "$m/root"
-  # The host's lab dir (sshd config, host key, log, pid) at the same path, read-write
-  # to the real file system so up.sh/fault.sh can see logs and pids.
-  mount --bind "$hd" "$m$hd"
+  # The host's lab dir (sshd config, host key, log, pids, a copy of this script) at
+  # /run/kwin-lab, read-write to the real file system so up.sh/fault.sh see logs and
+  # pids. A fixed path: the checkout itself may be hidden in the host (/tmp, /root).
+  mount --bind "$hd" "$m/run/kwin-lab"
 
   # Make the overlay the root and drop every other mount inherited from the machine.
   cd "$m"
   pivot_root . .
   umount -l .
   cd /
-  exec bash "$LAB_LIB" holder "$name"
+  exec bash /run/kwin-lab/lib.sh holder "$name"
 }
 
 # ---------------------------------------------------------------------------
-# holder: PID recorded in hosts/NAME/holder.pid. Parent of the host's sshd.
+# holder: runs in the host from its copy of this script (/run/kwin-lab/lib.sh); PID
+# recorded in hosts/NAME/holder.pid. Parent of the host's sshd.
 #   SIGUSR2: stop sshd (like `systemctl stop ssh`: running sessions stay)
 #   SIGUSR1: start sshd again with the same config
 #   SIGTERM: stop sshd and exit (the host's namespaces go away with its processes)
 lab_holder() {
-  local name=$1 hd sshd="" sleeper=""
-  hd=$(lab_host_dir "$name")
+  local name=$1 hd=/run/kwin-lab sshd="" sleeper=""
   start_sshd() {
     if [[ -n $sshd ]] && kill -0 "$sshd" 2>/dev/null; then return 0; fi
     /usr/sbin/sshd -D -f "$hd/sshd_config" -E "$hd/sshd.log" </dev/null >/dev/null 2>&1 &

@@ -15,6 +15,10 @@
 # Log:    $CACHE/build.log (its tail is printed on failure)
 set -euo pipefail
 
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+
 CACHE="${KWIN_APISERVER_CACHE:-/var/cache/kwin-lab/apiserver}"
 BIN="$CACHE/bin"
 STAMP="$CACHE/stamp"
@@ -60,65 +64,17 @@ on_exit() {
     echo "build.sh: FAILED (rc=$rc) at step: $STEP; last lines of $LOG:" >&2
     tail -n 40 "$LOG" >&2 || true
   fi
-  rm -f "$CACHE/.apt.out" "$STAMP.new"
+  rm -f "$STAMP.new"
 }
 trap on_exit EXIT
 
-log() { printf '[%s] %s\n' "$(date +%T)" "$*" >>"$LOG"; }
+LAB_LOG="$LOG"
+log() { lab_log "$@"; }
 step() { STEP="$*"; log "== $STEP"; }
-
-# ------------------------------------------------------------- apt helpers
-# Run an apt command up to 5 times; retry on dpkg/apt locks, interrupted
-# dpkg runs, "cannot stat pathname" races and network errors.
-RETRY_RE='Could not get lock|Unable to lock|dpkg frontend lock|is another process using it|cannot stat pathname|dpkg was interrupted|Temporary failure|Failed to fetch|Unable to fetch|Could not connect|Connection (failed|timed out|reset|refused)|Could not resolve|Hash Sum mismatch|File has unexpected size|Mirror sync in progress|Some index files failed'
-apt_retry() {
-  local try out rc
-  for try in 1 2 3 4 5; do
-    out="$CACHE/.apt.out"
-    rc=0
-    DEBIAN_FRONTEND=noninteractive "$@" >"$out" 2>&1 || rc=$?
-    cat "$out" >>"$LOG"
-    if [[ $rc -eq 0 ]]; then
-      rm -f "$out"
-      return 0
-    fi
-    if ! grep -Eq "$RETRY_RE" "$out" || [[ $try -eq 5 ]]; then
-      rm -f "$out"
-      log "apt command failed (rc=$rc): $*"
-      return "$rc"
-    fi
-    if grep -q 'dpkg was interrupted' "$out"; then
-      DEBIAN_FRONTEND=noninteractive dpkg --configure -a >>"$LOG" 2>&1 || true
-    fi
-    rm -f "$out"
-    log "apt retry $try/5 in $((try * 3))s: $*"
-    sleep $((try * 3))
-  done
-}
-
-lists_fresh=0
-apt_install() {
-  local missing=() p
-  for p in "$@"; do
-    [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" == "install ok installed" ]] || missing+=("$p")
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  log "installing: ${missing[*]}"
-  if [[ $lists_fresh -eq 0 ]] && ! apt-get -qq --print-uris install -y "${missing[@]}" >/dev/null 2>&1; then
-    apt_retry apt-get -q update
-    lists_fresh=1
-  fi
-  if ! apt_retry apt-get -q install -y --no-install-recommends "${missing[@]}"; then
-    [[ $lists_fresh -eq 1 ]] && return 1
-    apt_retry apt-get -q update
-    lists_fresh=1
-    apt_retry apt-get -q install -y --no-install-recommends "${missing[@]}"
-  fi
-}
 
 # ------------------------------------------------------------- build deps
 step "install build dependencies"
-apt_install golang-go rsync make dpkg-dev ca-certificates golang-github-modern-go-reflect2-dev
+lab_apt_install golang-go gcc libc6-dev rsync make dpkg-dev golang-github-modern-go-reflect2-dev
 GO_VERSION="$(go version)"
 log "$GO_VERSION"
 
@@ -147,7 +103,7 @@ Dir::Cache::srcpkgcache "";
 APT::Sandbox::User "root";
 EOF
 export APT_CONFIG="$APTDIR/apt.conf"
-apt_retry apt-get -q update
+lab_apt_retry apt-get -q update
 SRC_VERSION="$(apt-cache showsrc kubernetes 2>/dev/null | awk '/^Version:/ {print $2; exit}')"
 log "source version: $SRC_VERSION"
 [[ -n "$SRC_VERSION" ]]
@@ -155,7 +111,7 @@ log "source version: $SRC_VERSION"
 WORK="$CACHE/work"
 rm -rf "$WORK"
 mkdir -p "$WORK"
-(cd "$WORK" && apt_retry apt-get -q source --download-only "kubernetes=$SRC_VERSION")
+(cd "$WORK" && lab_apt_retry apt-get -q source --download-only "kubernetes=$SRC_VERSION")
 unset APT_CONFIG
 step "extract source"
 (cd "$WORK" && dpkg-source -x ./kubernetes_*.dsc src >>"$LOG" 2>&1)
@@ -208,7 +164,6 @@ mv -f "$STAMP.new" "$STAMP"
 
 if [[ "${KWIN_APISERVER_KEEP_WORK:-0}" != 1 ]]; then
   step "clean work tree"
-  chmod -R u+w "$WORK" 2>/dev/null || true
   rm -rf "$WORK" "$APTDIR"
 fi
 cached_ok

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for lab/apiserver scripts (sourced, not executed).
 # Callers set LAB_LOG (a file) before using the apt helpers.
 
@@ -62,19 +63,27 @@ lab_apt_install() {
 lab_port_busy() {
   local port=$1
   if command -v ss >/dev/null 2>&1; then
-    ss -Htan "sport = :$port" 2>/dev/null | grep -q . && return 0
-    return 1
+    [[ -n "$(ss -Htan "sport = :$port" 2>/dev/null || true)" ]]
+    return
   fi
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null
 }
 
-# Print N distinct free loopback ports from 20000-59999 (random start).
+# Print N distinct free loopback ports, picked at random below the kernel's
+# ephemeral range (so an outgoing connection cannot grab one between the
+# check and the bind): 20000-32767 with the default ip_local_port_range.
 lab_free_ports() {
-  local n=$1 got=() port tries=0 p dup
+  local n=$1 got=() port tries=0 p dup lo=32768 hi=60999 base=20000 span
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  if [[ $lo -gt 21000 ]]; then
+    span=$((lo - base))
+  else
+    base=$((hi + 1)) span=$((65000 - hi))
+  fi
   while [[ ${#got[@]} -lt $n ]]; do
     tries=$((tries + 1))
     [[ $tries -gt 500 ]] && return 1
-    port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    port=$((base + (RANDOM * 32768 + RANDOM) % span))
     dup=0
     for p in "${got[@]}"; do [[ $p == "$port" ]] && dup=1; done
     [[ $dup -eq 1 ]] && continue
@@ -96,8 +105,11 @@ lab_pid_alive() {
 # signalling a recycled PID).
 lab_pid_is() {
   local pid=$1 str=$2
+  local cmd
   lab_pid_alive "$pid" || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$str"
+  # (no "| grep -q" here: with pipefail an early grep exit fails the pipe)
+  cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
+  [[ "$cmd" == *"$str"* ]]
 }
 
 # Stop PID: SIGTERM, wait up to TIMEOUT seconds, then SIGKILL.

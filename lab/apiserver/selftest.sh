@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (bash -c '...' snippets below expand $KUBECTL/$KUBECONFIG in the child shell)
+# shellcheck disable=SC2016
 # Self-test of the API tier: build (cached), start etcd + kube-apiserver 1.20,
 # drive it with the real kubectl (1.32) and tear it down.
 #
@@ -81,12 +83,13 @@ expect() {
 out_has() { grep -Eq -- "$1" "$OUT"; }
 
 # ------------------------------------------------------------------ version
-expect "server version is v1.20.2" v1.20.2 \
-  k version -o jsonpath='{.serverVersion.gitVersion}'
-check "kubectl version (client + server, skew warning only)" k version
-ver_json="$(k version -o json 2>/dev/null || true)"
-echo "       client: $(sed -n 's/.*"gitVersion": "\(v1\.[0-9]*[^"]*\)".*/\1/p' <<<"$ver_json" | head -1)," \
-  "server: $(k version -o jsonpath='{.serverVersion.gitVersion}' 2>/dev/null || true)"
+# `kubectl version` has no jsonpath output; take the fields from -o json.
+check "kubectl version (client + server; only a skew warning)" k version -o json
+cp "$OUT" "$WORK/version.json"
+gitversion() { sed -n "/\"$1\"/,/}/s/.*\"gitVersion\": \"\([^\"]*\)\".*/\1/p" "$WORK/version.json"; }
+expect "server version is v1.20.2" v1.20.2 gitversion serverVersion
+expect "kubectl client is 1.32" 1.32 bash -c 'sed -n "s/^v\(1\.[0-9]*\).*/\1/p" <<<"$0"' "$(gitversion clientVersion)"
+echo "       client $(gitversion clientVersion), server $(gitversion serverVersion)"
 check "readyz" k get --raw /readyz
 check "discovery: api-resources" k api-resources
 check "default namespaces exist" k get ns default kube-system kube-public
@@ -331,8 +334,11 @@ EOF
 if k apply --server-side --field-manager=other -f "$WORK/ippool-conflict.yaml" >"$OUT" 2>&1; then
   FAIL=$((FAIL + 1)); FAILED+=("SSA conflict"); echo "FAIL - SSA conflict between field managers not reported"
 else
-  out_has 'conflict' && { PASS=$((PASS + 1)); echo "ok   - SSA conflict between field managers reported"; } ||
-    { FAIL=$((FAIL + 1)); FAILED+=("SSA conflict text"); echo "FAIL - unexpected SSA error: $(cat "$OUT")"; }
+  if out_has 'conflict'; then
+    PASS=$((PASS + 1)); echo "ok   - SSA conflict between field managers reported"
+  else
+    FAIL=$((FAIL + 1)); FAILED+=("SSA conflict text"); echo "FAIL - unexpected SSA error: $(cat "$OUT")"
+  fi
 fi
 check "apply --server-side --force-conflicts takes ownership" \
   k apply --server-side --field-manager=other --force-conflicts -f "$WORK/ippool-conflict.yaml"
@@ -389,7 +395,9 @@ spec:
 EOF
 check "create Nodes (simulated registration)" k create -f "$WORK/nodes.yaml"
 check "get nodes" k get nodes -o wide
-out_has '^win-1 ' && out_has '^lin-1 ' || { FAIL=$((FAIL + 1)); FAILED+=("get nodes lists both"); echo "FAIL - get nodes: $(cat "$OUT")"; }
+if ! out_has '^win-1 ' || ! out_has '^lin-1 '; then
+  FAIL=$((FAIL + 1)); FAILED+=("get nodes lists both"); echo "FAIL - get nodes: $(cat "$OUT")"
+fi
 expect "select Windows nodes by label" "win-1" \
   k get nodes -l kubernetes.io/os=windows -o jsonpath='{.items[*].metadata.name}'
 check "label a node" k label node lin-1 kwin.io/role=worker
@@ -400,9 +408,27 @@ expect "node Ready condition read back" "True" \
   k get node lin-1 -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
 
 # ---------------------------------------------------- kubeadm against it
-check "kubeadm token create (bootstrap token for joins)" \
-  "$KUBEADM_BIN" token create --kubeconfig "$KUBECONFIG" --ttl 10m
+# up.sh ran kubeadm's upload-config and bootstrap-token phases.
+expect "kubeadm-config ConfigMap uploaded (serviceSubnet)" "10.96.0.0/12" bash -c \
+  '"$KUBECTL" --kubeconfig "$KUBECONFIG" -n kube-system get cm kubeadm-config -o jsonpath="{.data.ClusterConfiguration}" | sed -n "s/^ *serviceSubnet: //p"'
+check "cluster-info ConfigMap in kube-public" k -n kube-public get cm cluster-info
+check "kubeadm token create --print-join-command" \
+  "$KUBEADM_BIN" token create --kubeconfig "$KUBECONFIG" --config "$KUBEADM_CONFIG" --print-join-command
+out_has "^kubeadm join 127\.0\.0\.1:$APISERVER_PORT --token [a-z0-9]{6}\.[a-z0-9]{16} +--discovery-token-ca-cert-hash sha256:" ||
+  { FAIL=$((FAIL + 1)); FAILED+=("join command text"); echo "FAIL - join command: $(cat "$OUT")"; }
 check "kubeadm token list" "$KUBEADM_BIN" token list --kubeconfig "$KUBECONFIG"
+out_has 'system:bootstrappers:kubeadm:default-node-token' ||
+  { FAIL=$((FAIL + 1)); FAILED+=("token list groups"); echo "FAIL - token list: $(cat "$OUT")"; }
+
+# --------------------------------------------------- no pods ever run
+check "a Pod can be created" k run kwin-probe --image=registry.invalid/none:1 --restart=Never
+expect "the Pod stays Pending, unscheduled (no scheduler/kubelet)" "Pending " \
+  k get pod kwin-probe -o jsonpath='{.status.phase} {.spec.nodeName}'
+check "ServiceAccount + TokenRequest (kubectl create token)" bash -c \
+  '"$KUBECTL" --kubeconfig "$KUBECONFIG" -n kube-system create sa kwin-probe >/dev/null && "$KUBECTL" --kubeconfig "$KUBECONFIG" -n kube-system create token kwin-probe --duration=10m | grep -q "^eyJ"'
+check "cordon + drain a node (no pods to evict)" bash -c \
+  '"$KUBECTL" --kubeconfig "$KUBECONFIG" cordon lin-1 && "$KUBECTL" --kubeconfig "$KUBECONFIG" drain lin-1 --ignore-daemonsets --timeout=20s'
+check "auth can-i as admin" k auth can-i '*' '*'
 
 # ---------------------------------------------------- skew observations
 # Facts about kubectl 1.32 against a 1.20 server, asserted so a change shows.
@@ -412,6 +438,42 @@ else
   PASS=$((PASS + 1)); echo "ok   - /openapi/v3 absent on 1.20 (kubectl falls back to openapi v2)"
 fi
 check "openapi v2 served" k get --raw /openapi/v2
+check "kubectl explain works (falls back to openapi v2)" k explain ds.spec.template.spec.nodeSelector
+cat >"$WORK/unknown-field.yaml" <<'EOF'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: kwin-unknown-field
+  namespace: default
+bogusField: 1
+data:
+  a: "1"
+EOF
+# 1.20 has no server-side field validation: kubectl 1.32 falls back to
+# client-side validation against /openapi/v2 (old "ValidationError(...)" text).
+if k apply -f "$WORK/unknown-field.yaml" >"$OUT" 2>&1; then
+  FAIL=$((FAIL + 1)); FAILED+=("client-side validation"); echo "FAIL - unknown field accepted by kubectl apply"
+elif out_has 'ValidationError\(ConfigMap\): unknown field "bogusField"'; then
+  PASS=$((PASS + 1)); echo "ok   - unknown field rejected by kubectl's client-side (openapi v2) validation"
+else
+  FAIL=$((FAIL + 1)); FAILED+=("client-side validation text"); echo "FAIL - unexpected: $(cat "$OUT")"
+fi
+if k apply --server-side --validate=false -f "$WORK/unknown-field.yaml" >"$OUT" 2>&1; then
+  FAIL=$((FAIL + 1)); FAILED+=("SSA unknown field"); echo "FAIL - unknown field accepted by server-side apply"
+elif out_has 'field not declared in schema'; then
+  PASS=$((PASS + 1)); echo "ok   - server-side apply (validate=false) rejects unknown field on the server"
+else
+  FAIL=$((FAIL + 1)); FAILED+=("SSA unknown field text"); echo "FAIL - unexpected: $(cat "$OUT")"
+fi
+check "client-side apply --validate=false: server drops unknown field silently" \
+  k apply --validate=false -f "$WORK/unknown-field.yaml"
+expect "dropped field is absent from the stored object" "" \
+  k get cm kwin-unknown-field -o jsonpath='{.bogusField}'
+if k auth whoami >"$OUT" 2>&1; then
+  FAIL=$((FAIL + 1)); FAILED+=("auth whoami"); echo "FAIL - auth whoami unexpectedly works"
+else
+  PASS=$((PASS + 1)); echo "ok   - kubectl auth whoami unavailable (no SelfSubjectReview API in 1.20)"
+fi
 
 echo "selftest: $PASS passed, $FAIL failed"
 if [[ $FAIL -ne 0 ]]; then

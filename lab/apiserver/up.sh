@@ -19,10 +19,17 @@
 #   KWIN_APISERVER_EXTRA_ARGS   extra kube-apiserver flags (word-split)
 #   KWIN_APISERVER_TIMEOUT      seconds to wait for /readyz (default 60)
 #   KWIN_APISERVER_SKIP_BUILD   1 = do not call build.sh (binaries must exist)
+#   KUBECTL                     kubectl used for the readiness probe (default kubectl)
+#   KWIN_APISERVER_KUBEADM_PHASES  1 (default) = also run kubeadm's
+#                               upload-config and bootstrap-token phases, so
+#                               the tier looks like a kubeadm control plane
+#                               (kubeadm-config, cluster-info + bootstrap RBAC,
+#                               a join token);
+#                               0 = bare apiserver
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=lab/apiserver/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
 
 if [[ $# -ne 1 || -z "$1" ]]; then
@@ -44,6 +51,7 @@ BIN="$CACHE/bin"
 LAB_LOG="$STATE/up.log"
 : >"$LAB_LOG"
 T0=$(date +%s%N)
+lab_log "up.sh $STATE"
 
 if [[ "${KWIN_APISERVER_SKIP_BUILD:-0}" != 1 ]]; then
   "$HERE/build.sh"
@@ -60,6 +68,10 @@ if ! command -v etcd >/dev/null 2>&1; then
 fi
 ETCD_BIN="$(command -v etcd)"
 KUBECTL="${KUBECTL:-kubectl}"
+command -v "$KUBECTL" >/dev/null 2>&1 || {
+  echo "up.sh: $KUBECTL not found (the readiness probe uses it; set KUBECTL=...)" >&2
+  exit 1
+}
 
 ETCD_PID=""
 APISERVER_PID=""
@@ -79,7 +91,7 @@ die() {
   for f in "$STATE/etcd.log" "$STATE/kube-apiserver.log" "$LAB_LOG"; do
     if [[ -s "$f" ]]; then
       echo "--- last lines of $f" >&2
-      tail -n 25 "$f" >&2
+      tail -n 12 "$f" >&2
     fi
   done
   exit 1
@@ -121,15 +133,20 @@ echo "$ETCD_PID" >"$STATE/etcd.pid"
 # --------------------------------------------------------- certificates
 # kubeadm writes the CA, serving cert (SANs: 127.0.0.1, localhost, 10.96.0.1,
 # kubernetes.default...), front-proxy certs, SA keys and admin.conf.
+# kubeadm 1.20 rejects a loopback advertiseAddress ("unable to select an IP
+# from lo network interface") and would otherwise probe the host's default
+# route; the service VIP 10.96.0.1 is used instead: it only ends up as a SAN,
+# nothing binds to it. Clients use controlPlaneEndpoint 127.0.0.1:PORT.
 rm -rf "$PKI" "$STATE/admin.conf"
 cat >"$STATE/kubeadm.yaml" <<EOF
 apiVersion: kubeadm.k8s.io/v1beta2
 kind: InitConfiguration
 localAPIEndpoint:
-  advertiseAddress: 127.0.0.1
+  advertiseAddress: 10.96.0.1
   bindPort: $API_PORT
 nodeRegistration:
   name: kwin-lab-apiserver
+  criSocket: /run/containerd/containerd.sock
 ---
 apiVersion: kubeadm.k8s.io/v1beta2
 kind: ClusterConfiguration
@@ -146,14 +163,20 @@ apiServer:
 etcd:
   external:
     endpoints: ["$ETCD_URL"]
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
 EOF
-for phase in ca apiserver apiserver-kubelet-client front-proxy-ca front-proxy-client sa; do
-  "$BIN/kubeadm" init phase certs "$phase" --config "$STATE/kubeadm.yaml" >>"$LAB_LOG" 2>&1 ||
-    die "kubeadm init phase certs $phase failed"
-done
+# With external etcd, "certs all" makes: ca, apiserver, apiserver-kubelet-client,
+# front-proxy-ca, front-proxy-client, sa.
+"$BIN/kubeadm" init phase certs all --config "$STATE/kubeadm.yaml" >>"$LAB_LOG" 2>&1 ||
+  die "kubeadm init phase certs all failed"
 "$BIN/kubeadm" init phase kubeconfig admin --config "$STATE/kubeadm.yaml" \
   --kubeconfig-dir "$STATE" >>"$LAB_LOG" 2>&1 || die "kubeadm init phase kubeconfig admin failed"
 chmod 600 "$STATE/admin.conf"
+
+lab_log "certificates written"
 
 # Wait for etcd (it starts in well under a second).
 for ((i = 0; i < 100; i++)); do
@@ -167,6 +190,7 @@ done
 EXTRA=(${KWIN_APISERVER_EXTRA_ARGS:-})
 setsid "$BIN/kube-apiserver" \
   --advertise-address=127.0.0.1 \
+  --endpoint-reconciler-type=none \
   --bind-address=127.0.0.1 \
   --secure-port="$API_PORT" \
   --insecure-port=0 \
@@ -215,6 +239,16 @@ while [[ $(date +%s) -lt $deadline ]]; do
   sleep 0.25
 done
 [[ $ready -eq 1 ]] || die "kube-apiserver not ready after ${TIMEOUT}s"
+lab_log "apiserver ready"
+
+if [[ "${KWIN_APISERVER_KUBEADM_PHASES:-1}" == 1 ]]; then
+  # (not "upload-config kubelet": it waits for the control-plane Node object)
+  for phase in "upload-config kubeadm" bootstrap-token; do
+    # shellcheck disable=SC2086
+    "$BIN/kubeadm" init phase $phase --config "$STATE/kubeadm.yaml" \
+      --kubeconfig "$STATE/admin.conf" >>"$LAB_LOG" 2>&1 || die "kubeadm init phase $phase failed"
+  done
+fi
 
 T1=$(date +%s%N)
 cat >"$STATE/env" <<EOF
@@ -228,6 +262,7 @@ ETCD_PID='$ETCD_PID'
 APISERVER_PID='$APISERVER_PID'
 KUBE_APISERVER_BIN='$BIN/kube-apiserver'
 KUBEADM_BIN='$BIN/kubeadm'
+KUBEADM_CONFIG='$STATE/kubeadm.yaml'
 STARTUP_MS='$(((T1 - T0) / 1000000))'
 export KUBECONFIG APISERVER_URL
 EOF

@@ -420,6 +420,12 @@ def has_boot_marker(text: str) -> bool:
     return any(line.strip() == BOOT_MARKER for line in text.splitlines())
 
 
+# What the stand-in runs in place of a script carrying the boot-time marker: Windows answers
+# kwin's boot-time query (a PowerShell one-liner reading LastBootUpTime) with one ISO-8601
+# line, which /bin/sh could not produce from the PowerShell text itself.
+BOOT_ANSWER = 'printf \'%s\\n\' "$KWIN_STANDIN_BOOT_TIME"\n'
+
+
 class Plan:
     """What a WinRS Command turns into on this stand-in host."""
 
@@ -603,7 +609,8 @@ class Command:
         if plan.kind == "script":
             fd, path = tempfile.mkstemp(prefix="script-", suffix=".sh", dir=self.app.tmp_dir)
             with os.fdopen(fd, "wb") as fh:
-                fh.write((plan.script or "").encode("utf-8", "surrogateescape"))
+                text = BOOT_ANSWER if plan.boot_env else (plan.script or "")
+                fh.write(text.encode("utf-8", "surrogateescape"))
             self.temp_files.append(path)
             self._spawn(["/bin/sh", path], live_stdin=True, boot_env=plan.boot_env)
             return
@@ -769,10 +776,13 @@ class Command:
             self.start()
             return
         norm = text.replace("\r\n", "\n")
+        boot = has_boot_marker(norm)
+        if boot:
+            norm = BOOT_ANSWER
         if norm != text or raw.startswith(b"\xef\xbb\xbf"):
             with open(path, "wb") as fh:
                 fh.write(norm.encode("utf-8", "surrogateescape"))
-        self._spawn(["/bin/sh", path], live_stdin=False, boot_env=has_boot_marker(norm))
+        self._spawn(["/bin/sh", path], live_stdin=False, boot_env=boot)
 
     def receive(self, streams: list[str], timeout: float, budget: int) -> tuple[list[tuple[str, bytes]], bool]:
         deadline = time.monotonic() + timeout

@@ -1,15 +1,127 @@
-//! Windows modules (PowerShell 5.1).
+//! Windows modules (Windows PowerShell 5.1, as shipped with Windows Server 2019/2022).
+//!
+//! Every fact is a PowerShell snippet that prints ONE line of compact JSON
+//! (`ConvertTo-Json -Compress`), parsed by a pure function in [`facts`]. Every step is a
+//! PowerShell script that stops on the first error (`$ErrorActionPreference = 'Stop'`) and
+//! never calls `exit`, so the engine can run several steps in one script. Plan-provided text
+//! reaches scripts only through `ps_quote`.
 
 use kwin_engine::module::{Module, ParamError};
 
+pub mod archive;
+pub mod directory;
+pub mod download;
+pub mod env_var;
+pub mod facts;
+pub mod feature;
+pub mod file;
+pub mod firewall_rule;
+pub mod hotfix;
+pub mod path_entry;
+pub mod reboot;
+pub mod registry_value;
+pub mod service;
+
 /// Module names implemented for Windows hosts.
-pub const NAMES: &[&str] = &[];
+pub const NAMES: &[&str] = &[
+    "archive",
+    "directory",
+    "download",
+    "env_var",
+    "file",
+    "firewall_rule",
+    "hotfix",
+    "path_entry",
+    "reboot",
+    "registry_value",
+    "service",
+    "windows_feature",
+];
 
 /// Build a Windows module, or `None` if `name` is not one.
 pub fn build(
     name: &str,
     params: &serde_json::Value,
 ) -> Option<Result<Box<dyn Module>, ParamError>> {
-    let _ = (name, params);
-    None
+    fn boxed<M: Module + 'static>(r: Result<M, ParamError>) -> Result<Box<dyn Module>, ParamError> {
+        r.map(|m| Box::new(m) as Box<dyn Module>)
+    }
+    Some(match name {
+        "archive" => boxed(archive::Archive::new(params)),
+        "directory" => boxed(directory::Directory::new(params)),
+        "download" => boxed(download::Download::new(params)),
+        "env_var" => boxed(env_var::EnvVar::new(params)),
+        "file" => boxed(file::File::new(params)),
+        "firewall_rule" => boxed(firewall_rule::FirewallRule::new(params)),
+        "hotfix" => boxed(hotfix::Hotfix::new(params)),
+        "path_entry" => boxed(path_entry::PathEntry::new(params)),
+        "reboot" => boxed(reboot::Reboot::new(params)),
+        "registry_value" => boxed(registry_value::RegistryValue::new(params)),
+        "service" => boxed(service::Service::new(params)),
+        "windows_feature" => boxed(feature::Feature::new(params)),
+        _ => return None,
+    })
+}
+
+/// `present` / `absent`, the common `state` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    #[default]
+    Present,
+    Absent,
+}
+
+/// Prefix of every step script: stop on the first error, no progress bars (they slow WinRM
+/// down and pollute CLIXML streams).
+pub(crate) const STEP_PRELUDE: &str =
+    "$ErrorActionPreference = 'Stop'\n$ProgressPreference = 'SilentlyContinue'\n";
+
+/// A step script: prelude + body.
+pub(crate) fn step(body: impl AsRef<str>) -> kwin_engine::module::Step {
+    kwin_engine::module::Step::Run(format!("{STEP_PRELUDE}{}", body.as_ref()))
+}
+
+/// Validate a Windows absolute path (drive or UNC); returns it unchanged.
+pub(crate) fn check_path(field: &str, p: &str) -> Result<(), ParamError> {
+    let b = p.as_bytes();
+    let drive = b.len() >= 3
+        && b[0].is_ascii_alphabetic()
+        && b[1] == b':'
+        && (b[2] == b'\\' || b[2] == b'/');
+    let unc = p.starts_with("\\\\");
+    if !(drive || unc) {
+        return Err(ParamError::at(
+            field,
+            format!("`{p}` is not an absolute Windows path (e.g. C:\\k\\file)"),
+        ));
+    }
+    if p.contains(['\n', '\r', '\0']) {
+        return Err(ParamError::at(field, "path contains a line break or NUL"));
+    }
+    Ok(())
+}
+
+/// Case-insensitive Windows path identity for resources (`C:/K/` ≡ `c:\k`).
+pub(crate) fn path_resource(p: &str) -> String {
+    let mut s = p.replace('/', "\\").to_ascii_lowercase();
+    while s.len() > 3 && s.ends_with('\\') {
+        s.pop();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert!(check_path("p", "C:\\k\\x").is_ok());
+        assert!(check_path("p", "c:/k").is_ok());
+        assert!(check_path("p", "\\\\srv\\share").is_ok());
+        assert!(check_path("p", "k\\x").is_err());
+        assert!(check_path("p", "/etc/x").is_err());
+        assert_eq!(path_resource("C:/K/"), "c:\\k");
+    }
 }

@@ -1,0 +1,93 @@
+//! `directory` (Windows): a directory exists (with parents), or does not.
+//!
+//! Parameters: `path`, `state` = "present" (default) | "absent" (removes recursively).
+//! No-op when the directory already is (or is not) there.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "k-dir"
+//! module = "directory"
+//! on = { os = "windows" }
+//! params = { path = 'C:\k' }
+//! ```
+
+use super::facts::{PathFact, PathState};
+use super::{check_path, path_resource, step, State};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
+};
+use kwin_engine::quote::ps_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    path: String,
+    #[serde(default)]
+    state: State,
+}
+
+#[derive(Debug, Clone)]
+pub struct Directory {
+    path: String,
+    state: State,
+}
+
+impl Directory {
+    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
+        let p: Params = parse_params(params)?;
+        check_path("path", &p.path)?;
+        Ok(Directory {
+            path: p.path,
+            state: p.state,
+        })
+    }
+    fn fact(&self) -> PathFact {
+        PathFact {
+            path: self.path.clone(),
+            content_limit: 0,
+        }
+    }
+}
+
+impl Module for Directory {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![path_resource(&self.path)]
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let st: PathState = facts.get(&self.fact())?;
+        let touches = Touches::Resources(vec![path_resource(&self.path)]);
+        let p = ps_quote(&self.path);
+        match self.state {
+            State::Present if st.exists && st.dir => Ok(Plan::noop("exists")),
+            State::Present if st.exists => Err(ModuleError::Precondition(format!(
+                "{} is a file, not a directory",
+                self.path
+            ))),
+            State::Present => Ok(Plan::Change(Change {
+                action: Action::Create,
+                reason: "missing".into(),
+                diff: Some(format!("+ directory {}", self.path)),
+                steps: vec![step(format!(
+                    "New-Item -ItemType Directory -Force -Path {p} | Out-Null"
+                ))],
+                touches,
+            })),
+            State::Absent if !st.exists => Ok(Plan::noop("absent")),
+            State::Absent => Ok(Plan::Change(Change {
+                action: Action::Delete,
+                reason: "present".into(),
+                diff: Some(format!("- directory {}", self.path)),
+                steps: vec![step(format!(
+                    "Remove-Item -LiteralPath {p} -Recurse -Force"
+                ))],
+                touches,
+            })),
+        }
+    }
+}

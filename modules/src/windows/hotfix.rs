@@ -1,0 +1,126 @@
+//! `hotfix`: a check that a Windows update is present — never installs anything.
+//!
+//! Parameters: `kb` (e.g. "KB4489899"), `min_build` (e.g. "10.0.17763.379"); at least one. The
+//! check passes when the hotfix is installed OR the OS version (major.minor.build.UBR) is at
+//! least `min_build` — cumulative updates supersede older KBs, which then no longer show up in
+//! `Get-HotFix`. Example: VXLAN overlay on Windows Server 2019 needs KB4489899 (build
+//! 17763.379) or any later cumulative update.
+//! Always a no-op when satisfied; a failed check is a precondition error for the host.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "overlay-update"
+//! module = "hotfix"
+//! on = { os = "windows" }
+//! params = { kb = "KB4489899", min_build = "10.0.17763.379" }
+//! ```
+
+use super::facts::{OsBuild, OsBuildFact};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{parse_params, Ctx, Module, ModuleError, ParamError, Plan};
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    kb: Option<String>,
+    min_build: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Hotfix {
+    kb: Option<String>,
+    min_build: Option<(u32, u32, u32, u32)>,
+    min_build_text: String,
+}
+
+/// `10.0.17763.379` (or `10.0.17763`) → tuple.
+pub fn parse_build(s: &str) -> Option<(u32, u32, u32, u32)> {
+    let parts: Vec<u32> = s
+        .split('.')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    match parts.as_slice() {
+        [a, b, c] => Some((*a, *b, *c, 0)),
+        [a, b, c, d] => Some((*a, *b, *c, *d)),
+        _ => None,
+    }
+}
+
+impl Hotfix {
+    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
+        let p: Params = parse_params(params)?;
+        if p.kb.is_none() && p.min_build.is_none() {
+            return Err(ParamError::new("give `kb`, `min_build`, or both"));
+        }
+        if let Some(kb) = &p.kb {
+            let digits = kb
+                .strip_prefix("KB")
+                .or_else(|| kb.strip_prefix("kb"))
+                .unwrap_or("");
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+                return Err(ParamError::at(
+                    "kb",
+                    format!("`{kb}` is not a KB id like KB4489899"),
+                ));
+            }
+        }
+        let min_build = match &p.min_build {
+            Some(s) => Some(parse_build(s).ok_or_else(|| {
+                ParamError::at(
+                    "min_build",
+                    format!("`{s}` is not a version like 10.0.17763.379"),
+                )
+            })?),
+            None => None,
+        };
+        Ok(Hotfix {
+            kb: p.kb.map(|k| k.to_ascii_uppercase()),
+            min_build,
+            min_build_text: p.min_build.unwrap_or_default(),
+        })
+    }
+}
+
+impl Module for Hotfix {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&OsBuildFact, shell)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec!["os:build".into()]
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let os: OsBuild = facts.get(&OsBuildFact)?;
+        let have = os.version_tuple();
+        let version = format!("{}.{}", os.windows_build(), os.ubr);
+        if let Some(kb) = &self.kb {
+            if os.hotfixes.iter().any(|h| h.eq_ignore_ascii_case(kb)) {
+                return Ok(Plan::noop(format!("{kb} installed")));
+            }
+        }
+        if let Some(min) = self.min_build {
+            // Only builds of the same release line supersede: 10.0.20348.x is not an update of 17763.
+            let same_line = have.2 == min.2;
+            if (same_line && have >= min) || (!same_line && have.2 > min.2) {
+                return Ok(Plan::noop(format!(
+                    "build {version} ≥ {}",
+                    self.min_build_text
+                )));
+            }
+        }
+        let wanted = match (&self.kb, self.min_build.is_some()) {
+            (Some(kb), true) => format!("{kb} or build {} or later", self.min_build_text),
+            (Some(kb), false) => kb.clone(),
+            (None, _) => format!("build {} or later", self.min_build_text),
+        };
+        Err(ModuleError::Precondition(format!(
+            "{} ({version}) needs {wanted}: install the latest cumulative update",
+            if os.product.is_empty() {
+                "this host"
+            } else {
+                os.product.as_str()
+            }
+        )))
+    }
+}

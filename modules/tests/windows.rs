@@ -1,0 +1,266 @@
+//! Windows modules: data-driven cases (params + captured facts → noop / change / error), and a
+//! PowerShell syntax check (tree-sitter-powershell) of every script the cases produce.
+//!
+//! Each case is `tests/windows_cases/<module>/<case>.json`:
+//! ```json
+//! { "params": {...},
+//!   "facts": { "<fact key>": { "stdout": "<json the fact printed>", "exit": 0 } },
+//!   "expect": "noop" | { "change": { "action": "create", "steps_contain": ["..."], "diff_contains": ["..."] } }
+//!            | { "error": "text" } | { "param_error": "text" } }
+//! ```
+//! The facts given must be exactly the facts the module asks for. Fact outputs are in the shape
+//! Windows PowerShell 5.1 prints for kwin's fact scripts (`ConvertTo-Json -Compress`).
+
+use kwin_engine::fact::{FactOutput, Facts};
+use kwin_engine::module::{Ctx, Inputs, Plan, Step};
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+#[derive(Deserialize)]
+struct Case {
+    params: serde_json::Value,
+    #[serde(default)]
+    facts: BTreeMap<String, CaseFact>,
+    expect: Expect,
+}
+
+#[derive(Deserialize)]
+struct CaseFact {
+    stdout: String,
+    #[serde(default)]
+    stderr: String,
+    #[serde(default)]
+    exit: i32,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ExpectObj {
+    Change {
+        action: String,
+        #[serde(default)]
+        steps_contain: Vec<String>,
+        #[serde(default)]
+        diff_contains: Vec<String>,
+    },
+    Error(String),
+    ParamError(String),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Expect {
+    Word(String),
+    Obj(ExpectObj),
+}
+
+/// Syntax errors tree-sitter-powershell finds in `script` (empty: clean).
+fn ps_syntax_errors(script: &str) -> Vec<String> {
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&tree_sitter_powershell::LANGUAGE.into())
+        .expect("load PowerShell grammar");
+    let Some(tree) = parser.parse(script, None) else {
+        return vec!["parser gave up".into()];
+    };
+    let mut errors = Vec::new();
+    let mut cursor = tree.walk();
+    let mut stack = vec![tree.root_node()];
+    while let Some(node) = stack.pop() {
+        if node.is_error() || node.is_missing() {
+            let p = node.start_position();
+            let line = script.lines().nth(p.row).unwrap_or("");
+            errors.push(format!(
+                "line {} col {}: {} near `{}`",
+                p.row + 1,
+                p.column + 1,
+                node.kind(),
+                line.trim()
+            ));
+        }
+        for c in node.children(&mut cursor) {
+            stack.push(c);
+        }
+    }
+    errors
+}
+
+fn assert_ps_clean(what: &str, script: &str) {
+    let errs = ps_syntax_errors(script);
+    assert!(
+        errs.is_empty(),
+        "{what}: PowerShell syntax errors:\n{}\n--- script ---\n{script}",
+        errs.join("\n")
+    );
+}
+
+fn run_case(module: &str, path: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let case: Case = serde_json::from_str(&text).map_err(|e| format!("bad case file: {e}"))?;
+    let built = kwin_modules::windows::build(module, &case.params).ok_or("unknown module")?;
+    let m = match (built, &case.expect) {
+        (Err(e), Expect::Obj(ExpectObj::ParamError(want))) => {
+            return if e.to_string().contains(want.as_str()) {
+                Ok(())
+            } else {
+                Err(format!("param error `{e}` lacks `{want}`"))
+            };
+        }
+        (Err(e), _) => return Err(format!("params rejected: {e}")),
+        (Ok(_), Expect::Obj(ExpectObj::ParamError(want))) => {
+            return Err(format!("params accepted, expected error `{want}`"))
+        }
+        (Ok(m), _) => m,
+    };
+    let queries = m.facts(Shell::PowerShell);
+    for q in &queries {
+        assert_ps_clean(&format!("fact {}", q.key), &q.command);
+    }
+    let asked: BTreeSet<&str> = queries.iter().map(|q| q.key.as_str()).collect();
+    let given: BTreeSet<&str> = case.facts.keys().map(String::as_str).collect();
+    if asked != given {
+        return Err(format!(
+            "fact keys differ: module asks {asked:?}, case gives {given:?}"
+        ));
+    }
+    let mut facts = Facts::new();
+    for (k, f) in &case.facts {
+        facts.insert(
+            k.clone(),
+            FactOutput {
+                stdout: f.stdout.clone().into_bytes(),
+                stderr: f.stderr.clone().into_bytes(),
+                exit: f.exit,
+            },
+        );
+    }
+    let inputs = Inputs::new();
+    let ctx = Ctx {
+        shell: Shell::PowerShell,
+        host: "ww1",
+        inputs: &inputs,
+    };
+    let plan = m.plan(&facts, &ctx);
+    match (&case.expect, plan) {
+        (Expect::Word(w), Ok(Plan::NoOp { .. })) if w == "noop" => Ok(()),
+        (
+            Expect::Obj(ExpectObj::Change {
+                action,
+                steps_contain,
+                diff_contains,
+            }),
+            Ok(Plan::Change(c)),
+        ) => {
+            if &c.action.to_string() != action {
+                return Err(format!("action {} != {action}", c.action));
+            }
+            let mut all = String::new();
+            for s in &c.steps {
+                match s {
+                    Step::Run(script) => {
+                        assert_ps_clean(&format!("{}: step", path.display()), script);
+                        all.push_str(script);
+                    }
+                    Step::Put { path, .. } => all.push_str(&format!("<put {path}>")),
+                    Step::Reboot(_) => all.push_str("<reboot>"),
+                }
+            }
+            for want in steps_contain {
+                if !all.contains(want.as_str()) {
+                    return Err(format!("steps lack `{want}`:\n{all}"));
+                }
+            }
+            let diff = c.diff.unwrap_or_default();
+            for want in diff_contains {
+                if !diff.contains(want.as_str()) {
+                    return Err(format!("diff lacks `{want}`:\n{diff}"));
+                }
+            }
+            Ok(())
+        }
+        (Expect::Obj(ExpectObj::Error(want)), Err(e)) if e.to_string().contains(want.as_str()) => {
+            Ok(())
+        }
+        (_, got) => Err(format!("unexpected plan: {got:?}")),
+    }
+}
+
+#[test]
+fn windows_cases() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/windows_cases");
+    let mut failures = Vec::new();
+    let mut count = 0;
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .expect("cases dir")
+        .flatten()
+        .collect();
+    dirs.sort_by_key(|d| d.path());
+    for dir in dirs {
+        let module = dir.file_name().to_string_lossy().to_string();
+        let mut files: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("module dir")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        for f in files
+            .into_iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "json"))
+        {
+            count += 1;
+            if let Err(e) = run_case(&module, &f) {
+                failures.push(format!("{}: {e}", f.display()));
+            }
+        }
+    }
+    assert!(count >= 40, "only {count} cases found");
+    assert!(
+        failures.is_empty(),
+        "{} of {count} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn every_windows_module_has_cases() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/windows_cases");
+    for name in kwin_modules::windows::NAMES {
+        assert!(
+            root.join(name).is_dir(),
+            "no cases for windows module `{name}`"
+        );
+    }
+}
+
+#[test]
+fn probe_batch_wrapper_is_valid_powershell() {
+    use kwin_engine::fact::{batch_script, FactQuery};
+    let qs = vec![
+        FactQuery {
+            key: "a".into(),
+            command: "ConvertTo-Json -Compress -InputObject @{ a = 1 }".into(),
+        },
+        FactQuery {
+            key: "b".into(),
+            command: "Get-Service -Name 'x' | Out-Null\n'done'".into(),
+        },
+    ];
+    assert_ps_clean("batch", &batch_script(Shell::PowerShell, &qs, "0123abcd"));
+}
+
+#[test]
+fn reboot_scripts_are_valid_powershell() {
+    assert_ps_clean("trigger", kwin_modules::windows::reboot::TRIGGER_SCRIPT);
+    assert_ps_clean("boot id", kwin_modules::windows::reboot::BOOT_ID_SCRIPT);
+}
+
+#[test]
+fn syntax_checker_catches_errors() {
+    // The check itself must be able to fail.
+    assert!(!ps_syntax_errors("if ($x { 'unclosed'").is_empty());
+    assert!(!ps_syntax_errors("$a = @{ b = ").is_empty());
+    assert!(ps_syntax_errors("$a = @{ b = 1 }\nWrite-Output $a.b").is_empty());
+}
