@@ -8,8 +8,8 @@
 //!   via sspi with message encryption, or Basic over HTTPS) in `winrm/`;
 //! - `local` (runs on the machine kwin runs on; tests and self-provisioning).
 //!
-//! Only this folder knows ssh2, reqwest, hyper, rustls and sspi. Transports do not retry on their own: the engine
-//! applies the retry policy using [`TransportError::is_retryable`].
+//! Only this folder knows ssh2, reqwest, hyper, rustls and sspi. Transports do not retry on
+//! their own: the engine applies the retry policy using [`TransportError::is_retryable`].
 
 use async_trait::async_trait;
 use std::fmt;
