@@ -63,7 +63,7 @@ struct Conn {
     sealing: Option<NtlmClient>,
     /// `Authorization` header sent with every request (Basic).
     basic: Option<String>,
-    /// Whether a request other than authentication succeeded on this connection.
+    /// Whether a request other than authentication was answered on this connection.
     proven: bool,
 }
 
@@ -543,9 +543,8 @@ impl Client {
         } else {
             r.body
         };
-        if r.status == 200 {
-            conn.proven = true;
-        }
+        // Any answer other than 401 shows the connection's authentication holds.
+        conn.proven = true;
         Ok(Reply {
             status: r.status,
             body,
