@@ -7,11 +7,16 @@ use crate::plan::{ConnSpec, ResolvedHost};
 use crate::secret::Scrubber;
 use crate::transport::local::LocalTransport;
 use crate::transport::ssh::{SshOptions, SshTransport};
+use crate::transport::winrm::{Dialect, WinrmTransport};
 use crate::transport::{Output, Shell, Transport, TransportError};
 use async_trait::async_trait;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Environment variable that makes WinRM hosts speak the POSIX dialect of the lab's WinRM
+/// stand-in host (`lab/winrm-stand-in`), for kwin's end-to-end tests only.
+pub const WINRM_STAND_IN_ENV: &str = "KWIN_WINRM_STAND_IN";
 
 /// What every transport of a run shares.
 #[derive(Debug, Clone)]
@@ -57,12 +62,27 @@ pub fn transport_for(host: &ResolvedHost, opts: &ConnectOptions, scrubber: &Scru
                 ssh: Some(ssh),
             }
         }
-        ConnSpec::Winrm(_) => Made {
-            transport: Arc::new(Unavailable {
-                shell: Shell::PowerShell,
-                reason: "winrm transport not available in this build".into(),
-            }),
-            ssh: None,
+        ConnSpec::Winrm(spec) => match WinrmTransport::new(&host.name, spec) {
+            Ok(t) => {
+                // Test seam for kwin's own tests against lab/winrm-stand-in (a WinRM server
+                // that runs scripts with /bin/sh): never set outside them.
+                let t = if std::env::var_os(WINRM_STAND_IN_ENV).is_some() {
+                    t.with_script_dialect(Dialect::PosixStandIn)
+                } else {
+                    t
+                };
+                Made {
+                    transport: Arc::new(t),
+                    ssh: None,
+                }
+            }
+            Err(e) => Made {
+                transport: Arc::new(Unavailable {
+                    shell: Shell::PowerShell,
+                    reason: e.to_string(),
+                }),
+                ssh: None,
+            },
         },
     }
 }

@@ -157,3 +157,24 @@ pub struct Run<'a> {
 pub async fn execute(run: Run<'_>) -> RunSummary {
     walker::walk(run).await
 }
+
+/// Every PowerShell script shape the executor itself generates (a batch of two steps with
+/// their convergence re-probe), for syntax checks by the test suite.
+pub fn powershell_batch_sample() -> String {
+    use crate::fact::FactQuery;
+    let q = |k: &str| FactQuery {
+        key: k.into(),
+        command: "ConvertTo-Json -Compress -InputObject @{ a = 1 }".into(),
+    };
+    let items = vec![
+        batch::Item {
+            steps: vec!["Write-Output 'one'".into()],
+            verify: vec![q("a")],
+        },
+        batch::Item {
+            steps: vec!["$x = 1\nif ($x) { 'two' }".into(), "'three'".into()],
+            verify: vec![q("b")],
+        },
+    ];
+    batch::Batch::new(crate::transport::Shell::PowerShell, items, vec![q("c")]).script
+}

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 pub fn boot_id_script(shell: Shell) -> &'static str {
     match shell {
         Shell::Posix => "cat /proc/sys/kernel/random/boot_id",
+        // The marker line is a comment to PowerShell; the lab's WinRM stand-in host answers
+        // a script carrying it with its simulated boot time.
         Shell::PowerShell => {
-            "(Get-CimInstance -ClassName Win32_OperatingSystem).LastBootUpTime.ToUniversalTime().ToString('o')"
+            "# kwin:boot-time\n(Get-CimInstance -ClassName Win32_OperatingSystem).LastBootUpTime.ToUniversalTime().ToString('o')"
         }
     }
 }
