@@ -636,3 +636,9 @@ mod tests {
         assert_eq!(t.known_files, vec![dir.path().join(".kwin/known_hosts")]);
     }
 }
+
+/// The PowerShell bootstrap `ssh-powershell` hosts run (reads the script from stdin and runs it
+/// as one script block), for syntax checks.
+pub fn powershell_bootstrap() -> &'static str {
+    session::PS_BOOTSTRAP
+}
