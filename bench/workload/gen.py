@@ -47,14 +47,14 @@ LINE_FIXTURE = "# svc-{i}.conf (fixture written by reset.sh)\nlisten_port = 80\n
 
 WORKLOAD = {
     "directories": [
-        {"name": "dir conf.d", "path": f"{ROOT}/conf.d", "mode": "0755"},
-        {"name": "dir data", "path": f"{ROOT}/data", "mode": "0750"},
-        {"name": "dir state", "path": f"{ROOT}/state", "mode": "0700"},
-        {"name": "dir log", "path": f"{ROOT}/log", "mode": "0755"},
+        {"name": "dir-conf", "path": f"{ROOT}/conf.d", "mode": "0755"},
+        {"name": "dir-data", "path": f"{ROOT}/data", "mode": "0750"},
+        {"name": "dir-state", "path": f"{ROOT}/state", "mode": "0700"},
+        {"name": "dir-log", "path": f"{ROOT}/log", "mode": "0755"},
     ],
     "files": [
         {
-            "name": f"file app-{i}",
+            "name": f"file-app-{i}",
             "path": f"{ROOT}/conf.d/app-{i}.conf",
             "content": _file_content(i),
             "mode": "0640" if i % 4 == 0 else "0644",
@@ -64,32 +64,33 @@ WORKLOAD = {
     # regexp: replace the matching line (or append when none matches); no regexp: append the
     # exact line when missing.
     "lines": [
-        {"name": "line svc-1 port", "path": f"{ROOT}/lines/svc-1.conf",
+        {"name": "line-svc-1-port", "path": f"{ROOT}/lines/svc-1.conf",
          "regexp": "^listen_port *=", "line": "listen_port = 8081"},
-        {"name": "line svc-2 workers", "path": f"{ROOT}/lines/svc-2.conf",
+        {"name": "line-svc-2-workers", "path": f"{ROOT}/lines/svc-2.conf",
          "regexp": "^workers *=", "line": "workers = 8"},
-        {"name": "line svc-3 maxconn", "path": f"{ROOT}/lines/svc-3.conf",
+        {"name": "line-svc-3-maxconn", "path": f"{ROOT}/lines/svc-3.conf",
          "regexp": None, "line": "max_connections = 512"},
-        {"name": "line svc-4 loglevel", "path": f"{ROOT}/lines/svc-4.conf",
+        {"name": "line-svc-4-loglevel", "path": f"{ROOT}/lines/svc-4.conf",
          "regexp": None, "line": "log_level = info"},
     ],
     # Keys that are per network namespace, so writable inside a lab host. `reset` is the value
     # reset.sh sets, `value` the desired one.
     "sysctls": [
-        {"name": "sysctl ip_forward", "key": "net.ipv4.ip_forward", "value": "1", "reset": "0",
+        {"name": "sysctl-ip-forward", "key": "net.ipv4.ip_forward", "value": "1", "reset": "0",
          "file": "/etc/sysctl.d/90-bench-ip_forward.conf"},
-        {"name": "sysctl accept_redirects", "key": "net.ipv4.conf.all.accept_redirects",
+        {"name": "sysctl-accept-redirects", "key": "net.ipv4.conf.all.accept_redirects",
          "value": "0", "reset": "1", "file": "/etc/sysctl.d/90-bench-accept_redirects.conf"},
     ],
     "commands": [
-        {"name": "command token", "creates": f"{ROOT}/state/token",
+        {"name": "command-token", "creates": f"{ROOT}/state/token",
          "run": f"umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > {ROOT}/state/token"},
-        {"name": "command snapshot", "creates": f"{ROOT}/data/conf-snapshot.tar",
+        {"name": "command-snapshot", "creates": f"{ROOT}/data/conf-snapshot.tar",
          "run": f"tar -C {ROOT}/conf.d -cf {ROOT}/data/conf-snapshot.tar ."},
     ],
 }
 
 TASKS_PER_HOST = sum(len(v) for v in WORKLOAD.values())
+# kwin task names are references (`after`): no whitespace, `.`, `:`, `/` or `@`.
 assert TASKS_PER_HOST == 20
 
 
@@ -143,7 +144,7 @@ def kwin_plan(inventory: Path, hosts: list[dict]) -> str:
              {"path": d["path"], "mode": d["mode"], "owner": "root", "group": "root"})
     for f in w["files"]:
         task(f["name"], "file", {"path": f["path"], "content": f["content"], "mode": f["mode"],
-                                 "owner": "root", "group": "root"}, after=["dir conf.d"])
+                                 "owner": "root", "group": "root"}, after=["dir-conf"])
     for ln in w["lines"]:
         p = {"path": ln["path"], "line": ln["line"]}
         if ln["regexp"]:
@@ -153,7 +154,7 @@ def kwin_plan(inventory: Path, hosts: list[dict]) -> str:
         task(s["name"], "sysctl", {"key": s["key"], "value": s["value"], "file": s["file"]})
     # The snapshot command reads conf.d: it runs after the files, as in the other tools' order.
     for c in w["commands"]:
-        after = ["dir state"] if "state" in c["creates"] else [f["name"] for f in w["files"]]
+        after = ["dir-state"] if "state" in c["creates"] else [f["name"] for f in w["files"]]
         task(c["name"], "command", {"run": c["run"], "creates": c["creates"]}, after=after)
     return "\n".join(out)
 

@@ -47,10 +47,10 @@ fn plan_text(hosts: usize, key: &Path) -> String {
         let _ = writeln!(s, "params = {{ {params} }}\n");
     };
     for (name, dir, mode) in [
-        ("dir conf.d", "conf.d", "0755"),
-        ("dir data", "data", "0750"),
-        ("dir state", "state", "0700"),
-        ("dir log", "log", "0755"),
+        ("dir-conf", "conf.d", "0755"),
+        ("dir-data", "data", "0750"),
+        ("dir-state", "state", "0700"),
+        ("dir-log", "log", "0755"),
     ] {
         task(
             &mut s,
@@ -66,12 +66,12 @@ fn plan_text(hosts: usize, key: &Path) -> String {
         for k in 0..12 * i {
             let _ = write!(content, "option_{i}_{k:03} = value-{:05}\\n", (i * 7919 + k * 104_729) % 100_000);
         }
-        let name = format!("file app-{i}");
+        let name = format!("file-app-{i}");
         task(
             &mut s,
             &name,
             "file",
-            &["dir conf.d"],
+            &["dir-conf"],
             &format!(
                 "path = \"/srv/bench/conf.d/app-{i}.conf\", content = \"{content}\", mode = \"0644\", \
                  owner = \"root\", group = \"root\""
@@ -88,7 +88,7 @@ fn plan_text(hosts: usize, key: &Path) -> String {
         let re = re.map(|r| format!(", regexp = \"{r}\"")).unwrap_or_default();
         task(
             &mut s,
-            &format!("line svc-{i}"),
+            &format!("line-svc-{i}"),
             "line_in_file",
             &[],
             &format!("path = \"/srv/bench/lines/svc-{i}.conf\", line = \"{line}\"{re}"),
@@ -97,7 +97,7 @@ fn plan_text(hosts: usize, key: &Path) -> String {
     for (key, value) in [("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.accept_redirects", "0")] {
         task(
             &mut s,
-            &format!("sysctl {key}"),
+            &format!("sysctl-{}", key.replace('.', "-")),
             "sysctl",
             &[],
             &format!("key = \"{key}\", value = \"{value}\", file = \"/etc/sysctl.d/90-bench-{key}.conf\""),
@@ -105,15 +105,15 @@ fn plan_text(hosts: usize, key: &Path) -> String {
     }
     task(
         &mut s,
-        "command token",
+        "command-token",
         "command",
-        &["dir state"],
+        &["dir-state"],
         "run = \"head -c 32 /dev/urandom | od -An -tx1 > /srv/bench/state/token\", creates = \"/srv/bench/state/token\"",
     );
     let after: Vec<&str> = files.iter().map(String::as_str).collect();
     task(
         &mut s,
-        "command snapshot",
+        "command-snapshot",
         "command",
         &after,
         "run = \"tar -C /srv/bench/conf.d -cf /srv/bench/data/conf-snapshot.tar .\", \
