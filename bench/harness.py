@@ -422,8 +422,8 @@ class Runner:
             return ([str(self.kwin), "apply", "plan.toml", "--output", "json",
                      "--parallelism", str(n)], w / "kwin", env, None)
         if tool == "ansible":
-            cp = tmp / "cp"
-            cp.mkdir()
+            # Unix socket paths are limited to 108 bytes: keep the ControlPath short.
+            cp = Path(tempfile.mkdtemp(prefix="kwb-cp-", dir="/tmp"))
             env.update({
                 "ANSIBLE_CONFIG": str(w / "ansible" / "ansible.cfg"),
                 "ANSIBLE_SSH_CONTROL_PATH_DIR": str(cp),
@@ -437,6 +437,7 @@ class Runner:
                 for sock in cp.iterdir():
                     subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "x"],
                                    capture_output=True)
+                shutil.rmtree(cp, ignore_errors=True)
             after = close_masters
             return ([str(VENV / "bin" / "ansible-playbook"), "-i", "inventory.ini", "site.yml"],
                     w / "ansible", env, after)
@@ -520,7 +521,7 @@ def machine_info(kwin: Path) -> dict:
                     .splitlines() if l.startswith("PRETTY_NAME=")), "?"),
         "load_start": Path("/proc/loadavg").read_text().split()[:3],
         "openssh": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip(),
-        "kwin": ver([str(kwin), "--version"]),
+        "kwin": ver([str(kwin), "--version"]).removeprefix("kwin "),
         "kwin_commit": ver(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
         "ansible": ver([str(VENV / "bin" / "ansible"), "--version"]),
         "pyinfra": ver([str(VENV / "bin" / "pyinfra"), "--version"]),

@@ -187,7 +187,7 @@ def ansible_files(hosts: list[dict], known_hosts: Path, collections: Path | None
         "pipelining = True",
         f"ssh_args = {ssh_args}",
         # control_path_dir is set per run through ANSIBLE_SSH_CONTROL_PATH_DIR.
-        "control_path = %(directory)s/%%h-%%p-%%r",
+        "control_path = %(directory)s/%%C",
         "",
     ]
     inv = ["[bench]"]
