@@ -534,6 +534,8 @@ def main() -> int:
     ap.add_argument("--n", default="50", help="host counts, comma-separated (default 50)")
     ap.add_argument("--delay", default="0,25", help="delays in ms, comma-separated (default 0,25)")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--tool-reps", default="",
+                    help="fewer repetitions for some tools, e.g. ansible=1 (slow tools on a small machine)")
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--modes", default="cold,warm")
     ap.add_argument("--out", type=Path, required=True, help="directory for runs.jsonl and logs")
@@ -549,6 +551,12 @@ def main() -> int:
     for t in tools:
         if t not in TOOLS:
             ap.error(f"unknown tool {t}")
+    tool_reps = {t: a.reps for t in tools}
+    for item in filter(None, a.tool_reps.split(",")):
+        t, _, r = item.partition("=")
+        if t not in TOOLS or not r.isdigit():
+            ap.error(f"bad --tool-reps entry {item}")
+        tool_reps[t] = min(int(r), a.reps)
     nonzero = [d for d in delays if d]
     if len(nonzero) > 1:
         ap.error("one non-zero delay per invocation (the lab runs one delay proxy)")
@@ -579,6 +587,8 @@ def main() -> int:
                 for rep in range(a.reps):
                     order = tools[rep % len(tools):] + tools[:rep % len(tools)]
                     for tool in order:
+                        if rep >= tool_reps.get(tool, a.reps):
+                            continue
                         if tool == "floor":
                             runner.record(runner.run("floor", d, "-", rep))
                             continue

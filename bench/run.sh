@@ -29,6 +29,7 @@ usage: bench/run.sh [--quick] [--n LIST] [--delay LIST] [--reps R] [--tools LIST
   --delay LIST    added delay in ms each way through the lab's proxy (default 0,25);
                   at most one non-zero value per call
   --reps R        repetitions per cell (default 3)
+  --tool-reps L   fewer repetitions for some tools, e.g. ansible=1
   --tools LIST    any of kwin,ansible,pyinfra,floor (default all)
   --modes LIST    cold,warm (default both)
   --quick         N=10, D=0, 1 rep (smoke test)
@@ -41,13 +42,14 @@ EOF
   exit 2
 }
 
-NS=50 DELAYS=0,25 REPS=3 TOOLS=kwin,ansible,pyinfra,floor MODES=cold,warm
+NS=50 DELAYS=0,25 REPS=3 TOOLS=kwin,ansible,pyinfra,floor MODES=cold,warm TOOL_REPS=""
 CRITERION=1 MATRIX=1 OUT="" KEEP=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --n) NS=${2:?}; shift 2 ;;
     --delay) DELAYS=${2:?}; shift 2 ;;
     --reps) REPS=${2:?}; shift 2 ;;
+    --tool-reps) TOOL_REPS=${2:?}; shift 2 ;;
     --tools) TOOLS=${2:?}; shift 2 ;;
     --modes) MODES=${2:?}; shift 2 ;;
     --quick) NS=10 DELAYS=0 REPS=1; shift ;;
@@ -143,7 +145,7 @@ fi
 rc=0
 if [[ $MATRIX == 1 ]]; then
   log "load before the matrix: $(cut -d' ' -f1-3 /proc/loadavg)"
-  $PY bench/harness.py --n "$NS" --delay "$DELAYS" --reps "$REPS" --tools "$TOOLS" \
+  $PY bench/harness.py --n "$NS" --delay "$DELAYS" --reps "$REPS" --tool-reps "$TOOL_REPS" --tools "$TOOLS" \
     --modes "$MODES" --out "$RUN_DIR" "${KEEP[@]}" || rc=$?
   notes=()
   [[ -f $RUN_DIR/criterion.txt ]] && notes=(--criterion "$RUN_DIR/criterion.txt")
