@@ -32,7 +32,7 @@ fn plan_text(hosts: usize, key: &Path) -> String {
         let _ = writeln!(
             s,
             "[[hosts]]\nname = \"h{i}\"\nos = \"linux\"\naddress = \"10.213.{}.{}\"\n\
-             host_key = \"SHA256:bGFiLWhvc3Qta2V5LWZpbmdlcnByaW50LW9mLWhvc3QtMDAw{:04}\"\n",
+             host_key = \"SHA256:bGFiLWhvc3Qta2V5LWZpbmdlcnByaW50{:010}A\"\n",
             base / 256,
             base % 256 + 2,
             i
