@@ -138,7 +138,9 @@ mkdir -p "$RUN_DIR"
 # --- criterion: load + validate + graph of 1,000 hosts --------------------------------------
 if [[ $CRITERION == 1 ]]; then
   log "criterion: plan_graph (1,000 hosts)"
-  cargo bench -q -p kwin-engine --bench plan_graph -- --noplot 2>&1 | tee "$RUN_DIR/criterion.txt"
+  echo "load before: $(cat /proc/loadavg)" >"$RUN_DIR/criterion.txt"
+  cargo bench -q -p kwin-engine --bench plan_graph -- --noplot 2>&1 | tee -a "$RUN_DIR/criterion.txt"
+  echo "load after: $(cat /proc/loadavg)" >>"$RUN_DIR/criterion.txt"
 fi
 
 # --- the matrix -------------------------------------------------------------------------------
