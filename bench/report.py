@@ -214,7 +214,8 @@ def machine(ms: list[dict]) -> list[str]:
     return [
         f"- CPU: {m['nproc']} × {m['cpu']}; memory {m['mem_gib']} GiB; kernel {m['kernel']}; {m['os']}",
         f"- load average (1/5/15 min) when each matrix started: {'; '.join(loads)}",
-        f"- kwin {m['kwin']} (commit {m['kwin_commit']}); {m['ansible']}; pyinfra {m['pyinfra']}; "
+        f"- kwin {m['kwin']} (commit {m['kwin_commit']}); {m['ansible']}; "
+        f"pyinfra {m['pyinfra'].replace('pyinfra: ', '')}; "
         f"{m['python']}; {m['openssh']}",
         f"- CPU accounting: {m['cgroup']}",
     ]
