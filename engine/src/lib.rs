@@ -14,4 +14,5 @@ pub mod plan;
 pub mod quote;
 pub mod secret;
 pub mod task;
+pub mod template;
 pub mod transport;

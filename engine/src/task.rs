@@ -1,5 +1,15 @@
 //! Tasks: module instances bound to one host, the nodes of the task graph.
+//!
+//! A task is produced by expansion (`expand`) from a recipe step or a user `[[tasks]]` entry.
+//! Its dependencies are already resolved to [`TaskId`]s, kept apart by where they come from so
+//! the graph can tell them apart (`kwin graph` prints each kind differently):
+//!
+//! - `order`: recipe order (a step follows the previous step of its recipe, a recipe's first step
+//!   follows the recipes it `requires`);
+//! - `after`: an explicit `after` entry (recipe step or user task);
+//! - `inputs`: values read from another task's outputs (a data edge).
 
+use crate::diag::Location;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,8 +61,33 @@ pub struct Task {
     /// Module params after templating (a JSON object).
     pub params: serde_json::Value,
     pub origin: Origin,
-    /// Explicit and recipe-order dependencies (resolved ids; may be on other hosts).
+    /// Where the task is defined: the plan's `[[tasks]]` entry or the recipe step.
+    pub location: Option<Location>,
+    /// Recipe order: the previous step of the recipe, or the last steps of required recipes.
+    pub order: Vec<TaskId>,
+    /// Explicit `after` dependencies (resolved ids; may be on other hosts).
     pub after: Vec<TaskId>,
     /// Data dependencies: input name → producer output.
     pub inputs: BTreeMap<String, InputRef>,
+}
+
+impl Task {
+    /// A task without dependencies.
+    pub fn new(id: TaskId, module: impl Into<String>, params: serde_json::Value) -> Self {
+        Task {
+            id,
+            module: module.into(),
+            params,
+            origin: Origin::User { index: 0 },
+            location: None,
+            order: Vec::new(),
+            after: Vec::new(),
+            inputs: BTreeMap::new(),
+        }
+    }
+
+    pub fn with_origin(mut self, origin: Origin) -> Self {
+        self.origin = origin;
+        self
+    }
 }

@@ -1,4 +1,96 @@
-//! The built-in recipes (plans/*.toml), embedded in the binary.
+//! The built-in recipes (plans/*.toml), embedded in the binary. Format: plans/README.md.
+
+macro_rules! recipe {
+    ($name:literal) => {
+        (
+            concat!("plans/", $name, ".toml"),
+            include_str!(concat!("../../plans/", $name, ".toml")),
+        )
+    };
+}
 
 /// (file name, text) of every recipe.
-pub const RECIPES: &[(&str, &str)] = &[];
+pub const RECIPES: &[(&str, &str)] = &[
+    recipe!("node-prereqs"),
+    recipe!("runtime-containerd"),
+    recipe!("runtime-docker"),
+    recipe!("kube-packages"),
+    recipe!("control-plane"),
+    recipe!("cni-flannel"),
+    recipe!("cni-calico"),
+    recipe!("runtime-class"),
+    recipe!("linux-worker"),
+    recipe!("windows-worker"),
+    recipe!("smoke-test"),
+];
+
+/// Every step name the built-in recipes define (names a user task's `after` may use), sorted.
+/// Empty if the recipes do not parse (a bug the tests below catch).
+pub fn step_names() -> Vec<String> {
+    let mut names: Vec<String> = kwin_engine::expand::RecipeSet::parse(RECIPES)
+        .map(|set| set.step_names.into_iter().collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kwin_engine::expand::RecipeSet;
+
+    #[test]
+    fn every_recipe_parses_and_checks() {
+        let set = RecipeSet::parse(RECIPES).unwrap_or_else(|d| panic!("{d}"));
+        assert_eq!(set.recipes.len(), RECIPES.len());
+        let names = step_names();
+        assert!(names.iter().any(|n| n == "kubeadm-init"), "{names:?}");
+    }
+
+    /// The modules the recipes may name: the module authors implement exactly these.
+    const MODULES: &[&str] = &[
+        // Linux
+        "file",
+        "directory",
+        "line_in_file",
+        "sysctl",
+        "kernel_module",
+        "swap_off",
+        "command",
+        "download",
+        "archive",
+        "package",
+        "service",
+        // Windows
+        "windows_feature",
+        "reboot",
+        "env_var",
+        "path_entry",
+        "firewall_rule",
+        "registry_value",
+        "hotfix",
+        // Kubernetes
+        "kubeadm_init",
+        "kubeadm_join",
+        "kube_join_data",
+        "kube_apply",
+        "kube_wait",
+        "kubeconfig_fetch",
+    ];
+
+    #[test]
+    fn recipes_name_only_known_modules() {
+        let set = RecipeSet::parse(RECIPES).unwrap_or_else(|d| panic!("{d}"));
+        for r in &set.recipes {
+            for s in &r.def.steps {
+                assert!(
+                    MODULES.contains(&s.module.as_str()),
+                    "recipe `{}` step `{}` names unknown module `{}`",
+                    r.name(),
+                    s.name,
+                    s.module
+                );
+            }
+        }
+    }
+}

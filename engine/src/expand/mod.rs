@@ -1,0 +1,621 @@
+//! Expansion: recipes and the user's `[[tasks]]` → task instances per host.
+//!
+//! Flow of [`expand`]:
+//!
+//! 1. [`RecipeContext::from_plan`]: the template context, every default filled in once.
+//! 2. Without `[cluster]` only the user's tasks expand. With it, [`RecipeSet::parse`] reads the
+//!    recipes (format: `recipe.rs`, plans/README.md) and every template is compiled once.
+//! 3. Per host, in plan order: each recipe whose `applies` matches (roles, os,
+//!    `first_control_plane`, `when`) contributes its steps whose `when` holds, params rendered
+//!    with the host's context. Recipe order becomes `Task::order`. Templates that do not read
+//!    `host` are rendered once and reused, so 1,000 hosts cost 1,000 cheap clones.
+//! 4. User tasks expand onto the hosts their `on` selector picks; their params are templates too.
+//! 5. References (`after`, `inputs`; syntax in `refs.rs`) resolve to task ids.
+//!
+//! Reference rules: a same-host or `@all` reference to a name that some recipe step or user task
+//! has, but that does not run on this host, is dropped (e.g. a step skipped by `when`); a name
+//! nobody has is an error. A reference to a named host or `@first_control_plane` must find the
+//! task there. An input must always find its producer.
+//!
+//! Every problem is a diagnostic pointing at the plan line (`tasks[i].after[j]`) or the recipe
+//! file, step and template line; all are reported at once. Work is linear in hosts × steps plus
+//! references.
+
+pub mod context;
+pub mod recipe;
+pub mod refs;
+
+pub use context::RecipeContext;
+pub use recipe::RecipeSet;
+
+use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location};
+use crate::plan::{LoadedPlan, ResolvedHost, Selector};
+use crate::task::{InputRef, Origin, Task, TaskId};
+use crate::template::{self, TemplateError, Tree, TreeError, Value};
+use recipe::{template_diag, CompiledRecipe, Recipe, RefKind, StepRefs};
+use refs::Scope;
+use std::collections::{HashMap, HashSet};
+
+/// Every task of `plan`. `recipes` are (file name, text) pairs.
+pub fn expand(plan: &LoadedPlan, recipes: &[(&str, &str)]) -> Result<Vec<Task>, Diagnostics> {
+    let ctx = RecipeContext::from_plan(plan)?;
+    let set = if ctx.has_cluster {
+        RecipeSet::parse(recipes)?
+    } else {
+        RecipeSet::default()
+    };
+    let mut env = template::environment();
+    let pins = plan.file.artifacts.sha256.clone();
+    // `sha256_of('file-name')`: the plan's pinned checksum of an artifact, or none.
+    env.add_function("sha256_of", move |file: &str| pins.get(file).cloned());
+    let mut diags = Diagnostics::default();
+    let compiled: Vec<CompiledRecipe> = set
+        .recipes
+        .iter()
+        .map(|r| CompiledRecipe::compile(&env, r, &mut diags))
+        .collect();
+    let mut user = Vec::with_capacity(plan.file.tasks.len());
+    for (i, ut) in plan.file.tasks.iter().enumerate() {
+        let mut errors = Vec::new();
+        let items = ut
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), Tree::compile(&env, v, k, &mut errors)))
+            .collect();
+        for e in errors {
+            diags.push(user_template_diag(plan, i, &ut.name, &e, None));
+        }
+        let mut refs = StepRefs::default();
+        for (j, a) in ut.after.iter().enumerate() {
+            let path = format!("tasks[{i}].after[{j}]");
+            match refs::parse(a, false) {
+                Ok(r) => refs.after.push((r, path)),
+                Err(msg) => diags.push(
+                    Diagnostic::error("task-after", format!("task `{}`: {msg}", ut.name))
+                        .at(plan.loc(&path)),
+                ),
+            }
+        }
+        user.push((Tree::Object(items), refs));
+    }
+    if diags.has_errors() {
+        return Err(diags);
+    }
+
+    let requires = requires_indices(&set);
+    let mut x = Expander::new(plan, &set);
+    let mut cache = RenderCache::new(&compiled);
+    let contexts: Vec<Value> = (0..plan.hosts.len()).map(|i| ctx.for_host(i)).collect();
+    for (hi, cx) in contexts.iter().enumerate() {
+        x.recipes_on_host(
+            hi,
+            cx,
+            &compiled,
+            &requires,
+            ctx.first_control_plane,
+            &mut cache,
+        );
+    }
+    for (i, (tree, refs)) in user.iter().enumerate() {
+        x.user_task(i, tree, refs, &contexts);
+    }
+    x.resolve(ctx.first_control_plane)
+}
+
+/// For each recipe (in set order), the indices of the recipes it requires.
+fn requires_indices(set: &RecipeSet) -> Vec<Vec<usize>> {
+    let by_name: HashMap<&str, usize> = set
+        .recipes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name(), i))
+        .collect();
+    set.recipes
+        .iter()
+        .map(|r| {
+            r.def
+                .requires
+                .iter()
+                .filter_map(|q| by_name.get(q.as_str()).copied())
+                .collect()
+        })
+        .collect()
+}
+
+/// Who wrote a task's references, for diagnostics.
+#[derive(Debug, Clone, Copy)]
+enum Author<'a> {
+    Recipe { recipe: &'a Recipe, step: &'a str },
+    User { name: &'a str },
+}
+
+impl Author<'_> {
+    fn diag(&self, plan: &LoadedPlan, path: &str, msg: String) -> Diagnostic {
+        match self {
+            Author::Recipe { recipe, step } => Diagnostic::error(
+                "recipe-ref",
+                format!("recipe `{}` step `{step}`: {msg}", recipe.name()),
+            )
+            .at(recipe.loc(path)),
+            Author::User { name } => {
+                Diagnostic::error("task-after", format!("task `{name}`: {msg}")).at(plan.loc(path))
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Pending<'a> {
+    task: Task,
+    host: usize,
+    author: Author<'a>,
+    refs: &'a StepRefs,
+}
+
+type Cached<T> = Option<Result<T, TemplateError>>;
+
+/// Renders of templates that do not read `host`, shared by every host.
+struct RenderCache {
+    recipe_when: Vec<Cached<bool>>,
+    step_when: Vec<Vec<Cached<bool>>>,
+    params: Vec<Vec<Option<Result<serde_json::Value, TreeError>>>>,
+}
+
+impl RenderCache {
+    fn new(compiled: &[CompiledRecipe]) -> Self {
+        RenderCache {
+            recipe_when: vec![None; compiled.len()],
+            step_when: compiled.iter().map(|c| vec![None; c.steps.len()]).collect(),
+            params: compiled.iter().map(|c| vec![None; c.steps.len()]).collect(),
+        }
+    }
+}
+
+/// `slot`'s value if the template is host-independent and was rendered before; else render
+/// (and remember, when host-independent).
+fn cached<T: Clone>(slot: &mut Option<T>, per_host: bool, render: impl FnOnce() -> T) -> T {
+    if per_host {
+        return render();
+    }
+    if let Some(v) = slot {
+        return v.clone();
+    }
+    let v = render();
+    *slot = Some(v.clone());
+    v
+}
+
+/// Indexes references resolve against.
+struct Lookup<'n> {
+    /// Task name → every task (index in `pending`) of that name.
+    by_name: HashMap<&'n str, Vec<usize>>,
+    host_index: HashMap<&'n str, usize>,
+    first_cp: Option<usize>,
+}
+
+struct Expander<'a> {
+    plan: &'a LoadedPlan,
+    set: &'a RecipeSet,
+    pending: Vec<Pending<'a>>,
+    /// Per host: task name → index in `pending`.
+    by_host: Vec<HashMap<String, usize>>,
+    diags: Diagnostics,
+    seen: HashSet<String>,
+}
+
+impl<'a> Expander<'a> {
+    fn new(plan: &'a LoadedPlan, set: &'a RecipeSet) -> Self {
+        Expander {
+            plan,
+            set,
+            pending: Vec::new(),
+            by_host: vec![HashMap::new(); plan.hosts.len()],
+            diags: Diagnostics::default(),
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Push `d` unless an identical diagnostic was already reported (the same template error
+    /// on every host is reported once).
+    fn report(&mut self, d: Diagnostic) {
+        if self.seen.insert(d.to_string()) {
+            self.diags.push(d);
+        }
+    }
+
+    fn host(&self, i: usize) -> &'a ResolvedHost {
+        &self.plan.hosts[i]
+    }
+
+    /// A condition's value; a template error is reported (once) and counts as false.
+    fn condition(
+        &mut self,
+        res: Result<bool, TemplateError>,
+        diag: impl FnOnce(&TemplateError) -> Diagnostic,
+    ) -> bool {
+        res.unwrap_or_else(|e| {
+            self.report(diag(&e));
+            false
+        })
+    }
+
+    fn recipes_on_host(
+        &mut self,
+        hi: usize,
+        cx: &Value,
+        compiled: &'a [CompiledRecipe<'_, 'a>],
+        requires: &[Vec<usize>],
+        first_cp: Option<usize>,
+        cache: &mut RenderCache,
+    ) {
+        let host = self.host(hi);
+        let on_host = |reads_host: bool| reads_host.then_some(host.name.as_str());
+        // Per recipe: its last step on this host as (recipe, step) indices (or, if it does not
+        // run here, the tails of what it requires), and every tail those already follow (so
+        // no redundant edges are added).
+        let mut tails: Vec<Vec<(usize, usize)>> = vec![Vec::new(); compiled.len()];
+        let mut covered: Vec<HashSet<(usize, usize)>> = vec![HashSet::new(); compiled.len()];
+        for (ri, cr) in compiled.iter().enumerate() {
+            let r = cr.recipe;
+            let mut preds: Vec<(usize, usize)> = Vec::new();
+            let mut below: HashSet<(usize, usize)> = HashSet::new();
+            for &q in &requires[ri] {
+                below.extend(covered[q].iter().copied());
+                for t in &tails[q] {
+                    if !preds.contains(t) {
+                        preds.push(*t);
+                    }
+                }
+            }
+            preds.retain(|t| !below.contains(t));
+
+            let a = &r.def.applies;
+            let mut applies = (a.roles.is_empty()
+                || host.role.is_some_and(|x| a.roles.contains(&x)))
+                && a.os.is_none_or(|os| os == host.os)
+                && (!a.first_control_plane || first_cp == Some(hi));
+            if let (true, Some(w)) = (applies, &cr.when) {
+                let res = cached(&mut cache.recipe_when[ri], w.reads("host"), || {
+                    w.render_bool(cx)
+                });
+                applies = self.condition(res, |e| {
+                    template_diag(
+                        r,
+                        None,
+                        "applies.when",
+                        "applies.when",
+                        e,
+                        on_host(w.reads("host")),
+                    )
+                });
+            }
+            if !applies {
+                tails[ri] = preds;
+                covered[ri] = below;
+                continue;
+            }
+            for (ai, (that, message)) in cr.asserts.iter().enumerate() {
+                match that.render_bool(cx) {
+                    Ok(true) => {}
+                    Ok(false) => self.report(
+                        Diagnostic::error(
+                            "recipe-assert",
+                            format!("host `{}`: {message} (recipe `{}`)", host.name, r.name()),
+                        )
+                        .at(self.plan.loc(&format!("hosts[{}].name", host.index))),
+                    ),
+                    Err(e) => {
+                        let path = format!("asserts[{ai}].that");
+                        let d =
+                            template_diag(r, None, &path, &path, &e, on_host(that.reads("host")));
+                        self.report(d);
+                    }
+                }
+            }
+            let mut prev = preds.clone();
+            for st in &cr.steps {
+                if let Some(w) = &st.when {
+                    let res = cached(&mut cache.step_when[ri][st.index], w.reads("host"), || {
+                        w.render_bool(cx)
+                    });
+                    let on = self.condition(res, |e| {
+                        let path = format!("steps[{}].when", st.index);
+                        template_diag(
+                            r,
+                            Some(&st.def.name),
+                            &path,
+                            "when",
+                            e,
+                            on_host(w.reads("host")),
+                        )
+                    });
+                    if !on {
+                        continue;
+                    }
+                }
+                let reads_host = st.params.reads("host");
+                let params = match cached(&mut cache.params[ri][st.index], reads_host, || {
+                    st.params.render(cx)
+                }) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.report(template_diag(
+                            r,
+                            Some(&st.def.name),
+                            &format!("steps[{}].params.{}", st.index, e.path),
+                            &format!("params.{}", e.path),
+                            &e.error,
+                            on_host(reads_host),
+                        ));
+                        continue;
+                    }
+                };
+                let mut task = Task::new(
+                    TaskId::new(&host.name, &st.def.name),
+                    &st.def.module,
+                    params,
+                )
+                .with_origin(Origin::Recipe {
+                    recipe: r.name().to_string(),
+                    step: st.def.name.clone(),
+                });
+                task.location = st.location.clone();
+                task.order = prev
+                    .iter()
+                    .map(|&(pr, ps)| TaskId::new(&host.name, &compiled[pr].steps[ps].def.name))
+                    .collect();
+                prev = vec![(ri, st.index)];
+                let author = Author::Recipe {
+                    recipe: r,
+                    step: &st.def.name,
+                };
+                self.add(hi, task, author, &st.refs, None);
+            }
+            if prev != preds {
+                below.extend(preds);
+            }
+            tails[ri] = prev;
+            covered[ri] = below;
+        }
+    }
+
+    fn user_task(&mut self, i: usize, tree: &Tree, refs: &'a StepRefs, contexts: &[Value]) {
+        let plan = self.plan;
+        let ut = &plan.file.tasks[i];
+        let reads_host = tree.reads("host");
+        let mut shared: Option<Result<serde_json::Value, TreeError>> = None;
+        for (hi, h) in plan.hosts.iter().enumerate() {
+            if !selects(&ut.on, h) {
+                continue;
+            }
+            let params = match cached(&mut shared, reads_host, || tree.render(&contexts[hi])) {
+                Ok(p) => p,
+                Err(e) => {
+                    let on = reads_host.then_some(h.name.as_str());
+                    let d = user_template_diag(plan, i, &ut.name, &e, on);
+                    self.report(d);
+                    continue;
+                }
+            };
+            let mut task = Task::new(TaskId::new(&h.name, &ut.name), &ut.module, params)
+                .with_origin(Origin::User { index: i });
+            task.location = plan.loc(&format!("tasks[{i}]"));
+            self.add(hi, task, Author::User { name: &ut.name }, refs, Some(i));
+        }
+    }
+
+    fn add(
+        &mut self,
+        hi: usize,
+        task: Task,
+        author: Author<'a>,
+        refs: &'a StepRefs,
+        user: Option<usize>,
+    ) {
+        if let Some(&other) = self.by_host[hi].get(&task.id.name) {
+            let d = self.clash(&self.pending[other].task, &task, user);
+            self.report(d);
+            return;
+        }
+        self.by_host[hi].insert(task.id.name.clone(), self.pending.len());
+        self.pending.push(Pending {
+            task,
+            host: hi,
+            author,
+            refs,
+        });
+    }
+
+    fn clash(&self, first: &Task, second: &Task, user: Option<usize>) -> Diagnostic {
+        let what = |t: &Task| match &t.origin {
+            Origin::Recipe { recipe, step } => format!("step `{step}` of recipe `{recipe}`"),
+            Origin::User { index } => format!("the plan's tasks[{index}]"),
+        };
+        let d = Diagnostic::error(
+            "task-duplicate",
+            format!(
+                "task `{}` is defined twice: by {} and by {}",
+                second.id,
+                what(first),
+                what(second)
+            ),
+        );
+        match user {
+            Some(i) => d.at(self.plan.loc(&format!("tasks[{i}].name"))).with_hint(
+                "rename the task; recipe step names are reserved on hosts that run them",
+            ),
+            None => d.at(second.location.clone()),
+        }
+    }
+
+    /// Every name a reference may use: recipe steps and user tasks.
+    fn known(&self, name: &str) -> bool {
+        self.set.step_names.contains(name) || self.plan.file.tasks.iter().any(|t| t.name == name)
+    }
+
+    fn suggest(&self, name: &str) -> Option<String> {
+        let users = self.plan.file.tasks.iter().map(|t| t.name.as_str());
+        did_you_mean(
+            name,
+            self.set.step_names.iter().map(String::as_str).chain(users),
+        )
+        .map(|s| format!("did you mean `{s}`?"))
+    }
+
+    /// The tasks reference `r` (written by `p`, task index `me`) points to.
+    fn targets(
+        &self,
+        me: usize,
+        p: &Pending<'a>,
+        kind: RefKind<'_>,
+        r: &refs::Ref,
+        look: &Lookup<'_>,
+    ) -> Result<Vec<usize>, String> {
+        let what = match kind {
+            RefKind::After => format!("after `{r}`"),
+            RefKind::Input(name) => format!("input `{name}` (`{r}`)"),
+        };
+        let on = |h: usize| self.by_host[h].get(&r.name).copied();
+        let absent = |h: usize| {
+            format!(
+                "{what}: `{}` does not run on host `{}`",
+                r.name,
+                self.host(h).name
+            )
+        };
+        let unknown = || format!("{what}: no recipe step or task is named `{}`", r.name);
+        match &r.scope {
+            Scope::SameHost => match on(p.host) {
+                Some(t) => Ok(vec![t]),
+                None if !self.known(&r.name) => Err(unknown()),
+                None if matches!(kind, RefKind::Input(_)) => Err(absent(p.host)),
+                None => Ok(Vec::new()),
+            },
+            Scope::Host(h) => match look.host_index.get(h.as_str()) {
+                None => Err(format!("{what}: the plan has no host `{h}`")),
+                Some(&hi) => on(hi).map(|t| vec![t]).ok_or_else(|| absent(hi)),
+            },
+            Scope::FirstControlPlane => match look.first_cp {
+                None => Err(format!("{what}: the plan has no control plane")),
+                Some(hi) => on(hi).map(|t| vec![t]).ok_or_else(|| absent(hi)),
+            },
+            Scope::All if self.known(&r.name) => Ok(look
+                .by_name
+                .get(r.name.as_str())
+                .map(|v| v.iter().copied().filter(|&t| t != me).collect())
+                .unwrap_or_default()),
+            Scope::All => Err(unknown()),
+        }
+    }
+
+    fn resolve(mut self, first_cp: Option<usize>) -> Result<Vec<Task>, Diagnostics> {
+        let plan = self.plan;
+        let host_index: HashMap<&str, usize> = plan
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.as_str(), i))
+            .collect();
+        let names: Vec<String> = self
+            .pending
+            .iter()
+            .map(|p| p.task.id.name.clone())
+            .collect();
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, n) in names.iter().enumerate() {
+            by_name.entry(n.as_str()).or_default().push(i);
+        }
+        let look = Lookup {
+            by_name,
+            host_index,
+            first_cp,
+        };
+        // (kind, target task, output key) per task.
+        type Edge<'k> = (RefKind<'k>, usize, Option<&'k str>);
+        let mut edges: Vec<Vec<Edge<'a>>> = Vec::with_capacity(self.pending.len());
+        let mut errors: Vec<Diagnostic> = Vec::new();
+        for (me, p) in self.pending.iter().enumerate() {
+            let mut out: Vec<Edge<'a>> = Vec::new();
+            let refs: &'a StepRefs = p.refs;
+            for (kind, r, path) in refs.iter() {
+                match self.targets(me, p, kind, r, &look) {
+                    Ok(ts) => out.extend(ts.into_iter().map(|t| (kind, t, r.key.as_deref()))),
+                    Err(msg) => {
+                        let mut d = p.author.diag(plan, path, msg);
+                        if !self.known(&r.name) {
+                            if let Some(h) = self.suggest(&r.name) {
+                                d = d.with_hint(h);
+                            }
+                        }
+                        errors.push(d);
+                    }
+                }
+            }
+            edges.push(out);
+        }
+        for d in errors {
+            self.report(d);
+        }
+        if self.diags.has_errors() {
+            return Err(self.diags);
+        }
+        let ids: Vec<TaskId> = self.pending.iter().map(|p| p.task.id.clone()).collect();
+        let tasks = self
+            .pending
+            .into_iter()
+            .zip(edges)
+            .map(|(p, out)| {
+                let mut t = p.task;
+                let mut seen: HashSet<usize> = HashSet::new();
+                for (kind, target, key) in out {
+                    let id = ids[target].clone();
+                    match kind {
+                        RefKind::After => {
+                            if seen.insert(target) {
+                                t.after.push(id);
+                            }
+                        }
+                        RefKind::Input(name) => {
+                            let key = key.unwrap_or(name).to_string();
+                            t.inputs
+                                .insert(name.to_string(), InputRef { from: id, key });
+                        }
+                    }
+                }
+                t
+            })
+            .collect();
+        Ok(tasks)
+    }
+}
+
+fn user_template_diag(
+    plan: &LoadedPlan,
+    i: usize,
+    name: &str,
+    e: &TreeError,
+    host: Option<&str>,
+) -> Diagnostic {
+    let path = format!("tasks[{i}].params.{}", e.path);
+    let mut loc: Option<Location> = plan.loc(&path);
+    if let (Some(l), Some(line)) = (loc.as_mut(), e.error.line) {
+        if line > 1 {
+            // A multi-line string: its first line follows the opening `"""`.
+            l.line += line;
+            l.col = 1;
+        }
+    }
+    let on = host.map(|h| format!(" (host `{h}`)")).unwrap_or_default();
+    Diagnostic::error(
+        "template",
+        format!("task `{name}`: params.{}: {}{on}", e.path, e.error.message),
+    )
+    .at(loc)
+}
+
+/// Whether `sel` picks host `h` (an empty selector picks every host).
+pub fn selects(sel: &Selector, h: &ResolvedHost) -> bool {
+    (sel.hosts.is_empty() || sel.hosts.iter().any(|n| n == &h.name))
+        && (sel.roles.is_empty() || h.role.is_some_and(|r| sel.roles.contains(&r)))
+        && sel.os.is_none_or(|os| os == h.os)
+}

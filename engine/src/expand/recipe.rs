@@ -1,0 +1,596 @@
+//! Recipes: the format of `plans/*.toml`, parsing, static checks and compilation.
+//!
+//! ```toml
+//! recipe = "control-plane"                       # unique name
+//! description = "kubeadm init on the first control plane"
+//! applies = { roles = ["control-plane"], os = "linux", when = "{{ ... }}" }
+//! requires = ["kube-packages"]    # recipes whose steps come first on the same host
+//!
+//! [[asserts]]                     # checked on every host the recipe applies to
+//! that = "{{ runtime.windows == 'containerd' }}"
+//! message = "Windows workers need runtime.windows = \"containerd\""
+//!
+//! [[steps]]
+//! name = "kubeadm-init"           # task id: <host>/<name>
+//! module = "kubeadm_init"
+//! when = "{{ host.is_first_control_plane }}"   # optional; true/false
+//! after = ["@first_control_plane:cni-ready"]   # optional; see refs.rs
+//! inputs = { token = "@first_control_plane:join-data.token" }   # optional data edges
+//! [steps.params]                  # module params; every string is a template
+//! config = "/etc/kubernetes/kubeadm-config.yaml"
+//! ```
+//!
+//! `applies` picks hosts: `roles` (any of; empty: any host), `os`, `first_control_plane = true`
+//! (only the first control plane), `when` (a template rendered per host). Steps run in file
+//! order; the first step of a recipe follows the last step of every recipe it `requires` that
+//! runs on the same host.
+//!
+//! Static checks (before any host is looked at): unique recipe names, unique step names in a
+//! recipe, known `requires` without cycles, well-formed references that name a step some recipe
+//! defines, recipes never name plan hosts.
+
+use super::refs::{self, Ref, Scope};
+use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location, SourceMap};
+use crate::plan::spans::SpanIndex;
+use crate::plan::{Os, Role};
+use crate::template::{Snippet, TemplateError, Tree, TreeError};
+use minijinja::Environment;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Applies {
+    #[serde(default)]
+    pub roles: Vec<Role>,
+    pub os: Option<Os>,
+    #[serde(default)]
+    pub first_control_plane: bool,
+    pub when: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssertDef {
+    pub that: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepDef {
+    pub name: String,
+    pub module: String,
+    pub when: Option<String>,
+    #[serde(default)]
+    pub after: Vec<String>,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeDef {
+    pub recipe: String,
+    pub description: Option<String>,
+    pub applies: Applies,
+    #[serde(default)]
+    pub requires: Vec<String>,
+    #[serde(default)]
+    pub asserts: Vec<AssertDef>,
+    #[serde(default)]
+    pub steps: Vec<StepDef>,
+}
+
+/// One parsed recipe file.
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    pub def: RecipeDef,
+    text: String,
+    source: SourceMap,
+    spans: SpanIndex,
+}
+
+impl Recipe {
+    pub fn name(&self) -> &str {
+        &self.def.recipe
+    }
+
+    /// Location of the value at `path` (e.g. `steps[2].after[0]`).
+    pub fn loc(&self, path: &str) -> Option<Location> {
+        self.source.span(self.spans.find(path))
+    }
+
+    /// Location of line `line` (1-based) inside the template string at `path`.
+    pub fn loc_in_template(&self, path: &str, line: Option<usize>) -> Option<Location> {
+        let span = self.spans.find(path)?;
+        let mut loc = self.source.location(span.start);
+        let Some(line) = line else { return Some(loc) };
+        let rest = self.text.get(span.start..).unwrap_or("");
+        let multi = rest.starts_with("\"\"\"") || rest.starts_with("'''");
+        let trimmed_newline =
+            multi && (rest[3..].starts_with('\n') || rest[3..].starts_with("\r\n"));
+        let extra = line.saturating_sub(1) + usize::from(trimmed_newline);
+        if extra > 0 {
+            loc.line += extra;
+            loc.col = 1;
+        }
+        Some(loc)
+    }
+}
+
+/// Every recipe, ordered so that each comes after the recipes it requires.
+#[derive(Debug, Clone, Default)]
+pub struct RecipeSet {
+    pub recipes: Vec<Recipe>,
+    /// Every step name any recipe defines.
+    pub step_names: HashSet<String>,
+}
+
+impl RecipeSet {
+    /// Parse and check `sources` ((file name, text) pairs).
+    pub fn parse(sources: &[(&str, &str)]) -> Result<RecipeSet, Diagnostics> {
+        let mut diags = Diagnostics::default();
+        let mut recipes = Vec::new();
+        for (file, text) in sources {
+            match parse_one(file, text) {
+                Ok(r) => recipes.push(r),
+                Err(d) => diags.push(d),
+            }
+        }
+        if diags.has_errors() {
+            return Err(diags);
+        }
+        check_names(&recipes, &mut diags);
+        let step_names: HashSet<String> = recipes
+            .iter()
+            .flat_map(|r| r.def.steps.iter().map(|s| s.name.clone()))
+            .collect();
+        for r in &recipes {
+            check_refs(r, &step_names, &mut diags);
+        }
+        let recipes = order_by_requires(recipes, &mut diags);
+        if diags.has_errors() {
+            return Err(diags);
+        }
+        Ok(RecipeSet {
+            recipes,
+            step_names,
+        })
+    }
+}
+
+fn parse_one(file: &str, text: &str) -> Result<Recipe, Diagnostic> {
+    let source = SourceMap::new(Path::new(file), text);
+    let doc = toml::de::DeTable::parse(text).map_err(|e| {
+        Diagnostic::error("recipe-syntax", e.message().trim().to_string()).at(source.span(e.span()))
+    })?;
+    let spans = SpanIndex::build(doc.get_ref());
+    let def: RecipeDef = toml::from_str(text).map_err(|e| {
+        Diagnostic::error("recipe-type", e.message().trim().to_string()).at(source.span(e.span()))
+    })?;
+    Ok(Recipe {
+        def,
+        text: text.to_string(),
+        source,
+        spans,
+    })
+}
+
+fn check_names(recipes: &[Recipe], diags: &mut Diagnostics) {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, r) in recipes.iter().enumerate() {
+        if !refs::valid_name(r.name()) {
+            diags.push(
+                Diagnostic::error(
+                    "recipe-name",
+                    format!("recipe name `{}` is not valid", r.name()),
+                )
+                .at(r.loc("recipe")),
+            );
+        }
+        if seen.insert(r.name(), i).is_some() {
+            diags.push(
+                Diagnostic::error(
+                    "recipe-duplicate",
+                    format!("recipe `{}` is defined twice", r.name()),
+                )
+                .at(r.loc("recipe")),
+            );
+        }
+        let mut steps = HashSet::new();
+        for (j, s) in r.def.steps.iter().enumerate() {
+            if !refs::valid_name(&s.name) {
+                diags.push(
+                    Diagnostic::error(
+                        "recipe-step-name",
+                        format!(
+                            "recipe `{}`: step name `{}` is not valid (no spaces, `.`, `:`, `/` or `@`)",
+                            r.name(),
+                            s.name
+                        ),
+                    )
+                    .at(r.loc(&format!("steps[{j}].name"))),
+                );
+            }
+            if !steps.insert(s.name.as_str()) {
+                diags.push(
+                    Diagnostic::error(
+                        "recipe-step-duplicate",
+                        format!("recipe `{}`: step `{}` is defined twice", r.name(), s.name),
+                    )
+                    .at(r.loc(&format!("steps[{j}].name"))),
+                );
+            }
+        }
+    }
+    for r in recipes {
+        for (k, req) in r.def.requires.iter().enumerate() {
+            if !seen.contains_key(req.as_str()) {
+                let hint = did_you_mean(req, seen.keys().copied());
+                let mut d = Diagnostic::error(
+                    "recipe-requires",
+                    format!(
+                        "recipe `{}` requires `{req}`, which no recipe defines",
+                        r.name()
+                    ),
+                )
+                .at(r.loc(&format!("requires[{k}]")));
+                if let Some(h) = hint {
+                    d = d.with_hint(format!("did you mean `{h}`?"));
+                }
+                diags.push(d);
+            }
+        }
+    }
+}
+
+fn check_refs(r: &Recipe, known: &HashSet<String>, diags: &mut Diagnostics) {
+    let mut check = |s: &str, path: String, with_key: bool, what: &str| {
+        let err = |msg: String| {
+            Diagnostic::error("recipe-ref", format!("recipe `{}`: {msg}", r.name()))
+                .at(r.loc(&path))
+        };
+        match refs::parse(s, with_key) {
+            Err(e) => diags.push(err(e)),
+            Ok(rf) => {
+                if let Scope::Host(h) = &rf.scope {
+                    diags.push(err(format!(
+                        "`{s}` names host `{h}`; recipes name hosts only as `@first_control_plane` or `@all`"
+                    )));
+                } else if rf.scope == Scope::All && what != "after" {
+                    diags.push(err(format!(
+                        "`@all` is allowed only in `after`, not in `{what}`"
+                    )));
+                } else if !known.contains(&rf.name) {
+                    let mut d = err(format!(
+                        "`{s}` names step `{}`, which no recipe defines",
+                        rf.name
+                    ));
+                    if let Some(h) = did_you_mean(&rf.name, known.iter().map(String::as_str)) {
+                        d = d.with_hint(format!("did you mean `{h}`?"));
+                    }
+                    diags.push(d);
+                }
+            }
+        }
+    };
+    for (j, s) in r.def.steps.iter().enumerate() {
+        for (k, a) in s.after.iter().enumerate() {
+            check(a, format!("steps[{j}].after[{k}]"), false, "after");
+        }
+        for (name, a) in &s.inputs {
+            check(a, format!("steps[{j}].inputs.{name}"), true, "inputs");
+        }
+    }
+}
+
+/// Order recipes so each follows those it requires (stable: file order otherwise). A cycle
+/// among `requires` is an error naming every recipe in it.
+fn order_by_requires(recipes: Vec<Recipe>, diags: &mut Diagnostics) -> Vec<Recipe> {
+    let index: HashMap<String, usize> = recipes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name().to_string(), i))
+        .collect();
+    let mut indeg = vec![0usize; recipes.len()];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); recipes.len()];
+    for (i, r) in recipes.iter().enumerate() {
+        for req in &r.def.requires {
+            if let Some(&j) = index.get(req) {
+                indeg[i] += 1;
+                users[j].push(i);
+            }
+        }
+    }
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..recipes.len()).filter(|&i| indeg[i] == 0).collect();
+    let mut order = Vec::with_capacity(recipes.len());
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
+        for &u in &users[i] {
+            indeg[u] -= 1;
+            if indeg[u] == 0 {
+                ready.insert(u);
+            }
+        }
+    }
+    if order.len() < recipes.len() {
+        let stuck: Vec<&str> = (0..recipes.len())
+            .filter(|i| !order.contains(i))
+            .map(|i| recipes[i].name())
+            .collect();
+        let first = (0..recipes.len()).find(|i| !order.contains(i)).unwrap_or(0);
+        diags.push(
+            Diagnostic::error(
+                "recipe-requires-cycle",
+                format!(
+                    "recipes require each other in a cycle: {}",
+                    stuck.join(", ")
+                ),
+            )
+            .at(recipes[first].loc("requires")),
+        );
+        return recipes;
+    }
+    let mut slots: Vec<Option<Recipe>> = recipes.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
+/// What a reference is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefKind<'a> {
+    After,
+    /// The input of this name.
+    Input(&'a str),
+}
+
+/// The parsed references of one step or user task, each with the path it was written at
+/// (`steps[3].after[0]`, `tasks[1].after[0]`).
+#[derive(Debug, Clone, Default)]
+pub struct StepRefs {
+    pub after: Vec<(Ref, String)>,
+    pub inputs: Vec<(String, Ref, String)>,
+}
+
+impl StepRefs {
+    pub fn iter(&self) -> impl Iterator<Item = (RefKind<'_>, &Ref, &str)> {
+        let after = self
+            .after
+            .iter()
+            .map(|(r, p)| (RefKind::After, r, p.as_str()));
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|(n, r, p)| (RefKind::Input(n.as_str()), r, p.as_str()));
+        after.chain(inputs)
+    }
+}
+
+/// A step with its templates compiled and references parsed.
+#[derive(Debug)]
+pub struct CompiledStep<'env, 'src> {
+    pub index: usize,
+    pub def: &'src StepDef,
+    pub location: Option<Location>,
+    pub when: Option<Snippet<'env, 'src>>,
+    pub params: Tree<'env, 'src>,
+    pub refs: StepRefs,
+}
+
+/// A recipe with its templates compiled.
+#[derive(Debug)]
+pub struct CompiledRecipe<'env, 'src> {
+    pub recipe: &'src Recipe,
+    pub when: Option<Snippet<'env, 'src>>,
+    pub asserts: Vec<(Snippet<'env, 'src>, &'src str)>,
+    pub steps: Vec<CompiledStep<'env, 'src>>,
+}
+
+/// A template diagnostic located in a recipe.
+pub fn template_diag(
+    r: &Recipe,
+    step: Option<&str>,
+    path: &str,
+    what: &str,
+    e: &TemplateError,
+    host: Option<&str>,
+) -> Diagnostic {
+    let step = step.map(|s| format!(" step `{s}`")).unwrap_or_default();
+    let on = host.map(|h| format!(" (host `{h}`)")).unwrap_or_default();
+    Diagnostic::error(
+        "template",
+        format!("recipe `{}`{step}: {what}: {}{on}", r.name(), e.message),
+    )
+    .at(r.loc_in_template(path, e.line))
+}
+
+impl<'env, 'src> CompiledRecipe<'env, 'src> {
+    pub fn compile(
+        env: &'env Environment<'src>,
+        recipe: &'src Recipe,
+        diags: &mut Diagnostics,
+    ) -> Self {
+        let snippet =
+            |src: &'src str,
+             path: &str,
+             step: Option<&str>,
+             what: &str,
+             diags: &mut Diagnostics| match Snippet::compile(env, src) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    diags.push(template_diag(recipe, step, path, what, &e, None));
+                    None
+                }
+            };
+        let when = recipe
+            .def
+            .applies
+            .when
+            .as_deref()
+            .and_then(|w| snippet(w, "applies.when", None, "applies.when", diags));
+        let asserts = recipe
+            .def
+            .asserts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                let p = format!("asserts[{i}].that");
+                snippet(&a.that, &p, None, &p, diags).map(|s| (s, a.message.as_str()))
+            })
+            .collect();
+        let mut steps = Vec::new();
+        for (j, s) in recipe.def.steps.iter().enumerate() {
+            let when = s.when.as_deref().and_then(|w| {
+                snippet(w, &format!("steps[{j}].when"), Some(&s.name), "when", diags)
+            });
+            let mut errors: Vec<TreeError> = Vec::new();
+            let mut params = Tree::Object(Vec::new());
+            if let Tree::Object(items) = &mut params {
+                for (k, v) in &s.params {
+                    items.push((k.clone(), Tree::compile(env, v, k, &mut errors)));
+                }
+            }
+            for e in errors {
+                diags.push(template_diag(
+                    recipe,
+                    Some(&s.name),
+                    &format!("steps[{j}].params.{}", e.path),
+                    &format!("params.{}", e.path),
+                    &e.error,
+                    None,
+                ));
+            }
+            // References were checked by `RecipeSet::parse`; unparsable ones are skipped here.
+            let parse_all = |list: &[String], what: &str| {
+                list.iter()
+                    .enumerate()
+                    .filter_map(|(k, a)| {
+                        refs::parse(a, false)
+                            .ok()
+                            .map(|r| (r, format!("steps[{j}].{what}[{k}]")))
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let refs = StepRefs {
+                after: parse_all(&s.after, "after"),
+                inputs: s
+                    .inputs
+                    .iter()
+                    .filter_map(|(name, a)| {
+                        refs::parse(a, true)
+                            .ok()
+                            .map(|r| (name.clone(), r, format!("steps[{j}].inputs.{name}")))
+                    })
+                    .collect(),
+            };
+            steps.push(CompiledStep {
+                index: j,
+                def: s,
+                location: recipe.loc(&format!("steps[{j}]")),
+                when,
+                params,
+                refs,
+            });
+        }
+        CompiledRecipe {
+            recipe,
+            when,
+            asserts,
+            steps,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = r#"
+recipe = "a"
+applies = { roles = ["worker"] }
+[[steps]]
+name = "one"
+module = "command"
+[[steps]]
+name = "two"
+module = "command"
+after = ["one"]
+"#;
+
+    #[test]
+    fn parses_and_orders_by_requires() {
+        let b = r#"
+recipe = "b"
+applies = {}
+requires = ["a"]
+[[steps]]
+name = "three"
+module = "command"
+inputs = { token = "@first_control_plane:one.token" }
+"#;
+        let set = RecipeSet::parse(&[("plans/b.toml", b), ("plans/a.toml", A)]).expect("parses");
+        let names: Vec<&str> = set.recipes.iter().map(Recipe::name).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(set.step_names.contains("three"));
+    }
+
+    fn errors(sources: &[(&str, &str)]) -> String {
+        RecipeSet::parse(sources)
+            .expect_err("invalid recipes")
+            .to_string()
+    }
+
+    #[test]
+    fn static_errors_point_into_the_recipe() {
+        let bad = r#"
+recipe = "bad"
+applies = {}
+requires = ["aa"]
+[[steps]]
+name = "x"
+module = "command"
+after = ["onee", "cp1:one"]
+inputs = { t = "@all:one.token" }
+"#;
+        let msg = errors(&[("plans/a.toml", A), ("plans/bad.toml", bad)]);
+        assert!(msg.contains("plans/bad.toml:4:"), "{msg}");
+        assert!(msg.contains("requires `aa`"), "{msg}");
+        assert!(msg.contains("did you mean `a`?"), "{msg}");
+        assert!(msg.contains("plans/bad.toml:8:"), "{msg}");
+        assert!(msg.contains("names step `onee`"), "{msg}");
+        assert!(msg.contains("did you mean `one`?"), "{msg}");
+        assert!(msg.contains("names host `cp1`"), "{msg}");
+        assert!(msg.contains("`@all` is allowed only in `after`"), "{msg}");
+    }
+
+    #[test]
+    fn requires_cycle_names_every_recipe() {
+        let x = "recipe = \"x\"\napplies = {}\nrequires = [\"y\"]\n";
+        let y = "recipe = \"y\"\napplies = {}\nrequires = [\"x\"]\n";
+        let msg = errors(&[("x.toml", x), ("y.toml", y)]);
+        assert!(msg.contains("cycle: x, y"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_keys_and_duplicates() {
+        let msg = errors(&[("u.toml", "recipe = \"u\"\napplies = {}\nstepz = []\n")]);
+        assert!(msg.contains("u.toml:3:1"), "{msg}");
+        let dup = "recipe = \"d\"\napplies = {}\n[[steps]]\nname = \"s\"\nmodule = \"m\"\n[[steps]]\nname = \"s\"\nmodule = \"m\"\n";
+        let msg = errors(&[("d.toml", dup)]);
+        assert!(msg.contains("step `s` is defined twice"), "{msg}");
+    }
+
+    #[test]
+    fn template_lines_map_into_multiline_strings() {
+        let text = "recipe = \"t\"\napplies = {}\n[[steps]]\nname = \"s\"\nmodule = \"file\"\n[steps.params]\ncontent = \"\"\"\nline one\n{{ nope }}\n\"\"\"\n";
+        let set = RecipeSet::parse(&[("t.toml", text)]).expect("parses");
+        let loc = set.recipes[0]
+            .loc_in_template("steps[0].params.content", Some(2))
+            .expect("location");
+        assert_eq!(loc.line, 9);
+    }
+}

@@ -1,0 +1,488 @@
+//! Templates: minijinja with strict undefined values and quoting filters.
+//!
+//! Recipes (plans/*.toml) and user task params are data whose strings may be templates. Each
+//! string is compiled once ([`Snippet::compile`]) and rendered per host against a context
+//! value. Three kinds of strings:
+//!
+//! - no `{{`, `{%` or `{#`: a literal, copied as is;
+//! - exactly one `{{ expression }}` and nothing else but surrounding whitespace: the
+//!   expression's value *with its type* (number, bool, list, map, none), so
+//!   `vni = "{{ cni.vni }}"` yields the number 4096;
+//! - anything else: rendered to a string.
+//!
+//! Invariants: an undefined variable or attribute is an error (never an empty string); user text
+//! reaches a shell only through the `sh` and `ps` filters (built on `quote::sh_quote` and
+//! `quote::ps_quote`). Errors name the undefined value and the line inside the template; the
+//! caller adds the file and step.
+
+use crate::quote::{ps_quote, sh_quote};
+use base64::Engine as _;
+use minijinja::value::ValueKind;
+use minijinja::{
+    AutoEscape, Environment, Error, ErrorKind, Expression, Template, UndefinedBehavior,
+};
+use std::collections::HashSet;
+use std::fmt;
+
+pub use minijinja::Value;
+
+/// The environment every kwin template is compiled in.
+pub fn environment<'src>() -> Environment<'src> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_keep_trailing_newline(true);
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    env.add_filter("sh", sh_filter);
+    env.add_filter("ps", ps_filter);
+    env.add_filter("b64", b64_filter);
+    env
+}
+
+/// The words of `v` for a quoting filter: a string, number or bool is one word; a list is one
+/// word per item (joined by spaces after quoting).
+fn words(filter: &str, v: &Value) -> Result<Vec<String>, Error> {
+    let one = |v: &Value| match v.kind() {
+        ValueKind::String => Ok(v.as_str().unwrap_or_default().to_string()),
+        ValueKind::Number | ValueKind::Bool => Ok(v.to_string()),
+        k => Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("`{filter}` cannot quote a value of kind {k}"),
+        )),
+    };
+    match v.kind() {
+        ValueKind::Seq | ValueKind::Iterable => v.try_iter()?.map(|x| one(&x)).collect(),
+        _ => Ok(vec![one(v)?]),
+    }
+}
+
+fn sh_filter(v: Value) -> Result<String, Error> {
+    Ok(words("sh", &v)?
+        .iter()
+        .map(|w| sh_quote(w))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+fn ps_filter(v: Value) -> Result<String, Error> {
+    Ok(words("ps", &v)?
+        .iter()
+        .map(|w| ps_quote(w))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+fn b64_filter(v: Value) -> Result<String, Error> {
+    let s = words("b64", &v)?.join(" ");
+    Ok(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()))
+}
+
+/// A template that failed to compile or render.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError {
+    /// Lowercase, one line: "undefined value `cluster.nme`".
+    pub message: String,
+    /// 1-based line inside the template source, when known.
+    pub line: Option<usize>,
+}
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(l) = self.line {
+            write!(f, " (template line {l})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
+fn describe(e: &Error) -> String {
+    match e.detail() {
+        Some(d) => format!("{}: {d}", e.kind()),
+        None => e.kind().to_string(),
+    }
+}
+
+impl TemplateError {
+    fn from_minijinja(e: &Error, vars: &HashSet<String>, ctx: Option<&Value>) -> Self {
+        let mut message = describe(e);
+        if e.kind() == ErrorKind::UndefinedError {
+            if let Some(name) = ctx.and_then(|c| first_undefined(vars, c)) {
+                message = format!("undefined value `{name}`");
+            }
+        }
+        TemplateError {
+            message,
+            line: e.line(),
+        }
+    }
+}
+
+/// The first of `vars` (dotted paths, sorted) that does not resolve in `ctx`.
+fn first_undefined(vars: &HashSet<String>, ctx: &Value) -> Option<String> {
+    let mut sorted: Vec<&String> = vars.iter().collect();
+    sorted.sort();
+    sorted.into_iter().find_map(|path| {
+        let mut cur = ctx.clone();
+        let mut seen = Vec::new();
+        for part in path.split('.') {
+            seen.push(part);
+            match cur.get_attr(part) {
+                Ok(v) if !v.is_undefined() => cur = v,
+                _ => return Some(seen.join(".")),
+            }
+        }
+        None
+    })
+}
+
+enum Kind<'env, 'src> {
+    Literal(&'src str),
+    Text(Template<'env, 'src>),
+    Expr(Expression<'env, 'src>),
+}
+
+/// One compiled template string.
+pub struct Snippet<'env, 'src> {
+    kind: Kind<'env, 'src>,
+    /// Dotted variable paths the template reads (for error messages).
+    vars: HashSet<String>,
+    /// Top-level names the template reads.
+    roots: HashSet<String>,
+}
+
+impl fmt::Debug for Snippet<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let k = match self.kind {
+            Kind::Literal(_) => "literal",
+            Kind::Text(_) => "text",
+            Kind::Expr(_) => "expression",
+        };
+        f.debug_struct("Snippet")
+            .field("kind", &k)
+            .field("roots", &self.roots)
+            .finish()
+    }
+}
+
+/// Whether `s` contains template syntax.
+pub fn is_template(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%") || s.contains("{#")
+}
+
+/// The expression of a string that is exactly one `{{ expression }}` (surrounding whitespace
+/// allowed, so a long expression may sit on its own lines).
+pub fn single_expression(s: &str) -> Option<&str> {
+    let inner = s.trim().strip_prefix("{{")?.strip_suffix("}}")?;
+    if is_template(inner) || inner.contains("}}") {
+        return None;
+    }
+    Some(inner.trim())
+}
+
+impl<'env, 'src> Snippet<'env, 'src> {
+    pub fn compile(env: &'env Environment<'src>, src: &'src str) -> Result<Self, TemplateError> {
+        let err = |e: Error| TemplateError {
+            message: describe(&e),
+            line: e.line(),
+        };
+        if !is_template(src) {
+            return Ok(Snippet {
+                kind: Kind::Literal(src),
+                vars: HashSet::new(),
+                roots: HashSet::new(),
+            });
+        }
+        let (kind, vars, roots) = match single_expression(src) {
+            Some(expr) => {
+                let e = env.compile_expression(expr).map_err(err)?;
+                let vars = e.undeclared_variables(true);
+                let roots = e.undeclared_variables(false);
+                (Kind::Expr(e), vars, roots)
+            }
+            None => {
+                let t = env.template_from_str(src).map_err(err)?;
+                let vars = t.undeclared_variables(true);
+                let roots = t.undeclared_variables(false);
+                (Kind::Text(t), vars, roots)
+            }
+        };
+        Ok(Snippet { kind, vars, roots })
+    }
+
+    /// Whether the snippet reads the top-level variable `name` (e.g. `host`): a snippet that
+    /// does not read `host` renders the same on every host.
+    pub fn reads(&self, name: &str) -> bool {
+        self.roots.contains(name)
+    }
+
+    /// Render to a minijinja value (expressions keep their type; text is a string).
+    pub fn eval(&self, ctx: &Value) -> Result<Value, TemplateError> {
+        let r = match &self.kind {
+            Kind::Literal(s) => return Ok(Value::from(*s)),
+            Kind::Text(t) => t.render(ctx).map(Value::from),
+            Kind::Expr(e) => e.eval(ctx),
+        };
+        match r {
+            Ok(v) if v.is_undefined() => Err(TemplateError {
+                message: match first_undefined(&self.vars, ctx) {
+                    Some(name) => format!("undefined value `{name}`"),
+                    None => "undefined value".into(),
+                },
+                line: Some(1),
+            }),
+            Ok(v) => Ok(v),
+            Err(e) => Err(TemplateError::from_minijinja(&e, &self.vars, Some(ctx))),
+        }
+    }
+
+    /// Render to JSON (module params are JSON).
+    pub fn render_json(&self, ctx: &Value) -> Result<serde_json::Value, TemplateError> {
+        if let Kind::Literal(s) = self.kind {
+            return Ok(serde_json::Value::String(s.to_string()));
+        }
+        let v = self.eval(ctx)?;
+        to_json(&v)
+    }
+
+    /// Render a condition: the value must be a bool, or the string "true" / "false".
+    pub fn render_bool(&self, ctx: &Value) -> Result<bool, TemplateError> {
+        let v = self.eval(ctx)?;
+        let text = v.as_str().map(|s| s.trim().to_ascii_lowercase());
+        match (v.kind(), text.as_deref()) {
+            (ValueKind::Bool, _) => Ok(v.is_true()),
+            (_, Some("true")) => Ok(true),
+            (_, Some("false")) => Ok(false),
+            _ => Err(TemplateError {
+                message: format!("expected true or false, got `{v}`"),
+                line: None,
+            }),
+        }
+    }
+}
+
+/// A minijinja value as JSON. Undefined values are errors.
+pub fn to_json(v: &Value) -> Result<serde_json::Value, TemplateError> {
+    if v.is_undefined() {
+        return Err(TemplateError {
+            message: "undefined value".into(),
+            line: None,
+        });
+    }
+    serde_json::to_value(v).map_err(|e| TemplateError {
+        message: format!("cannot convert the value to JSON: {e}"),
+        line: None,
+    })
+}
+
+/// A tree of params (TOML data) whose strings are compiled snippets.
+#[derive(Debug)]
+pub enum Tree<'env, 'src> {
+    Plain(serde_json::Value),
+    Str {
+        path: String,
+        snippet: Box<Snippet<'env, 'src>>,
+    },
+    Array(Vec<Tree<'env, 'src>>),
+    Object(Vec<(String, Tree<'env, 'src>)>),
+}
+
+/// Where in a params tree a template failed: the dotted path (`content`, `patches[0].patch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeError {
+    pub path: String,
+    pub error: TemplateError,
+}
+
+impl<'env, 'src> Tree<'env, 'src> {
+    /// Compile every string of `v`. `path` is the dotted path of `v` (for errors).
+    pub fn compile(
+        env: &'env Environment<'src>,
+        v: &'src toml::Value,
+        path: &str,
+        errors: &mut Vec<TreeError>,
+    ) -> Self {
+        match v {
+            toml::Value::String(s) => match Snippet::compile(env, s) {
+                Ok(snippet) => Tree::Str {
+                    path: path.to_string(),
+                    snippet: Box::new(snippet),
+                },
+                Err(error) => {
+                    errors.push(TreeError {
+                        path: path.to_string(),
+                        error,
+                    });
+                    Tree::Plain(serde_json::Value::Null)
+                }
+            },
+            toml::Value::Array(a) => Tree::Array(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, x)| Tree::compile(env, x, &format!("{path}[{i}]"), errors))
+                    .collect(),
+            ),
+            toml::Value::Table(t) => Tree::Object(
+                t.iter()
+                    .map(|(k, x)| {
+                        let p = if path.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{path}.{k}")
+                        };
+                        (k.clone(), Tree::compile(env, x, &p, errors))
+                    })
+                    .collect(),
+            ),
+            toml::Value::Integer(i) => Tree::Plain(serde_json::Value::from(*i)),
+            toml::Value::Float(f) => Tree::Plain(serde_json::Value::from(*f)),
+            toml::Value::Boolean(b) => Tree::Plain(serde_json::Value::Bool(*b)),
+            toml::Value::Datetime(d) => Tree::Plain(serde_json::Value::String(d.to_string())),
+        }
+    }
+
+    /// Whether any string of the tree reads the top-level variable `name`.
+    pub fn reads(&self, name: &str) -> bool {
+        match self {
+            Tree::Plain(_) => false,
+            Tree::Str { snippet, .. } => snippet.reads(name),
+            Tree::Array(a) => a.iter().any(|t| t.reads(name)),
+            Tree::Object(o) => o.iter().any(|(_, t)| t.reads(name)),
+        }
+    }
+
+    pub fn render(&self, ctx: &Value) -> Result<serde_json::Value, TreeError> {
+        Ok(match self {
+            Tree::Plain(v) => v.clone(),
+            Tree::Str { path, snippet } => snippet.render_json(ctx).map_err(|error| TreeError {
+                path: path.clone(),
+                error,
+            })?,
+            Tree::Array(a) => {
+                serde_json::Value::Array(a.iter().map(|t| t.render(ctx)).collect::<Result<_, _>>()?)
+            }
+            Tree::Object(o) => serde_json::Value::Object(
+                o.iter()
+                    .map(|(k, t)| Ok((k.clone(), t.render(ctx)?)))
+                    .collect::<Result<_, _>>()?,
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minijinja::context;
+
+    fn ctx() -> Value {
+        context! {
+            cluster => context! { name => "lab", pod_cidr => "10.244.0.0/16", vni => 4096 },
+            host => context! { name => "it's", taints => vec!["a=b:NoSchedule"] },
+            none_value => Value::from(()),
+        }
+    }
+
+    fn render(src: &str) -> Result<serde_json::Value, TemplateError> {
+        let env = environment();
+        Snippet::compile(&env, src)?.render_json(&ctx())
+    }
+
+    #[test]
+    fn literal_text_and_typed_expressions() {
+        assert_eq!(
+            render("plain {x}").ok(),
+            Some(serde_json::json!("plain {x}"))
+        );
+        assert_eq!(
+            render("name={{ cluster.name }}").ok(),
+            Some(serde_json::json!("name=lab"))
+        );
+        assert_eq!(
+            render("{{ cluster.vni }}").ok(),
+            Some(serde_json::json!(4096))
+        );
+        assert_eq!(
+            render("{{ host.taints + ['os=windows:NoSchedule'] }}").ok(),
+            Some(serde_json::json!([
+                "a=b:NoSchedule",
+                "os=windows:NoSchedule"
+            ]))
+        );
+        assert_eq!(
+            render("{{ none_value }}").ok(),
+            Some(serde_json::Value::Null)
+        );
+        // Two expressions: text, not a typed value.
+        assert_eq!(
+            render("\n{{ [cluster.vni,\n  1] }}\n").ok(),
+            Some(serde_json::json!([4096, 1]))
+        );
+        // Two expressions: text, not a typed value.
+        assert_eq!(
+            render("{{ cluster.vni }}{{ cluster.vni }}").ok(),
+            Some(serde_json::json!("40964096"))
+        );
+    }
+
+    #[test]
+    fn quoting_filters() {
+        assert_eq!(
+            render("echo {{ host.name | sh }}").ok(),
+            Some(serde_json::json!("echo 'it'\\''s'"))
+        );
+        assert_eq!(
+            render("Write-Output {{ host.name | ps }}").ok(),
+            Some(serde_json::json!("Write-Output 'it''s'"))
+        );
+        assert_eq!(
+            render("x {{ ['a b', 'c'] | sh }}").ok(),
+            Some(serde_json::json!("x 'a b' c"))
+        );
+        assert_eq!(
+            render("{{ 'hi' | b64 }}").ok(),
+            Some(serde_json::json!("aGk="))
+        );
+        assert!(render("{{ none_value | sh }}").is_err());
+    }
+
+    #[test]
+    fn strict_undefined_names_the_value_and_line() {
+        let e = render("a\nb {{ cluster.nme }}").expect_err("undefined");
+        assert_eq!(e.message, "undefined value `cluster.nme`");
+        assert_eq!(e.line, Some(2));
+        let e = render("{{ nothing }}").expect_err("undefined");
+        assert_eq!(e.message, "undefined value `nothing`");
+        let e = render("{% if cluster.missing %}x{% endif %}").expect_err("undefined");
+        assert_eq!(e.message, "undefined value `cluster.missing`");
+    }
+
+    #[test]
+    fn syntax_errors_are_compile_errors() {
+        let env = environment();
+        let e = Snippet::compile(&env, "x {{ cluster. }}").expect_err("syntax");
+        assert!(e.message.starts_with("syntax error"), "{}", e.message);
+    }
+
+    #[test]
+    fn conditions_must_be_booleans() {
+        let env = environment();
+        let s = Snippet::compile(&env, "{{ cluster.name == 'lab' }}").expect("compile");
+        assert_eq!(s.render_bool(&ctx()).ok(), Some(true));
+        let s = Snippet::compile(&env, "{{ cluster.name }}").expect("compile");
+        assert!(s.render_bool(&ctx()).is_err());
+        let s = Snippet::compile(&env, "false").expect("compile");
+        assert_eq!(s.render_bool(&ctx()).ok(), Some(false));
+        // Text templates render booleans as words too.
+        let s = Snippet::compile(&env, " {{ cluster.vni > 1 }} ").expect("compile");
+        assert_eq!(s.render_bool(&ctx()).ok(), Some(true));
+    }
+
+    #[test]
+    fn reads_tracks_roots() {
+        let env = environment();
+        let s = Snippet::compile(&env, "{{ host.name }}-{{ cluster.name }}").expect("compile");
+        assert!(s.reads("host") && s.reads("cluster") && !s.reads("cni"));
+    }
+}
