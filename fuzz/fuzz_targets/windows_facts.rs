@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         stderr: body.to_vec(),
         exit,
     };
-    common::every_parser(&out);
+    common::windows_parsers(&out);
 });
 
 #[path = "../common.rs"]
