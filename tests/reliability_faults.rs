@@ -367,9 +367,11 @@ fn sigint_mid_apply_finishes_running_steps_records_it_and_the_next_apply_converg
     let r = finish(child, Duration::from_secs(60), "apply after SIGINT");
     assert_eq!(r.code, 130, "{r}");
     assert_ne!(r.code, 0);
-    let s = r.summary();
-    assert_eq!(s["event"], "summary", "{r}");
-    assert_eq!(s["interrupted"], true, "{r}");
+    assert_eq!(r.summary()["event"], "summary", "{r}");
+    assert!(
+        r.events().iter().any(|e| e["event"] == "interrupted"),
+        "the output says the run was interrupted: {r}"
+    );
     for h in &hosts {
         // The running step finished; nothing after it started.
         assert_eq!(r.task(h, "slow")["status"], "changed", "{h}: {r}");
