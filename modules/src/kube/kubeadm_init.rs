@@ -9,9 +9,10 @@
 //! | `creates` | string | `/etc/kubernetes/admin.conf` | the admin kubeconfig `kubeadm init` writes: present means initialised |
 //! | `ignore_preflight_errors` | list of strings | `[]` | preflight checks to ignore (e.g. `NumCPU` on small lab VMs) |
 //! | `log` | string | `/var/log/kwin/kubeadm-init.log` | where kubeadm's output goes (root only; it names the bootstrap token) |
+//! | `health_timeout` | duration | `"30s"` | how long an existing API server may take to answer `/readyz` |
 //!
 //! No-op when the admin kubeconfig exists and the API server answers `/readyz` (retried for
-//! 30 s, e.g. right after a reboot). Changes: `kubeadm init --config <config> [--upload-certs]
+//! `health_timeout`, e.g. right after a reboot). Changes: `kubeadm init --config <config> [--upload-certs]
 //! --skip-token-print --skip-certificate-key-print`; on failure, the last lines of the log
 //! (tokens and keys masked) are the task's error.
 //!
@@ -29,7 +30,7 @@
 
 use super::facts::{InitFact, InitState};
 use super::script::kubectl;
-use super::{check_abs, ADMIN_CONF};
+use super::{check_abs, parse_duration, ADMIN_CONF};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
     parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
@@ -48,6 +49,7 @@ struct Params {
     #[serde(default)]
     ignore_preflight_errors: Vec<String>,
     log: Option<String>,
+    health_timeout: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -57,6 +59,8 @@ pub struct KubeadmInit {
     kubeconfig: String,
     ignore_preflight_errors: Vec<String>,
     log: String,
+    /// Attempts at `/readyz`, 5 s apart.
+    health_attempts: u64,
 }
 
 /// Files an earlier kubeadm run leaves; without an admin kubeconfig they mean a failed or
@@ -89,7 +93,12 @@ impl KubeadmInit {
                 ));
             }
         }
+        let health = match &p.health_timeout {
+            Some(v) => parse_duration("health_timeout", v)?,
+            None => 30,
+        };
         Ok(KubeadmInit {
+            health_attempts: (health / 5).max(1),
             config: p.config,
             upload_certs: p.upload_certs,
             kubeconfig,
@@ -113,7 +122,7 @@ impl KubeadmInit {
                  \x20 i=0\n\
                  \x20 while :; do\n\
                  \x20   if err=$({k} --request-timeout=10s get --raw /readyz 2>&1 >/dev/null); then echo 'kwin: healthy'; exit 0; fi\n\
-                 \x20   i=$((i + 1)); [ $i -ge 6 ] && break\n\
+                 \x20   i=$((i + 1)); [ $i -ge {attempts} ] && break\n\
                  \x20   sleep 5\n\
                  \x20 done\n\
                  \x20 echo 'kwin: unhealthy'; printf '%s\\n' \"$err\" | tail -n 3; exit 0\n\
@@ -123,6 +132,7 @@ impl KubeadmInit {
                  done\n\
                  echo 'kwin: absent'\n",
                 k = kubectl(&self.kubeconfig),
+                attempts = self.health_attempts,
             ),
         }
     }
