@@ -7,26 +7,33 @@ use std::process::ExitCode;
 
 /// Load + validate; print every diagnostic. Exit 1 on any error.
 pub fn validate(path: &Path, output: OutputFormat) -> anyhow::Result<ExitCode> {
-    let registry = kwin_modules::Builtin;
-    let diags = match kwin_engine::plan::load(path) {
-        Ok(plan) => kwin_engine::plan::validate::validate(&plan, &registry),
+    // The whole front half: validation, then recipe expansion (recipe asserts, template
+    // errors) and the graph (unknown references, cycles).
+    let diags = match crate::prepare::prepare(path) {
+        Ok(p) => p.warnings,
         Err(d) => d,
-    }
-    .sorted();
+    };
     print_diagnostics(&diags, output);
-    if diags.has_errors() {
-        Ok(ExitCode::from(1))
-    } else {
-        if output == OutputFormat::Human {
-            let warnings = diags.0.len();
-            println!(
-                "{}: ok ({warnings} warning{})",
+    let errors = diags.errors().count();
+    let warnings = diags.warnings();
+    if output == OutputFormat::Human {
+        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        if errors > 0 {
+            eprintln!(
+                "{}: {}, {}",
                 path.display(),
-                if warnings == 1 { "" } else { "s" }
+                plural(errors, "error"),
+                plural(warnings, "warning")
             );
+        } else {
+            println!("{}: ok ({})", path.display(), plural(warnings, "warning"));
         }
-        Ok(ExitCode::SUCCESS)
     }
+    Ok(if errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 pub fn print_diagnostics(diags: &Diagnostics, output: OutputFormat) {

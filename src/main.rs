@@ -9,6 +9,7 @@ mod cmd_kube;
 mod cmd_run;
 mod cmd_validate;
 mod output;
+mod prepare;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -194,22 +194,24 @@ fn check_cluster_structure(g: &TaskGraph, cp: &str, windows: &[&str]) {
         0,
         "something follows the smoke test"
     );
-    // Every host's runtime service restarts when its configuration changes.
+    // Every runtime service comes after its configuration file and restarts when it changes.
     for n in ids_named(g, "containerd-config").chain(ids_named(g, "docker-config")) {
-        let id = &g.task(n).id;
-        let service = if id.name == "containerd-config" {
+        let config = g.task(n);
+        let service = if config.id.name == "containerd-config" {
             "containerd"
         } else {
             "docker"
         };
+        let svc = node(g, &format!("{}/{service}", config.id.host));
+        assert!(g.reaches(n, svc), "{} before its config", g.task(svc).id);
+        let path = &config.params["path"];
+        let restart_on = g.task(svc).params["restart_on"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{} has no restart_on", g.task(svc).id));
         assert!(
-            has_edge(
-                g,
-                &id.to_string(),
-                &format!("{}/{service}", id.host),
-                EdgeKind::Trigger
-            ),
-            "{id} does not trigger {service}"
+            restart_on.contains(path),
+            "{}: {restart_on:?}",
+            g.task(svc).id
         );
     }
     // The topological order puts every dependency first.
@@ -281,13 +283,14 @@ fn docker_structure() {
     let join = g.task(node(&g, "lw2/kubeadm-join"));
     assert_eq!(join.params["node_ip"], "10.2.0.12");
     assert_eq!(join.params["cri_socket"], "unix:///run/cri-dockerd.sock");
-    // cri-dockerd restarts when Docker does.
-    assert!(has_edge(
-        &g,
-        "lw1/docker",
-        "lw1/cri-dockerd",
-        EdgeKind::Trigger
-    ));
+    // cri-dockerd restarts when its binary or unit changes.
+    let restart_on = &g.task(node(&g, "lw1/cri-dockerd")).params["restart_on"];
+    assert!(
+        restart_on
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p == "/usr/local/bin/cri-dockerd")),
+        "{restart_on}"
+    );
 }
 
 #[test]
@@ -333,21 +336,21 @@ name = \"one\"
 module = \"command\"
 on = {{ hosts = [\"a\"] }}
 after = [\"b:three\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 
 [[tasks]]
 name = \"two\"
 module = \"command\"
 on = {{ hosts = [\"a\"] }}
 after = [\"one\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 
 [[tasks]]
 name = \"three\"
 module = \"command\"
 on = {{ hosts = [\"b\"] }}
 after = [\"a:two\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
         ),
     );
@@ -378,29 +381,32 @@ params = {{ path = \"/etc/motd\", content = \"hi\" }}
 name = \"restart\"
 module = \"command\"
 after = [\"mtod\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 
 [[tasks]]
 name = \"elsewhere\"
 module = \"command\"
 after = [\"zz:motd\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
         ),
     );
     let out = kwin(&["graph", &plan]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    // tasks[1].after[0] is on line 20 of the plan.
-    assert!(
-        err.contains("plan.toml:20:10: error[task-after]: task `restart`: after `mtod`: no recipe step or task is named `mtod`"),
-        "{err}"
-    );
+    // tasks[1].after[0] is on line 20 of the plan; tasks[2].after[0] on line 26. (Validation
+    // may report them before expansion does, in its own words.)
+    let line = |n: &str| {
+        err.lines()
+            .find(|l| l.contains(n))
+            .unwrap_or_else(|| panic!("no diagnostic at {n}: {err}"))
+            .to_string()
+    };
+    let l = line("plan.toml:20:10:");
+    assert!(l.contains("task `restart`") && l.contains("`mtod`"), "{l}");
     assert!(err.contains("did you mean `motd`?"), "{err}");
-    assert!(
-        err.contains("plan.toml:26:10: error[task-after]: task `elsewhere`: after `zz:motd`: the plan has no host `zz`"),
-        "{err}"
-    );
+    let l = line("plan.toml:26:10:");
+    assert!(l.contains("task `elsewhere`") && l.contains("`zz"), "{l}");
 }
 
 const CLUSTER: &str = r#"
@@ -440,7 +446,7 @@ name = \"after-init\"
 module = \"command\"
 on = {{ roles = [\"worker\"] }}
 after = [\"@first_control_plane:kubeadm-init\", \"kubeadm-init\"]
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
     ));
     let g = expand(&plan).unwrap_or_else(|d| panic!("{d}"));
@@ -469,7 +475,7 @@ fn user_task_may_not_take_a_recipe_step_name() {
 name = \"kubelet\"
 module = \"command\"
 on = {{ hosts = [\"w1\"] }}
-params = {{ run = \"true\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
     ));
     let err = expand(&plan).expect_err("clash").to_string();
@@ -642,4 +648,79 @@ fn thousand_hosts_build() {
         g.task(node(&g, "n999/kubeadm-join")).params["node_name"],
         "n999"
     );
+}
+
+/// Recipe steps whose params an implemented module does not accept yet, with the reason. A step
+/// listed here that builds fine is an error too: remove it from the list.
+const PARAM_GAPS: &[(&str, &str, &str)] = &[(
+    "windows-worker",
+    "kubelet",
+    "Windows `service` needs state = \"unchanged\" (register without starting; kubeadm join starts it)",
+)];
+
+/// Every recipe task whose module is implemented for its host's shell builds from its params:
+/// the recipes speak the modules' language.
+fn check_params_against_modules(plan_text: &str) -> usize {
+    use kwin_engine::module::Registry;
+    let registry = kwin_modules::Builtin;
+    let names = registry.names();
+    let plan = load_str(plan_text);
+    let tasks = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RECIPES)
+        .unwrap_or_else(|d| panic!("{d}"));
+    let mut checked = 0;
+    for t in &tasks {
+        let Origin::Recipe { recipe, step } = &t.origin else {
+            continue;
+        };
+        if !names.contains(&t.module.as_str()) {
+            continue; // not implemented yet
+        }
+        let shell = plan.host(&t.id.host).expect("host").conn.shell();
+        let gap = PARAM_GAPS.iter().find(|(r, s, _)| r == recipe && s == step);
+        match (registry.build(&t.module, shell, &t.params), gap) {
+            (Err(e), _) if e.message.contains("is not available on") => continue,
+            (Ok(_), None) => checked += 1,
+            (Err(_), Some(_)) => {}
+            (Err(e), None) => panic!(
+                "{}: recipe `{recipe}` step `{step}`: module `{}` rejects its params: {e}\n{}",
+                t.id, t.module, t.params
+            ),
+            (Ok(_), Some((_, _, why))) => {
+                panic!("{}: builds now; remove it from PARAM_GAPS ({why})", t.id)
+            }
+        }
+    }
+    checked
+}
+
+/// `[artifacts.sha256]` pins for every artifact the recipes download (test values).
+const PINS: &str = r#"
+[artifacts.sha256]
+"containerd-1.7.24-linux-amd64.tar.gz" = "1111111111111111111111111111111111111111111111111111111111111111"
+"containerd-1.7.24-windows-amd64.tar.gz" = "2222222222222222222222222222222222222222222222222222222222222222"
+"cni-plugins-windows-amd64-v1.6.1.tgz" = "3333333333333333333333333333333333333333333333333333333333333333"
+"kubelet.exe" = "4444444444444444444444444444444444444444444444444444444444444444"
+"kubeadm.exe" = "5555555555555555555555555555555555555555555555555555555555555555"
+"runc.amd64" = "6666666666666666666666666666666666666666666666666666666666666666"
+"containerd.service" = "7777777777777777777777777777777777777777777777777777777777777777"
+"cri-dockerd-0.3.17.amd64.tgz" = "8888888888888888888888888888888888888888888888888888888888888888"
+"#;
+
+#[test]
+fn recipe_params_fit_the_implemented_modules() {
+    let mut checked = 0;
+    for example in [
+        "examples/flannel.toml",
+        "examples/calico.toml",
+        "tests/plans/docker.toml",
+    ] {
+        let text = std::fs::read_to_string(root().join(example)).expect("read plan");
+        let release = text.replace(
+            "windows = \"containerd\"",
+            "windows = \"containerd\"\ncontainerd_source = \"release\"",
+        );
+        checked += check_params_against_modules(&format!("{text}\n{PINS}"));
+        checked += check_params_against_modules(&format!("{release}\n{PINS}"));
+    }
+    assert!(checked > 0, "no implemented module was checked");
 }

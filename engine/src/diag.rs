@@ -9,7 +9,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Error,
@@ -17,7 +17,7 @@ pub enum Severity {
 }
 
 /// A place in a source file: path, 1-based line and column.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Location {
     pub file: PathBuf,
     pub line: usize,
@@ -144,6 +144,18 @@ impl Diagnostics {
     }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+    /// Without repeats: the same problem found twice (e.g. through a default shared by
+    /// several hosts) is reported once.
+    pub fn dedup(mut self) -> Self {
+        let mut seen = std::collections::HashSet::new();
+        self.0
+            .retain(|d| seen.insert((d.location.clone(), d.severity, d.code, d.summary.clone())));
+        self
+    }
+    /// Number of warnings.
+    pub fn warnings(&self) -> usize {
+        self.0.iter().filter(|d| !d.is_error()).count()
     }
 }
 

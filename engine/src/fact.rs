@@ -121,13 +121,15 @@ pub fn batch_script(shell: Shell, queries: &[FactQuery], nonce: &str) -> String 
     let mut s = String::new();
     match shell {
         Shell::Posix => {
-            s.push_str("exec </dev/null\nexport LC_ALL=C\n");
+            // Not `exec </dev/null`: the script itself arrives on stdin (`sh -s`), and the
+            // shell would stop reading it at its input buffer's end. Each query gets its own.
+            s.push_str("export LC_ALL=C\n");
             for (i, q) in queries.iter().enumerate() {
                 if !seen.insert(q.key.as_str()) {
                     continue;
                 }
                 s.push_str(&format!(
-                    "printf '\\n@@kwin:{nonce}:begin:{i}\\n'; printf '\\n@@kwin:{nonce}:begin:{i}\\n' >&2\n(\n{}\n)\n__kw_rc=$?\nprintf '\\n@@kwin:{nonce}:end:{i}:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:end:{i}\\n' >&2\n",
+                    "printf '\\n@@kwin:{nonce}:begin:{i}\\n'; printf '\\n@@kwin:{nonce}:begin:{i}\\n' >&2\n(\n{}\n) </dev/null\n__kw_rc=$?\nprintf '\\n@@kwin:{nonce}:end:{i}:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:end:{i}\\n' >&2\n",
                     q.command
                 ));
             }
@@ -283,6 +285,53 @@ mod tests {
             facts.raw("d").map(|f| f.stdout.as_slice()),
             Some(&b"ends with newline\n"[..])
         );
+    }
+
+    /// The probe script reaches the shell on stdin (`sh -s`), as transports send it: a long
+    /// batch must be read whole, and a query reading stdin must not eat the script.
+    #[test]
+    fn long_batch_through_stdin() {
+        use std::io::Write;
+        let mut qs: Vec<FactQuery> = (0..400)
+            .map(|i| FactQuery {
+                key: format!("k{i}"),
+                command: format!("printf '%s' 'answer {i} {}'", "x".repeat(100)),
+            })
+            .collect();
+        qs.insert(
+            1,
+            FactQuery {
+                key: "reads-stdin".into(),
+                command: "cat".into(),
+            },
+        );
+        let nonce = new_nonce();
+        let script = batch_script(Shell::Posix, &qs, &nonce);
+        assert!(script.len() > 64 * 1024);
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-s")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(script.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("wait");
+        let out = Output {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit: out.status.code().unwrap_or(-1),
+        };
+        let facts = parse_batch(&qs, &out, &nonce).expect("every answer arrives");
+        assert_eq!(facts.len(), 401);
+        assert_eq!(facts.raw("reads-stdin").map(|f| f.stdout.len()), Some(0));
+        let last = facts.raw("k399").expect("last answer");
+        assert!(last.stdout.starts_with(b"answer 399 "));
     }
 
     #[test]

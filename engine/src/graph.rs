@@ -1,16 +1,15 @@
-//! The task graph: a DAG of tasks with edges from recipe order, `after`, triggers and data.
+//! The task graph: a DAG of tasks with edges from recipe order, `after` and data.
 //!
 //! [`TaskGraph::build`] adds one node per task, then runs an ordered list of small named
 //! transforms ([`TRANSFORMS`]), each adding one kind of edge or checking one property:
 //!
 //! 1. [`AddRecipeOrderEdges`]: `Task::order` (a step follows the previous step of its recipe);
 //! 2. [`AddAfterEdges`]: explicit `after`;
-//! 3. [`AddTriggerEdges`]: `triggered_by` (restart a service when its config changed);
-//! 4. [`AddDataEdges`]: `inputs` (a worker's join reads the control plane's join data);
-//! 5. [`CheckCycles`]: a cycle is a diagnostic naming every task in it.
+//! 3. [`AddDataEdges`]: `inputs` (a worker's join reads the control plane's join data);
+//! 4. [`CheckCycles`]: a cycle is a diagnostic naming every task in it.
 //!
 //! An edge points from the dependency to the dependent. Two transforms adding the same pair keep
-//! one edge of the stronger kind (data > trigger > after > order). Every transform is linear in
+//! one edge of the stronger kind (data > after > order). Every transform is linear in
 //! tasks + edges, so 1,000 hosts build in milliseconds.
 //!
 //! The graph prints as Graphviz DOT (`kwin graph`: a cluster per host, data edges dashed) or as
@@ -31,8 +30,6 @@ pub enum EdgeKind {
     Order,
     /// An explicit `after`.
     After,
-    /// The target acts again when the source changed.
-    Trigger,
     /// The target reads an output of the source.
     Data,
 }
@@ -43,7 +40,6 @@ impl EdgeKind {
         match self {
             EdgeKind::Order => "follows",
             EdgeKind::After => "after",
-            EdgeKind::Trigger => "triggered-by",
             EdgeKind::Data => "reads",
         }
     }
@@ -134,7 +130,6 @@ pub trait Transform: Sync {
 
 pub struct AddRecipeOrderEdges;
 pub struct AddAfterEdges;
-pub struct AddTriggerEdges;
 pub struct AddDataEdges;
 pub struct CheckCycles;
 
@@ -153,15 +148,6 @@ impl Transform for AddAfterEdges {
     }
     fn transform(&self, b: &mut Builder) {
         b.add_edges_from(EdgeKind::After, |t| t.after.iter().collect());
-    }
-}
-
-impl Transform for AddTriggerEdges {
-    fn name(&self) -> &'static str {
-        "add-trigger-edges"
-    }
-    fn transform(&self, b: &mut Builder) {
-        b.add_edges_from(EdgeKind::Trigger, |t| t.triggered_by.iter().collect());
     }
 }
 
@@ -195,7 +181,6 @@ impl Transform for CheckCycles {
 pub const TRANSFORMS: &[&dyn Transform] = &[
     &AddRecipeOrderEdges,
     &AddAfterEdges,
-    &AddTriggerEdges,
     &AddDataEdges,
     &CheckCycles,
 ];
@@ -353,7 +338,7 @@ impl TaskGraph {
     }
 
     /// Sorted text: one line per task (`host/task [module]`), then one indented line per
-    /// dependency (`follows`, `after`, `triggered-by`, `reads`), sorted.
+    /// dependency (`follows`, `after`, `reads`), sorted.
     pub fn to_text(&self) -> String {
         let mut blocks: Vec<(&TaskId, String)> = self
             .graph
@@ -376,7 +361,7 @@ impl TaskGraph {
         blocks.into_iter().map(|(_, s)| s).collect()
     }
 
-    /// Graphviz DOT: one cluster per host, data edges dashed, trigger edges dotted.
+    /// Graphviz DOT: one cluster per host, data edges dashed.
     pub fn to_dot(&self) -> String {
         let mut out = String::from(
             "digraph kwin {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
@@ -412,7 +397,6 @@ impl TaskGraph {
             .map(|e| {
                 let style = match e.weight() {
                     EdgeKind::Order | EdgeKind::After => "",
-                    EdgeKind::Trigger => " [style=dotted, label=\"triggers\"]",
                     EdgeKind::Data => " [style=dashed, label=\"data\"]",
                 };
                 format!(
@@ -562,7 +546,6 @@ mod tests {
             [
                 "add-recipe-order-edges",
                 "add-after-edges",
-                "add-trigger-edges",
                 "add-data-edges",
                 "check-cycles"
             ]

@@ -7,8 +7,6 @@
 //! - `order`: recipe order (a step follows the previous step of its recipe, a recipe's first step
 //!   follows the recipes it `requires`);
 //! - `after`: an explicit `after` entry (recipe step or user task);
-//! - `triggered_by`: tasks whose change in this run makes this task act again (e.g. restart a
-//!   service when its configuration file changed); also an ordering edge;
 //! - `inputs`: values read from another task's outputs (a data edge).
 
 use crate::diag::Location;
@@ -69,8 +67,6 @@ pub struct Task {
     pub order: Vec<TaskId>,
     /// Explicit `after` dependencies (resolved ids; may be on other hosts).
     pub after: Vec<TaskId>,
-    /// Tasks whose change in this run triggers this one (also ordering edges).
-    pub triggered_by: Vec<TaskId>,
     /// Data dependencies: input name → producer output.
     pub inputs: BTreeMap<String, InputRef>,
 }
@@ -86,7 +82,6 @@ impl Task {
             location: None,
             order: Vec::new(),
             after: Vec::new(),
-            triggered_by: Vec::new(),
             inputs: BTreeMap::new(),
         }
     }

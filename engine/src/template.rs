@@ -5,8 +5,9 @@
 //! value. Three kinds of strings:
 //!
 //! - no `{{`, `{%` or `{#`: a literal, copied as is;
-//! - exactly one `{{ expression }}` and nothing else: the expression's value *with its type*
-//!   (number, bool, list, map, none), so `vni = "{{ cni.vni }}"` yields the number 4096;
+//! - exactly one `{{ expression }}` and nothing else but surrounding whitespace: the
+//!   expression's value *with its type* (number, bool, list, map, none), so
+//!   `vni = "{{ cni.vni }}"` yields the number 4096;
 //! - anything else: rendered to a string.
 //!
 //! Invariants: an undefined variable or attribute is an error (never an empty string); user text
@@ -170,9 +171,10 @@ pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
 }
 
-/// The expression of a string that is exactly one `{{ expression }}`.
+/// The expression of a string that is exactly one `{{ expression }}` (surrounding whitespace
+/// allowed, so a long expression may sit on its own lines).
 pub fn single_expression(s: &str) -> Option<&str> {
-    let inner = s.strip_prefix("{{")?.strip_suffix("}}")?;
+    let inner = s.trim().strip_prefix("{{")?.strip_suffix("}}")?;
     if is_template(inner) || inner.contains("}}") {
         return None;
     }
@@ -411,6 +413,11 @@ mod tests {
         assert_eq!(
             render("{{ none_value }}").ok(),
             Some(serde_json::Value::Null)
+        );
+        // Two expressions: text, not a typed value.
+        assert_eq!(
+            render("\n{{ [cluster.vni,\n  1] }}\n").ok(),
+            Some(serde_json::json!([4096, 1]))
         );
         // Two expressions: text, not a typed value.
         assert_eq!(

@@ -24,6 +24,16 @@ pub const RECIPES: &[(&str, &str)] = &[
     recipe!("smoke-test"),
 ];
 
+/// Every step name the built-in recipes define (names a user task's `after` may use), sorted.
+/// Empty if the recipes do not parse (a bug the tests below catch).
+pub fn step_names() -> Vec<String> {
+    let mut names: Vec<String> = kwin_engine::expand::RecipeSet::parse(RECIPES)
+        .map(|set| set.step_names.into_iter().collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,6 +43,8 @@ mod tests {
     fn every_recipe_parses_and_checks() {
         let set = RecipeSet::parse(RECIPES).unwrap_or_else(|d| panic!("{d}"));
         assert_eq!(set.recipes.len(), RECIPES.len());
+        let names = step_names();
+        assert!(names.iter().any(|n| n == "kubeadm-init"), "{names:?}");
     }
 
     /// The modules the recipes may name: the module authors implement exactly these.

@@ -28,7 +28,6 @@ pub mod defaults {
     pub const VXLAN_PORT: u16 = 4789;
     pub const API_SERVER_PORT: u16 = 6443;
     pub const SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10";
-    pub const CONTAINERD_SOURCE: &str = "package";
     pub const TOKEN_TTL: &str = "2h";
 }
 
@@ -445,10 +444,10 @@ impl RecipeContext {
                 linux: runtime_str(r.linux).into(),
                 windows: runtime_str(r.windows).into(),
                 cri_dockerd: r.cri_dockerd,
-                containerd_source: r
-                    .containerd_source
-                    .clone()
-                    .unwrap_or(defaults::CONTAINERD_SOURCE.into()),
+                containerd_source: match r.containerd_source.unwrap_or_default() {
+                    crate::plan::ContainerdSource::Package => "package".into(),
+                    crate::plan::ContainerdSource::Release => "release".into(),
+                },
                 sandbox_image: r
                     .sandbox_image
                     .clone()

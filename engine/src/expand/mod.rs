@@ -10,7 +10,7 @@
 //!    with the host's context. Recipe order becomes `Task::order`. Templates that do not read
 //!    `host` are rendered once and reused, so 1,000 hosts cost 1,000 cheap clones.
 //! 4. User tasks expand onto the hosts their `on` selector picks; their params are templates too.
-//! 5. References (`after`, `triggered_by`, `inputs`; syntax in `refs.rs`) resolve to task ids.
+//! 5. References (`after`, `inputs`; syntax in `refs.rs`) resolve to task ids.
 //!
 //! Reference rules: a same-host or `@all` reference to a name that some recipe step or user task
 //! has, but that does not run on this host, is dropped (e.g. a step skipped by `when`); a name
@@ -473,7 +473,6 @@ impl<'a> Expander<'a> {
     ) -> Result<Vec<usize>, String> {
         let what = match kind {
             RefKind::After => format!("after `{r}`"),
-            RefKind::Trigger => format!("triggered_by `{r}`"),
             RefKind::Input(name) => format!("input `{name}` (`{r}`)"),
         };
         let on = |h: usize| self.by_host[h].get(&r.name).copied();
@@ -567,18 +566,13 @@ impl<'a> Expander<'a> {
             .zip(edges)
             .map(|(p, out)| {
                 let mut t = p.task;
-                let mut seen: HashSet<(bool, usize)> = HashSet::new();
+                let mut seen: HashSet<usize> = HashSet::new();
                 for (kind, target, key) in out {
                     let id = ids[target].clone();
                     match kind {
                         RefKind::After => {
-                            if seen.insert((false, target)) {
+                            if seen.insert(target) {
                                 t.after.push(id);
-                            }
-                        }
-                        RefKind::Trigger => {
-                            if seen.insert((true, target)) {
-                                t.triggered_by.push(id);
                             }
                         }
                         RefKind::Input(name) => {

@@ -15,7 +15,6 @@
 //! module = "kubeadm_init"
 //! when = "{{ host.is_first_control_plane }}"   # optional; true/false
 //! after = ["@first_control_plane:cni-ready"]   # optional; see refs.rs
-//! triggered_by = ["containerd-config"]         # optional; same-host steps whose change re-triggers
 //! inputs = { token = "@first_control_plane:join-data.token" }   # optional data edges
 //! [steps.params]                  # module params; every string is a template
 //! config = "/etc/kubernetes/kubeadm-config.yaml"
@@ -66,8 +65,6 @@ pub struct StepDef {
     pub when: Option<String>,
     #[serde(default)]
     pub after: Vec<String>,
-    #[serde(default)]
-    pub triggered_by: Vec<String>,
     #[serde(default)]
     pub inputs: BTreeMap<String, String>,
     #[serde(default)]
@@ -285,14 +282,6 @@ fn check_refs(r: &Recipe, known: &HashSet<String>, diags: &mut Diagnostics) {
         for (k, a) in s.after.iter().enumerate() {
             check(a, format!("steps[{j}].after[{k}]"), false, "after");
         }
-        for (k, a) in s.triggered_by.iter().enumerate() {
-            check(
-                a,
-                format!("steps[{j}].triggered_by[{k}]"),
-                false,
-                "triggered_by",
-            );
-        }
         for (name, a) in &s.inputs {
             check(a, format!("steps[{j}].inputs.{name}"), true, "inputs");
         }
@@ -355,7 +344,6 @@ fn order_by_requires(recipes: Vec<Recipe>, diags: &mut Diagnostics) -> Vec<Recip
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefKind<'a> {
     After,
-    Trigger,
     /// The input of this name.
     Input(&'a str),
 }
@@ -365,7 +353,6 @@ pub enum RefKind<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct StepRefs {
     pub after: Vec<(Ref, String)>,
-    pub triggered_by: Vec<(Ref, String)>,
     pub inputs: Vec<(String, Ref, String)>,
 }
 
@@ -375,15 +362,11 @@ impl StepRefs {
             .after
             .iter()
             .map(|(r, p)| (RefKind::After, r, p.as_str()));
-        let trig = self
-            .triggered_by
-            .iter()
-            .map(|(r, p)| (RefKind::Trigger, r, p.as_str()));
         let inputs = self
             .inputs
             .iter()
             .map(|(n, r, p)| (RefKind::Input(n.as_str()), r, p.as_str()));
-        after.chain(trig).chain(inputs)
+        after.chain(inputs)
     }
 }
 
@@ -494,7 +477,6 @@ impl<'env, 'src> CompiledRecipe<'env, 'src> {
             };
             let refs = StepRefs {
                 after: parse_all(&s.after, "after"),
-                triggered_by: parse_all(&s.triggered_by, "triggered_by"),
                 inputs: s
                     .inputs
                     .iter()

@@ -1,4 +1,4 @@
-//! References from one task to another: `after`, `triggered_by` and `inputs` entries.
+//! References from one task to another: `after` and `inputs` entries.
 //!
 //! Syntax (the same in recipes and in the plan's `[[tasks]]`):
 //!

@@ -1,45 +1,134 @@
 //! Reading a plan file: TOML → [`PlanFile`] → [`LoadedPlan`] with resolved hosts.
+//!
+//! Flow: parse with recovery (every syntax error), index the spans, walk the document
+//! against the plan's JSON Schema (every unknown key, wrong type and missing key, see
+//! `structure.rs`), cut out what was wrong where that is possible, deserialize the rest,
+//! merge the inventory and `[defaults.*]` into each host. A plan that loads with errors can
+//! still be validated ([`load_partial`]) so one `kwin validate` run reports everything.
 
 use super::model::*;
 use super::spans::SpanIndex;
+use super::structure::{self, Anchor};
 use super::{resolve_path, ConnSpec, LoadedPlan, ResolvedHost, SecretSource, SshSpec, WinrmSpec};
 use crate::diag::{Diagnostic, Diagnostics, SourceMap};
 use crate::transport::Shell;
+use serde::de::IntoDeserializer;
+use serde::Deserialize;
+use std::collections::HashSet;
 use std::path::Path;
 
 /// Load the plan at `path`. Errors: every problem found, with locations.
 pub fn load(path: &Path) -> Result<LoadedPlan, Diagnostics> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = read(path)?;
+    load_str(path, &text)
+}
+
+pub(crate) fn read(path: &Path) -> Result<String, Diagnostics> {
+    std::fs::read_to_string(path).map_err(|e| {
         Diagnostics(vec![Diagnostic::error(
             "read",
             format!("cannot read plan {}: {e}", path.display()),
         )])
-    })?;
-    load_str(path, &text)
+    })
 }
 
 /// Load a plan from `text`, as if read from `path`.
 pub fn load_str(path: &Path, text: &str) -> Result<LoadedPlan, Diagnostics> {
+    let partial = load_partial(path, text);
+    match partial.plan {
+        Some(plan) if !partial.diags.has_errors() => Ok(plan),
+        _ => Err(partial.diags),
+    }
+}
+
+/// Paths of the plan that were cut out because they were wrong (already reported); rules
+/// about a missing value skip these so one mistake is reported once.
+#[derive(Debug, Clone, Default)]
+pub struct Pruned(HashSet<String>);
+
+impl Pruned {
+    /// Whether `path` itself was cut out.
+    pub fn contains(&self, path: &str) -> bool {
+        self.0.contains(path)
+    }
+}
+
+/// The outcome of loading: the plan as far as it could be read, and every problem found.
+#[derive(Debug)]
+pub struct Partial {
+    /// `None` when the file could not be read into the model at all (syntax errors, a
+    /// missing or wrong required key).
+    pub plan: Option<LoadedPlan>,
+    pub diags: Diagnostics,
+    pub pruned: Pruned,
+}
+
+/// Load as much of the plan as possible, reporting every problem on the way.
+pub fn load_partial(path: &Path, text: &str) -> Partial {
     let source = SourceMap::new(path, text);
     let mut diags = Diagnostics::default();
+    let mut pruned = Pruned::default();
 
-    let (doc, syntax_errors) = toml::de::DeTable::parse_recoverable(text);
+    let (mut doc, syntax_errors) = toml::de::DeTable::parse_recoverable(text);
+    // Recovery after one mistake can produce follow-up errors on the same line: keep the
+    // first of each line.
+    let mut lines_seen = HashSet::new();
     for e in &syntax_errors {
-        diags.push(
-            Diagnostic::error("toml-syntax", e.message().trim().to_string())
-                .at(source.span(e.span())),
-        );
+        let loc = source.span(e.span());
+        if !lines_seen.insert(loc.as_ref().map(|l| l.line)) {
+            continue;
+        }
+        diags.push(Diagnostic::error("toml-syntax", e.message().trim().to_string()).at(loc));
     }
-    if diags.has_errors() {
-        return Err(diags);
+    if !syntax_errors.is_empty() {
+        return Partial {
+            plan: None,
+            diags,
+            pruned,
+        };
     }
     let spans = SpanIndex::build(doc.get_ref());
 
-    let file: PlanFile = match toml::from_str(text) {
+    let findings = structure::check(doc.get_ref(), super::schema::schema_value());
+    let mut fatal = false;
+    for f in &findings {
+        let p = f.path.to_string();
+        let span = match f.anchor {
+            Anchor::Key => spans.key(&p),
+            Anchor::Value => spans.find(&p),
+        };
+        diags.push(f.diag.clone().at(source.span(span)));
+        match &f.prune {
+            Some(cut) => {
+                pruned.0.insert(cut.to_string());
+            }
+            None => fatal = true,
+        }
+    }
+    if fatal {
+        return Partial {
+            plan: None,
+            diags,
+            pruned,
+        };
+    }
+    structure::prune(doc.get_mut(), &findings);
+
+    let file = match PlanFile::deserialize(doc.into_deserializer()) {
         Ok(f) => f,
         Err(e) => {
-            diags.push(serde_error(&source, &e));
-            return Err(diags);
+            // The structural pass knows every key and type of the model, so this only
+            // happens if the schema and serde disagree.
+            diags.push(
+                Diagnostic::error("plan-type", e.message().trim().to_string())
+                    .with_hint("this is a bug in kwin: the plan passed the schema but not serde")
+                    .at(source.span(e.span())),
+            );
+            return Partial {
+                plan: None,
+                diags,
+                pruned,
+            };
         }
     };
 
@@ -56,7 +145,7 @@ pub fn load_str(path: &Path, text: &str) -> Result<LoadedPlan, Diagnostics> {
         .to_path_buf();
 
     let inventory = match &file.inventory {
-        Some(inv) => match read_inventory(&resolve_path(&base_dir, inv)) {
+        Some(inv) => match read_inventory(inv, &resolve_path(&base_dir, inv)) {
             Ok(hosts) => hosts,
             Err(msg) => {
                 diags.push(
@@ -71,47 +160,25 @@ pub fn load_str(path: &Path, text: &str) -> Result<LoadedPlan, Diagnostics> {
     let mut hosts = Vec::new();
     for (i, h) in file.hosts.iter().enumerate() {
         let inv = inventory.iter().find(|x| x.name == h.name);
-        match resolve_host(i, h, inv, &file.defaults, &base_dir) {
-            Ok(rh) => hosts.push(rh),
-            Err(errs) => {
-                for (field, d) in errs {
-                    let p = format!("hosts[{i}].{field}");
-                    diags.push(d.at(source.span(spans.key(&p))));
-                }
-            }
+        let (rh, errs) = resolve_host(i, h, inv, &file.defaults, &base_dir, &pruned);
+        for (field, d) in errs {
+            let p = format!("hosts[{i}].{field}");
+            diags.push(d.at(source.span(spans.key(&p))));
         }
+        hosts.push(rh);
     }
-    if diags.has_errors() {
-        return Err(diags);
+    Partial {
+        plan: Some(LoadedPlan {
+            path: path.to_path_buf(),
+            base_dir,
+            file,
+            hosts,
+            source,
+            spans,
+        }),
+        diags,
+        pruned,
     }
-    Ok(LoadedPlan {
-        path: path.to_path_buf(),
-        base_dir,
-        file,
-        hosts,
-        source,
-        spans,
-    })
-}
-
-fn serde_error(source: &SourceMap, e: &toml::de::Error) -> Diagnostic {
-    let msg = e.message().trim().to_string();
-    let mut d = Diagnostic::error("plan-type", msg.clone());
-    if msg.starts_with("unknown field") {
-        d.code = "unknown-key";
-        // "unknown field `adress`, expected one of `name`, `address`, ..."
-        let mut parts = msg.split('`').skip(1).step_by(2);
-        if let Some(bad) = parts.next() {
-            let candidates: Vec<&str> = parts.collect();
-            d.summary = format!("unknown key `{bad}`");
-            if let Some(s) = crate::diag::did_you_mean(bad, candidates.iter().copied()) {
-                d.hint = Some(format!("did you mean `{s}`?"));
-            } else if !candidates.is_empty() {
-                d.hint = Some(format!("expected one of: {}", candidates.join(", ")));
-            }
-        }
-    }
-    d.at(source.span(e.span()))
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -120,11 +187,18 @@ struct InventoryFile {
     hosts: Vec<Host>,
 }
 
-fn read_inventory(path: &Path) -> Result<Vec<Host>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read inventory {}: {e}", path.display()))?;
-    let inv: InventoryFile = toml::from_str(&text)
-        .map_err(|e| format!("inventory {}: {}", path.display(), e.message().trim()))?;
+/// Read the inventory `name` (as the plan wrote it) at `path`.
+fn read_inventory(name: &str, path: &Path) -> Result<Vec<Host>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read inventory {name}: {e}"))?;
+    let inv: InventoryFile =
+        toml::from_str(&text).map_err(|e| format!("inventory {name}: {}", e.message().trim()))?;
+    if let Some(h) = inv.hosts.iter().find(|h| h.connection.password.is_some()) {
+        return Err(format!(
+            "inventory {name}: host `{}` has a plain-text password; use password_env or password_file",
+            h.name
+        ));
+    }
     Ok(inv.hosts)
 }
 
@@ -146,7 +220,7 @@ fn merge(host: &Connection, inv: Option<&Connection>, def: &Connection) -> Conne
         private_key_passphrase_env: pick!(private_key_passphrase_env),
         password_env: pick!(password_env),
         password_file: pick!(password_file),
-        password: host.password.clone().or_else(|| def.password.clone()),
+        password: None,
         become_root: pick!(become_root),
         https: pick!(https),
         auth: pick!(auth),
@@ -159,37 +233,33 @@ fn merge(host: &Connection, inv: Option<&Connection>, def: &Connection) -> Conne
 
 type FieldErrors = Vec<(&'static str, Diagnostic)>;
 
+/// Resolve one host's connection. Always returns a host (with fallbacks where the plan is
+/// wrong) so validation can go on; the errors say what was wrong, by field.
 fn resolve_host(
     index: usize,
     h: &Host,
     inv: Option<&Host>,
     defaults: &Defaults,
     base: &Path,
-) -> Result<ResolvedHost, FieldErrors> {
+    pruned: &Pruned,
+) -> (ResolvedHost, FieldErrors) {
     let mut errs: FieldErrors = Vec::new();
+    let is_pruned = |field: &str| pruned.contains(&format!("hosts[{index}].{field}"));
     let os = h.os.or(inv.and_then(|i| i.os)).unwrap_or_else(|| {
-        errs.push((
-            "name",
-            Diagnostic::error("host-os", format!("host `{}` has no `os`", h.name))
-                .with_hint("add os = \"linux\" or os = \"windows\""),
-        ));
+        if !is_pruned("os") {
+            errs.push((
+                "name",
+                Diagnostic::error("host-os", format!("host `{}` has no `os`", h.name))
+                    .with_hint("add os = \"linux\" or os = \"windows\""),
+            ));
+        }
         Os::Linux
     });
-    let def = match os {
-        Os::Linux => &defaults.linux,
-        Os::Windows => &defaults.windows,
+    let (def, def_path) = match os {
+        Os::Linux => (&defaults.linux, "defaults.linux"),
+        Os::Windows => (&defaults.windows, "defaults.windows"),
     };
     let c = merge(&h.connection, inv.map(|i| &i.connection), def);
-    if c.password.is_some() {
-        errs.push((
-            "password",
-            Diagnostic::error(
-                "plain-password",
-                "passwords are not allowed in the plan text",
-            )
-            .with_hint("use password_env = \"VAR\" or password_file = \"path\""),
-        ));
-    }
     let address = h
         .address
         .clone()
@@ -202,14 +272,16 @@ fn resolve_host(
         (Some(a), _) => a,
         (None, TransportKind::Local) => "127.0.0.1".to_string(),
         (None, _) => {
-            errs.push((
-                "name",
-                Diagnostic::error(
-                    "host-address",
-                    format!("host `{}` has no `address`", h.name),
-                )
-                .with_hint("set address, or name an inventory that has this host"),
-            ));
+            if !is_pruned("address") {
+                errs.push((
+                    "name",
+                    Diagnostic::error(
+                        "host-address",
+                        format!("host `{}` has no `address`", h.name),
+                    )
+                    .with_hint("set address, or name an inventory that has this host"),
+                ));
+            }
             String::new()
         }
     };
@@ -223,6 +295,17 @@ fn resolve_host(
         .clone()
         .or_else(|| inv.and_then(|i| i.host_key.clone()));
     let timeout = c.connect_timeout.unwrap_or(10);
+    let user_default = match os {
+        Os::Linux => "root",
+        Os::Windows => "Administrator",
+    };
+    let transport_err = |msg: &str, hint: &str| {
+        let mut d = Diagnostic::error("transport-os", msg.to_string());
+        if !hint.is_empty() {
+            d = d.with_hint(hint.to_string());
+        }
+        ("transport", d)
+    };
     let conn = match (os, transport) {
         (_, TransportKind::Ssh) | (_, TransportKind::SshPowershell) => {
             let shell = if transport == TransportKind::SshPowershell {
@@ -231,25 +314,18 @@ fn resolve_host(
                 Shell::Posix
             };
             if os == Os::Linux && shell == Shell::PowerShell {
-                errs.push((
-                    "transport",
-                    Diagnostic::error(
-                        "transport-os",
-                        "transport `ssh-powershell` is for Windows hosts",
-                    ),
+                errs.push(transport_err(
+                    "transport `ssh-powershell` is for Windows hosts",
+                    "use transport = \"ssh\" for Linux hosts",
                 ));
             }
             if os == Os::Windows && shell == Shell::Posix {
-                errs.push((
-                    "transport",
-                    Diagnostic::error("transport-os", "transport `ssh` is for Linux hosts")
-                        .with_hint("use transport = \"ssh-powershell\" for OpenSSH on Windows"),
+                errs.push(transport_err(
+                    "transport `ssh` is for Linux hosts",
+                    "use transport = \"ssh-powershell\" for OpenSSH on Windows",
                 ));
             }
-            let user = c.user.clone().unwrap_or_else(|| match os {
-                Os::Linux => "root".to_string(),
-                Os::Windows => "Administrator".to_string(),
-            });
+            let user = c.user.clone().unwrap_or_else(|| user_default.to_string());
             ConnSpec::Ssh(SshSpec {
                 address: address.clone(),
                 port: c.port.unwrap_or(22),
@@ -263,10 +339,19 @@ fn resolve_host(
                 connect_timeout_secs: timeout,
             })
         }
-        (Os::Windows, TransportKind::Winrm) => {
+        (os, TransportKind::Winrm) => {
+            if os == Os::Linux {
+                errs.push(transport_err(
+                    "transport `winrm` is for Windows hosts",
+                    "use transport = \"ssh\"",
+                ));
+            }
             let https = c.https.unwrap_or(true);
             let auth = c.auth.unwrap_or(WinrmAuth::Ntlm);
-            let Some(pw) = password.clone() else {
+            let password_cut = ["password", "password_env", "password_file"]
+                .iter()
+                .any(|f| is_pruned(f) || pruned.contains(&format!("{def_path}.{f}")));
+            if password.is_none() && os == Os::Windows && !password_cut {
                 errs.push((
                     "name",
                     Diagnostic::error(
@@ -275,16 +360,12 @@ fn resolve_host(
                     )
                     .with_hint("set password_env or password_file (here or in [defaults.windows])"),
                 ));
-                return Err(errs);
-            };
+            }
             ConnSpec::Winrm(WinrmSpec {
                 address: address.clone(),
                 port: c.port.unwrap_or(if https { 5986 } else { 5985 }),
-                user: c
-                    .user
-                    .clone()
-                    .unwrap_or_else(|| "Administrator".to_string()),
-                password: pw,
+                user: c.user.clone().unwrap_or_else(|| user_default.to_string()),
+                password: password.unwrap_or(SecretSource::Env(String::new())),
                 https,
                 auth,
                 cert_fingerprint: c
@@ -296,29 +377,19 @@ fn resolve_host(
                 connect_timeout_secs: timeout,
             })
         }
-        (Os::Linux, TransportKind::Winrm) => {
-            errs.push((
-                "transport",
-                Diagnostic::error("transport-os", "transport `winrm` is for Windows hosts")
-                    .with_hint("use transport = \"ssh\""),
-            ));
-            return Err(errs);
-        }
-        (Os::Linux, TransportKind::Local) => ConnSpec::Local {
-            become_root: c.become_root.unwrap_or(false),
-        },
-        (Os::Windows, TransportKind::Local) => {
-            errs.push((
-                "transport",
-                Diagnostic::error("transport-os", "transport `local` is for Linux hosts"),
-            ));
-            return Err(errs);
+        (os, TransportKind::Local) => {
+            if os == Os::Windows {
+                errs.push(transport_err(
+                    "transport `local` is for Linux hosts",
+                    "use transport = \"winrm\" or \"ssh-powershell\"",
+                ));
+            }
+            ConnSpec::Local {
+                become_root: c.become_root.unwrap_or(false),
+            }
         }
     };
-    if !errs.is_empty() {
-        return Err(errs);
-    }
-    Ok(ResolvedHost {
+    let host = ResolvedHost {
         index,
         name: h.name.clone(),
         address,
@@ -329,5 +400,6 @@ fn resolve_host(
         labels: h.labels.clone(),
         taints: h.taints.clone(),
         conn,
-    })
+    };
+    (host, errs)
 }

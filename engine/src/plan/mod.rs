@@ -2,24 +2,63 @@
 //! validating every rule the domain imposes.
 //!
 //! Flow: [`load`] reads the file (syntax errors, unknown keys, wrong types → diagnostics with
-//! line and column), merges the inventory and `[defaults.*]` into each host, and produces a
-//! [`LoadedPlan`]; `validate::validate` checks cross-field rules. Both report all problems at
-//! once. Nothing here touches a host or reads a secret's value.
+//! line and column, see `structure.rs`), merges the inventory and `[defaults.*]` into each
+//! host, and produces a [`LoadedPlan`]; `validate::validate` checks cross-field rules. Both
+//! report all problems at once; [`check`] runs both and returns everything, even when the
+//! plan only partly loads. Nothing here touches a host or reads a secret's value.
+//!
+//! Effective values with defaults applied are methods of [`LoadedPlan`]:
+//! [`LoadedPlan::cluster_net`] (CIDRs, DNS IP, max pods), [`LoadedPlan::cni_settings`],
+//! [`LoadedPlan::kubernetes_version`], [`LoadedPlan::control_planes`].
 
 pub mod load;
 pub mod model;
+pub mod net;
 pub mod schema;
 pub mod spans;
+pub mod structure;
+pub mod syntax;
 pub mod validate;
 
 pub use load::{load, load_str};
 pub use model::*;
+pub use net::{ClusterNet, CniSettings};
 
-use crate::diag::SourceMap;
+use crate::diag::{Diagnostics, SourceMap};
+use crate::module::Registry;
 use crate::secret::Secret;
 use crate::transport::Shell;
 use spans::SpanIndex;
 use std::path::{Path, PathBuf};
+
+/// Load and validate the plan at `path`: every diagnostic (errors and warnings), sorted by
+/// position. `recipe_steps` are the step names `after` may name besides the plan's tasks.
+pub fn check(path: &Path, registry: &dyn Registry, recipe_steps: &[String]) -> Diagnostics {
+    match load::read(path) {
+        Ok(text) => check_str(path, &text, registry, recipe_steps),
+        Err(d) => d,
+    }
+}
+
+/// [`check`] on `text`, as if read from `path`.
+pub fn check_str(
+    path: &Path,
+    text: &str,
+    registry: &dyn Registry,
+    recipe_steps: &[String],
+) -> Diagnostics {
+    let partial = load::load_partial(path, text);
+    let mut diags = partial.diags;
+    if let Some(plan) = &partial.plan {
+        diags.extend(validate::validate_with(
+            plan,
+            registry,
+            recipe_steps,
+            &partial.pruned,
+        ));
+    }
+    diags.dedup().sorted()
+}
 
 /// Where a secret comes from. The plan names the source, never the value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +149,13 @@ pub struct ResolvedHost {
     pub conn: ConnSpec,
 }
 
+impl ResolvedHost {
+    /// The address the node registers with: `node_ip`, else `address`.
+    pub fn node_address(&self) -> &str {
+        self.node_ip.as_deref().unwrap_or(&self.address)
+    }
+}
+
 /// A plan file loaded and resolved.
 #[derive(Debug, Clone)]
 pub struct LoadedPlan {
@@ -129,8 +175,55 @@ impl LoadedPlan {
         self.source.span(self.spans.find(path))
     }
 
+    /// Location of the key at `path` (for "remove this key" diagnostics).
+    pub fn key_loc(&self, path: &str) -> Option<crate::diag::Location> {
+        self.source.span(self.spans.key(path))
+    }
+
     pub fn host(&self, name: &str) -> Option<&ResolvedHost> {
         self.hosts.iter().find(|h| h.name == name)
+    }
+
+    /// The cluster's address plan with defaults applied; `None` without `[cluster]` (or, in
+    /// a plan that did not pass validation, when a CIDR or the DNS IP does not parse).
+    pub fn cluster_net(&self) -> Option<ClusterNet> {
+        self.file
+            .cluster
+            .as_ref()
+            .and_then(|c| ClusterNet::from_cluster(c).ok())
+    }
+
+    /// The pod network settings with defaults applied; `None` without `[cni]`.
+    pub fn cni_settings(&self) -> Option<CniSettings> {
+        self.file.cni.as_ref().map(CniSettings::from_cni)
+    }
+
+    /// The Kubernetes version; `None` without `[cluster]` or if it does not parse.
+    pub fn kubernetes_version(&self) -> Option<semver::Version> {
+        let c = self.file.cluster.as_ref()?;
+        syntax::version(&c.kubernetes_version, false).ok()
+    }
+
+    /// Hosts with role control-plane, in file order: the first runs `kubeadm init`.
+    pub fn control_planes(&self) -> impl Iterator<Item = &ResolvedHost> {
+        self.hosts
+            .iter()
+            .filter(|h| h.role == Some(Role::ControlPlane))
+    }
+
+    /// The host that runs `kubeadm init`.
+    pub fn first_control_plane(&self) -> Option<&ResolvedHost> {
+        self.control_planes().next()
+    }
+
+    /// Hosts that are cluster nodes (have a role), in file order.
+    pub fn nodes(&self) -> impl Iterator<Item = &ResolvedHost> {
+        self.hosts.iter().filter(|h| h.role.is_some())
+    }
+
+    /// Whether any host is a Windows host.
+    pub fn has_windows(&self) -> bool {
+        self.hosts.iter().any(|h| h.os == Os::Windows)
     }
 
     pub fn resolve_path(&self, p: &str) -> PathBuf {

@@ -1,8 +1,10 @@
 //! The plan file as typed data (what `plan.toml` may say), with defaults.
 //!
-//! This is the serde/schemars model: `kwin schema` prints its JSON Schema. Loading
-//! (`load.rs`) fills in defaults from `[defaults.*]` and the inventory and resolves each host's
-//! connection; validation (`validate.rs`) checks every rule across fields.
+//! This is the single source of the plan format: serde reads it, `kwin schema` prints its
+//! JSON Schema (doc comments become descriptions, `extend("default" = ..)` the defaults
+//! editors show), and the structural pass of `load.rs` walks that schema to report every
+//! unknown key and wrong type at once. Loading fills in defaults from `[defaults.*]` and the
+//! inventory and resolves each host's connection; `validate.rs` checks rules across fields.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -22,10 +24,11 @@ pub struct PlanFile {
     /// Versions of the components kwin installs besides Kubernetes itself.
     #[serde(default)]
     pub versions: Versions,
-    /// Where artifacts come from (mirror, offline files).
+    /// Where artifacts come from (mirror, checksums).
     #[serde(default)]
     pub artifacts: Artifacts,
-    /// HTTP(S) proxy for hosts behind one (set machine-wide on Windows, for the runtime on Linux).
+    /// HTTP(S) proxy for hosts behind one (machine-wide on Windows, for the runtime and
+    /// package manager on Linux).
     pub proxy: Option<Proxy>,
     /// Connection defaults per OS; any host may override.
     #[serde(default)]
@@ -45,34 +48,55 @@ pub struct PlanFile {
     pub tasks: Vec<UserTask>,
 }
 
+/// `[cluster]`: the Kubernetes cluster kwin builds with kubeadm.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
-    /// Cluster name; used in the kubeconfig context and as the kubeadm clusterName.
+    /// Cluster name (lowercase letters, digits and `-`); the kubeadm clusterName, the
+    /// kubeconfig context and the file name `kwin kubeconfig` writes.
     pub name: String,
-    /// Kubernetes version, full `x.y.z` (e.g. "1.31.4").
+    /// Kubernetes version, full `x.y.z` (e.g. "1.31.4"). kubeadm, kubelet, kubectl and the
+    /// Windows kubelet/kube-proxy binaries are all installed at exactly this version.
     pub kubernetes_version: String,
-    /// Pod (cluster) CIDR. Default 10.244.0.0/16.
+    /// Pod (cluster) CIDR, IPv4. Each node gets a /24 from it. Default 10.244.0.0/16.
+    #[schemars(extend("default" = "10.244.0.0/16"))]
     pub pod_cidr: Option<String>,
-    /// Service CIDR. Default 10.96.0.0/12.
+    /// Service CIDR, IPv4, /12 or smaller. Default 10.96.0.0/12.
+    #[schemars(extend("default" = "10.96.0.0/12"))]
     pub service_cidr: Option<String>,
-    /// Cluster DNS service IP. Default: the .10 address of service_cidr.
+    /// Cluster DNS service IP, inside service_cidr. Default: the .10 address of service_cidr.
+    #[schemars(extend("default" = "10.96.0.10"))]
     pub dns_service_ip: Option<String>,
-    /// Maximum pods per node. Default 110.
+    /// Maximum pods per node (kubelet maxPods), at most 254 (one /24 per node). Default 110.
+    #[schemars(extend("default" = 110))]
     pub max_pods_per_node: Option<u32>,
-    /// Stable address (host:port or DNS name) in front of the API servers. Required with more
-    /// than one control plane.
+    /// Stable address (`host` or `host:port`, an IP or DNS name) in front of the API servers.
+    /// Required with more than one control plane. Default: the first control plane's
+    /// address, port 6443.
     pub control_plane_endpoint: Option<String>,
     /// Cluster DNS domain. Default cluster.local.
+    #[schemars(extend("default" = "cluster.local"))]
     pub dns_domain: Option<String>,
+    /// Register Windows nodes with the taint `os=windows:NoSchedule`, so that only pods that
+    /// tolerate it (Windows workloads) are scheduled there. Default true.
+    #[schemars(extend("default" = true))]
+    pub windows_taint: Option<bool>,
+    /// Create a RuntimeClass per Windows Server version found on the workers (`windows-2019`,
+    /// `windows-2022`) carrying the matching nodeSelector (`node.kubernetes.io/windows-build`)
+    /// and the toleration. Default false.
+    #[schemars(extend("default" = false))]
+    pub windows_runtime_classes: Option<bool>,
     /// Deploy test workloads after apply and check connectivity (`kwin verify`). Default true.
+    #[schemars(extend("default" = true))]
     pub verify: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CniPlugin {
+    /// flannel: the kube-flannel manifest on Linux, flanneld on Windows.
     Flannel,
+    /// Calico, installed by the tigera-operator (Windows nodes through HostProcess pods).
     Calico,
 }
 
@@ -89,16 +113,22 @@ pub enum CniBackend {
     VxlanCrossSubnet,
 }
 
+/// `[cni]`: the pod network.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Cni {
     /// "flannel" or "calico".
     pub plugin: CniPlugin,
-    /// flannel: "vxlan" (default) or "host-gw"; calico: "vxlan" (default).
+    /// flannel: "vxlan" (default) or "host-gw"; calico: "vxlan" (default); without Windows
+    /// hosts calico also takes "ipip" and "vxlan-cross-subnet".
+    #[schemars(extend("default" = "vxlan"))]
     pub backend: Option<CniBackend>,
-    /// VXLAN network identifier. Default 4096 (the only VNI Windows flannel supports).
+    /// flannel vxlan: VXLAN network identifier. Default 4096 (the only VNI Windows flannel
+    /// supports).
+    #[schemars(extend("default" = 4096), range(min = 1, max = 16_777_215))]
     pub vni: Option<u32>,
-    /// VXLAN UDP port. Default 4789 (the only port Windows supports).
+    /// VXLAN UDP port. Default 4789 (the only port Windows flannel supports).
+    #[schemars(extend("default" = 4789), range(min = 1))]
     pub port: Option<u16>,
     /// Offline labs: a local copy of the upstream manifest (flannel kube-flannel.yml or the
     /// tigera-operator manifest) instead of the pinned URL. Relative to the plan file.
@@ -108,30 +138,48 @@ pub struct Cni {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RuntimeKind {
+    /// containerd (with the CRI plugin).
     #[default]
     Containerd,
+    /// Docker Engine; on Kubernetes 1.24 and later through cri-dockerd. Linux only.
     Docker,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerdSource {
+    /// The distribution's package (Debian/Ubuntu `containerd`, RHEL family from the Docker
+    /// repository).
+    #[default]
+    Package,
+    /// The upstream release tarball of `versions.containerd`, checksum verified.
+    Release,
+}
+
+/// `[runtime]`: the container runtime per OS.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Runtime {
-    /// Runtime on Linux nodes: "containerd" (default) or "docker" (with cri-dockerd).
+    /// Runtime on Linux nodes: "containerd" (default) or "docker" (needs `cri_dockerd = true`
+    /// on Kubernetes 1.24 and later).
     #[serde(default)]
     pub linux: RuntimeKind,
-    /// Runtime on Windows nodes: "containerd" (default) or "docker".
+    /// Runtime on Windows nodes: "containerd" (default). "docker" is refused: see the
+    /// validation rules.
     #[serde(default)]
     pub windows: RuntimeKind,
-    /// Explicitly accept Docker + cri-dockerd on Kubernetes ≥ 1.24 (dockershim is gone).
+    /// Accept Docker through cri-dockerd on Kubernetes 1.24 and later (dockershim was removed
+    /// from the kubelet in 1.24). Default false.
     #[serde(default)]
     pub cri_dockerd: bool,
-    /// Where containerd comes from on Linux: "package" (distribution, default) or "release"
-    /// (upstream tarball with checksum).
-    pub containerd_source: Option<String>,
-    /// Pause (sandbox) image pinned in the runtime config.
+    /// Where containerd comes from on Linux: "package" (default) or "release".
+    pub containerd_source: Option<ContainerdSource>,
+    /// Pause (sandbox) image pinned in the runtime config, e.g. "registry.k8s.io/pause:3.10".
+    /// Default: the one kubeadm uses for the Kubernetes version.
     pub sandbox_image: Option<String>,
 }
 
+/// `[versions]`: component versions. Unset: the version pinned by this kwin release.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Versions {
@@ -149,32 +197,40 @@ pub struct Versions {
     pub cri_dockerd: Option<String>,
 }
 
+/// `[artifacts]`: where downloads come from.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Artifacts {
-    /// Base URL of a mirror laid out like the upstream release sites; replaces them all.
+    /// Base URL (http or https) of a mirror laid out like the upstream release sites;
+    /// replaces them all.
     pub mirror: Option<String>,
-    /// Extra or overriding SHA-256 checksums, by artifact file name.
+    /// Extra or overriding SHA-256 checksums (64 hex digits), by artifact file name.
     #[serde(default)]
     pub sha256: BTreeMap<String, String>,
 }
 
+/// `[proxy]`: an HTTP(S) proxy the hosts reach the internet through.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Proxy {
+    /// Proxy URL for http, e.g. "http://proxy.example.com:3128".
     pub http: Option<String>,
+    /// Proxy URL for https.
     pub https: Option<String>,
-    /// Hosts and CIDRs that bypass the proxy. kwin adds the pod and service CIDRs and the
-    /// hosts' addresses.
+    /// Hosts, domains and CIDRs that bypass the proxy. kwin adds the pod and service CIDRs,
+    /// the cluster domain and the hosts' addresses.
     #[serde(default)]
     pub no_proxy: Vec<String>,
 }
 
+/// `[defaults.linux]` and `[defaults.windows]`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
+    /// Connection settings every Linux host starts from.
     #[serde(default)]
     pub linux: Connection,
+    /// Connection settings every Windows host starts from.
     #[serde(default)]
     pub windows: Connection,
 }
@@ -182,17 +238,24 @@ pub struct Defaults {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
+    /// SSH with a POSIX shell (Linux).
     Ssh,
+    /// Run on this machine (Linux; tests and running on the host itself).
     Local,
+    /// WinRM (Windows).
     Winrm,
+    /// OpenSSH for Windows with PowerShell.
     SshPowershell,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WinrmAuth {
+    /// NTLM (message encryption also over HTTP).
     Ntlm,
+    /// Basic (HTTPS only).
     Basic,
+    /// Kerberos (domain-joined hosts).
     Kerberos,
 }
 
@@ -203,7 +266,10 @@ pub enum WinrmAuth {
 pub struct Connection {
     /// linux: "ssh" (default) | "local"; windows: "winrm" (default) | "ssh-powershell".
     pub transport: Option<TransportKind>,
+    /// Port. Default: 22 (ssh), 5986 (WinRM HTTPS), 5985 (WinRM HTTP).
+    #[schemars(range(min = 1))]
     pub port: Option<u16>,
+    /// User to log in as. Default: root (Linux), Administrator (Windows).
     pub user: Option<String>,
     /// SSH private key file; when absent, ssh-agent is used.
     pub private_key: Option<String>,
@@ -211,86 +277,101 @@ pub struct Connection {
     pub private_key_passphrase_env: Option<String>,
     /// Environment variable holding the password (SSH password auth or WinRM).
     pub password_env: Option<String>,
-    /// File holding the password (first line).
+    /// File holding the password (first line), relative to the plan file.
     pub password_file: Option<String>,
     /// Refused: passwords never go in the plan text. Use password_env or password_file.
     #[schemars(skip)]
+    #[serde(skip_serializing)]
     pub password: Option<toml::Value>,
-    /// Run as root through `sudo -n` (Linux, non-root users).
+    /// Run as root through `sudo -n` (Linux). Default: true for a user other than root.
     #[serde(rename = "become")]
     pub become_root: Option<bool>,
     /// WinRM over HTTPS (port 5986). Default true.
     pub https: Option<bool>,
     /// WinRM authentication: "ntlm" (default) | "basic" (HTTPS only) | "kerberos".
     pub auth: Option<WinrmAuth>,
-    /// WinRM HTTPS: pinned SHA-256 fingerprint of the server certificate (hex, colons optional).
+    /// WinRM HTTPS: pinned SHA-256 fingerprint of the server certificate (64 hex digits,
+    /// colons optional).
     pub cert_fingerprint: Option<String>,
     /// WinRM HTTPS: CA bundle (PEM) to verify the server certificate.
     pub ca_file: Option<String>,
-    /// WinRM HTTPS: skip certificate verification. Unsafe; warned about on every run.
+    /// WinRM HTTPS: skip certificate verification. Unsafe; warned about.
     pub insecure: Option<bool>,
     /// Seconds to wait for a connection. Default 10.
+    #[schemars(range(min = 1))]
     pub connect_timeout: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Os {
     Linux,
     Windows,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
+    /// Runs the Kubernetes control plane (Linux only). The first in file order runs
+    /// `kubeadm init`, the others join as control planes.
     ControlPlane,
+    /// Joins as a worker node.
     Worker,
 }
 
+/// `[[hosts]]`: one machine.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Host {
-    /// Unique name; also the Kubernetes node name (lowercase RFC 1123).
+    /// Unique name; also the Kubernetes node name (lowercase RFC 1123, at most 63
+    /// characters).
     pub name: String,
     /// IP address or DNS name kwin connects to.
     pub address: Option<String>,
     /// "linux" | "windows".
     pub os: Option<Os>,
-    /// "control-plane" | "worker". The first control plane in file order runs `kubeadm init`.
+    /// "control-plane" | "worker". Required with `[cluster]`.
     pub role: Option<Role>,
-    /// Address the node advertises to the cluster, if not `address`.
+    /// IP address the node advertises to the cluster (kubelet --node-ip), if not `address`.
     pub node_ip: Option<String>,
-    /// Windows: network interface for the pod network (default: the one routing to the
-    /// control plane).
+    /// Network interface for the pod network (flannel `--iface`, the Windows HNS network
+    /// adapter). Default: the one routing to the control plane.
     pub interface: Option<String>,
-    /// Extra node labels.
+    /// Extra node labels, registered by the kubelet. Keys in the kubernetes.io and k8s.io
+    /// namespaces are limited to those a kubelet may set on itself.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    /// Extra node taints, `key=value:Effect`.
+    /// Extra node taints, `key=value:Effect` or `key:Effect` (Effect: NoSchedule,
+    /// PreferNoSchedule or NoExecute).
     #[serde(default)]
     pub taints: Vec<String>,
-    /// Pinned SSH host key fingerprint, `SHA256:...` as `ssh-keygen -lf` prints it.
+    /// Pinned SSH host key fingerprint, `SHA256:` and 43 base64 characters, as
+    /// `ssh-keygen -lf` prints it.
     pub host_key: Option<String>,
-    /// Connection overrides.
+    /// Connection overrides (same keys as `[defaults.<os>]`).
     #[serde(flatten)]
     pub connection: Connection,
 }
 
-/// Which hosts a user task runs on. Empty: every host.
+/// Which hosts a user task runs on. Every given condition must hold; empty: every host.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Selector {
+    /// Host names.
     #[serde(default)]
     pub hosts: Vec<String>,
+    /// Roles: "control-plane", "worker".
     #[serde(default)]
     pub roles: Vec<Role>,
+    /// "linux" or "windows".
     pub os: Option<Os>,
 }
 
+/// `[[tasks]]`: one of the user's own steps.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UserTask {
-    /// Unique task name.
+    /// Unique task name (no `/` or `:`).
     pub name: String,
     /// Module name, e.g. "file", "command", "sysctl".
     pub module: String,
@@ -306,17 +387,23 @@ pub struct UserTask {
     pub params: BTreeMap<String, toml::Value>,
 }
 
+/// `[settings]`: how the engine runs.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// Hosts worked on at once. Default 32.
+    #[schemars(extend("default" = 32), range(min = 1))]
     pub parallelism: Option<usize>,
     /// Seconds one remote step may take. Default 600.
+    #[schemars(extend("default" = 600), range(min = 1))]
     pub step_timeout: Option<u64>,
     /// Retries of a step after a connection failure. Default 3.
+    #[schemars(extend("default" = 3))]
     pub retries: Option<u32>,
     /// Seconds before the first retry (doubling each time). Default 2.
+    #[schemars(extend("default" = 2))]
     pub retry_delay: Option<u64>,
-    /// Allow reboots (Windows Containers feature). Default true.
+    /// Allow reboots (the Windows Containers feature needs one). Default true.
+    #[schemars(extend("default" = true))]
     pub allow_reboot: Option<bool>,
 }

@@ -1,15 +1,62 @@
 //! Linux modules (POSIX sh).
+//!
+//! One file per module; `facts/` holds the typed facts they share (each a command and a pure
+//! parser), `script.rs` the building blocks of step scripts, `common.rs` shared parameter
+//! types. Every module documents its parameters, when it is a no-op, what it changes, and an
+//! example task in its `//!` header.
 
 use kwin_engine::module::{Module, ParamError};
 
+pub mod archive;
+pub mod command;
+pub mod common;
+pub mod diff;
+pub mod directory;
+pub mod download;
+pub mod facts;
+pub mod file;
+pub mod kernel_module;
+pub mod line_in_file;
+pub mod managed;
+pub mod package;
+pub mod package_repo;
+pub mod script;
+pub mod service;
+pub mod swap_off;
+pub mod sysctl;
+
 /// Module names implemented for Linux hosts.
-pub const NAMES: &[&str] = &[];
+pub const NAMES: &[&str] = &[
+    "archive",
+    "command",
+    "directory",
+    "download",
+    "file",
+    "kernel_module",
+    "line_in_file",
+    "package",
+    "service",
+    "swap_off",
+    "sysctl",
+];
 
 /// Build a Linux module, or `None` if `name` is not one.
 pub fn build(
     name: &str,
     params: &serde_json::Value,
 ) -> Option<Result<Box<dyn Module>, ParamError>> {
-    let _ = (name, params);
-    None
+    Some(match name {
+        "archive" => archive::build(params),
+        "command" => command::build(params),
+        "directory" => directory::build(params),
+        "download" => download::build(params),
+        "file" => file::build(params),
+        "kernel_module" => kernel_module::build(params),
+        "line_in_file" => line_in_file::build(params),
+        "package" => package::build(params),
+        "service" => service::build(params),
+        "swap_off" => swap_off::build(params),
+        "sysctl" => sysctl::build(params),
+        _ => return None,
+    })
 }

@@ -1,0 +1,427 @@
+//! Formats of single values: names, addresses, fingerprints, taints, labels, versions, URLs.
+//!
+//! Pure functions, each `Ok(())` or `Err(reason)` where the reason completes the sentence
+//! "`<key>` = "<value>" is not valid: <reason>".
+
+use base64::Engine;
+use std::net::IpAddr;
+
+fn is_alnum_lower(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// A lowercase RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn dns_label(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("it is empty".into());
+    }
+    if s.len() > 63 {
+        return Err(format!(
+            "it has {} characters, at most 63 are allowed",
+            s.len()
+        ));
+    }
+    if let Some(c) = s.chars().find(|c| !is_alnum_lower(*c) && *c != '-') {
+        return Err(if c.is_ascii_uppercase() {
+            "it must be lowercase".into()
+        } else {
+            format!("`{c}` is not allowed: use lowercase letters, digits and `-`")
+        });
+    }
+    if s.starts_with('-') || s.ends_with('-') {
+        return Err("it must start and end with a letter or digit".into());
+    }
+    Ok(())
+}
+
+/// A Kubernetes node name: a lowercase RFC 1123 subdomain, kept to at most 63 characters
+/// (the hostname label limit; longer names break on some hosts).
+pub fn node_name(s: &str) -> Result<(), String> {
+    if s.len() > 63 {
+        return Err(format!(
+            "it has {} characters, at most 63 are allowed",
+            s.len()
+        ));
+    }
+    for label in s.split('.') {
+        if label.chars().any(|c| c.is_ascii_uppercase()) {
+            return Err(format!(
+                "node names must be lowercase (\"{}\")",
+                s.to_ascii_lowercase()
+            ));
+        }
+        dns_label(label).map_err(|e| {
+            if label.is_empty() {
+                "it has an empty part between dots".to_string()
+            } else {
+                e
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// A DNS name (any case): dot-separated labels of letters, digits and `-`, at most 253.
+pub fn dns_name(s: &str) -> Result<(), String> {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    if s.is_empty() {
+        return Err("it is empty".into());
+    }
+    if s.len() > 253 {
+        return Err("it is longer than 253 characters".into());
+    }
+    for label in s.split('.') {
+        dns_label(&label.to_ascii_lowercase()).map_err(|e| {
+            if label.is_empty() {
+                "it has an empty part between dots".to_string()
+            } else {
+                format!("in `{label}`: {e}")
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// An IP address or a DNS name.
+pub fn address(s: &str) -> Result<(), String> {
+    if s.parse::<IpAddr>().is_ok() {
+        return Ok(());
+    }
+    if s.contains(':') {
+        return Err("it is neither an IP address nor a DNS name (ports go in `port`)".into());
+    }
+    if s.split('.').all(|p| p.chars().all(|c| c.is_ascii_digit())) {
+        return Err("it is not a valid IPv4 address".into());
+    }
+    dns_name(s).map_err(|e| format!("it is neither an IP address nor a DNS name: {e}"))
+}
+
+/// `SHA256:` and 43 base64 characters (a SHA-256 digest), as `ssh-keygen -lf` prints it.
+pub fn host_key(s: &str) -> Result<(), String> {
+    let Some(b64) = s.strip_prefix("SHA256:") else {
+        if s.starts_with("MD5:") || s.chars().filter(|c| *c == ':').count() == 15 {
+            return Err("it is an MD5 fingerprint; kwin pins SHA-256 ones".into());
+        }
+        return Err("it must start with `SHA256:`".into());
+    };
+    let b64 = b64.trim_end_matches('=');
+    if b64.len() != 43 {
+        return Err(format!(
+            "a SHA-256 fingerprint has 43 base64 characters after `SHA256:`, this has {}",
+            b64.len()
+        ));
+    }
+    match base64::engine::general_purpose::STANDARD_NO_PAD.decode(b64) {
+        Ok(bytes) if bytes.len() == 32 => Ok(()),
+        _ => Err("it is not valid base64".into()),
+    }
+}
+
+/// A SHA-256 certificate fingerprint: 64 hex digits, colons optional.
+pub fn cert_fingerprint(s: &str) -> Result<(), String> {
+    let hex: String = s.chars().filter(|c| *c != ':').collect();
+    if let Some(c) = hex.chars().find(|c| !c.is_ascii_hexdigit()) {
+        return Err(format!("`{c}` is not a hex digit"));
+    }
+    match hex.len() {
+        64 => Ok(()),
+        40 => Err("it is a SHA-1 fingerprint (40 hex digits); kwin pins SHA-256 (64)".into()),
+        n => Err(format!(
+            "a SHA-256 fingerprint has 64 hex digits, this has {n}"
+        )),
+    }
+}
+
+/// A SHA-256 checksum: 64 hex digits.
+pub fn sha256_hex(s: &str) -> Result<(), String> {
+    if s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err("a SHA-256 checksum is 64 hex digits".into())
+    }
+}
+
+fn label_name_part(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("the name part is empty".into());
+    }
+    if s.len() > 63 {
+        return Err(format!(
+            "the name part has {} characters, at most 63",
+            s.len()
+        ));
+    }
+    let ok_inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if let Some(c) = s.chars().find(|c| !ok_inner(*c)) {
+        return Err(format!(
+            "`{c}` is not allowed (letters, digits, `-`, `_`, `.`)"
+        ));
+    }
+    let first_last_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !first_last_ok(s.chars().next()) || !first_last_ok(s.chars().last()) {
+        return Err("it must start and end with a letter or digit".into());
+    }
+    Ok(())
+}
+
+/// A label (or taint) key: `[prefix/]name`, prefix a DNS subdomain, name at most 63.
+pub fn label_key(s: &str) -> Result<(), String> {
+    match s.split_once('/') {
+        Some((prefix, name)) => {
+            if prefix.len() > 253 {
+                return Err("the prefix is longer than 253 characters".into());
+            }
+            node_name_like_subdomain(prefix).map_err(|e| format!("prefix `{prefix}`: {e}"))?;
+            if name.contains('/') {
+                return Err("it has more than one `/`".into());
+            }
+            label_name_part(name)
+        }
+        None => label_name_part(s),
+    }
+}
+
+fn node_name_like_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("it is empty".into());
+    }
+    for label in s.split('.') {
+        dns_label(label).map_err(|e| {
+            if label.is_empty() {
+                "it has an empty part between dots".to_string()
+            } else {
+                e
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// A label (or taint) value: empty, or at most 63 of letters, digits, `-`, `_`, `.`,
+/// starting and ending with a letter or digit.
+pub fn label_value(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Ok(());
+    }
+    label_name_part(s).map_err(|e| e.replace("the name part", "the value"))
+}
+
+/// Why the kubelet may not set label `key` on its own node, if it may not.
+///
+/// The kubelet refuses `--node-labels` in the kubernetes.io and k8s.io namespaces except a
+/// fixed list and the `kubelet.kubernetes.io` / `node.kubernetes.io` namespaces, and the
+/// NodeRestriction admission plugin refuses `node-restriction.kubernetes.io`.
+pub fn kubelet_label_refusal(key: &str) -> Option<String> {
+    const ALLOWED: &[&str] = &[
+        "kubernetes.io/hostname",
+        "kubernetes.io/os",
+        "kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region",
+    ];
+    let (ns, _) = key.split_once('/')?;
+    let in_ns = |n: &str, base: &str| n == base || n.ends_with(&format!(".{base}"));
+    if in_ns(ns, "node-restriction.kubernetes.io") {
+        return Some("the node-restriction.kubernetes.io namespace is reserved for labels set by administrators".into());
+    }
+    let kube_ns = in_ns(ns, "kubernetes.io") || in_ns(ns, "k8s.io");
+    let allowed = ALLOWED.contains(&key)
+        || in_ns(ns, "kubelet.kubernetes.io")
+        || in_ns(ns, "node.kubernetes.io");
+    (kube_ns && !allowed).then(|| format!("the kubelet may not set `{ns}` labels on its own node"))
+}
+
+pub const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// A taint: `key=value:Effect` or `key:Effect`.
+pub fn taint(s: &str) -> Result<(), String> {
+    let Some((kv, effect)) = s.rsplit_once(':') else {
+        return Err(
+            "expected `key=value:Effect` (Effect: NoSchedule, PreferNoSchedule or NoExecute)"
+                .into(),
+        );
+    };
+    if !TAINT_EFFECTS.contains(&effect) {
+        let hint = crate::diag::did_you_mean(effect, TAINT_EFFECTS.iter().copied())
+            .map(|e| format!(" (did you mean `{e}`?)"))
+            .unwrap_or_default();
+        return Err(format!(
+            "unknown effect `{effect}`{hint}: use NoSchedule, PreferNoSchedule or NoExecute"
+        ));
+    }
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    if key.is_empty() {
+        return Err("the key is empty".into());
+    }
+    label_key(key).map_err(|e| format!("key `{key}`: {e}"))?;
+    label_value(value).map_err(|e| format!("value `{value}`: {e}"))
+}
+
+/// A release version `x.y.z`, with a leading `v` when `v_ok`.
+pub fn version(s: &str, v_ok: bool) -> Result<semver::Version, String> {
+    let bare = if v_ok {
+        s.strip_prefix('v').unwrap_or(s)
+    } else if let Some(rest) = s.strip_prefix('v') {
+        return Err(format!("write it without the `v`: \"{rest}\""));
+    } else {
+        s
+    };
+    semver::Version::parse(bare).map_err(|_| {
+        let parts = bare.split('.').count();
+        if parts < 3 && bare.split('.').all(|p| p.parse::<u64>().is_ok()) {
+            "it must be a full version `x.y.z` (e.g. \"1.31.4\"), not a minor release".to_string()
+        } else {
+            "it is not a version `x.y.z`".to_string()
+        }
+    })
+}
+
+/// An http or https URL with a host.
+pub fn http_url(s: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return Err("it must start with http:// or https://".into());
+    };
+    if scheme != "http" && scheme != "https" {
+        return Err(format!(
+            "scheme `{scheme}` is not supported: use http or https"
+        ));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = split_host_port(hostport)?;
+    if host.is_empty() {
+        return Err("it has no host".into());
+    }
+    if let Some(p) = port {
+        p.parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("port `{p}` is not a port number"))?;
+    }
+    Ok(())
+}
+
+/// `host` or `host:port`; `[v6]:port` for IPv6.
+fn split_host_port(s: &str) -> Result<(&str, Option<&str>), String> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| "unclosed `[` around an IPv6 address".to_string())?;
+        return Ok((host, after.strip_prefix(':')));
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => Ok((h, Some(p))),
+        Some(_) => Ok((s, None)),
+        None => Ok((s, None)),
+    }
+}
+
+/// An API server endpoint: `host` or `host:port`, host an IP or DNS name.
+pub fn endpoint(s: &str) -> Result<(String, Option<u16>), String> {
+    if s.contains("://") {
+        return Err("write `host:port` without a scheme".into());
+    }
+    let (host, port) = split_host_port(s)?;
+    address(host)?;
+    let port = match port {
+        Some(p) => Some(
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| format!("port `{p}` is not a port number"))?,
+        ),
+        None => None,
+    };
+    Ok((host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(node_name("cp1").is_ok());
+        assert!(node_name("node-1.lab").is_ok());
+        assert!(node_name("CP1").expect_err("refused").contains("lowercase"));
+        assert!(node_name("-a").is_err());
+        assert!(node_name("a_b").is_err());
+        assert!(node_name(&"a".repeat(64)).is_err());
+        assert!(dns_label("lab-flannel").is_ok());
+        assert!(dns_label("lab.flannel").is_err());
+        assert!(address("192.168.56.10").is_ok());
+        assert!(address("fe80::1").is_ok());
+        assert!(address("win1.corp.example").is_ok());
+        assert!(address("192.168.56.300").is_err());
+        assert!(address("10.0.0.1:22").is_err());
+        assert!(address("bad_name").is_err());
+    }
+
+    #[test]
+    fn fingerprints() {
+        let k = format!("SHA256:{}", "A".repeat(42) + "E");
+        assert!(host_key(&k).is_ok(), "{:?}", host_key(&k));
+        assert!(host_key("SHA256:abc").is_err());
+        assert!(host_key("MD5:aa:bb").expect_err("refused").contains("MD5"));
+        assert!(host_key(&"A".repeat(43)).is_err());
+        let hex64 = "ab".repeat(32);
+        assert!(cert_fingerprint(&hex64).is_ok());
+        let colons: Vec<String> = (0..32).map(|_| "AB".to_string()).collect();
+        assert!(cert_fingerprint(&colons.join(":")).is_ok());
+        assert!(cert_fingerprint(&"ab".repeat(20))
+            .expect_err("refused")
+            .contains("SHA-1"));
+        assert!(cert_fingerprint(&"zz".repeat(32)).is_err());
+    }
+
+    #[test]
+    fn taints_and_labels() {
+        assert!(taint("os=windows:NoSchedule").is_ok());
+        assert!(taint("dedicated:NoExecute").is_ok());
+        assert!(taint("example.com/gpu=true:PreferNoSchedule").is_ok());
+        assert!(taint("os=windows").is_err());
+        assert!(taint("os=windows:noschedule")
+            .expect_err("refused")
+            .contains("did you mean `NoSchedule`"));
+        assert!(taint("=x:NoSchedule").is_err());
+        assert!(taint("a=b c:NoSchedule").is_err());
+        assert!(label_key("node.kubernetes.io/windows-build").is_ok());
+        assert!(label_key("Example.com/x").is_err());
+        assert!(label_key("a/b/c").is_err());
+        assert!(label_value("").is_ok());
+        assert!(label_value("10.0.17763").is_ok());
+        assert!(label_value("-x").is_err());
+        assert!(kubelet_label_refusal("node-role.kubernetes.io/worker").is_some());
+        assert!(kubelet_label_refusal("node.kubernetes.io/windows-build").is_none());
+        assert!(kubelet_label_refusal("kubernetes.io/os").is_none());
+        assert!(kubelet_label_refusal("example.com/tier").is_none());
+        assert!(kubelet_label_refusal("node-restriction.kubernetes.io/x").is_some());
+    }
+
+    #[test]
+    fn versions_urls_endpoints() {
+        assert!(version("1.31.4", false).is_ok());
+        assert!(version("v1.31.4", false)
+            .expect_err("refused")
+            .contains("without the `v`"));
+        assert!(version("1.31", false)
+            .expect_err("refused")
+            .contains("full version"));
+        assert!(version("v0.26.2", true).is_ok());
+        assert!(http_url("http://proxy.example.com:3128").is_ok());
+        assert!(http_url("https://mirror.example/k8s/").is_ok());
+        assert!(http_url("proxy:3128").is_err());
+        assert!(http_url("ftp://x").is_err());
+        assert!(http_url("http://x:99999").is_err());
+        assert_eq!(endpoint("k8s.lab:6443"), Ok(("k8s.lab".into(), Some(6443))));
+        assert_eq!(endpoint("10.0.0.5"), Ok(("10.0.0.5".into(), None)));
+        assert!(endpoint("https://k8s.lab:6443").is_err());
+        assert!(endpoint("k8s.lab:0").is_err());
+    }
+}

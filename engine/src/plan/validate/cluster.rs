@@ -1,0 +1,668 @@
+//! Rules about the cluster: roles, the address plan, the pod network, the runtime,
+//! component versions, the artifact mirror and the proxy.
+
+use super::V;
+use crate::diag::Diagnostic;
+use crate::plan::model::{CniBackend, CniPlugin, Os, Role, RuntimeKind};
+use crate::plan::net::{self, ClusterNet, CniSettings};
+use crate::plan::spans::PlanPath;
+use crate::plan::syntax;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Kubernetes removed dockershim from the kubelet in this version.
+const DOCKERSHIM_REMOVED: (u64, u64) = (1, 24);
+/// HostProcess containers (Windows CNI and kube-proxy pods) are on by default from here.
+const HOSTPROCESS_DEFAULT: (u64, u64) = (1, 23);
+
+pub(super) fn check(v: &mut V<'_>) {
+    versions(v);
+    artifacts_and_proxy(v);
+    let Some(cluster) = v.plan.file.cluster.as_ref() else {
+        without_cluster(v);
+        return;
+    };
+    if let Err(why) = syntax::dns_label(&cluster.name) {
+        v.at(
+            "cluster.name",
+            Diagnostic::error(
+                "bad-name",
+                format!("cluster name \"{}\" is not valid: {why}", cluster.name),
+            )
+            .with_hint("use lowercase letters, digits and `-`, e.g. \"lab\""),
+        );
+    }
+    if let Some(d) = &cluster.dns_domain {
+        if let Err(why) = syntax::dns_name(d) {
+            v.at(
+                "cluster.dns_domain",
+                Diagnostic::error(
+                    "bad-dns-domain",
+                    format!("dns_domain \"{d}\" is not valid: {why}"),
+                ),
+            );
+        }
+    }
+    kubernetes_version(v);
+    roles(v);
+    if let Some(net) = address_plan(v) {
+        hosts_outside_cidrs(v, &net);
+        endpoint(v, Some(&net));
+    } else {
+        endpoint(v, None);
+    }
+    cni(v);
+    runtime(v);
+}
+
+fn without_cluster(v: &mut V<'_>) {
+    if v.has("cni") {
+        v.at_key(
+            "cni",
+            Diagnostic::warning("cni-unused", "[cni] is ignored without [cluster]")
+                .with_hint("add [cluster] to build a cluster, or remove [cni]"),
+        );
+    }
+}
+
+fn kubernetes_version(v: &mut V<'_>) {
+    let Some(cluster) = v.plan.file.cluster.as_ref() else {
+        return;
+    };
+    let version = match syntax::version(&cluster.kubernetes_version, false) {
+        Ok(ver) => ver,
+        Err(why) => {
+            v.at(
+                "cluster.kubernetes_version",
+                Diagnostic::error(
+                    "bad-version",
+                    format!(
+                        "kubernetes_version \"{}\" is not valid: {why}",
+                        cluster.kubernetes_version
+                    ),
+                ),
+            );
+            return;
+        }
+    };
+    if version.major != 1 {
+        v.at(
+            "cluster.kubernetes_version",
+            Diagnostic::error(
+                "bad-version",
+                format!("kubernetes_version {version}: Kubernetes releases are 1.x"),
+            ),
+        );
+        return;
+    }
+    if v.plan.has_windows() && (version.major, version.minor) < HOSTPROCESS_DEFAULT {
+        v.at(
+            "cluster.kubernetes_version",
+            Diagnostic::error(
+                "k8s-version-windows",
+                format!("Kubernetes {version} is too old for kwin's Windows nodes"),
+            )
+            .with_hint("kwin runs the Windows CNI and kube-proxy as HostProcess pods, on by default from Kubernetes 1.23"),
+        );
+    }
+}
+
+fn roles(v: &mut V<'_>) {
+    let plan = v.plan;
+    let mut control_planes = 0;
+    // Hosts or roles cut out as wrong were reported already; do not add "no control plane".
+    let mut missing_role_cut = v.pruned.contains("hosts");
+    for (i, h) in plan.file.hosts.iter().enumerate() {
+        let os = plan.hosts.get(i).map(|rh| rh.os);
+        match h.role {
+            None if v.pruned.contains(&format!("hosts[{i}].role")) => missing_role_cut = true,
+            None => v.at(
+                &format!("hosts[{i}].name"),
+                Diagnostic::error(
+                    "host-role",
+                    format!("host `{}` has no role", h.name),
+                )
+                .with_hint("with [cluster] every host is a node: add role = \"control-plane\" or role = \"worker\""),
+            ),
+            Some(Role::ControlPlane) => {
+                control_planes += 1;
+                if os == Some(Os::Windows) {
+                    v.at(
+                        &format!("hosts[{i}].role"),
+                        Diagnostic::error(
+                            "windows-control-plane",
+                            format!("Windows host `{}` cannot be a control plane", h.name),
+                        )
+                        .with_hint("the Kubernetes control plane runs on Linux only; make it a worker"),
+                    );
+                } else if control_planes == 2
+                    && plan
+                        .file
+                        .cluster
+                        .as_ref()
+                        .is_some_and(|c| c.control_plane_endpoint.is_none())
+                {
+                    v.at(
+                        &format!("hosts[{i}].role"),
+                        Diagnostic::error(
+                            "control-plane-endpoint",
+                            format!(
+                                "`{}` is a second control plane, but [cluster] has no control_plane_endpoint",
+                                h.name
+                            ),
+                        )
+                        .with_hint("several control planes need a stable address in front of them (a load balancer or DNS name): set cluster.control_plane_endpoint"),
+                    );
+                }
+            }
+            Some(Role::Worker) => {}
+        }
+    }
+    if control_planes == 0 && !missing_role_cut {
+        v.at_key(
+            "cluster",
+            Diagnostic::error("no-control-plane", "the cluster has no control plane")
+                .with_hint("give one Linux host role = \"control-plane\"; the first in file order runs kubeadm init"),
+        );
+    }
+}
+
+/// The address plan rules; the parsed plan if it parses.
+fn address_plan(v: &mut V<'_>) -> Option<ClusterNet> {
+    let cluster = v.plan.file.cluster.as_ref()?;
+    let net = match ClusterNet::from_cluster(cluster) {
+        Ok(n) => n,
+        Err(errors) => {
+            for e in errors {
+                let code = if e.field == "dns_service_ip" {
+                    "bad-dns-ip"
+                } else {
+                    "bad-cidr"
+                };
+                let mut d = Diagnostic::error(code, format!("{}: {}", e.field, e.message));
+                if let Some(h) = e.hint {
+                    d = d.with_hint(h);
+                }
+                v.at(&format!("cluster.{}", e.field), d);
+            }
+            return None;
+        }
+    };
+    let at_or_cluster = |v: &V<'_>, field: &str| {
+        let p = format!("cluster.{field}");
+        if v.has(&p) {
+            p
+        } else {
+            "cluster".to_string()
+        }
+    };
+    let svc_path = at_or_cluster(v, "service_cidr");
+    let pod_path = at_or_cluster(v, "pod_cidr");
+    if net.service_cidr.prefix_len() < net::MIN_SERVICE_PREFIX {
+        v.at(
+            &svc_path,
+            Diagnostic::error(
+                "service-cidr-size",
+                format!(
+                    "service_cidr {} is too large: kube-apiserver accepts at most a /{} for IPv4",
+                    net.service_cidr,
+                    net::MIN_SERVICE_PREFIX
+                ),
+            ),
+        );
+    }
+    if net::overlaps(&net.pod_cidr, &net.service_cidr) {
+        v.at(
+            &svc_path,
+            Diagnostic::error(
+                "cidr-overlap",
+                format!(
+                    "service_cidr {} overlaps pod_cidr {}",
+                    net.service_cidr, net.pod_cidr
+                ),
+            )
+            .with_hint("pods and services need separate address ranges (defaults: 10.244.0.0/16 and 10.96.0.0/12)"),
+        );
+    }
+    if let Some(why) = net::dns_ip_problem(net.dns_service_ip, &net.service_cidr) {
+        if v.has("cluster.dns_service_ip") {
+            v.at(
+                "cluster.dns_service_ip",
+                Diagnostic::error("bad-dns-ip", format!("dns_service_ip {why}"))
+                    .with_hint("pick an address inside service_cidr, e.g. its .10 address"),
+            );
+        } else {
+            v.at(
+                &svc_path,
+                Diagnostic::error(
+                    "bad-dns-ip",
+                    format!("the default dns_service_ip (the .10 address) does not fit: {why}"),
+                )
+                .with_hint("make service_cidr larger or set dns_service_ip"),
+            );
+        }
+    }
+    let max_pods = net.max_pods_per_node;
+    let max_path = at_or_cluster(v, "max_pods_per_node");
+    if max_pods == 0 {
+        v.at(
+            &max_path,
+            Diagnostic::error("max-pods", "max_pods_per_node must be at least 1"),
+        );
+    } else if max_pods > 254 {
+        v.at(
+            &max_path,
+            Diagnostic::error(
+                "max-pods",
+                format!("max_pods_per_node {max_pods} does not fit a node's /24 pod subnet (at most 254)"),
+            ),
+        );
+    } else if max_pods > 110 && v.plan.has_windows() {
+        v.at(
+            &max_path,
+            Diagnostic::warning(
+                "max-pods-windows",
+                format!("max_pods_per_node {max_pods} is above 110 in a cluster with Windows nodes"),
+            )
+            .with_hint("110 is the kubelet default and the most pods per node Kubernetes supports; every Windows pod also costs its own HNS endpoint and pause container, so stay at 110 or below unless you measured your Windows nodes"),
+        );
+    }
+    let nodes = v.plan.nodes().count() as u64;
+    let size = net::size(&net.pod_cidr);
+    let needed = net.pod_addresses_needed(nodes);
+    if net.pod_cidr.prefix_len() > net::NODE_CIDR_PREFIX {
+        v.at(
+            &pod_path,
+            Diagnostic::error(
+                "pod-cidr-size",
+                format!(
+                    "pod_cidr {} is smaller than the /{} every node gets from it",
+                    net.pod_cidr,
+                    net::NODE_CIDR_PREFIX
+                ),
+            )
+            .with_hint("use a /16 (the default 10.244.0.0/16) or at least one /24 per node"),
+        );
+    } else if nodes > 0 && needed > size {
+        v.at(
+            &pod_path,
+            Diagnostic::error(
+                "pod-cidr-size",
+                format!(
+                    "pod_cidr {} has {size} addresses; {} with up to {max_pods} pods each {} {needed}",
+                    net.pod_cidr,
+                    count(nodes, "node"),
+                    if nodes == 1 { "needs" } else { "need" }
+                ),
+            )
+            .with_hint("the minimum is (nodes) + (nodes × max_pods_per_node) addresses: make pod_cidr larger"),
+        );
+    } else if net.node_blocks() < nodes {
+        v.at(
+            &pod_path,
+            Diagnostic::error(
+                "pod-cidr-blocks",
+                format!(
+                    "pod_cidr {} holds {} /{} node subnets, but the cluster has {}",
+                    net.pod_cidr,
+                    net.node_blocks(),
+                    net::NODE_CIDR_PREFIX,
+                    count(nodes, "node")
+                ),
+            )
+            .with_hint("every node gets a /24 from pod_cidr: make it larger"),
+        );
+    }
+    Some(net)
+}
+
+/// "1 node", "3 nodes".
+fn count(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+fn hosts_outside_cidrs(v: &mut V<'_>, net: &ClusterNet) {
+    let plan = v.plan;
+    for (i, h) in plan.file.hosts.iter().enumerate() {
+        for (key, value) in [("address", &h.address), ("node_ip", &h.node_ip)] {
+            let Some(Ok(IpAddr::V4(ip))) = value.as_deref().map(str::parse::<IpAddr>) else {
+                continue;
+            };
+            if let Some(what) = cidr_holding(net, ip) {
+                v.at(
+                    &format!("hosts[{i}].{key}"),
+                    Diagnostic::error(
+                        "cidr-overlap",
+                        format!("host `{}` {key} {ip} lies inside {what}", h.name),
+                    )
+                    .with_hint("the pod and service CIDRs must not overlap the hosts' network: pick other CIDRs"),
+                );
+            }
+        }
+    }
+}
+
+fn cidr_holding(net: &ClusterNet, ip: Ipv4Addr) -> Option<String> {
+    if net.pod_cidr.contains(&ip) {
+        Some(format!("pod_cidr {}", net.pod_cidr))
+    } else if net.service_cidr.contains(&ip) {
+        Some(format!("service_cidr {}", net.service_cidr))
+    } else {
+        None
+    }
+}
+
+fn endpoint(v: &mut V<'_>, net: Option<&ClusterNet>) {
+    let Some(ep) = v
+        .plan
+        .file
+        .cluster
+        .as_ref()
+        .and_then(|c| c.control_plane_endpoint.clone())
+    else {
+        return;
+    };
+    match syntax::endpoint(&ep) {
+        Err(why) => v.at(
+            "cluster.control_plane_endpoint",
+            Diagnostic::error(
+                "bad-endpoint",
+                format!("control_plane_endpoint \"{ep}\" is not valid: {why}"),
+            )
+            .with_hint("write `host` or `host:port`, e.g. \"k8s-api.lab:6443\""),
+        ),
+        Ok((host, _)) => {
+            if let (Some(net), Ok(IpAddr::V4(ip))) = (net, host.parse::<IpAddr>()) {
+                if let Some(what) = cidr_holding(net, ip) {
+                    v.at(
+                        "cluster.control_plane_endpoint",
+                        Diagnostic::error(
+                            "cidr-overlap",
+                            format!("control_plane_endpoint {ip} lies inside {what}"),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn cni(v: &mut V<'_>) {
+    let Some(c) = v.plan.file.cni.as_ref() else {
+        if !v.pruned.contains("cni") {
+            v.at_key(
+                "cluster",
+                Diagnostic::error(
+                    "cni-missing",
+                    "[cluster] needs a pod network: [cni] is missing",
+                )
+                .with_hint("add [cni] with plugin = \"flannel\" or plugin = \"calico\""),
+            );
+        }
+        return;
+    };
+    let s = CniSettings::from_cni(c);
+    let windows = v.plan.has_windows();
+    let backend_path = if v.has("cni.backend") {
+        "cni.backend"
+    } else {
+        "cni.plugin"
+    };
+    match (s.plugin, s.backend) {
+        (CniPlugin::Flannel, CniBackend::Ipip | CniBackend::VxlanCrossSubnet) => v.at(
+            backend_path,
+            Diagnostic::error(
+                "cni-backend",
+                format!("flannel has no `{}` backend", backend_name(s.backend)),
+            )
+            .with_hint("flannel backends: \"vxlan\" (Windows: win-overlay) or \"host-gw\" (Windows: win-bridge)"),
+        ),
+        (CniPlugin::Calico, CniBackend::HostGw) => v.at(
+            backend_path,
+            Diagnostic::error("cni-backend", "Calico has no `host-gw` backend")
+                .with_hint("use backend = \"vxlan\""),
+        ),
+        (CniPlugin::Calico, CniBackend::Ipip) if windows => v.at(
+            backend_path,
+            Diagnostic::error(
+                "calico-windows",
+                "Calico IP-in-IP does not work with Windows nodes: Windows does not support IP-in-IP encapsulation",
+            )
+            .with_hint("use backend = \"vxlan\" (IP pool ipipMode: Never, vxlanMode: Always)"),
+        ),
+        (CniPlugin::Calico, CniBackend::VxlanCrossSubnet) if windows => v.at(
+            backend_path,
+            Diagnostic::error(
+                "calico-windows",
+                "Calico VXLAN cross-subnet mode does not work with Windows nodes: Calico for Windows does not support cross-subnet",
+            )
+            .with_hint("use backend = \"vxlan\" (vxlanMode: Always)"),
+        ),
+        _ => {}
+    }
+    let flannel_vxlan = s.plugin == CniPlugin::Flannel && s.backend == CniBackend::Vxlan;
+    if c.vni.is_some() && !flannel_vxlan {
+        v.at_key(
+            "cni.vni",
+            Diagnostic::warning(
+                "cni-unused",
+                "`vni` is only used by flannel's vxlan backend; it is ignored here",
+            ),
+        );
+    }
+    if c.port.is_some() && !s.is_overlay() {
+        v.at_key(
+            "cni.port",
+            Diagnostic::warning(
+                "cni-unused",
+                "`port` is the VXLAN port; the host-gw backend does not use it",
+            ),
+        );
+    }
+    if flannel_vxlan && windows {
+        let why = "Linux and Windows flannel interoperate only with VNI 4096 and UDP port 4789 (Kubernetes docs, \"Adding Windows nodes\")";
+        if s.vni != net::WINDOWS_VXLAN_VNI {
+            v.at(
+                "cni.vni",
+                Diagnostic::error(
+                    "flannel-windows-vxlan",
+                    format!(
+                        "flannel vxlan with Windows nodes needs vni = 4096, not {}",
+                        s.vni
+                    ),
+                )
+                .with_hint(why),
+            );
+        }
+        if s.port != net::WINDOWS_VXLAN_PORT {
+            v.at(
+                "cni.port",
+                Diagnostic::error(
+                    "flannel-windows-vxlan",
+                    format!(
+                        "flannel vxlan with Windows nodes needs port = 4789, not {}",
+                        s.port
+                    ),
+                )
+                .with_hint(why),
+            );
+        }
+    }
+    if s.is_overlay() {
+        windows_2022_overlay(v);
+    }
+}
+
+fn backend_name(b: CniBackend) -> &'static str {
+    match b {
+        CniBackend::Vxlan => "vxlan",
+        CniBackend::HostGw => "host-gw",
+        CniBackend::Ipip => "ipip",
+        CniBackend::VxlanCrossSubnet => "vxlan-cross-subnet",
+    }
+}
+
+/// Windows Server 2022 (build 10.0.20348) on an overlay network has a known NodePort issue;
+/// warn where the plan says a node runs that build.
+fn windows_2022_overlay(v: &mut V<'_>) {
+    let plan = v.plan;
+    for (i, h) in plan.file.hosts.iter().enumerate() {
+        let Some(build) = h.labels.get("node.kubernetes.io/windows-build") else {
+            continue;
+        };
+        if plan.hosts.get(i).map(|rh| rh.os) != Some(Os::Windows)
+            || !build.starts_with("10.0.20348")
+        {
+            continue;
+        }
+        let path = PlanPath::root()
+            .key("hosts")
+            .index(i)
+            .key("labels")
+            .key("node.kubernetes.io/windows-build")
+            .to_string();
+        v.at(
+            &path,
+            Diagnostic::warning(
+                "windows-nodeport",
+                format!(
+                    "`{}` runs Windows Server 2022 on an overlay network: NodePort Services that reach its pods need `externalTrafficPolicy: Local`",
+                    h.name
+                ),
+            )
+            .with_hint("a known Windows Server 2022 overlay issue (Kubernetes docs, \"Networking on Windows\"); use host-gw or set externalTrafficPolicy: Local"),
+        );
+    }
+}
+
+fn runtime(v: &mut V<'_>) {
+    let plan = v.plan;
+    let rt = &plan.file.runtime;
+    if rt.windows == RuntimeKind::Docker {
+        v.at(
+            "runtime.windows",
+            Diagnostic::error("docker-windows", "kwin does not run Docker on Windows nodes")
+                .with_hint("Docker EE for Windows Server is discontinued, Kubernetes 1.24 removed dockershim (Docker would need cri-dockerd), and the HostProcess pods kwin runs the Windows CNI and kube-proxy in need containerd: use windows = \"containerd\""),
+        );
+    }
+    if rt.linux == RuntimeKind::Docker && !rt.cri_dockerd {
+        if let Some(ver) = plan.kubernetes_version() {
+            if (ver.major, ver.minor) >= DOCKERSHIM_REMOVED {
+                v.at(
+                    "runtime.linux",
+                    Diagnostic::error(
+                        "docker-cri-dockerd",
+                        format!("Docker on Kubernetes {ver} needs cri-dockerd: the kubelet has no dockershim since 1.24"),
+                    )
+                    .with_hint("set runtime.cri_dockerd = true to install cri-dockerd, or use linux = \"containerd\""),
+                );
+            }
+        }
+    }
+    if rt.linux != RuntimeKind::Docker {
+        if rt.cri_dockerd {
+            v.at_key(
+                "runtime.cri_dockerd",
+                Diagnostic::warning(
+                    "runtime-unused",
+                    "`cri_dockerd` only matters with runtime.linux = \"docker\"",
+                ),
+            );
+        }
+        if v.has("versions.cri_dockerd") {
+            v.at_key(
+                "versions.cri_dockerd",
+                Diagnostic::warning(
+                    "runtime-unused",
+                    "`versions.cri_dockerd` only matters with runtime.linux = \"docker\"",
+                ),
+            );
+        }
+    }
+}
+
+fn versions(v: &mut V<'_>) {
+    let vs = &v.plan.file.versions;
+    for (key, val) in [
+        ("containerd", &vs.containerd),
+        ("flannel", &vs.flannel),
+        ("calico", &vs.calico),
+        ("cni_plugins", &vs.cni_plugins),
+        ("crictl", &vs.crictl),
+        ("cri_dockerd", &vs.cri_dockerd),
+    ] {
+        if let Some(s) = val {
+            if let Err(why) = syntax::version(s, true) {
+                v.at(
+                    &format!("versions.{key}"),
+                    Diagnostic::error(
+                        "bad-version",
+                        format!("versions.{key} \"{s}\" is not valid: {why}"),
+                    )
+                    .with_hint("write a release version such as \"1.7.24\" or \"v0.26.2\""),
+                );
+            }
+        }
+    }
+    let plugin = v.plan.file.cni.as_ref().map(|c| c.plugin);
+    for (key, needs) in [
+        ("flannel", CniPlugin::Flannel),
+        ("calico", CniPlugin::Calico),
+    ] {
+        let path = format!("versions.{key}");
+        if v.has(&path) && plugin.is_some_and(|p| p != needs) {
+            v.at_key(
+                &path,
+                Diagnostic::warning(
+                    "version-unused",
+                    format!("versions.{key} is set, but the pod network is not {key}"),
+                ),
+            );
+        }
+    }
+}
+
+fn artifacts_and_proxy(v: &mut V<'_>) {
+    let f = &v.plan.file;
+    if let Some(m) = &f.artifacts.mirror {
+        if let Err(why) = syntax::http_url(m) {
+            v.at(
+                "artifacts.mirror",
+                Diagnostic::error(
+                    "bad-url",
+                    format!("artifacts.mirror \"{m}\" is not valid: {why}"),
+                ),
+            );
+        }
+    }
+    for (name, sum) in &f.artifacts.sha256 {
+        if let Err(why) = syntax::sha256_hex(sum) {
+            let path = PlanPath::root()
+                .key("artifacts")
+                .key("sha256")
+                .key(name)
+                .to_string();
+            v.at(
+                &path,
+                Diagnostic::error(
+                    "bad-checksum",
+                    format!("checksum of `{name}` is not valid: {why}"),
+                ),
+            );
+        }
+    }
+    if let Some(p) = &f.proxy {
+        for (key, val) in [("http", &p.http), ("https", &p.https)] {
+            if let Some(u) = val {
+                if let Err(why) = syntax::http_url(u) {
+                    v.at(
+                        &format!("proxy.{key}"),
+                        Diagnostic::error(
+                            "bad-url",
+                            format!("proxy.{key} \"{u}\" is not valid: {why}"),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}

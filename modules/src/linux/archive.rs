@@ -1,0 +1,280 @@
+//! `archive`: a tarball extracted into a directory, once per archive content.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `src` | string | — | absolute path of a tarball on the host (give `src` or `url`) |
+//! | `url` | string | — | URL of a tarball, fetched to a temporary file (needs `sha256`) |
+//! | `sha256` | string | required with `url` | expected sha256 of the tarball; checked before extracting |
+//! | `dest` | string | required | absolute path of the directory to extract into (created) |
+//! | `strip_components` | integer | `0` | leading path components to drop (`tar --strip-components`) |
+//! | `creates` | string | marker | absolute path whose existence means "already extracted" |
+//!
+//! Without `creates`, kwin keeps a marker `<dest>/.kwin-archive-<id>` (id: a hash of `src` or
+//! `url`) holding the sha256 of the extracted tarball: no-op when it matches the tarball's
+//! sha256 (the `sha256` param, or the probed hash of `src`), so a changed tarball is extracted
+//! again. With `creates`: no-op when that path exists.
+//!
+//! Changes: (fetches and) verifies the tarball, runs `tar -x` (gzip, bzip2, xz or zstd, told
+//! to tar by the file's magic bytes) into `dest`, then writes the marker. Files are extracted over existing ones; nothing is
+//! deleted.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "cni plugins"
+//! module = "archive"
+//! params = { src = "/opt/kwin/cni-plugins.tgz", dest = "/opt/cni/bin" }
+//! ```
+
+use super::common::{check_abs_path, trim_path};
+use super::diff::value_diff;
+use super::download::{check_sha256, check_url, fetchers, pick_fetcher};
+use super::facts::file::{FileFact, PathState};
+use super::script::{die, die_after, fetch_verified, sha256_hex, verify_sha256};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+/// Params of `archive`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveParams {
+    /// Tarball on the host.
+    pub src: Option<String>,
+    /// Tarball URL.
+    pub url: Option<String>,
+    /// Expected sha256 of the tarball.
+    pub sha256: Option<String>,
+    /// Directory to extract into.
+    pub dest: String,
+    /// Leading path components to drop.
+    #[serde(default)]
+    pub strip_components: u32,
+    /// Path whose existence means the archive was extracted.
+    pub creates: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    Path(String),
+    Url(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Archive {
+    source: Source,
+    sha256: Option<String>,
+    dest: String,
+    strip: u32,
+    creates: Option<String>,
+    marker: String,
+}
+
+pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
+    let p: ArchiveParams = parse_params(params)?;
+    check_abs_path(&p.dest, "dest")?;
+    let sha256 = p
+        .sha256
+        .as_deref()
+        .map(|s| check_sha256(s, "sha256"))
+        .transpose()?;
+    let source = match (p.src, p.url) {
+        (Some(s), None) => {
+            check_abs_path(&s, "src")?;
+            Source::Path(trim_path(&s))
+        }
+        (None, Some(u)) => {
+            check_url(&u, "url")?;
+            if sha256.is_none() {
+                return Err(ParamError::at("sha256", "`sha256` is required with `url`"));
+            }
+            Source::Url(u)
+        }
+        _ => return Err(ParamError::new("give exactly one of `src` and `url`")),
+    };
+    if let Some(c) = &p.creates {
+        check_abs_path(c, "creates")?;
+    }
+    let dest = trim_path(&p.dest);
+    let id = match &source {
+        Source::Path(s) => sha256_hex(s.as_bytes()),
+        Source::Url(u) => sha256_hex(u.as_bytes()),
+    };
+    let marker = format!("{}/.kwin-archive-{}", dest.trim_end_matches('/'), &id[..16]);
+    Ok(Box::new(Archive {
+        source,
+        sha256,
+        dest,
+        strip: p.strip_components,
+        creates: p.creates.as_deref().map(trim_path),
+        marker,
+    }))
+}
+
+impl Archive {
+    fn src_fact(&self) -> Option<FileFact> {
+        match (&self.source, &self.creates) {
+            (Source::Path(s), None) => Some(FileFact::hash(s)),
+            _ => None,
+        }
+    }
+
+    fn shown_source(&self) -> &str {
+        match &self.source {
+            Source::Path(s) | Source::Url(s) => s,
+        }
+    }
+}
+
+impl Module for Archive {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        let mut v = Vec::new();
+        match &self.creates {
+            Some(c) => v.push(FactQuery::of(&FileFact::meta(c), shell)),
+            None => v.push(FactQuery::of(&FileFact::content(&self.marker), shell)),
+        }
+        if let Some(f) = self.src_fact() {
+            v.push(FactQuery::of(&f, shell));
+        }
+        if matches!(self.source, Source::Url(_)) {
+            v.push(FactQuery::of(&fetchers(), shell));
+        }
+        v
+    }
+
+    fn reads(&self) -> Vec<String> {
+        let mut r = vec![self.dest.clone()];
+        if let Source::Path(s) = &self.source {
+            r.push(s.clone());
+        }
+        r.extend(self.creates.clone());
+        r
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let reason = if let Some(c) = &self.creates {
+            if facts.get(&FileFact::meta(c))? != PathState::Absent {
+                return Ok(Plan::noop(format!("`{c}` exists")));
+            }
+            format!("`{c}` does not exist")
+        } else {
+            // The sha256 the marker must hold.
+            let want = match (&self.sha256, self.src_fact()) {
+                (Some(s), _) => Some(s.clone()),
+                (None, Some(f)) => match facts.get(&f)? {
+                    PathState::File(info) => info.sha256,
+                    _ => None,
+                },
+                (None, None) => None,
+            };
+            let marker = match facts.get(&FileFact::content(&self.marker))? {
+                PathState::File(info) => info.text().map(|t| t.trim().to_string()),
+                _ => None,
+            };
+            match (&want, &marker) {
+                (Some(w), Some(m)) if w == m => return Ok(Plan::noop("already extracted")),
+                (None, _) => format!("`{}` does not exist yet", self.shown_source()),
+                (Some(_), Some(_)) => "archive changed since it was extracted".to_string(),
+                (Some(_), None) => "not extracted".to_string(),
+            }
+        };
+
+        let d = sh_quote(&self.dest);
+        let mut s = format!(
+            "d={d}\nmkdir -p -- \"$d\" || {}\n",
+            die(&format!("cannot create directory {}", self.dest))
+        );
+        let mut cleanup = "";
+        match &self.source {
+            Source::Url(u) => {
+                let fetcher = pick_fetcher(&facts.get(&fetchers())?, u)?;
+                s.push_str(&format!(
+                    "t=$(mktemp) || {}\n",
+                    die("cannot create a temporary file")
+                ));
+                s.push_str(&fetch_verified(
+                    fetcher,
+                    u,
+                    "t",
+                    self.sha256.as_deref().unwrap_or_default(),
+                ));
+                s.push_str("a=\"$t\"\n");
+                cleanup = "rm -f -- \"$t\";";
+            }
+            Source::Path(p) => {
+                s.push_str(&format!(
+                    "a={}\n[ -f \"$a\" ] || {}\n",
+                    sh_quote(p),
+                    die(&format!("archive {p} does not exist"))
+                ));
+                if let Some(sha) = &self.sha256 {
+                    s.push_str(&verify_sha256("a", sha, p, ""));
+                } else {
+                    s.push_str(&format!(
+                        "h=$(sha256sum < \"$a\") || {}\n",
+                        die(&format!("cannot read {p}"))
+                    ));
+                }
+            }
+        }
+        let strip = if self.strip > 0 {
+            format!(" --strip-components={}", self.strip)
+        } else {
+            String::new()
+        };
+        // Name the compression: not every tar (busybox) detects it on extraction.
+        s.push_str(
+            "case $(od -An -tx1 -N6 \"$a\" | tr -d ' \\n') in\n\
+             1f8b*) z=-z ;;\n\
+             425a68*) z=-j ;;\n\
+             fd377a585a00*) z=-J ;;\n\
+             28b52ffd*) z=--zstd ;;\n\
+             *) z= ;;\n\
+             esac\n",
+        );
+        s.push_str(&format!(
+            "tar -x $z -f \"$a\" -C \"$d\"{strip} || {}\n",
+            die_after(
+                cleanup,
+                &format!("cannot extract {} into {}", self.shown_source(), self.dest)
+            )
+        ));
+        if !cleanup.is_empty() {
+            s.push_str(cleanup);
+            s.push('\n');
+        }
+        match &self.creates {
+            Some(c) => s.push_str(&format!(
+                "[ -e {} ] || {}\n",
+                sh_quote(c),
+                die(&format!("extracted, but {c} still does not exist"))
+            )),
+            None => s.push_str(&format!(
+                "printf '%s\\n' \"${{h%% *}}\" > {} || {}\n",
+                sh_quote(&self.marker),
+                die(&format!("cannot write {}", self.marker))
+            )),
+        }
+        let mut touched = vec![self.dest.clone()];
+        touched.extend(self.creates.clone());
+        Ok(Plan::Change(Change {
+            action: Action::Create,
+            reason,
+            diff: Some(value_diff(
+                None,
+                Some(&format!(
+                    "extract {} into {}",
+                    self.shown_source(),
+                    self.dest
+                )),
+            )),
+            steps: vec![Step::Run(s)],
+            touches: Touches::Resources(touched),
+        }))
+    }
+}

@@ -1,0 +1,186 @@
+//! `command`: a shell command, run only when its guard says so — idempotent by its guards.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `run` | string | required | the command, run by `/bin/sh -c` with stdin closed |
+//! | `creates` | string | none | absolute path; skip when it exists (and the command must create it) |
+//! | `removes` | string | none | absolute path; skip when it does not exist |
+//! | `unless` | string | none | sh condition; skip when it exits 0 |
+//! | `onlyif` | string | none | sh condition; skip unless it exits 0 |
+//! | `changes` | list of strings | none | absolute paths the command changes (default: anything) |
+//!
+//! At least one guard (`creates`, `removes`, `unless`, `onlyif`) is required: after a run
+//! the guard must say "done", or kwin reports that the task did not converge. `unless` and
+//! `onlyif` run at every probe, so they must be quick and read-only.
+//!
+//! No-op when a guard says so ("`/etc/kubernetes/admin.conf` exists", "`unless` succeeded").
+//!
+//! Changes: runs `run`; a non-zero exit fails the task with that exit code. With `creates`,
+//! the step also fails if the path still does not exist afterwards. What the command changes
+//! is unknown to kwin, so later tasks on the host re-probe, unless `changes` lists it.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "kubeadm init"
+//! module = "command"
+//! params = { run = "kubeadm init --pod-network-cidr 10.244.0.0/16", creates = "/etc/kubernetes/admin.conf" }
+//! ```
+
+use super::common::{check_abs_path, trim_path};
+use super::diff::value_diff;
+use super::facts::file::{FileFact, PathState};
+use super::facts::probe::GuardFact;
+use super::script::die;
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+/// Params of `command`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandParams {
+    /// The command (sh).
+    pub run: String,
+    /// Skip when this path exists.
+    pub creates: Option<String>,
+    /// Skip when this path does not exist.
+    pub removes: Option<String>,
+    /// Skip when this condition exits 0.
+    pub unless: Option<String>,
+    /// Skip unless this condition exits 0.
+    pub onlyif: Option<String>,
+    /// Paths the command changes; default: anything.
+    pub changes: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Command {
+    run: String,
+    creates: Option<String>,
+    removes: Option<String>,
+    unless: Option<String>,
+    onlyif: Option<String>,
+    changes: Option<Vec<String>>,
+}
+
+pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
+    let p: CommandParams = parse_params(params)?;
+    if p.run.trim().is_empty() {
+        return Err(ParamError::at("run", "`run` is empty"));
+    }
+    for (name, v) in [("creates", &p.creates), ("removes", &p.removes)] {
+        if let Some(v) = v {
+            check_abs_path(v, name)?;
+        }
+    }
+    for (name, v) in [("unless", &p.unless), ("onlyif", &p.onlyif)] {
+        if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Err(ParamError::at(name, format!("`{name}` is empty")));
+        }
+    }
+    if let Some(ch) = &p.changes {
+        for (i, c) in ch.iter().enumerate() {
+            check_abs_path(c, &format!("changes.{i}"))?;
+        }
+    }
+    if p.creates.is_none() && p.removes.is_none() && p.unless.is_none() && p.onlyif.is_none() {
+        return Err(ParamError::new(
+            "`command` needs a guard to be idempotent: `creates`, `removes`, `unless` or `onlyif`",
+        ));
+    }
+    Ok(Box::new(Command {
+        run: p.run,
+        creates: p.creates.as_deref().map(trim_path),
+        removes: p.removes.as_deref().map(trim_path),
+        unless: p.unless,
+        onlyif: p.onlyif,
+        changes: p.changes.map(|c| c.iter().map(|p| trim_path(p)).collect()),
+    }))
+}
+
+impl Module for Command {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        let mut v = Vec::new();
+        for p in [&self.creates, &self.removes].into_iter().flatten() {
+            v.push(FactQuery::of(&FileFact::meta(p), shell));
+        }
+        for c in [&self.unless, &self.onlyif].into_iter().flatten() {
+            v.push(FactQuery::of(&GuardFact { code: c.clone() }, shell));
+        }
+        v
+    }
+
+    fn reads(&self) -> Vec<String> {
+        if self.unless.is_some() || self.onlyif.is_some() {
+            // A condition may look at anything.
+            return vec!["*".into()];
+        }
+        [&self.creates, &self.removes]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let mut reasons = Vec::new();
+        if let Some(c) = &self.creates {
+            if facts.get(&FileFact::meta(c))? != PathState::Absent {
+                return Ok(Plan::noop(format!("`{c}` exists")));
+            }
+            reasons.push(format!("`{c}` does not exist"));
+        }
+        if let Some(r) = &self.removes {
+            if facts.get(&FileFact::meta(r))? == PathState::Absent {
+                return Ok(Plan::noop(format!("`{r}` does not exist")));
+            }
+            reasons.push(format!("`{r}` exists"));
+        }
+        if let Some(u) = &self.unless {
+            if facts.get(&GuardFact { code: u.clone() })? {
+                return Ok(Plan::noop("`unless` succeeded"));
+            }
+            reasons.push("`unless` failed".into());
+        }
+        if let Some(o) = &self.onlyif {
+            if !facts.get(&GuardFact { code: o.clone() })? {
+                return Ok(Plan::noop("`onlyif` failed"));
+            }
+            reasons.push("`onlyif` succeeded".into());
+        }
+        let mut script = format!(
+            "/bin/sh -c {} </dev/null || {{ rc=$?; echo \"kwin: command exited with code $rc\" >&2; exit \"$rc\"; }}\n",
+            sh_quote(&self.run)
+        );
+        if let Some(c) = &self.creates {
+            script.push_str(&format!(
+                "[ -e {} ] || [ -L {} ] || {}\n",
+                sh_quote(c),
+                sh_quote(c),
+                die(&format!("the command succeeded but did not create {c}"))
+            ));
+        }
+        let touches = match &self.changes {
+            None => Touches::Anything,
+            Some(ch) => {
+                let mut r = ch.clone();
+                r.extend(self.creates.clone());
+                r.extend(self.removes.clone());
+                Touches::Resources(r)
+            }
+        };
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: reasons.join("; "),
+            diff: Some(value_diff(None, Some(&format!("run: {}", self.run)))),
+            steps: vec![Step::Run(script)],
+            touches,
+        }))
+    }
+}

@@ -1,0 +1,163 @@
+//! `directory`: a directory with the given mode and ownership — or no directory.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `path` | string | required | absolute path (not `/`) |
+//! | `mode` | `"0755"` or `755` | unchanged (new: per umask) | permission bits of the directory itself |
+//! | `owner` | string | unchanged | user name or uid |
+//! | `group` | string | unchanged | group name or gid |
+//! | `state` | `"present"` / `"absent"` | `"present"` | whether the directory exists |
+//!
+//! Attributes apply to the directory itself, never recursively.
+//!
+//! No-op when the directory exists with the given attributes, or is absent when
+//! `state = "absent"`.
+//!
+//! Changes: `mkdir -p` (missing parents too), then `chown`/`chmod` of what differs;
+//! `state = "absent"` removes the directory and everything in it (`rm -rf`). A regular file
+//! or anything else at the path is an error, never replaced.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "kubelet config dir"
+//! module = "directory"
+//! params = { path = "/var/lib/kubelet", mode = "0700", owner = "root" }
+//! ```
+
+use super::common::{attr_diff, attr_reason, check_abs_path, trim_path, Attrs, RawMode, State};
+use super::facts::file::{FileFact, PathState};
+use super::script::die;
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+/// Params of `directory`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryParams {
+    /// Absolute path of the directory.
+    pub path: String,
+    /// Permission bits (`"0755"`).
+    pub mode: Option<RawMode>,
+    /// Owning user (name or uid).
+    pub owner: Option<String>,
+    /// Owning group (name or gid).
+    pub group: Option<String>,
+    /// `present` (default) or `absent`.
+    #[serde(default)]
+    pub state: State,
+}
+
+#[derive(Debug, Clone)]
+pub struct Directory {
+    path: String,
+    attrs: Attrs,
+    state: State,
+}
+
+pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
+    let p: DirectoryParams = parse_params(params)?;
+    check_abs_path(&p.path, "path")?;
+    let path = trim_path(&p.path);
+    if path == "/" {
+        return Err(ParamError::at("path", "refusing to manage `/`"));
+    }
+    let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
+    if p.state == State::Absent && attrs != Attrs::default() {
+        return Err(ParamError::at(
+            "state",
+            "`mode`, `owner` and `group` make no sense with state = \"absent\"",
+        ));
+    }
+    Ok(Box::new(Directory {
+        path,
+        attrs,
+        state: p.state,
+    }))
+}
+
+impl Directory {
+    fn fact(&self) -> FileFact {
+        FileFact::meta(&self.path)
+    }
+
+    fn change(&self, action: Action, reason: String, diff: String, script: String) -> Plan {
+        Plan::Change(Change {
+            action,
+            reason,
+            diff: Some(diff),
+            steps: vec![Step::Run(script)],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        })
+    }
+}
+
+impl Module for Directory {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let st = facts.get(&self.fact())?;
+        let q = sh_quote(&self.path);
+        match (self.state, &st) {
+            (State::Absent, PathState::Absent) => Ok(Plan::noop("absent")),
+            (State::Absent, PathState::Dir { .. }) => Ok(self.change(
+                Action::Delete,
+                "exists".into(),
+                format!("- {}/\n", self.path),
+                format!(
+                    "rm -rf -- {q} || {}\n",
+                    die(&format!("cannot remove {}", self.path))
+                ),
+            )),
+            (State::Present, PathState::Absent) => {
+                let mut script = format!(
+                    "mkdir -p -- {q} || {}\n",
+                    die(&format!("cannot create directory {}", self.path))
+                );
+                script.push_str(&self.attrs.apply_commands(&q, &self.path));
+                let mut diff = format!("+ {}/\n", self.path);
+                if let Some(m) = self.attrs.mode {
+                    diff.push_str(&format!("+ mode {}\n", super::common::mode_str(m)));
+                }
+                Ok(self.change(Action::Create, "missing".into(), diff, script))
+            }
+            (State::Present, PathState::Dir { meta, .. }) => {
+                let diffs = self.attrs.differences(meta);
+                if diffs.is_empty() {
+                    return Ok(Plan::noop(if self.attrs == Attrs::default() {
+                        "exists"
+                    } else {
+                        "exists with matching attributes"
+                    }));
+                }
+                let script = self
+                    .attrs
+                    .only_differing(meta)
+                    .apply_commands(&q, &self.path);
+                Ok(self.change(
+                    Action::Update,
+                    attr_reason(&diffs),
+                    attr_diff(&diffs),
+                    script,
+                ))
+            }
+            (_, other) => Err(ModuleError::Precondition(format!(
+                "`{}` exists and is not a directory ({})",
+                self.path,
+                other.kind()
+            ))),
+        }
+    }
+}

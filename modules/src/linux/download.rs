@@ -1,0 +1,233 @@
+//! `download`: a file fetched from a URL, verified by sha256.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `url` | string | required | `http://`, `https://`, `ftp://` or `file://` URL |
+//! | `dest` | string | required | absolute path of the file |
+//! | `sha256` | string | required | expected sha256 (64 hex digits) |
+//! | `mode` | `"0755"` or `755` | `0644` for new files, else unchanged | permission bits |
+//! | `owner` | string | unchanged | user name or uid |
+//! | `group` | string | unchanged | group name or gid |
+//!
+//! No-op when `dest` exists with that sha256 (and the given attributes): nothing is fetched.
+//!
+//! Changes: fetches with curl (or wget, whichever the host has; `file://` needs curl) into a
+//! temporary file next to `dest`, checks the sha256, sets mode and owner, and renames it over
+//! `dest`. A failed or mismatching download leaves `dest` untouched and fails the task with
+//! both hashes. Missing parent directories are created.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "crictl"
+//! module = "download"
+//! params = { url = "https://example.org/crictl-v1.30.0-linux-amd64.tar.gz", dest = "/opt/kwin/crictl.tar.gz", sha256 = "3dd03954565808eaeb3a7ffc0e8cb7886a64a9aa94b2bfdfbdc6e2ed94842e49" }
+//! ```
+
+use super::common::{
+    attr_diff, attr_reason, check_abs_path, parent_dir, trim_path, Attrs, RawMode,
+};
+use super::diff::value_diff;
+use super::facts::file::{FileFact, PathState};
+use super::facts::probe::CommandsFact;
+use super::script::{die, die_after, fetch_verified, Fetcher};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+/// Params of `download`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DownloadParams {
+    /// Source URL.
+    pub url: String,
+    /// Absolute destination path.
+    pub dest: String,
+    /// Expected sha256, hex.
+    pub sha256: String,
+    /// Permission bits.
+    pub mode: Option<RawMode>,
+    /// Owning user.
+    pub owner: Option<String>,
+    /// Owning group.
+    pub group: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Download {
+    url: String,
+    dest: String,
+    sha256: String,
+    attrs: Attrs,
+}
+
+/// Check a URL: a known scheme, no whitespace or control characters.
+pub fn check_url(url: &str, param: &str) -> Result<(), ParamError> {
+    let scheme_ok = ["http://", "https://", "ftp://", "file://"]
+        .iter()
+        .any(|s| url.len() > s.len() && url.starts_with(s));
+    if !scheme_ok || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ParamError::at(
+            param,
+            format!("`{url}` is not an http, https, ftp or file URL"),
+        ));
+    }
+    Ok(())
+}
+
+/// Check and lowercase a sha256.
+pub fn check_sha256(s: &str, param: &str) -> Result<String, ParamError> {
+    if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err(ParamError::at(param, "expected 64 hex digits"))
+    }
+}
+
+pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
+    let p: DownloadParams = parse_params(params)?;
+    check_url(&p.url, "url")?;
+    check_abs_path(&p.dest, "dest")?;
+    let sha256 = check_sha256(&p.sha256, "sha256")?;
+    let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
+    Ok(Box::new(Download {
+        url: p.url,
+        dest: trim_path(&p.dest),
+        sha256,
+        attrs,
+    }))
+}
+
+/// The fact naming the fetchers a host has.
+pub fn fetchers() -> CommandsFact {
+    CommandsFact {
+        names: vec!["curl".into(), "wget".into()],
+    }
+}
+
+/// Pick a fetcher able to fetch `url`, or explain why none is.
+pub fn pick_fetcher(found: &[String], url: &str) -> Result<Fetcher, ModuleError> {
+    let f = Fetcher::pick(found).ok_or_else(|| {
+        ModuleError::Precondition("neither curl nor wget is installed on this host".into())
+    })?;
+    if url.starts_with("file://") && f != Fetcher::Curl {
+        return Err(ModuleError::Precondition(
+            "file:// URLs need curl, which is not installed on this host".into(),
+        ));
+    }
+    Ok(f)
+}
+
+impl Download {
+    fn fact(&self) -> FileFact {
+        FileFact::hash(&self.dest)
+    }
+}
+
+impl Module for Download {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![
+            FactQuery::of(&self.fact(), shell),
+            FactQuery::of(&fetchers(), shell),
+        ]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        vec![self.dest.clone()]
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let st = facts.get(&self.fact())?;
+        let (current, target) = match &st {
+            PathState::Absent => (None, self.dest.clone()),
+            PathState::File(info) => (
+                Some(info),
+                info.link_target.clone().unwrap_or(self.dest.clone()),
+            ),
+            other => {
+                return Err(ModuleError::Precondition(format!(
+                    "`{}` exists and is not a regular file ({})",
+                    self.dest,
+                    other.kind()
+                )))
+            }
+        };
+        let mut touched = vec![self.dest.clone()];
+        if target != self.dest {
+            touched.push(target.clone());
+        }
+        if let Some(info) = current {
+            if info.sha256.as_deref() == Some(self.sha256.as_str()) {
+                let diffs = self.attrs.differences(&info.meta);
+                if diffs.is_empty() {
+                    return Ok(Plan::noop("sha256 matches"));
+                }
+                let fix = self
+                    .attrs
+                    .only_differing(&info.meta)
+                    .apply_commands(&sh_quote(&target), &self.dest);
+                return Ok(Plan::Change(Change {
+                    action: Action::Update,
+                    reason: attr_reason(&diffs),
+                    diff: Some(attr_diff(&diffs)),
+                    steps: vec![Step::Run(fix)],
+                    touches: Touches::Resources(touched),
+                }));
+            }
+        }
+        let fetcher = pick_fetcher(&facts.get(&fetchers())?, &self.url)?;
+        let attrs = match current {
+            None => Attrs {
+                mode: self.attrs.mode.or(Some(0o644)),
+                ..self.attrs.clone()
+            },
+            Some(info) => Attrs {
+                mode: self.attrs.mode.or(Some(info.meta.mode)),
+                owner: self.attrs.owner.clone().or(Some(info.meta.uid.to_string())),
+                group: self.attrs.group.clone().or(Some(info.meta.gid.to_string())),
+            },
+        };
+        let dir = parent_dir(&target);
+        let rm = "rm -f -- \"$t\";";
+        let mut s = format!(
+            "p={}\nmkdir -p -- {} || {}\nt=$(mktemp {}) || {}\n",
+            sh_quote(&target),
+            sh_quote(&dir),
+            die(&format!("cannot create directory {dir}")),
+            sh_quote(&format!("{}/.kwin-dl-XXXXXX", dir.trim_end_matches('/'))),
+            die(&format!("cannot create a temporary file in {dir}")),
+        );
+        s.push_str(&fetch_verified(fetcher, &self.url, "t", &self.sha256));
+        s.push_str(&attrs.apply_commands_cleanup("\"$t\"", &self.dest, rm));
+        s.push_str(&format!(
+            "mv -f -- \"$t\" \"$p\" || {}\n",
+            die_after(rm, &format!("cannot replace {}", self.dest))
+        ));
+        let (action, reason, old) = match current {
+            None => (Action::Create, "missing".to_string(), None),
+            Some(info) => (
+                Action::Update,
+                "sha256 differs".to_string(),
+                Some(format!(
+                    "sha256 {}",
+                    info.sha256.as_deref().unwrap_or("unknown")
+                )),
+            ),
+        };
+        Ok(Plan::Change(Change {
+            action,
+            reason,
+            diff: Some(value_diff(
+                old.as_deref(),
+                Some(&format!("sha256 {} from {}", self.sha256, self.url)),
+            )),
+            steps: vec![Step::Run(s)],
+            touches: Touches::Resources(touched),
+        }))
+    }
+}

@@ -1,0 +1,338 @@
+//! What is at a path: kind, mode, owner, size, and on request the sha256 and (small files)
+//! the content.
+//!
+//! Symbolic links are followed (`stat -L`), as `chmod`/`chown` follow them; the resolved
+//! target is reported so writers replace the target, not the link.
+
+use super::{b64_decode, kv_get, kv_lines, ok_stdout};
+use kwin_engine::fact::{Fact, FactError, FactOutput};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+
+/// Files up to this size are read whole for diffs; larger ones only hashed.
+pub const CONTENT_LIMIT: u64 = 256 * 1024;
+
+/// How much to read about a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Detail {
+    /// Kind, mode, owner, size.
+    Meta,
+    /// Meta + sha256 of a regular file.
+    Hash,
+    /// Hash + the content of a regular file up to [`CONTENT_LIMIT`].
+    Content,
+}
+
+/// The state of one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileFact {
+    pub path: String,
+    pub detail: Detail,
+}
+
+impl FileFact {
+    pub fn meta(path: impl Into<String>) -> Self {
+        FileFact {
+            path: path.into(),
+            detail: Detail::Meta,
+        }
+    }
+    pub fn hash(path: impl Into<String>) -> Self {
+        FileFact {
+            path: path.into(),
+            detail: Detail::Hash,
+        }
+    }
+    pub fn content(path: impl Into<String>) -> Self {
+        FileFact {
+            path: path.into(),
+            detail: Detail::Content,
+        }
+    }
+}
+
+/// Ownership and permissions (of the link target for symbolic links).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    /// Permission bits including setuid/setgid/sticky (`stat -c %a`).
+    pub mode: u32,
+    pub uid: u32,
+    /// User name, or `UNKNOWN` when the uid has none.
+    pub user: String,
+    pub gid: u32,
+    pub group: String,
+    pub size: u64,
+}
+
+impl Meta {
+    /// Whether `want` (a name or a numeric id) names this owner.
+    pub fn owner_is(&self, want: &str) -> bool {
+        want == self.user || want.parse::<u32>().ok() == Some(self.uid)
+    }
+    /// Whether `want` (a name or a numeric id) names this group.
+    pub fn group_is(&self, want: &str) -> bool {
+        want == self.group || want.parse::<u32>().ok() == Some(self.gid)
+    }
+}
+
+/// A regular file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileInfo {
+    pub meta: Meta,
+    /// Lowercase hex, when asked for ([`Detail::Hash`] or more).
+    pub sha256: Option<String>,
+    /// Whole content, when asked for and the file is at most [`CONTENT_LIMIT`] bytes.
+    pub content: Option<Vec<u8>>,
+    /// The resolved target when the path is a symbolic link.
+    pub link_target: Option<String>,
+}
+
+impl FileInfo {
+    /// The content as text, if it was read and is UTF-8 without NUL bytes.
+    pub fn text(&self) -> Option<&str> {
+        let c = self.content.as_deref()?;
+        if c.contains(&0) {
+            return None;
+        }
+        std::str::from_utf8(c).ok()
+    }
+}
+
+/// What is at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathState {
+    Absent,
+    File(FileInfo),
+    Dir {
+        meta: Meta,
+        link_target: Option<String>,
+    },
+    /// Something else: device, fifo, socket, or a symbolic link to nothing.
+    Other {
+        kind: String,
+    },
+}
+
+impl PathState {
+    /// A short noun for messages.
+    pub fn kind(&self) -> &str {
+        match self {
+            PathState::Absent => "nothing",
+            PathState::File(_) => "a regular file",
+            PathState::Dir { .. } => "a directory",
+            PathState::Other { kind } => kind,
+        }
+    }
+}
+
+impl Fact for FileFact {
+    type Output = PathState;
+
+    fn key(&self) -> String {
+        let d = match self.detail {
+            Detail::Meta => "meta",
+            Detail::Hash => "sha256",
+            Detail::Content => "content",
+        };
+        format!("file.{d}:{}", self.path)
+    }
+
+    fn command(&self, _shell: Shell) -> String {
+        let mut s = format!(
+            "p={}\n\
+             if [ -L \"$p\" ]; then printf 'link='; readlink -f -- \"$p\" | base64 | tr -d '\\n'; echo; fi\n\
+             if [ -d \"$p\" ]; then t=dir\n\
+             elif [ -f \"$p\" ]; then t=file\n\
+             elif [ -e \"$p\" ]; then t=other\n\
+             elif [ -L \"$p\" ]; then t=dangling\n\
+             else t=absent\n\
+             fi\n\
+             echo \"type=$t\"\n\
+             case $t in absent|dangling) ;; *) s=$(stat -L -c '%a:%u:%U:%g:%G:%s' -- \"$p\") || exit 1; echo \"stat=$s\" ;; esac\n",
+            sh_quote(&self.path)
+        );
+        if self.detail >= Detail::Hash {
+            s.push_str(
+                "if [ \"$t\" = file ]; then h=$(sha256sum < \"$p\") || exit 1; echo \"sha256=${h%% *}\"; fi\n",
+            );
+        }
+        if self.detail >= Detail::Content {
+            s.push_str(&format!(
+                "if [ \"$t\" = file ] && [ \"${{s##*:}}\" -le {CONTENT_LIMIT} ]; then printf 'content='; base64 < \"$p\" | tr -d '\\n'; echo; fi\n"
+            ));
+        }
+        s
+    }
+
+    fn parse(&self, out: &FactOutput) -> Result<PathState, FactError> {
+        parse_path_state(ok_stdout(out)?)
+    }
+}
+
+/// Parse the output of [`FileFact`]'s command.
+pub fn parse_path_state(text: &str) -> Result<PathState, FactError> {
+    let kv = kv_lines(text)?;
+    let kind = kv_get(&kv, "type").ok_or_else(|| FactError::Parse("no `type=` line".into()))?;
+    let link_target = match kv_get(&kv, "link") {
+        Some(b) if !b.is_empty() => {
+            let raw = b64_decode(b)?;
+            let s = String::from_utf8(raw)
+                .map_err(|_| FactError::Parse("link target is not UTF-8".into()))?;
+            Some(s.strip_suffix('\n').unwrap_or(&s).to_string())
+        }
+        _ => None,
+    };
+    let meta = || -> Result<Meta, FactError> {
+        let s = kv_get(&kv, "stat").ok_or_else(|| FactError::Parse("no `stat=` line".into()))?;
+        parse_stat(s)
+    };
+    match kind {
+        "absent" => Ok(PathState::Absent),
+        "dangling" => Ok(PathState::Other {
+            kind: "a dangling symbolic link".into(),
+        }),
+        "other" => Ok(PathState::Other {
+            kind: "a special file".into(),
+        }),
+        "dir" => Ok(PathState::Dir {
+            meta: meta()?,
+            link_target,
+        }),
+        "file" => {
+            let sha256 = match kv_get(&kv, "sha256") {
+                Some(h) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    Some(h.to_ascii_lowercase())
+                }
+                Some(h) => return Err(FactError::Parse(format!("bad sha256 `{h}`"))),
+                None => None,
+            };
+            let content = kv_get(&kv, "content").map(b64_decode).transpose()?;
+            Ok(PathState::File(FileInfo {
+                meta: meta()?,
+                sha256,
+                content,
+                link_target,
+            }))
+        }
+        other => Err(FactError::Parse(format!("unknown type `{other}`"))),
+    }
+}
+
+/// Parse `stat -c '%a:%u:%U:%g:%G:%s'` output.
+pub fn parse_stat(s: &str) -> Result<Meta, FactError> {
+    let bad = || FactError::Parse(format!("bad stat output `{s}`"));
+    let f: Vec<&str> = s.trim().split(':').collect();
+    let [mode, uid, user, gid, group, size] = f.as_slice() else {
+        return Err(bad());
+    };
+    Ok(Meta {
+        mode: u32::from_str_radix(mode, 8).map_err(|_| bad())?,
+        uid: uid.parse().map_err(|_| bad())?,
+        user: user.to_string(),
+        gid: gid.parse().map_err(|_| bad())?,
+        group: group.to_string(),
+        size: size.parse().map_err(|_| bad())?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::out;
+    use super::*;
+
+    // Captured: the command under dash on Debian 12 (coreutils) for a file holding
+    // "hello world\n".
+    const HOSTNAME: &str = "type=file\nstat=644:0:root:0:root:12\nsha256=a948904f2f0f479b8f8197694b30184b0d2ed1c1cd2a1ec0fb85d299a192a447\ncontent=aGVsbG8gd29ybGQK\n";
+
+    #[test]
+    fn regular_file_with_content() {
+        let st = FileFact::content("/etc/hostname")
+            .parse(&out(HOSTNAME, 0))
+            .expect("parse");
+        let PathState::File(f) = st else {
+            panic!("not a file: {st:?}")
+        };
+        assert_eq!(f.meta.mode, 0o644);
+        assert!(f.meta.owner_is("root") && f.meta.owner_is("0") && !f.meta.owner_is("1"));
+        assert!(f.meta.group_is("root"));
+        assert_eq!(f.text(), Some("hello world\n"));
+        assert_eq!(f.sha256.as_deref().map(str::len), Some(64));
+        assert_eq!(f.link_target, None);
+    }
+
+    #[test]
+    fn directory_symlink_and_setuid() {
+        // Captured: `/bin` on Debian 12 (merged /usr) is a link to /usr/bin. Mode changed to
+        // 4755 to cover special bits.
+        let st = parse_path_state("link=L3Vzci9iaW4K\ntype=dir\nstat=4755:0:root:0:root:36864\n")
+            .expect("parse");
+        assert_eq!(
+            st,
+            PathState::Dir {
+                meta: Meta {
+                    mode: 0o4755,
+                    uid: 0,
+                    user: "root".into(),
+                    gid: 0,
+                    group: "root".into(),
+                    size: 36864
+                },
+                link_target: Some("/usr/bin".into())
+            }
+        );
+    }
+
+    #[test]
+    fn absent_dangling_special() {
+        assert_eq!(parse_path_state("type=absent\n"), Ok(PathState::Absent));
+        assert!(matches!(
+            parse_path_state("link=\ntype=dangling\n"),
+            Ok(PathState::Other { .. })
+        ));
+        assert!(matches!(
+            parse_path_state("type=other\nstat=666:0:root:0:root:0\n"),
+            Ok(PathState::Other { .. })
+        ));
+    }
+
+    #[test]
+    fn large_or_binary_file_has_no_text() {
+        let st = parse_path_state("type=file\nstat=755:1000:UNKNOWN:1000:UNKNOWN:300000\nsha256=8F434346648F6B96DF89DDA901C5176B10A6D83961DD3C1AC88B59B2DC327AA4\n").expect("parse");
+        let PathState::File(f) = st else {
+            panic!("not a file")
+        };
+        assert_eq!(f.content, None);
+        assert_eq!(f.text(), None);
+        assert!(f.meta.owner_is("1000"));
+        assert_eq!(
+            f.sha256.as_deref(),
+            Some("8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4")
+        );
+        let bin =
+            parse_path_state("type=file\nstat=644:0:root:0:root:3\ncontent=AAEC\n").expect("parse");
+        let PathState::File(f) = bin else {
+            panic!("not a file")
+        };
+        assert_eq!(f.text(), None);
+    }
+
+    #[test]
+    fn failures_and_garbage() {
+        let mut o = out("type=file\n", 1);
+        o.stderr = b"stat: cannot statx '/root/x': Permission denied\n".to_vec();
+        let err = FileFact::meta("/root/x").parse(&o).expect_err("must fail");
+        assert!(err.to_string().contains("Permission denied"), "{err}");
+        assert!(parse_path_state("garbage").is_err());
+        assert!(parse_path_state("type=file\n").is_err());
+        assert!(parse_path_state("type=file\nstat=64x:0:root:0:root:1\n").is_err());
+        assert!(parse_path_state("type=file\nstat=644:0:root:0:root:1\nsha256=zz\n").is_err());
+        assert!(parse_path_state("type=fifo\n").is_err());
+    }
+
+    #[test]
+    fn keys_name_detail_and_path() {
+        assert_eq!(FileFact::meta("/a b").key(), "file.meta:/a b");
+        assert_eq!(FileFact::hash("/a").key(), "file.sha256:/a");
+        assert_eq!(FileFact::content("/a").key(), "file.content:/a");
+    }
+}

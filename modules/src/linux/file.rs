@@ -1,0 +1,263 @@
+//! `file`: a regular file with the given content, mode and ownership — or no file.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `path` | string | required | absolute path |
+//! | `content` | string | none | the whole content; without it only existence and attributes are managed |
+//! | `mode` | `"0644"` or `644` | `0644` for new files, else unchanged | permission bits |
+//! | `owner` | string | unchanged (new files: the connecting user) | user name or uid |
+//! | `group` | string | unchanged | group name or gid |
+//! | `state` | `"present"` / `"absent"` | `"present"` | whether the file exists |
+//! | `make_parents` | bool | `true` | create missing parent directories |
+//!
+//! No-op when the file exists with that content (compared by bytes, or by sha256 for files
+//! over 256 KiB) and the given attributes, or is absent when `state = "absent"`.
+//!
+//! Changes: writes the content to a temporary file in the same directory, sets mode and owner
+//! on it and renames it over the path (atomic); the write refuses to run if the file changed
+//! since it was probed. A path that is a symbolic link is followed: the link's target is
+//! written. Only mode/owner differences are fixed in place with `chmod`/`chown`.
+//! `state = "absent"` removes the file (a directory at the path is an error).
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "containerd config"
+//! module = "file"
+//! params = { path = "/etc/containerd/config.toml", content = "version = 2\n", mode = "0644", owner = "root" }
+//! ```
+
+use super::common::{attr_diff, attr_reason, check_abs_path, trim_path, Attrs, RawMode, State};
+use super::diff::content_diff;
+use super::facts::file::{FileFact, PathState};
+use super::script::{die, sha256_hex, write_file, Expect, WriteFile};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+/// Params of `file`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileParams {
+    /// Absolute path of the file.
+    pub path: String,
+    /// Whole desired content; `None` manages only existence and attributes.
+    pub content: Option<String>,
+    /// Permission bits (`"0644"`).
+    pub mode: Option<RawMode>,
+    /// Owning user (name or uid).
+    pub owner: Option<String>,
+    /// Owning group (name or gid).
+    pub group: Option<String>,
+    /// `present` (default) or `absent`.
+    #[serde(default)]
+    pub state: State,
+    /// Create missing parent directories (default `true`).
+    #[serde(default = "yes")]
+    pub make_parents: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone)]
+pub struct File {
+    path: String,
+    content: Option<Vec<u8>>,
+    attrs: Attrs,
+    state: State,
+    make_parents: bool,
+}
+
+pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
+    let p: FileParams = parse_params(params)?;
+    check_abs_path(&p.path, "path")?;
+    let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
+    if p.state == State::Absent && (p.content.is_some() || attrs != Attrs::default()) {
+        return Err(ParamError::at(
+            "state",
+            "`content`, `mode`, `owner` and `group` make no sense with state = \"absent\"",
+        ));
+    }
+    Ok(Box::new(File {
+        path: trim_path(&p.path),
+        content: p.content.map(String::into_bytes),
+        attrs,
+        state: p.state,
+        make_parents: p.make_parents,
+    }))
+}
+
+impl File {
+    fn fact(&self) -> FileFact {
+        if self.content.is_some() {
+            FileFact::content(&self.path)
+        } else {
+            FileFact::meta(&self.path)
+        }
+    }
+
+    fn change(&self, action: Action, reason: String, diff: String, steps: Vec<String>) -> Plan {
+        self.change_steps(
+            action,
+            reason,
+            diff,
+            steps
+                .into_iter()
+                .map(kwin_engine::module::Step::Run)
+                .collect(),
+            Vec::new(),
+        )
+    }
+
+    fn change_steps(
+        &self,
+        action: Action,
+        reason: String,
+        diff: String,
+        steps: Vec<kwin_engine::module::Step>,
+        extra_touched: Vec<String>,
+    ) -> Plan {
+        let mut touched = vec![self.path.clone()];
+        touched.extend(extra_touched);
+        Plan::Change(Change {
+            action,
+            reason,
+            diff: (!diff.is_empty()).then_some(diff),
+            steps,
+            touches: Touches::Resources(touched),
+        })
+    }
+}
+
+impl Module for File {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let st = facts.get(&self.fact())?;
+        let q = sh_quote(&self.path);
+        match (self.state, st) {
+            (State::Absent, PathState::Absent) => Ok(Plan::noop("absent")),
+            (State::Absent, PathState::Dir { .. }) => Err(ModuleError::Precondition(format!(
+                "`{}` is a directory; use the directory module to remove it",
+                self.path
+            ))),
+            (State::Absent, other) => Ok(self.change(
+                Action::Delete,
+                format!("exists ({})", other.kind()),
+                format!("- {}\n", self.path),
+                vec![format!(
+                    "rm -f -- {q} || {}\n",
+                    die(&format!("cannot remove {}", self.path))
+                )],
+            )),
+            (State::Present, other @ (PathState::Dir { .. } | PathState::Other { .. })) => {
+                Err(ModuleError::Precondition(format!(
+                    "`{}` exists and is not a regular file ({})",
+                    self.path,
+                    other.kind()
+                )))
+            }
+            (State::Present, PathState::Absent) => {
+                let content = self.content.as_deref().unwrap_or_default();
+                let mut attrs = self.attrs.clone();
+                attrs.mode = attrs.mode.or(Some(0o644));
+                let steps = write_file(&WriteFile {
+                    path: &self.path,
+                    content,
+                    attrs,
+                    expect: Expect::Any,
+                    make_parents: self.make_parents,
+                });
+                Ok(self.change_steps(
+                    Action::Create,
+                    "missing".into(),
+                    content_diff(&self.path, None, content),
+                    steps,
+                    Vec::new(),
+                ))
+            }
+            (State::Present, PathState::File(info)) => {
+                let diffs = self.attrs.differences(&info.meta);
+                let content_differs = match &self.content {
+                    None => false,
+                    Some(want) => match (&info.content, &info.sha256) {
+                        (Some(have), _) => have != want,
+                        (None, Some(h)) => *h != sha256_hex(want),
+                        (None, None) => true,
+                    },
+                };
+                let target = info.link_target.clone().unwrap_or(self.path.clone());
+                if content_differs {
+                    let want = self.content.as_deref().unwrap_or_default();
+                    // Keep what the plan does not set: the new file starts as 0600 root.
+                    let attrs = Attrs {
+                        mode: self.attrs.mode.or(Some(info.meta.mode)),
+                        owner: self
+                            .attrs
+                            .owner
+                            .clone()
+                            .or_else(|| Some(info.meta.uid.to_string())),
+                        group: self
+                            .attrs
+                            .group
+                            .clone()
+                            .or_else(|| Some(info.meta.gid.to_string())),
+                    };
+                    let steps = write_file(&WriteFile {
+                        path: &target,
+                        content: want,
+                        attrs,
+                        expect: info
+                            .sha256
+                            .clone()
+                            .map(Expect::Sha256)
+                            .unwrap_or(Expect::Any),
+                        make_parents: false,
+                    });
+                    let mut diff = content_diff(&self.path, Some(&info), want);
+                    diff.push_str(&attr_diff(&diffs));
+                    let mut reason = "content differs".to_string();
+                    if !diffs.is_empty() {
+                        reason = format!("{reason}; {}", attr_reason(&diffs));
+                    }
+                    let extra = info.link_target.iter().cloned().collect();
+                    return Ok(self.change_steps(Action::Update, reason, diff, steps, extra));
+                }
+                if diffs.is_empty() {
+                    return Ok(Plan::noop(
+                        match (&self.content, self.attrs == Attrs::default()) {
+                            (Some(_), true) => "content matches",
+                            (Some(_), false) => "content and attributes match",
+                            (None, true) => "exists",
+                            (None, false) => "exists with matching attributes",
+                        },
+                    ));
+                }
+                let fix = self
+                    .attrs
+                    .only_differing(&info.meta)
+                    .apply_commands(&sh_quote(&target), &self.path);
+                Ok(self.change_steps(
+                    Action::Update,
+                    attr_reason(&diffs),
+                    attr_diff(&diffs),
+                    vec![kwin_engine::module::Step::Run(fix)],
+                    info.link_target.iter().cloned().collect(),
+                ))
+            }
+        }
+    }
+}

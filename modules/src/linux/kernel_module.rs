@@ -1,0 +1,178 @@
+//! `kernel_module`: a kernel module loaded now and at every boot.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `name` | string | required | module name (`br_netfilter`; `-` and `_` are the same) |
+//! | `persist` | bool | `true` | list it in a file under `/etc/modules-load.d` |
+//! | `file` | string | `/etc/modules-load.d/<name>.conf` | the persisted file |
+//!
+//! No-op when the module is loaded (`/proc/modules`), built into the kernel
+//! (`modules.builtin`) or present under `/sys/module`, and (with `persist`) the file lists
+//! exactly this module.
+//!
+//! Changes: writes the file atomically, then `modprobe <name>`. Where modules cannot be
+//! loaded (a container, a kernel without module support) the step fails with modprobe's
+//! message; kwin never pretends the module is there.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "br_netfilter"
+//! module = "kernel_module"
+//! params = { name = "br_netfilter" }
+//! ```
+
+use super::common::check_abs_path;
+use super::diff::value_diff;
+use super::facts::file::FileFact;
+use super::facts::kmod::{normalize, KernelModuleFact};
+use super::managed::ensure_content;
+use super::script::die;
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+/// Params of `kernel_module`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelModuleParams {
+    /// Module name.
+    pub name: String,
+    /// Load it at boot through /etc/modules-load.d (default `true`).
+    #[serde(default = "yes")]
+    pub persist: bool,
+    /// The persisted file (default `/etc/modules-load.d/<name>.conf`).
+    pub file: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone)]
+pub struct KernelModule {
+    name: String,
+    file: Option<String>,
+}
+
+pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
+    let p: KernelModuleParams = parse_params(params)?;
+    let ok = !p.name.is_empty()
+        && !p.name.starts_with('-')
+        && p.name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !ok {
+        return Err(ParamError::at(
+            "name",
+            format!("`{}` is not a kernel module name", p.name),
+        ));
+    }
+    if let Some(f) = &p.file {
+        check_abs_path(f, "file")?;
+        if !p.persist {
+            return Err(ParamError::at(
+                "file",
+                "`file` makes no sense with persist = false",
+            ));
+        }
+    }
+    let file = p.persist.then(|| {
+        p.file
+            .unwrap_or_else(|| format!("/etc/modules-load.d/{}.conf", p.name))
+    });
+    Ok(Box::new(KernelModule { name: p.name, file }))
+}
+
+impl KernelModule {
+    fn live(&self) -> KernelModuleFact {
+        KernelModuleFact {
+            name: self.name.clone(),
+        }
+    }
+
+    fn file_content(&self) -> String {
+        format!("# managed by kwin\n{}\n", self.name)
+    }
+}
+
+impl Module for KernelModule {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        let mut v = vec![FactQuery::of(&self.live(), shell)];
+        if let Some(f) = &self.file {
+            v.push(FactQuery::of(&FileFact::content(f), shell));
+        }
+        v
+    }
+
+    fn reads(&self) -> Vec<String> {
+        let mut r = vec![
+            format!("module:{}", normalize(&self.name)),
+            format!("/sys/module/{}", normalize(&self.name)),
+        ];
+        r.extend(self.file.clone());
+        r
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let live = facts.get(&self.live())?;
+        let mut reasons = Vec::new();
+        let mut diff = String::new();
+        let mut steps = Vec::new();
+        if let Some(f) = &self.file {
+            let st = facts.get(&FileFact::content(f))?;
+            if let Some(w) = ensure_content(f, &st, self.file_content().as_bytes(), 0o644)? {
+                reasons.push(w.reason);
+                diff.push_str(&w.diff);
+                steps.extend(w.steps);
+            }
+        }
+        if !live.active() {
+            reasons.insert(0, "not loaded");
+            diff.insert_str(0, &value_diff(None, Some(&format!("loaded {}", self.name))));
+            steps.push(Step::Run(format!(
+                "command -v modprobe >/dev/null 2>&1 || {}\nmodprobe -- {} </dev/null || {}\n",
+                die(&format!("cannot load kernel module {}: modprobe is not installed", self.name)),
+                sh_quote(&self.name),
+                die(&format!(
+                    "cannot load kernel module {} (where modules cannot be loaded, as in containers, load it on the host or build it in)",
+                    self.name
+                ))
+            )));
+        }
+        if steps.is_empty() {
+            return Ok(Plan::noop(if live.loaded {
+                "loaded"
+            } else if live.builtin {
+                "built into the kernel"
+            } else {
+                "present in /sys/module"
+            }));
+        }
+        let n = normalize(&self.name);
+        let mut touched = vec![
+            format!("module:{n}"),
+            format!("/sys/module/{n}"),
+            "/proc/modules".to_string(),
+            // A loaded module may add kernel parameters (br_netfilter: net.bridge.*).
+            "/proc/sys".to_string(),
+        ];
+        touched.extend(self.file.clone());
+        Ok(Plan::Change(Change {
+            action: if live.active() {
+                Action::Update
+            } else {
+                Action::Create
+            },
+            reason: reasons.join("; "),
+            diff: Some(diff),
+            steps,
+            touches: Touches::Resources(touched),
+        }))
+    }
+}

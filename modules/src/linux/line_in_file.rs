@@ -1,0 +1,316 @@
+//! `line_in_file`: one line present in (or absent from) a text file.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `path` | string | required | absolute path of a text file (at most 256 KiB) |
+//! | `line` | string | required for `present` | the whole line, without newline |
+//! | `regexp` | string | none | lines matching this (Rust `regex` syntax, unanchored) are the ones to replace or remove |
+//! | `state` | `"present"` / `"absent"` | `"present"` | |
+//! | `create` | bool | `true` | create a missing file (mode 0644) when `present` |
+//!
+//! `present` with `regexp`: every matching line is replaced by `line`; when nothing matches
+//! and `line` is not in the file, it is appended. Without `regexp`: `line` is appended unless
+//! present. `absent`: every line matching `regexp` (or equal to `line`) is removed.
+//!
+//! No-op when the file already reads as it would after the change.
+//!
+//! Changes: the new content is computed here (the plan shows the exact diff) and the file is
+//! rewritten atomically, keeping its mode and owner; the write refuses to run if the file
+//! changed since it was probed.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "disable selinux"
+//! module = "line_in_file"
+//! params = { path = "/etc/selinux/config", regexp = "^SELINUX=", line = "SELINUX=permissive" }
+//! ```
+
+use super::common::{check_abs_path, trim_path, Attrs, State};
+use super::diff::text_diff;
+use super::facts::file::{FileFact, PathState};
+use super::script::{write_file, Expect, WriteFile};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
+};
+use kwin_engine::transport::Shell;
+use regex::Regex;
+use serde::Deserialize;
+
+/// Params of `line_in_file`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineInFileParams {
+    /// Absolute path of the file.
+    pub path: String,
+    /// The whole line, without a newline.
+    pub line: Option<String>,
+    /// Lines matching this regular expression are replaced (present) or removed (absent).
+    pub regexp: Option<String>,
+    /// `present` (default) or `absent`.
+    #[serde(default)]
+    pub state: State,
+    /// Create a missing file when `present` (default `true`).
+    #[serde(default = "yes")]
+    pub create: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone)]
+pub struct LineInFile {
+    path: String,
+    line: Option<String>,
+    regexp: Option<Regex>,
+    state: State,
+    create: bool,
+}
+
+pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
+    let p: LineInFileParams = parse_params(params)?;
+    check_abs_path(&p.path, "path")?;
+    if let Some(l) = &p.line {
+        if l.contains('\n') || l.contains('\r') {
+            return Err(ParamError::at("line", "`line` must be a single line"));
+        }
+    }
+    let regexp = p
+        .regexp
+        .as_deref()
+        .map(|r| {
+            Regex::new(r)
+                .map_err(|e| ParamError::at("regexp", format!("bad regular expression: {e}")))
+        })
+        .transpose()?;
+    match (p.state, &p.line, &regexp) {
+        (State::Present, None, _) => {
+            return Err(ParamError::at(
+                "line",
+                "`line` is required with state = \"present\"",
+            ))
+        }
+        (State::Absent, None, None) => {
+            return Err(ParamError::new(
+                "state = \"absent\" needs `line` or `regexp` to know what to remove",
+            ))
+        }
+        _ => {}
+    }
+    Ok(Box::new(LineInFile {
+        path: trim_path(&p.path),
+        line: p.line,
+        regexp,
+        state: p.state,
+        create: p.create,
+    }))
+}
+
+/// Lines of `text` (without their `\n`) and whether the text ends with a newline.
+fn split_lines(text: &str) -> (Vec<&str>, bool) {
+    if text.is_empty() {
+        return (Vec::new(), false);
+    }
+    let ends = text.ends_with('\n');
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    (body.split('\n').collect(), ends)
+}
+
+fn join_lines(lines: &[&str], trailing_newline: bool) -> String {
+    let mut s = lines.join("\n");
+    if trailing_newline && !lines.is_empty() {
+        s.push('\n');
+    }
+    s
+}
+
+impl LineInFile {
+    fn fact(&self) -> FileFact {
+        FileFact::content(&self.path)
+    }
+
+    fn matches(&self, l: &str) -> bool {
+        match (&self.regexp, &self.line) {
+            (Some(r), _) => r.is_match(l),
+            (None, Some(line)) => l == line,
+            (None, None) => false,
+        }
+    }
+
+    /// The content after the change (`None`: unchanged) and a reason.
+    pub fn edit(&self, text: &str) -> Option<(String, &'static str)> {
+        let (lines, trailing) = split_lines(text);
+        match self.state {
+            State::Absent => {
+                let kept: Vec<&str> = lines.iter().copied().filter(|l| !self.matches(l)).collect();
+                (kept.len() != lines.len()).then(|| (join_lines(&kept, trailing), "line present"))
+            }
+            State::Present => {
+                let line = self.line.as_deref()?;
+                if self.regexp.is_some() && lines.iter().any(|l| self.matches(l)) {
+                    if lines.iter().filter(|l| self.matches(l)).all(|l| *l == line) {
+                        return None;
+                    }
+                    let new: Vec<&str> = lines
+                        .iter()
+                        .map(|l| if self.matches(l) { line } else { l })
+                        .collect();
+                    return Some((join_lines(&new, trailing), "matching line differs"));
+                }
+                if lines.contains(&line) {
+                    return None;
+                }
+                let mut s = text.to_string();
+                if !s.is_empty() && !s.ends_with('\n') {
+                    s.push('\n');
+                }
+                s.push_str(line);
+                s.push('\n');
+                Some((s, "line missing"))
+            }
+        }
+    }
+}
+
+impl Module for LineInFile {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let touches = Touches::Resources(vec![self.path.clone()]);
+        let info = match facts.get(&self.fact())? {
+            PathState::File(f) => f,
+            PathState::Absent if self.state == State::Absent => {
+                return Ok(Plan::noop("file absent"))
+            }
+            PathState::Absent if !self.create => {
+                return Err(ModuleError::Precondition(format!(
+                    "`{}` does not exist (create = false)",
+                    self.path
+                )))
+            }
+            PathState::Absent => {
+                let line = self.line.clone().unwrap_or_default();
+                let content = format!("{line}\n");
+                return Ok(Plan::Change(Change {
+                    action: Action::Create,
+                    reason: "file missing".into(),
+                    diff: Some(text_diff(&self.path, "", &content)),
+                    steps: write_file(&WriteFile {
+                        path: &self.path,
+                        content: content.as_bytes(),
+                        attrs: Attrs {
+                            mode: Some(0o644),
+                            ..Attrs::default()
+                        },
+                        expect: Expect::Any,
+                        make_parents: false,
+                    }),
+                    touches,
+                }));
+            }
+            other => {
+                return Err(ModuleError::Precondition(format!(
+                    "`{}` is not a regular file ({})",
+                    self.path,
+                    other.kind()
+                )))
+            }
+        };
+        let text = match (&info.content, info.text()) {
+            (None, _) => {
+                return Err(ModuleError::Precondition(format!(
+                    "`{}` is larger than 256 KiB; line_in_file edits small text files",
+                    self.path
+                )))
+            }
+            (Some(_), None) => {
+                return Err(ModuleError::Precondition(format!(
+                    "`{}` is not a text file",
+                    self.path
+                )))
+            }
+            (Some(_), Some(t)) => t,
+        };
+        let Some((new, reason)) = self.edit(text) else {
+            return Ok(Plan::noop(match self.state {
+                State::Present => "line present",
+                State::Absent => "line absent",
+            }));
+        };
+        let target = info.link_target.clone().unwrap_or(self.path.clone());
+        let steps = write_file(&WriteFile {
+            path: &target,
+            content: new.as_bytes(),
+            attrs: Attrs {
+                mode: Some(info.meta.mode),
+                owner: Some(info.meta.uid.to_string()),
+                group: Some(info.meta.gid.to_string()),
+            },
+            expect: info
+                .sha256
+                .clone()
+                .map(Expect::Sha256)
+                .unwrap_or(Expect::Any),
+            make_parents: false,
+        });
+        let mut touched = vec![self.path.clone()];
+        touched.extend(info.link_target.clone());
+        Ok(Plan::Change(Change {
+            action: Action::Update,
+            reason: reason.into(),
+            diff: Some(text_diff(&self.path, text, &new)),
+            steps,
+            touches: Touches::Resources(touched),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(params: serde_json::Value) -> LineInFile {
+        let p: LineInFileParams = parse_params(&params).expect("params");
+        LineInFile {
+            path: p.path,
+            line: p.line,
+            regexp: p.regexp.map(|r| Regex::new(&r).expect("regex")),
+            state: p.state,
+            create: p.create,
+        }
+    }
+
+    #[test]
+    fn edits() {
+        let add = m(serde_json::json!({"path": "/f", "line": "b"}));
+        assert_eq!(add.edit("a\n"), Some(("a\nb\n".into(), "line missing")));
+        assert_eq!(add.edit("a"), Some(("a\nb\n".into(), "line missing")));
+        assert_eq!(add.edit(""), Some(("b\n".into(), "line missing")));
+        assert_eq!(add.edit("a\nb\nc"), None);
+
+        let rep = m(serde_json::json!({"path": "/f", "line": "X=1", "regexp": "^X="}));
+        assert_eq!(
+            rep.edit("a\nX=0\nb\nX=2"),
+            Some(("a\nX=1\nb\nX=1".into(), "matching line differs"))
+        );
+        assert_eq!(rep.edit("X=1\n"), None);
+        assert_eq!(rep.edit("a\n"), Some(("a\nX=1\n".into(), "line missing")));
+
+        let del = m(serde_json::json!({"path": "/f", "regexp": "^#", "state": "absent"}));
+        assert_eq!(
+            del.edit("#a\nb\n#c\n"),
+            Some(("b\n".into(), "line present"))
+        );
+        assert_eq!(del.edit("b\n"), None);
+        assert_eq!(del.edit("#only\n"), Some((String::new(), "line present")));
+    }
+}

@@ -1,0 +1,85 @@
+//! Files whose whole content a module owns (`/etc/sysctl.d/99-kwin-*.conf`,
+//! `/etc/modules-load.d/*.conf`, apt sources, markers): compare with the probed content and,
+//! if different, plan the atomic write.
+
+use super::common::Attrs;
+use super::diff::content_diff;
+use super::facts::file::PathState;
+use super::script::{write_file, Expect, WriteFile};
+use kwin_engine::module::{ModuleError, Step};
+
+/// A planned rewrite of a managed file.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    /// "file missing" or "file differs".
+    pub reason: &'static str,
+    pub diff: String,
+    pub steps: Vec<Step>,
+}
+
+/// Plan writing `want` to `path` given its probed state (from a [`Detail::Content`] fact).
+/// Keeps an existing file's mode and owner; new files get `new_mode` and missing parents.
+///
+/// [`Detail::Content`]: super::facts::file::Detail::Content
+pub fn ensure_content(
+    path: &str,
+    st: &PathState,
+    want: &[u8],
+    new_mode: u32,
+) -> Result<Option<Rewrite>, ModuleError> {
+    let (current, expect, attrs, target) = match st {
+        PathState::Absent => (
+            None,
+            Expect::Any,
+            Attrs {
+                mode: Some(new_mode),
+                ..Attrs::default()
+            },
+            path.to_string(),
+        ),
+        PathState::File(info) => {
+            let same = match (&info.content, &info.sha256) {
+                (Some(c), _) => c.as_slice() == want,
+                (None, Some(h)) => *h == super::script::sha256_hex(want),
+                (None, None) => false,
+            };
+            if same {
+                return Ok(None);
+            }
+            (
+                Some(info),
+                info.sha256
+                    .clone()
+                    .map(Expect::Sha256)
+                    .unwrap_or(Expect::Any),
+                Attrs {
+                    mode: Some(info.meta.mode),
+                    owner: Some(info.meta.uid.to_string()),
+                    group: Some(info.meta.gid.to_string()),
+                },
+                info.link_target.clone().unwrap_or_else(|| path.to_string()),
+            )
+        }
+        other => {
+            return Err(ModuleError::Precondition(format!(
+                "`{path}` is not a regular file ({})",
+                other.kind()
+            )))
+        }
+    };
+    Ok(Some(Rewrite {
+        reason: if current.is_none() {
+            "file missing"
+        } else {
+            "file differs"
+        },
+        diff: content_diff(path, current, want),
+        steps: write_file(&WriteFile {
+            path: &target,
+            content: want,
+            attrs,
+            expect,
+            make_parents: true,
+        }),
+    }))
+}

@@ -1,0 +1,1277 @@
+//! Real-shell convergence: each module runs against this machine through `LocalTransport`
+//! (dash as /bin/sh), under a temporary directory: probe (one batched script) → plan → run
+//! the steps → probe again → the plan must be a no-op; a second run is a no-op at once.
+//! Paths and contents are hostile on purpose (spaces, quotes, `$()`, backticks, `;`,
+//! newlines, unicode) and must arrive literally.
+
+use kwin_engine::fact::{batch_script, new_nonce, parse_batch, Facts};
+use kwin_engine::module::{Ctx, Inputs, Module, Plan, Registry, Step};
+use kwin_engine::transport::local::LocalTransport;
+use kwin_engine::transport::{Output, Shell, Transport};
+use kwin_modules::Builtin;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A file name no shell should ever misread.
+const HOSTILE: &str = "it's a \"test\" $(touch pwned) `touch pwned2`; x\nnewline ✓ 한";
+
+fn local() -> LocalTransport {
+    LocalTransport { become_root: false }
+}
+
+fn build(name: &str, params: Value) -> Box<dyn Module> {
+    match Builtin.build(name, Shell::Posix, &params) {
+        Ok(m) => m,
+        Err(e) => panic!("building {name}: {e} at {:?}", e.path),
+    }
+}
+
+async fn probe(t: &dyn Transport, m: &dyn Module) -> Facts {
+    let qs = m.facts(Shell::Posix);
+    let nonce = new_nonce();
+    let out = t
+        .run(&batch_script(Shell::Posix, &qs, &nonce), TIMEOUT)
+        .await
+        .expect("probe runs");
+    parse_batch(&qs, &out, &nonce).expect("probe output parses")
+}
+
+async fn plan(t: &dyn Transport, m: &dyn Module) -> Plan {
+    let facts = probe(t, m).await;
+    let inputs = Inputs::new();
+    let ctx = Ctx {
+        shell: Shell::Posix,
+        host: "local",
+        inputs: &inputs,
+    };
+    match m.plan(&facts, &ctx) {
+        Ok(p) => p,
+        Err(e) => panic!("plan of {m:?} failed: {e}"),
+    }
+}
+
+/// Run steps as the executor does: consecutive `Run` scripts in one shell, each in its own
+/// subshell, the batch failing at the first failure.
+async fn run_steps(t: &dyn Transport, steps: &[Step]) -> Result<(), Output> {
+    let mut batch = String::new();
+    let flush = |batch: &mut String| {
+        let s = std::mem::take(batch);
+        async move {
+            if s.is_empty() {
+                return Ok(());
+            }
+            let out = t.run(&s, TIMEOUT).await.expect("transport runs");
+            if out.success() {
+                Ok(())
+            } else {
+                Err(out)
+            }
+        }
+    };
+    for s in steps {
+        match s {
+            Step::Run(script) => {
+                batch.push_str(&format!("(\n{script}\n) || exit $?\n"));
+            }
+            Step::Put {
+                path,
+                content,
+                mode,
+            } => {
+                flush(&mut batch).await?;
+                t.put(path, content, *mode).await.expect("put");
+            }
+            Step::Reboot(_) => panic!("no reboots here"),
+        }
+    }
+    flush(&mut batch).await
+}
+
+fn fail_text(out: &Output) -> String {
+    format!(
+        "exit {}: {}{}",
+        out.exit,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Plan, apply, re-probe: returns the first plan. Panics unless the module converges and a
+/// second run is a no-op.
+async fn converge(t: &dyn Transport, m: &dyn Module) -> Plan {
+    let first = plan(t, m).await;
+    if let Plan::Change(c) = &first {
+        if let Err(out) = run_steps(t, &c.steps).await {
+            panic!(
+                "steps of {m:?} failed: {}\nsteps: {:?}",
+                fail_text(&out),
+                c.steps
+            );
+        }
+        let again = plan(t, m).await;
+        assert!(again.is_noop(), "{m:?} did not converge: {again:?}");
+    }
+    let second = plan(t, m).await;
+    assert!(
+        second.is_noop(),
+        "second run of {m:?} is not a no-op: {second:?}"
+    );
+    first
+}
+
+/// Plan and apply, expecting the steps to fail; returns their stderr.
+async fn apply_fails(t: &dyn Transport, m: &dyn Module) -> String {
+    match plan(t, m).await {
+        Plan::Change(c) => match run_steps(t, &c.steps).await {
+            Err(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+            Ok(()) => panic!("steps of {m:?} succeeded"),
+        },
+        p => panic!("expected a change, got {p:?}"),
+    }
+}
+
+fn changed(p: &Plan) -> bool {
+    !p.is_noop()
+}
+
+fn mode_of(p: &Path) -> u32 {
+    std::fs::metadata(p).expect("stat").permissions().mode() & 0o7777
+}
+
+fn no_pwned(dir: &Path) {
+    for d in [dir, Path::new(".")] {
+        assert!(!d.join("pwned").exists(), "a command substitution ran");
+        assert!(!d.join("pwned2").exists(), "a backtick command ran");
+    }
+}
+
+fn s(p: &Path) -> String {
+    p.to_str().expect("utf-8 path").to_string()
+}
+
+#[tokio::test]
+async fn file_create_update_attrs_remove() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(HOSTILE);
+    let path = dir.join(format!("{HOSTILE}.conf"));
+    let content = format!("line with {HOSTILE}\n$HOME `id` \\n '\"\nno newline at end ✓");
+    let t = local();
+
+    let m = build(
+        "file",
+        json!({ "path": s(&path), "content": content, "mode": "0640" }),
+    );
+    let p = converge(&t, m.as_ref()).await;
+    assert!(changed(&p));
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), content);
+    assert_eq!(mode_of(&path), 0o640);
+
+    // Content changes, mode kept from the file when the plan does not set it.
+    let m = build("file", json!({ "path": s(&path), "content": "v2\n" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&path).expect("read"), b"v2\n");
+    assert_eq!(mode_of(&path), 0o640);
+
+    // Mode only.
+    let m = build(
+        "file",
+        json!({ "path": s(&path), "content": "v2\n", "mode": 600 }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("mode change expected")
+    };
+    assert_eq!(c.reason, "mode differs");
+    assert_eq!(mode_of(&path), 0o600);
+
+    // Owner given by name and by id, both match the current user: no-op.
+    let uid = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .expect("id");
+    let uid = String::from_utf8_lossy(&uid.stdout).trim().to_string();
+    let m = build(
+        "file",
+        json!({ "path": s(&path), "content": "v2\n", "owner": uid }),
+    );
+    assert!(!changed(&converge(&t, m.as_ref()).await));
+
+    let m = build("file", json!({ "path": s(&path), "state": "absent" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(!path.exists());
+    assert!(dir.exists());
+    no_pwned(tmp.path());
+}
+
+#[tokio::test]
+async fn file_through_symlink_and_large_content() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let target = tmp.path().join("real target");
+    std::fs::write(&target, "old\n").expect("write");
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let t = local();
+    let m = build("file", json!({ "path": s(&link), "content": "new\n" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("lstat")
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read(&target).expect("read"), b"new\n");
+
+    // Over the embedding limit: sent with a put step, compared by hash afterwards.
+    let big: String = (0..200_000).map(|i| format!("{i}\n")).collect();
+    assert!(big.len() > 1024 * 1024);
+    let path = tmp.path().join("big file");
+    let m = build(
+        "file",
+        json!({ "path": s(&path), "content": big, "mode": "0600" }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("create expected")
+    };
+    assert!(c.steps.iter().any(|s| matches!(s, Step::Put { .. })));
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), big);
+    assert_eq!(mode_of(&path), 0o600);
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("ls")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("kwin"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[tokio::test]
+async fn file_write_refuses_when_changed_since_probe() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join("f");
+    std::fs::write(&path, "probed\n").expect("write");
+    let t = local();
+    let m = build("file", json!({ "path": s(&path), "content": "wanted\n" }));
+    let Plan::Change(c) = plan(&t, m.as_ref()).await else {
+        panic!("change expected")
+    };
+    std::fs::write(&path, "someone else\n").expect("write");
+    let out = run_steps(&t, &c.steps).await.expect_err("must refuse");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("changed since it was probed"),
+        "{}",
+        fail_text(&out)
+    );
+    assert_eq!(std::fs::read(&path).expect("read"), b"someone else\n");
+}
+
+#[tokio::test]
+async fn directory_create_attrs_remove() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(HOSTILE).join("nested ✓");
+    let t = local();
+    let m = build("directory", json!({ "path": s(&dir), "mode": "0750" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(dir.is_dir());
+    assert_eq!(mode_of(&dir), 0o750);
+    let m = build("directory", json!({ "path": s(&dir), "mode": "0700" }));
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("mode change expected")
+    };
+    assert_eq!(c.reason, "mode differs");
+    assert_eq!(mode_of(&dir), 0o700);
+    std::fs::write(dir.join("inside"), "x").expect("write");
+    let top = tmp.path().join(HOSTILE);
+    let m = build("directory", json!({ "path": s(&top), "state": "absent" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(!top.exists());
+    assert!(tmp.path().exists());
+    no_pwned(tmp.path());
+}
+
+#[tokio::test]
+async fn line_in_file_append_replace_remove() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join(format!("{HOSTILE}.conf"));
+    std::fs::write(
+        &path,
+        "# header\nSELINUX=enforcing\nlast line without newline",
+    )
+    .expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let t = local();
+    let hostile_line = format!("KEY='{HOSTILE}'").replace('\n', " ");
+
+    let m = build(
+        "line_in_file",
+        json!({ "path": s(&path), "line": hostile_line }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    let m = build(
+        "line_in_file",
+        json!({ "path": s(&path), "regexp": "^SELINUX=", "line": "SELINUX=permissive" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("read"),
+        format!("# header\nSELINUX=permissive\nlast line without newline\n{hostile_line}\n")
+    );
+    assert_eq!(mode_of(&path), 0o600, "mode is kept");
+
+    let m = build(
+        "line_in_file",
+        json!({ "path": s(&path), "regexp": "^#", "state": "absent" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(!std::fs::read_to_string(&path)
+        .expect("read")
+        .contains("# header"));
+
+    let created = tmp.path().join("new.conf");
+    let m = build(
+        "line_in_file",
+        json!({ "path": s(&created), "line": "A=1" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&created).expect("read"), b"A=1\n");
+    no_pwned(tmp.path());
+}
+
+#[tokio::test]
+async fn kernel_module_builtin_persists_and_missing_fails_clearly() {
+    let t = local();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // `bridge` is in /sys/module on any kernel that has bridging (built in or loaded).
+    if Path::new("/sys/module/bridge").exists() {
+        let file = tmp.path().join("modules load.conf");
+        let m = build(
+            "kernel_module",
+            json!({ "name": "bridge", "file": s(&file) }),
+        );
+        let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+            panic!("file expected")
+        };
+        assert_eq!(c.reason, "file missing");
+        assert_eq!(
+            std::fs::read_to_string(&file).expect("read"),
+            "# managed by kwin\nbridge\n"
+        );
+    }
+    let m = build(
+        "kernel_module",
+        json!({ "name": "kwin_no_such_module", "persist": false }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(
+        err.contains("kwin: cannot load kernel module kwin_no_such_module"),
+        "{err}"
+    );
+}
+
+/// A transport running scripts through another command line (`ip netns exec NAME /bin/sh -s`,
+/// `busybox sh -s`), optionally with its own `PATH`. Files are put and got locally.
+struct ShTransport {
+    argv: Vec<String>,
+    path: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl Transport for ShTransport {
+    fn shell(&self) -> Shell {
+        Shell::Posix
+    }
+    async fn connect(&self) -> Result<(), kwin_engine::transport::TransportError> {
+        Ok(())
+    }
+    async fn run(
+        &self,
+        script: &str,
+        timeout: Duration,
+    ) -> Result<Output, kwin_engine::transport::TransportError> {
+        use kwin_engine::transport::TransportError as E;
+        use tokio::io::AsyncWriteExt;
+        let mut cmd = tokio::process::Command::new(&self.argv[0]);
+        cmd.args(&self.argv[1..])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(p) = &self.path {
+            cmd.env("PATH", p);
+        }
+        let mut child = cmd.spawn().map_err(|e| E::Local(e.to_string()))?;
+        let mut stdin = child.stdin.take().ok_or(E::Local("no stdin".into()))?;
+        stdin
+            .write_all(script.as_bytes())
+            .await
+            .map_err(|e| E::Local(e.to_string()))?;
+        drop(stdin);
+        let out = tokio::time::timeout(timeout, child.wait_with_output())
+            .await
+            .map_err(|_| E::Timeout(timeout))?
+            .map_err(|e| E::Local(e.to_string()))?;
+        Ok(Output {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit: out.status.code().unwrap_or(-1),
+        })
+    }
+    async fn put(
+        &self,
+        path: &str,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), kwin_engine::transport::TransportError> {
+        local().put(path, bytes, mode).await
+    }
+    async fn get(&self, path: &str) -> Result<Vec<u8>, kwin_engine::transport::TransportError> {
+        local().get(path).await
+    }
+    async fn close(&self) {}
+}
+
+/// A private network namespace, so `net.*` kernel parameters can change without touching
+/// this machine's own; removed on drop.
+struct Netns {
+    name: String,
+    sh: ShTransport,
+}
+
+impl Netns {
+    /// A fresh namespace, or `None` when this machine cannot make one (not root, no `ip`).
+    fn create() -> Option<Netns> {
+        let name = format!("kwin-test-{}", std::process::id());
+        let ok = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        let argv = ["ip", "netns", "exec", &name, "/bin/sh", "-s"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        ok.then_some(Netns {
+            name,
+            sh: ShTransport { argv, path: None },
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+#[allow(clippy::print_stderr)]
+fn skip(why: &str) {
+    eprintln!("SKIPPED: {why}");
+}
+
+#[tokio::test]
+async fn sysctl_in_a_network_namespace() {
+    let Some(ns) = Netns::create() else {
+        skip("sysctl convergence needs root and `ip netns` to use a private network namespace");
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join(format!("99 {HOSTILE}.conf"));
+    let m = build(
+        "sysctl",
+        json!({ "key": "net.ipv4.ip_forward", "value": 1, "file": s(&file) }),
+    );
+    let Plan::Change(c) = converge(&ns.sh, m.as_ref()).await else {
+        panic!("change expected")
+    };
+    assert!(c.reason.contains("live value differs"), "{}", c.reason);
+    let live = ns
+        .sh
+        .run("cat /proc/sys/net/ipv4/ip_forward", TIMEOUT)
+        .await
+        .expect("run");
+    assert_eq!(live.stdout, b"1\n");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("read"),
+        "# managed by kwin\nnet.ipv4.ip_forward = 1\n"
+    );
+
+    let m = build(
+        "sysctl",
+        json!({ "key": "net.ipv4.ip_local_port_range", "value": "40000    50000", "persist": false }),
+    );
+    assert!(changed(&converge(&ns.sh, m.as_ref()).await));
+    let live = ns
+        .sh
+        .run("cat /proc/sys/net/ipv4/ip_local_port_range", TIMEOUT)
+        .await
+        .expect("run");
+    assert_eq!(live.stdout, b"40000\t50000\n");
+
+    let m = build(
+        "sysctl",
+        json!({ "key": "net.kwin.no_such_key", "value": 1, "persist": false }),
+    );
+    let err = apply_fails(&ns.sh, m.as_ref()).await;
+    assert!(
+        err.contains("sysctl net.kwin.no_such_key does not exist on this kernel"),
+        "{err}"
+    );
+    no_pwned(tmp.path());
+}
+
+#[tokio::test]
+async fn swap_off_comments_out_fstab() {
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    if swaps.lines().count() > 1 {
+        skip("this machine has active swap; the swap_off test would turn it off");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fstab = tmp.path().join(format!("fstab {HOSTILE}"));
+    std::fs::write(
+        &fstab,
+        "UUID=1 / ext4 defaults 0 1\n/swap.img\tnone\tswap\tsw\t0\t0\n# /old none swap sw 0 0\n",
+    )
+    .expect("write");
+    let t = local();
+    let m = build("swap_off", json!({ "fstab": s(&fstab) }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(
+        std::fs::read_to_string(&fstab).expect("read"),
+        "UUID=1 / ext4 defaults 0 1\n#/swap.img\tnone\tswap\tsw\t0\t0\n# /old none swap sw 0 0\n"
+    );
+}
+
+#[tokio::test]
+async fn command_guards_and_failures() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let made = tmp.path().join(format!("made {HOSTILE}"));
+    let t = local();
+    let q = kwin_engine::quote::sh_quote(&s(&made));
+    // The command reads stdin: it must get /dev/null, not the rest of the batched script.
+    let m = build(
+        "command",
+        json!({ "run": format!("cat; printf '%s' \"$0\" > {q}"), "creates": s(&made) }),
+    );
+    let Plan::Change(c) = plan(&t, m.as_ref()).await else {
+        panic!("change expected")
+    };
+    let after = tmp.path().join("after");
+    let mut steps = c.steps.clone();
+    steps.push(Step::Run(format!(
+        "touch {}",
+        kwin_engine::quote::sh_quote(&s(&after))
+    )));
+    run_steps(&t, &steps).await.expect("steps run");
+    assert!(made.exists());
+    assert!(after.exists(), "the batch after the command did not run");
+    assert!(plan(&t, m.as_ref()).await.is_noop());
+
+    // unless: converges once the condition holds.
+    let flag = tmp.path().join("flag it's");
+    let fq = kwin_engine::quote::sh_quote(&s(&flag));
+    let m = build(
+        "command",
+        json!({ "run": format!("touch {fq}"), "unless": format!("test -e {fq}") }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+
+    // A failing command fails the step with its code.
+    let m = build(
+        "command",
+        json!({ "run": "echo broken >&2; exit 3", "creates": "/nonexistent/kwin" }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(
+        err.contains("broken") && err.contains("command exited with code 3"),
+        "{err}"
+    );
+
+    // Succeeding without creating what it promised is an error too.
+    let m = build(
+        "command",
+        json!({ "run": "true", "creates": s(&tmp.path().join("never")) }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(err.contains("did not create"), "{err}");
+    no_pwned(tmp.path());
+}
+
+/// A tiny HTTP server on 127.0.0.1 serving `body` at `/file` (404 elsewhere). It stops by
+/// itself after 120 s.
+struct Http {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Http {
+    fn serve(body: Vec<u8>) -> Http {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed)
+                && started.elapsed() < Duration::from_secs(120)
+            {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&req);
+                let ok = line.starts_with("GET /file ");
+                let (status, data): (&str, &[u8]) = if ok {
+                    ("200 OK", &body)
+                } else {
+                    ("404 Not Found", b"not found")
+                };
+                let _ = conn.write_all(
+                    format!(
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        data.len()
+                    )
+                    .as_bytes(),
+                );
+                let _ = conn.write_all(data);
+            }
+        });
+        Http { port, stop }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn sha_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(b))
+}
+
+fn has_command(name: &str) -> bool {
+    std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn download_http_file_url_and_bad_hash() {
+    let body: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let sha = sha_hex(&body);
+    let http = Http::serve(body.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = local();
+    if !has_command("curl") && !has_command("wget") {
+        skip("download needs curl or wget");
+        return;
+    }
+
+    let dest = tmp.path().join(HOSTILE).join("tool ✓");
+    let m = build(
+        "download",
+        json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": sha, "mode": "0755" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&dest).expect("read"), body);
+    assert_eq!(mode_of(&dest), 0o755);
+
+    // The other fetcher, by answering the probe as if only it were installed.
+    for only in ["curl", "wget"] {
+        if !has_command(only) {
+            continue;
+        }
+        let dest = tmp.path().join(format!("via {only}"));
+        let m = build(
+            "download",
+            json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": sha }),
+        );
+        let mut facts = probe(&t, m.as_ref()).await;
+        facts.insert(
+            "commands:curl,wget",
+            kwin_engine::fact::FactOutput {
+                stdout: format!(
+                    "curl={}\nwget={}\n",
+                    if only == "curl" { "yes" } else { "no" },
+                    if only == "wget" { "yes" } else { "no" }
+                )
+                .into_bytes(),
+                ..Default::default()
+            },
+        );
+        let inputs = Inputs::new();
+        let ctx = Ctx {
+            shell: Shell::Posix,
+            host: "local",
+            inputs: &inputs,
+        };
+        let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) else {
+            panic!("change expected")
+        };
+        assert!(c
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Run(x) if x.contains(only))));
+        run_steps(&t, &c.steps)
+            .await
+            .unwrap_or_else(|o| panic!("{only}: {}", fail_text(&o)));
+        assert_eq!(std::fs::read(&dest).expect("read"), body, "{only}");
+        assert!(plan(&t, m.as_ref()).await.is_noop());
+    }
+
+    // file:// (curl only).
+    if has_command("curl") {
+        let src = tmp.path().join("source file");
+        std::fs::write(&src, b"from a file url\n").expect("write");
+        let dest2 = tmp.path().join("copied");
+        let m = build(
+            "download",
+            json!({ "url": format!("file://{}", s(&src).replace(' ', "%20")), "dest": s(&dest2), "sha256": sha_hex(b"from a file url\n") }),
+        );
+        assert!(changed(&converge(&t, m.as_ref()).await));
+        assert_eq!(std::fs::read(&dest2).expect("read"), b"from a file url\n");
+    }
+
+    // A wrong hash fails with both hashes and leaves the old file and no temporary file.
+    let wrong = "0".repeat(64);
+    let m = build(
+        "download",
+        json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": wrong }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(err.contains(&sha) && err.contains(&wrong), "{err}");
+    assert_eq!(std::fs::read(&dest).expect("read"), body);
+
+    // A 404 fails the download.
+    let m = build(
+        "download",
+        json!({ "url": http.url("/missing"), "dest": s(&tmp.path().join("x")), "sha256": sha }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(err.contains("download of"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dest.parent().expect("parent"))
+        .expect("ls")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(".kwin-dl"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+    no_pwned(tmp.path());
+}
+
+fn make_tarball(dir: &Path, name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.src"));
+    for (p, content) in files {
+        let f = src.join(p);
+        std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&f, content).expect("write");
+    }
+    let out = dir.join(format!("{name}.tar.gz"));
+    let st = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(&out)
+        .arg("-C")
+        .arg(&src)
+        .arg(".")
+        .status()
+        .expect("tar");
+    assert!(st.success());
+    out
+}
+
+#[tokio::test]
+async fn archive_from_path_and_url() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = local();
+    let weird = format!("top/{}.txt", HOSTILE.replace('\n', "_"));
+    let tgz = make_tarball(
+        tmp.path(),
+        "v1",
+        &[("top/bin/tool", "v1\n"), (weird.as_str(), "odd\n")],
+    );
+    let dest = tmp.path().join(format!("dest {HOSTILE}"));
+    let m = build(
+        "archive",
+        json!({ "src": s(&tgz), "dest": s(&dest), "strip_components": 2 }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("extract expected")
+    };
+    assert_eq!(c.reason, "not extracted");
+    assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"v1\n");
+
+    // A new tarball at the same path is extracted again, once.
+    let v2 = make_tarball(tmp.path(), "v2", &[("top/bin/tool", "v2\n")]);
+    std::fs::rename(&v2, &tgz).expect("mv");
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("re-extract expected")
+    };
+    assert_eq!(c.reason, "archive changed since it was extracted");
+    assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"v2\n");
+
+    // From a URL, verified, with `creates`.
+    let bytes = std::fs::read(&tgz).expect("read");
+    let http = Http::serve(bytes.clone());
+    if has_command("curl") || has_command("wget") {
+        let dest = tmp.path().join("from url");
+        let m = build(
+            "archive",
+            json!({ "url": http.url("/file"), "sha256": sha_hex(&bytes), "dest": s(&dest), "creates": s(&dest.join("top/bin/tool")) }),
+        );
+        assert!(changed(&converge(&t, m.as_ref()).await));
+        assert_eq!(
+            std::fs::read(dest.join("top/bin/tool")).expect("read"),
+            b"v2\n"
+        );
+
+        let m = build(
+            "archive",
+            json!({ "url": http.url("/file"), "sha256": "1".repeat(64), "dest": s(&tmp.path().join("bad")) }),
+        );
+        let err = apply_fails(&t, m.as_ref()).await;
+        assert!(err.contains("expected 1111"), "{err}");
+    }
+
+    // A source that is not a tarball fails clearly.
+    let junk = tmp.path().join("junk.tgz");
+    std::fs::write(&junk, "not a tarball").expect("write");
+    let m = build(
+        "archive",
+        json!({ "src": s(&junk), "dest": s(&tmp.path().join("j")) }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(err.contains("cannot extract"), "{err}");
+    no_pwned(tmp.path());
+}
+
+#[tokio::test]
+async fn service_without_systemd_fails_clearly() {
+    let t = local();
+    let m = build(
+        "service",
+        json!({ "name": "kwin-no-such-unit", "state": "stopped", "enabled": false }),
+    );
+    let facts = probe(&t, m.as_ref()).await;
+    let inputs = Inputs::new();
+    let ctx = Ctx {
+        shell: Shell::Posix,
+        host: "local",
+        inputs: &inputs,
+    };
+    let r = m.plan(&facts, &ctx);
+    if Path::new("/run/systemd/system").is_dir() {
+        // A systemd host: a unit that does not exist is neither running nor enabled.
+        assert!(matches!(r, Ok(Plan::NoOp { .. })), "{r:?}");
+    } else {
+        let err = r.expect_err("no systemd here");
+        assert!(
+            matches!(err, kwin_engine::module::ModuleError::Unsupported(_)),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("service `kwin-no-such-unit`: this host does not run systemd"),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn apt_key_dearmor_matches_binary() {
+    use base64::Engine;
+    let t = local();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let binary: Vec<u8> = (0..1500u32).map(|i| (i * 7 % 256) as u8).collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&binary);
+    let body: Vec<String> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    let armored = format!(
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\nComment: test key\n\n{}\n=AbCd\n-----END PGP PUBLIC KEY BLOCK-----\n",
+        body.join("\n")
+    );
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("armored", armored.clone().into_bytes()),
+        ("crlf", armored.replace('\n', "\r\n").into_bytes()),
+        ("binary", binary.clone()),
+    ];
+    for (name, input) in cases {
+        let path = tmp.path().join(format!("{name} key's"));
+        std::fs::write(&path, &input).expect("write");
+        let script = format!(
+            "k={}\n{}",
+            kwin_engine::quote::sh_quote(&s(&path)),
+            kwin_modules::linux::package_repo::dearmor("k", "")
+        );
+        let out = t.run(&script, TIMEOUT).await.expect("run");
+        assert!(out.success(), "{name}: {}", fail_text(&out));
+        assert_eq!(std::fs::read(&path).expect("read"), binary, "{name}");
+    }
+    // A real key: Debian's archive key exported with armor, against `gpg --dearmor`.
+    let ring = "/usr/share/keyrings/debian-archive-bookworm-stable.gpg";
+    if has_command("gpg") && Path::new(ring).exists() {
+        let home = tmp.path().join("gnupg");
+        std::fs::create_dir(&home).expect("mkdir");
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let real = tmp.path().join("real.asc");
+        let out = t
+            .run(
+                &format!(
+                    "export GNUPGHOME={h}\ngpg -q --no-default-keyring --keyring {ring} --export --armor > {a} && gpg -q --dearmor < {a} > {a}.gpg",
+                    h = kwin_engine::quote::sh_quote(&s(&home)),
+                    a = kwin_engine::quote::sh_quote(&s(&real)),
+                ),
+                TIMEOUT,
+            )
+            .await
+            .expect("run");
+        assert!(out.success(), "{}", fail_text(&out));
+        let script = format!(
+            "k={}\n{}",
+            kwin_engine::quote::sh_quote(&s(&real)),
+            kwin_modules::linux::package_repo::dearmor("k", "")
+        );
+        let out = t.run(&script, TIMEOUT).await.expect("run");
+        assert!(out.success(), "{}", fail_text(&out));
+        let want = std::fs::read(tmp.path().join("real.asc.gpg")).expect("read");
+        assert!(!want.is_empty());
+        assert_eq!(std::fs::read(&real).expect("read"), want);
+    }
+
+    let broken = tmp.path().join("broken");
+    std::fs::write(
+        &broken,
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\n-----END PGP PUBLIC KEY BLOCK-----\n",
+    )
+    .expect("write");
+    let script = format!(
+        "k={}\n{}",
+        kwin_engine::quote::sh_quote(&s(&broken)),
+        kwin_modules::linux::package_repo::dearmor("k", "")
+    );
+    let out = t.run(&script, TIMEOUT).await.expect("run");
+    assert!(!out.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a valid ASCII-armored OpenPGP key"),
+        "{}",
+        fail_text(&out)
+    );
+}
+
+/// A local apt repository (`file:` URI, trusted) holding a test package in two versions,
+/// listed in /etc/apt/sources.list.d for the test's duration. Dropping it purges the package
+/// and removes the list and its index files.
+struct AptRepo {
+    pkg: String,
+    list: std::path::PathBuf,
+    index_marker: String,
+    _dir: tempfile::TempDir,
+}
+
+impl AptRepo {
+    fn create() -> Option<AptRepo> {
+        let root = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| o.stdout == b"0\n")
+            .unwrap_or(false);
+        if !root
+            || !["apt-get", "dpkg-deb", "dpkg-query", "apt-mark"]
+                .iter()
+                .all(|c| has_command(c))
+        {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("kwinapt")
+            .tempdir()
+            .expect("tempdir");
+        let pkg = format!("kwin-test-dummy-{}", std::process::id());
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).expect("mkdir");
+        let mut index = String::new();
+        for v in ["1.0", "2.0"] {
+            let b = dir.path().join(format!("build-{v}"));
+            std::fs::create_dir_all(b.join("DEBIAN")).expect("mkdir");
+            std::fs::write(
+                b.join("DEBIAN/control"),
+                format!("Package: {pkg}\nVersion: {v}\nArchitecture: all\nMaintainer: kwin tests <tests@kwin.invalid>\nDescription: kwin test package\n"),
+            )
+            .expect("write");
+            let deb = repo.join(format!("{pkg}_{v}_all.deb"));
+            let st = std::process::Command::new("dpkg-deb")
+                .arg("--build")
+                .arg("--root-owner-group")
+                .arg(&b)
+                .arg(&deb)
+                .output()
+                .expect("dpkg-deb");
+            assert!(
+                st.status.success(),
+                "{}",
+                String::from_utf8_lossy(&st.stderr)
+            );
+            let bytes = std::fs::read(&deb).expect("read deb");
+            index.push_str(&format!(
+                "Package: {pkg}\nVersion: {v}\nArchitecture: all\nMaintainer: kwin tests <tests@kwin.invalid>\nDescription: kwin test package\nFilename: ./{pkg}_{v}_all.deb\nSize: {}\nSHA256: {}\n\n",
+                bytes.len(),
+                sha_hex(&bytes)
+            ));
+        }
+        std::fs::write(repo.join("Packages"), index).expect("write index");
+        // apt's unprivileged downloader must be able to read the repository.
+        for p in [dir.path(), repo.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        let list = std::path::PathBuf::from(format!("/etc/apt/sources.list.d/{pkg}.list"));
+        std::fs::write(&list, format!("deb [trusted=yes] file:{} ./\n", s(&repo)))
+            .expect("write list");
+        let out = std::process::Command::new("apt-get")
+            .args(["-q", "update", "-o"])
+            .arg(format!("Dir::Etc::sourcelist={}", s(&list)))
+            .args([
+                "-o",
+                "Dir::Etc::sourceparts=-",
+                "-o",
+                "APT::Get::List-Cleanup=0",
+            ])
+            .output()
+            .expect("apt-get update");
+        let index_marker = s(dir.path()).trim_start_matches('/').replace('/', "_");
+        let me = AptRepo {
+            pkg,
+            list,
+            index_marker,
+            _dir: dir,
+        };
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(me)
+    }
+
+    fn dpkg_status(&self) -> String {
+        let out = std::process::Command::new("dpkg-query")
+            .args(["-W", "-f=${db:Status-Abbrev}${Version}", &self.pkg])
+            .output()
+            .expect("dpkg-query");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for AptRepo {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("apt-mark")
+            .args(["unhold", &self.pkg])
+            .output();
+        let _ = std::process::Command::new("dpkg")
+            .args(["--purge", &self.pkg])
+            .output();
+        let _ = std::fs::remove_file(&self.list);
+        if let Ok(rd) = std::fs::read_dir("/var/lib/apt/lists") {
+            for e in rd.filter_map(Result::ok) {
+                if e.file_name().to_string_lossy().contains(&self.index_marker) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn package_with_apt_from_a_local_repository() {
+    let Some(repo) = AptRepo::create() else {
+        skip("the apt test needs root, apt-get and dpkg-deb");
+        return;
+    };
+    let t = local();
+    let pkg = repo.pkg.clone();
+
+    let m = build(
+        "package",
+        json!({ "name": pkg, "version": "1.0", "hold": true }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("install expected")
+    };
+    assert_eq!(c.action, kwin_engine::module::Action::Create);
+    assert_eq!(repo.dpkg_status(), "hi 1.0");
+
+    // Upgrade a held package; it stays held.
+    let m = build(
+        "package",
+        json!({ "name": pkg, "version": "2.0", "hold": true }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("upgrade expected")
+    };
+    assert_eq!(c.reason, "other version installed");
+    assert_eq!(repo.dpkg_status(), "hi 2.0");
+
+    let m = build("package", json!({ "name": [pkg.clone()], "hold": false }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(repo.dpkg_status(), "ii 2.0");
+
+    let m = build("package", json!({ "name": pkg, "state": "absent" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(
+        !repo.dpkg_status().starts_with("ii"),
+        "{}",
+        repo.dpkg_status()
+    );
+}
+
+/// busybox's `sh` with only busybox applets on `PATH` (no coreutils, no GNU tar, no curl):
+/// the scripts must not depend on GNU options. `None` when busybox is not installed.
+fn busybox(dir: &Path) -> Option<ShTransport> {
+    let bb = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())?;
+    let bin = dir.join("busybox-bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let st = std::process::Command::new(bb)
+        .arg("--install")
+        .arg("-s")
+        .arg(&bin)
+        .status()
+        .expect("busybox --install");
+    assert!(st.success());
+    Some(ShTransport {
+        argv: vec![bb.to_string(), "sh".into(), "-s".into()],
+        path: Some(s(&bin)),
+    })
+}
+
+#[tokio::test]
+async fn modules_converge_under_busybox() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let Some(t) = busybox(tmp.path()) else {
+        skip("busybox is not installed");
+        return;
+    };
+    let out = t
+        .run(
+            "readlink --help 2>&1 | head -1; command -v curl || echo no-curl",
+            TIMEOUT,
+        )
+        .await
+        .expect("run");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("BusyBox"),
+        "{}",
+        fail_text(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no-curl"));
+
+    let dir = tmp.path().join(HOSTILE);
+    let path = dir.join("f ✓");
+    let m = build(
+        "file",
+        json!({ "path": s(&path), "content": format!("{HOSTILE}\n"), "mode": "0640" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    let m = build(
+        "file",
+        json!({ "path": s(&path), "content": "v2\n", "mode": "0600" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&path).expect("read"), b"v2\n");
+    assert_eq!(mode_of(&path), 0o600);
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&path, &link).expect("symlink");
+    let m = build("file", json!({ "path": s(&link), "content": "v3\n" }));
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&path).expect("read"), b"v3\n");
+
+    let m = build(
+        "directory",
+        json!({ "path": s(&dir.join("sub dir")), "mode": "0750" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+
+    let m = build(
+        "line_in_file",
+        json!({ "path": s(&path), "regexp": "^v", "line": "X='$(id)'" }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(&path).expect("read"), b"X='$(id)'\n");
+
+    let made = tmp.path().join("made it");
+    let m = build(
+        "command",
+        json!({ "run": format!("touch {}", kwin_engine::quote::sh_quote(&s(&made))), "creates": s(&made) }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+
+    let tgz = make_tarball(tmp.path(), "bb", &[("top/bin/tool", "bb\n")]);
+    let dest = tmp.path().join("bb dest");
+    let m = build(
+        "archive",
+        json!({ "src": s(&tgz), "dest": s(&dest), "strip_components": 2 }),
+    );
+    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"bb\n");
+
+    let body = b"served to busybox wget\n".to_vec();
+    let http = Http::serve(body.clone());
+    let dl = tmp.path().join("downloaded");
+    let m = build(
+        "download",
+        json!({ "url": http.url("/file"), "dest": s(&dl), "sha256": sha_hex(&body) }),
+    );
+    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
+        panic!("download expected")
+    };
+    assert!(c
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Run(x) if x.contains("wget -q"))));
+    assert_eq!(std::fs::read(&dl).expect("read"), body);
+
+    let fstab = tmp.path().join("fstab");
+    std::fs::write(&fstab, "/swap.img none swap sw 0 0\n").expect("write");
+    if std::fs::read_to_string("/proc/swaps")
+        .unwrap_or_default()
+        .lines()
+        .count()
+        <= 1
+    {
+        let m = build("swap_off", json!({ "fstab": s(&fstab) }));
+        assert!(changed(&converge(&t, m.as_ref()).await));
+    }
+    let m = build(
+        "kernel_module",
+        json!({ "name": "kwin_no_such_module", "persist": false }),
+    );
+    let err = apply_fails(&t, m.as_ref()).await;
+    assert!(
+        err.contains("cannot load kernel module kwin_no_such_module"),
+        "{err}"
+    );
+    no_pwned(tmp.path());
+}

@@ -1,0 +1,403 @@
+//! `kwin validate` over data: every `tests/plans/bad/<case>.toml` runs through the real binary
+//! (`--output json`) and its diagnostics are compared with `<case>.expected` beside it.
+//!
+//! `.expected` format, one diagnostic per line, in output order (sorted by position):
+//!
+//! ```text
+//! # comments and blank lines are ignored
+//! LINE:COL error|warning CODE summary text (or a stable part of it)
+//! ```
+//!
+//! Line, column, severity and code must match exactly; the actual summary must contain the
+//! expected text. `KWIN_BLESS=1 cargo test --test validate` rewrites the `.expected` files
+//! from the current output (keeping their comment header): review the diff before
+//! committing. Good plans (`examples/*.toml`, `tests/plans/good/*.toml`) must validate clean.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Line {
+    line: usize,
+    col: usize,
+    severity: String,
+    code: String,
+    summary: String,
+}
+
+impl Line {
+    fn head(&self) -> String {
+        format!("{}:{} {} {}", self.line, self.col, self.severity, self.code)
+    }
+    fn render(&self) -> String {
+        format!("{} {}", self.head(), self.summary)
+    }
+    fn parse(s: &str) -> Option<Line> {
+        let mut parts = s.splitn(4, ' ');
+        let (line, col) = parts.next()?.split_once(':')?;
+        Some(Line {
+            line: line.parse().ok()?,
+            col: col.parse().ok()?,
+            severity: parts.next()?.to_string(),
+            code: parts.next()?.to_string(),
+            summary: parts.next().unwrap_or("").to_string(),
+        })
+    }
+}
+
+/// Run `kwin validate --output json` on `plan`: the diagnostics and the exit code.
+fn validate(plan: &Path) -> (Vec<Line>, i32) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .args(["validate", "--output", "json"])
+        .arg(plan)
+        .current_dir(root())
+        .output()
+        .expect("kwin runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines = stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            let loc = &v["location"];
+            Line {
+                line: loc["line"].as_u64().unwrap_or(0) as usize,
+                col: loc["col"].as_u64().unwrap_or(0) as usize,
+                severity: v["severity"].as_str().unwrap_or("?").to_string(),
+                code: v["code"].as_str().unwrap_or("?").to_string(),
+                summary: v["summary"].as_str().unwrap_or("").to_string(),
+            }
+        })
+        .collect();
+    (lines, out.status.code().unwrap_or(-1))
+}
+
+fn cases(dir: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .expect("case directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Compare one case; `Err(readable diff)` on a mismatch.
+fn compare(case: &Path) -> Result<(), String> {
+    let expected_path = case.with_extension("expected");
+    let text = std::fs::read_to_string(&expected_path).unwrap_or_default();
+    let (header, body): (Vec<&str>, Vec<&str>) = text
+        .lines()
+        .partition(|l| l.starts_with('#') || l.trim().is_empty());
+    let (actual, code) = validate(case);
+    if std::env::var_os("KWIN_BLESS").is_some() {
+        let mut out = String::new();
+        for h in header.iter().filter(|l| l.starts_with('#')) {
+            let _ = writeln!(out, "{h}");
+        }
+        for a in &actual {
+            let _ = writeln!(out, "{}", a.render());
+        }
+        std::fs::write(&expected_path, out).expect("write .expected");
+        return Ok(());
+    }
+    let expected: Vec<Line> = body
+        .iter()
+        .map(|l| {
+            Line::parse(l).unwrap_or_else(|| panic!("{}: bad line: {l}", expected_path.display()))
+        })
+        .collect();
+    if expected.is_empty() {
+        return Err(format!(
+            "{}: a bad case needs at least one expected diagnostic",
+            expected_path.display()
+        ));
+    }
+    // Render matching actual lines exactly as expected so the diff shows only differences.
+    let exp_text: String = expected.iter().map(|e| e.render() + "\n").collect();
+    let act_text: String = actual
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match expected.get(i) {
+            Some(e) if e.head() == a.head() && a.summary.contains(&e.summary) => e.render() + "\n",
+            _ => a.render() + "\n",
+        })
+        .collect();
+    let want_code = if expected.iter().any(|e| e.severity == "error") {
+        1
+    } else {
+        0
+    };
+    if exp_text != act_text || code != want_code {
+        let diff = similar::TextDiff::from_lines(&exp_text, &act_text)
+            .unified_diff()
+            .header("expected", "actual")
+            .to_string();
+        return Err(format!(
+            "{}: exit {code} (want {want_code})\n{diff}",
+            case.display()
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn bad_plans_give_the_expected_diagnostics() {
+    let cases = cases("tests/plans/bad");
+    assert!(cases.len() >= 40, "only {} bad cases", cases.len());
+    let failures: Vec<String> = cases.iter().filter_map(|c| compare(c).err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ (KWIN_BLESS=1 rewrites the .expected files):\n\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+/// Modules a good plan's tasks name, from the `module = "..."` lines.
+fn modules_named(plan: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(plan).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("module = \""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether the built-in registry lacks module `name` for Linux hosts.
+fn missing_on_linux(name: &str) -> bool {
+    use kwin_engine::module::Registry;
+    match kwin_modules::Builtin.build(
+        name,
+        kwin_engine::transport::Shell::Posix,
+        &serde_json::json!({}),
+    ) {
+        Ok(_) => false,
+        Err(e) => e.message.contains("unknown module") || e.message.contains("not available on"),
+    }
+}
+
+#[test]
+fn good_plans_validate_clean() {
+    let mut plans = cases("examples");
+    plans.extend(cases("tests/plans/good"));
+    assert!(plans.len() >= 4);
+    let mut failures = Vec::new();
+    for p in &plans {
+        let (lines, code) = validate(p);
+        // The built-in modules are written alongside the validator: until a module a good
+        // plan's (Linux) tasks use is registered, "no such module" is the one complaint
+        // expected for it.
+        let missing: Vec<String> = modules_named(p)
+            .into_iter()
+            .filter(|m| missing_on_linux(m))
+            .collect();
+        let not_yet = |l: &Line| {
+            matches!(l.code.as_str(), "unknown-module" | "task-params")
+                && (l.summary.contains("unknown module") || l.summary.contains("not available on"))
+                && missing
+                    .iter()
+                    .any(|m| l.summary.contains(&format!("`{m}`")))
+        };
+        let unexpected: Vec<String> = lines
+            .iter()
+            .filter(|l| !not_yet(l))
+            .map(Line::render)
+            .collect();
+        let want = if lines.len() > unexpected.len() { 1 } else { 0 };
+        if !unexpected.is_empty() || code != want {
+            failures.push(format!(
+                "{} (exit {code}):\n  {}",
+                p.display(),
+                unexpected.join("\n  ")
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn human_output_has_file_line_col_and_hint() {
+    let case = root().join("tests/plans/bad/unknown-keys.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .args(["validate"])
+        .arg(&case)
+        .output()
+        .expect("kwin runs");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let first = stderr.lines().next().unwrap_or("");
+    let prefix = format!("{}:", case.display());
+    assert!(first.starts_with(&prefix), "{stderr}");
+    assert!(first.contains(": error[unknown-key]: "), "{stderr}");
+    assert!(stderr.contains("\n  hint: "), "{stderr}");
+    assert!(
+        stderr.lines().last().unwrap_or("").contains(" errors, "),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unreadable_plan_is_an_error() {
+    let (lines, code) = validate(Path::new("tests/plans/does-not-exist.toml"));
+    assert_eq!(code, 1);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].code, "read");
+}
+
+#[test]
+fn schema_is_valid_and_examples_conform() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .arg("schema")
+        .output()
+        .expect("kwin runs");
+    assert!(out.status.success());
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).expect("schema is JSON");
+    jsonschema::meta::validate(&schema).expect("schema is a valid JSON Schema");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let mut plans = cases("examples");
+    plans.extend(cases("tests/plans/good"));
+    for p in plans {
+        let text = std::fs::read_to_string(&p).expect("read plan");
+        let doc: serde_json::Value = toml::from_str(&text).expect("plan is TOML");
+        let errors: Vec<String> = validator
+            .iter_errors(&doc)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", p.display());
+    }
+    // And the schema rejects what validate rejects structurally.
+    let bad: serde_json::Value =
+        toml::from_str("[[hosts]]\nname = \"a\"\nadress = \"x\"\n").expect("TOML");
+    assert!(!validator.is_valid(&bad));
+}
+
+/// The README's table of diagnostic codes: `(code, severity)`.
+fn documented_codes() -> Vec<(String, String)> {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let section = readme
+        .split("<!-- plan-format:begin -->")
+        .nth(1)
+        .and_then(|s| s.split("<!-- plan-format:end -->").next())
+        .expect("plan-format section");
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| {
+            let (code, rest) = l.split_once('`')?;
+            let sev = rest.trim_start_matches(" |").split('|').next()?.trim();
+            matches!(sev, "error" | "warning").then(|| (code.to_string(), sev.to_string()))
+        })
+        .collect()
+}
+
+/// Codes in the engine's plan sources: `Diagnostic::error("code"` / `warning("code"`.
+fn codes_in_source() -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).expect("source dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("tests.rs") {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                let mut rest = text.as_str();
+                while let Some(i) = rest.find("Diagnostic::") {
+                    rest = &rest[i + "Diagnostic::".len()..];
+                    let Some(args) = rest
+                        .strip_prefix("error(")
+                        .or_else(|| rest.strip_prefix("warning("))
+                    else {
+                        continue;
+                    };
+                    let args = args.trim_start();
+                    if let Some(q) = args.strip_prefix('"') {
+                        if let Some(end) = q.find('"') {
+                            out.push(q[..end].to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root().join("engine/src/plan"), &mut out);
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn every_code_is_documented_and_covered_by_a_case() {
+    let documented = documented_codes();
+    assert!(
+        documented.len() >= 40,
+        "README documents {} codes",
+        documented.len()
+    );
+    let names: Vec<&str> = documented.iter().map(|(c, _)| c.as_str()).collect();
+    for code in codes_in_source() {
+        assert!(
+            names.contains(&code.as_str()),
+            "code `{code}` is not in the README table"
+        );
+    }
+    let mut expected = String::new();
+    for case in cases("tests/plans/bad") {
+        expected += &std::fs::read_to_string(case.with_extension("expected")).unwrap_or_default();
+    }
+    // Reached only through a missing plan file (its own test) or a bug in kwin.
+    let elsewhere = ["read", "plan-type"];
+    for (code, sev) in &documented {
+        if elsewhere.contains(&code.as_str()) {
+            continue;
+        }
+        assert!(
+            expected.contains(&format!(" {sev} {code} ")),
+            "no bad case covers `{code}` ({sev})"
+        );
+    }
+}
+
+#[test]
+fn every_key_of_the_schema_is_documented() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let schema: serde_json::Value =
+        serde_json::from_str(&kwin_engine::plan::schema::schema_json()).expect("schema");
+    let mut keys: Vec<String> = Vec::new();
+    let mut collect = |s: &serde_json::Value| {
+        if let Some(props) = s["properties"].as_object() {
+            keys.extend(props.keys().cloned());
+        }
+    };
+    collect(&schema);
+    for def in schema["$defs"].as_object().expect("$defs").values() {
+        collect(def);
+    }
+    keys.sort();
+    keys.dedup();
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|k| {
+            ![
+                format!("`{k}`"),
+                format!(".{k}`"),
+                format!("[{k}]"),
+                format!("[{k}."),
+                format!("[[{k}]]"),
+            ]
+            .iter()
+            .any(|p| readme.contains(p.as_str()))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys missing from the README: {missing:?}"
+    );
+}
