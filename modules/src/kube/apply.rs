@@ -101,10 +101,18 @@ pub struct KubeApply {
     source: Source,
     /// What the plan calls the source, for reasons: "manifest", the path or the URL.
     origin: String,
-    /// kustomization.yaml (JSON) when there are patches, and each patch's target.
-    kustomization: Option<(String, Vec<Target>)>,
+    /// With patches: the kustomization directory's files and each patch's target.
+    kustomization: Option<Kustomization>,
     kubeconfig: String,
     field_manager: String,
+}
+
+/// `kustomization.yaml` (as JSON, which kustomize reads as YAML) and one `patch-N.json` per
+/// patch, written next to the manifest; and what each patch must find.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Kustomization {
+    files: Vec<(String, String)>,
+    targets: Vec<Target>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -314,16 +322,18 @@ impl KubeApply {
                 s.push_str(&format!("m={c}\n"));
             }
         }
-        if let Some((k, targets)) = &self.kustomization {
+        if let Some(k) = &self.kustomization {
             s.push_str("mkdir \"$d/k\" && cp \"$m\" \"$d/k/manifest.yaml\" || exit 1\n");
-            s.push_str(&write_b64("\"$d/k/kustomization.yaml\"", k.as_bytes()));
+            for (name, text) in &k.files {
+                s.push_str(&write_b64(&format!("\"$d/k/{name}\""), text.as_bytes()));
+            }
             s.push_str(
                 "kubectl kustomize \"$d/k\" > \"$d/out.yaml\" || exit 1\nm=\"$d/out.yaml\"\n",
             );
             // Every patch must have found its object: list kind/namespace/name of each
             // document kustomize wrote (top-level keys at column 0, metadata fields at 2).
             s.push_str(OBJECTS_AWK);
-            for t in targets {
+            for t in &k.targets {
                 let pattern = format!(
                     "^{}/{}/{}$",
                     t.kind,
@@ -401,9 +411,10 @@ fn fetch_script(url: &str, sha256: Option<&str>, cached: &str) -> String {
     )
 }
 
-/// kustomization.yaml (as JSON, which kustomize reads as YAML) with one strategic-merge patch
-/// per param; for maps of strings (ConfigMap data, nodeSelector) that is an RFC 7386 merge.
-fn kustomization(patches: &[PatchParam]) -> Result<(String, Vec<Target>), ParamError> {
+/// The kustomization of `patches`: one strategic-merge patch file per param; for maps of
+/// strings (ConfigMap data, nodeSelector) that is an RFC 7386 merge.
+fn kustomization(patches: &[PatchParam]) -> Result<Kustomization, ParamError> {
+    let mut files = Vec::new();
     let mut list = Vec::new();
     let mut targets = Vec::new();
     for (i, pp) in patches.iter().enumerate() {
@@ -418,23 +429,20 @@ fn kustomization(patches: &[PatchParam]) -> Result<(String, Vec<Target>), ParamE
                 "`merge` holds the fields to change, without kind or metadata",
             ));
         }
-        let mut obj = pp.merge.clone();
-        obj.insert("kind".into(), pp.kind.clone().into());
         let mut meta = serde_json::Map::new();
         meta.insert("name".into(), pp.name.clone().into());
         if let Some(ns) = &pp.namespace {
             meta.insert("namespace".into(), ns.clone().into());
         }
+        let mut obj = serde_json::Map::new();
+        obj.insert("kind".into(), pp.kind.clone().into());
         obj.insert("metadata".into(), meta.clone().into());
-        let mut target = serde_json::Map::new();
-        target.insert("kind".into(), pp.kind.clone().into());
-        target.insert("name".into(), pp.name.clone().into());
-        if let Some(ns) = &pp.namespace {
-            target.insert("namespace".into(), ns.clone().into());
-        }
-        let patch = serde_json::to_string(&serde_json::Value::Object(obj))
+        obj.extend(pp.merge.clone());
+        let name = format!("patch-{i}.json");
+        let text = serde_json::to_string_pretty(&serde_json::Value::Object(obj))
             .map_err(|e| ParamError::at(format!("patches.{i}"), e.to_string()))?;
-        list.push(serde_json::json!({ "target": target, "patch": patch }));
+        files.push((name.clone(), text + "\n"));
+        list.push(serde_json::json!({ "path": name, "target": meta_target(pp) }));
         targets.push(Target {
             kind: pp.kind.clone(),
             name: pp.name.clone(),
@@ -448,7 +456,18 @@ fn kustomization(patches: &[PatchParam]) -> Result<(String, Vec<Target>), ParamE
         "patches": list,
     });
     let text = serde_json::to_string_pretty(&k).map_err(|e| ParamError::new(e.to_string()))?;
-    Ok((text + "\n", targets))
+    files.insert(0, ("kustomization.yaml".to_string(), text + "\n"));
+    Ok(Kustomization { files, targets })
+}
+
+fn meta_target(pp: &PatchParam) -> serde_json::Value {
+    let mut target = serde_json::Map::new();
+    target.insert("kind".into(), pp.kind.clone().into());
+    target.insert("name".into(), pp.name.clone().into());
+    if let Some(ns) = &pp.namespace {
+        target.insert("namespace".into(), ns.clone().into());
+    }
+    serde_json::Value::Object(target)
 }
 
 /// The first `n` lines of `text`, and a note of how many were cut.
@@ -463,9 +482,15 @@ fn cut_lines(text: &str, n: usize) -> String {
 }
 
 impl KubeApply {
-    /// The kustomization text, for goldens and docs.
-    pub fn kustomization_text(&self) -> Option<&str> {
-        self.kustomization.as_ref().map(|(k, _)| k.as_str())
+    /// The kustomization directory's files, one after the other under `# <file>` lines, for
+    /// goldens and docs.
+    pub fn kustomization_text(&self) -> Option<String> {
+        self.kustomization.as_ref().map(|k| {
+            k.files
+                .iter()
+                .map(|(name, text)| format!("# {name}\n{text}"))
+                .collect::<String>()
+        })
     }
 
     /// The apply step's script.
