@@ -40,12 +40,15 @@ fn ext_of(path: &str) -> &str {
     }
 }
 
-/// The variants: (name, plan file, edits).
-fn variants() -> Vec<(
+/// A variant: its name, the plan file, and `(find, replace)` edits of the plan's text.
+type Variant = (
     &'static str,
     &'static str,
     Vec<(&'static str, &'static str)>,
-)> {
+);
+
+/// The variants.
+fn variants() -> Vec<Variant> {
     vec![
         ("flannel-vxlan", "examples/flannel.toml", vec![]),
         (
