@@ -329,7 +329,8 @@ fn api_tier() {
     runtime_classes(&host, &tier, cache.path());
     calico(&host, &tier, cache.path());
     waits(&host, &tier, cache.path());
-    join_data(&host, &tier);
+    let values = join_data(&host, &tier);
+    join(&host, &tier, &values);
     init(&host, &tier);
 }
 
@@ -789,7 +790,7 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         .is_ok_and(|p| p.is_noop()));
 }
 
-fn join_data(host: &Host, tier: &Tier) {
+fn join_data(host: &Host, tier: &Tier) -> BTreeMap<String, String> {
     let tasks = flannel_plan("vxlan");
     let mut p = task(&tasks, "cp1", "join-data").params.clone();
     assert_eq!(p["ttl"], "2h");
@@ -861,6 +862,119 @@ fn join_data(host: &Host, tier: &Tier) {
     // Every run makes a fresh token.
     let again = host.run(&script);
     assert!(!String::from_utf8_lossy(&again.stdout).contains(token.as_str()));
+    values
+}
+
+/// What the tier lacks for a node's discovery, made by hand: the bootstrap signer's JWS of
+/// `cluster-info` for `token` (kube-controller-manager's job) and the kubelet configuration
+/// with its RBAC (`kubeadm init phase upload-config kubelet`, which waits for a Node).
+fn prepare_discovery(host: &Host, tier: &Tier, token: &str) {
+    let (id, secret) = token.split_once('.').expect("token");
+    let script = format!(
+        "set -e\nb64u() {{ base64 -w0 | tr '+/' '-_' | tr -d '='; }}\n\
+         f=$(mktemp)\n\
+         kubectl --kubeconfig {kc} get configmap -n kube-public cluster-info -o jsonpath='{{.data.kubeconfig}}' > \"$f\"\n\
+         h=$(printf '{{\"alg\":\"HS256\",\"kid\":\"%s\"}}' {id} | b64u)\n\
+         p=$(b64u < \"$f\")\n\
+         rm -f \"$f\"\n\
+         sig=$(printf '%s.%s' \"$h\" \"$p\" | openssl dgst -sha256 -mac HMAC -macopt key:{secret} -binary | b64u)\n\
+         kubectl --kubeconfig {kc} patch configmap -n kube-public cluster-info --type=merge -p \"{{\\\"data\\\":{{\\\"jws-kubeconfig-{id}\\\":\\\"$h..$sig\\\"}}}}\"\n",
+        kc = tier.kubeconfig()
+    );
+    let out = host.run(&script);
+    assert!(
+        out.success(),
+        "sign cluster-info: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = tier.var("KUBEADM_BIN");
+    let v = Command::new(&version)
+        .args(["version", "-o", "short"])
+        .output()
+        .expect("kubeadm version");
+    let v = String::from_utf8_lossy(&v.stdout)
+        .trim()
+        .trim_start_matches('v')
+        .to_string();
+    let minor: Vec<&str> = v.split('.').take(2).collect();
+    let name = format!("kubelet-config-{}", minor.join("."));
+    kubectl(tier, &["apply", "--server-side", "--field-manager=test", "-f", &write_temp(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: kube-system\ndata:\n  kubelet: |\n    apiVersion: kubelet.config.k8s.io/v1beta1\n    kind: KubeletConfiguration\n    cgroupDriver: systemd\n\
+---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: kubeadm:{name}\n  namespace: kube-system\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    resourceNames: [{name}]\n    verbs: [get]\n\
+---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: kubeadm:{name}\n  namespace: kube-system\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: kubeadm:{name}\nsubjects:\n  - apiGroup: rbac.authorization.k8s.io\n    kind: Group\n    name: system:bootstrappers:kubeadm:default-node-token\n"))]);
+}
+
+/// kubeadm_join's real script and JoinConfiguration, with the join data kube_join_data made,
+/// through kubeadm's own discovery: the node finds the API server at `api_endpoint`, checks
+/// its CA against `ca_cert_hash` and authenticates with `token`. The tier has no kubelet, so
+/// the join stops after discovery and preflight: `kubeadm` is a shim that runs
+/// `kubeadm join phase preflight` where the module runs `kubeadm join`.
+fn join(host: &Host, tier: &Tier, values: &BTreeMap<String, String>) {
+    prepare_discovery(host, tier, &values["token"]);
+    let dir = tempfile::tempdir().expect("shim dir");
+    let shim = dir.path().join("kubeadm");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = join ]; then shift; exec {k} join phase preflight --ignore-preflight-errors=all \"$@\"; fi\nexec {k} \"$@\"\n",
+            k = tier.var("KUBEADM_BIN")
+        ),
+    )
+    .expect("write shim");
+    let chmod = Command::new("chmod")
+        .arg("755")
+        .arg(&shim)
+        .status()
+        .expect("chmod");
+    assert!(chmod.success());
+    let tasks = flannel_plan("vxlan");
+    let mut p = task(&tasks, "lw1", "kubeadm-join").params.clone();
+    p["kubeadm"] = json!(shim.display().to_string());
+    p["creates"] = json!(dir.path().join("kubelet.conf").display().to_string());
+    let m = Builtin
+        .build("kubeadm_join", Shell::Posix, &p)
+        .expect("kubeadm_join");
+    let mut inputs = Inputs::new();
+    for k in ["token", "ca_cert_hash", "api_endpoint"] {
+        inputs.insert(k, kwin_engine::secret::Secret::new(values[k].clone()));
+    }
+    let c = match host.plan(m.as_ref(), &inputs) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("kubeadm-join: {other:?}"),
+    };
+    assert!(!c
+        .diff
+        .clone()
+        .unwrap_or_default()
+        .contains(&values["token"]));
+    host.exec(&c)
+        .unwrap_or_else(|e| panic!("kubeadm join discovery: {e}"));
+
+    // A wrong CA hash: kubeadm refuses the cluster.
+    let mut wrong = Inputs::new();
+    wrong.insert(
+        "token",
+        kwin_engine::secret::Secret::new(values["token"].clone()),
+    );
+    wrong.insert(
+        "api_endpoint",
+        kwin_engine::secret::Secret::new(values["api_endpoint"].clone()),
+    );
+    wrong.insert(
+        "ca_cert_hash",
+        kwin_engine::secret::Secret::new(format!("sha256:{}", "0".repeat(64))),
+    );
+    let c = match host.plan(m.as_ref(), &wrong) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("kubeadm-join: {other:?}"),
+    };
+    let err = host
+        .exec(&c)
+        .expect_err("a wrong CA hash must fail the join");
+    assert!(
+        err.contains("none of the public keys") || err.contains("not pinned"),
+        "{err}"
+    );
 }
 
 fn init(host: &Host, tier: &Tier) {
