@@ -1,14 +1,155 @@
-//! `kwin plan` and `kwin apply`.
+//! `kwin plan`, `kwin apply` and `kwin apply --check`.
+//!
+//! Load → validate → expand → graph (any diagnostic stops here, exit 1), then `.kwin/` next to
+//! the plan (lock for apply), transports, the scrubber seeded with the connection secrets, and
+//! the engine run. Events go to `output::render` on its own thread. Ctrl-C once: stop
+//! scheduling, finish running steps, summary, journal, exit 130; twice: exit at once.
+//!
+//! Exit codes: 0 success; 1 any failure; 2 `plan --detailed-exitcode` with changes pending;
+//! 130 interrupted.
 
-use crate::RunArgs;
+use crate::cmd_validate::print_diagnostics;
+use crate::{OutputFormat, RunArgs};
+use kwin_engine::event::{Event, EventSink, Mode};
+use kwin_engine::exec::connect::{connection_secrets, transport_for, ConnectOptions};
+use kwin_engine::exec::lock::Lock;
+use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions};
+use kwin_engine::graph::TaskGraph;
+use kwin_engine::plan::LoadedPlan;
+use kwin_engine::secret::Scrubber;
+use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 pub fn plan(run: RunArgs, detailed_exitcode: bool) -> anyhow::Result<ExitCode> {
-    let _ = (run, detailed_exitcode);
-    anyhow::bail!("`kwin plan` is not available in this build")
+    go(run, Mode::Plan, detailed_exitcode)
 }
 
 pub fn apply(run: RunArgs, check: bool, no_verify: bool) -> anyhow::Result<ExitCode> {
-    let _ = (run, check, no_verify);
-    anyhow::bail!("`kwin apply` is not available in this build")
+    // Cluster verification is a separate step (`kwin verify`); nothing to skip here yet.
+    let _ = no_verify;
+    go(run, if check { Mode::Plan } else { Mode::Apply }, false)
+}
+
+/// Load, validate, expand and build the graph; print diagnostics. `None`: stop with exit 1.
+fn prepare(run: &RunArgs) -> Option<(LoadedPlan, TaskGraph)> {
+    match crate::prepare::prepare(&run.plan) {
+        Ok(p) => {
+            if !p.warnings.is_empty() && run.output == OutputFormat::Human {
+                print_diagnostics(&p.warnings, run.output);
+            }
+            Some((p.plan, p.graph))
+        }
+        Err(d) => {
+            print_diagnostics(&d, run.output);
+            None
+        }
+    }
+}
+
+fn go(run: RunArgs, mode: Mode, detailed_exitcode: bool) -> anyhow::Result<ExitCode> {
+    let Some((plan, graph)) = prepare(&run) else {
+        return Ok(ExitCode::from(1));
+    };
+    let state_dir = plan.base_dir.join(".kwin");
+    kwin_engine::exec::state::private_dir(&state_dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", state_dir.display()))?;
+
+    let settings = &plan.file.settings;
+    let mut options = RunOptions::new(mode, state_dir.clone());
+    options.plan = run.plan.clone();
+    options.parallelism = run.parallelism.or(settings.parallelism).unwrap_or(32);
+    options.step_timeout = Duration::from_secs(settings.step_timeout.unwrap_or(600));
+    options.retries = settings.retries.unwrap_or(3);
+    options.retry_delay = Duration::from_secs(settings.retry_delay.unwrap_or(2));
+    options.allow_reboot = settings.allow_reboot.unwrap_or(true);
+    options.accept_new_host_keys = run.accept_new_host_keys;
+
+    let (sink, rx) = EventSink::channel();
+    let _lock = match mode {
+        Mode::Apply => match Lock::acquire(&state_dir, &options.run_id) {
+            Ok((lock, warning)) => {
+                if let Some(w) = warning {
+                    sink.send(Event::Warning {
+                        host: None,
+                        message: w,
+                    });
+                }
+                Some(lock)
+            }
+            Err(e) => anyhow::bail!("{e}"),
+        },
+        Mode::Plan => None,
+    };
+
+    let scrubber = Scrubber::new();
+    let copts = ConnectOptions {
+        accept_new_host_keys: run.accept_new_host_keys,
+        known_hosts: state_dir.join("known_hosts"),
+    };
+    let made: Vec<_> = plan
+        .hosts
+        .iter()
+        .map(|h| {
+            for s in connection_secrets(h) {
+                scrubber.add(&s);
+            }
+            (h.name.clone(), transport_for(h, &copts, &scrubber))
+        })
+        .collect();
+    let hosts: Vec<HostHandle> = made
+        .iter()
+        .map(|(name, m)| HostHandle {
+            name: name.clone(),
+            transport: m.transport.clone(),
+        })
+        .collect();
+
+    let tty = std::io::stdout().is_terminal();
+    let format = run.output;
+    let renderer = std::thread::spawn(move || crate::output::render(rx, format, mode, tty));
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let summary = runtime.block_on(async {
+        let (canceller, cancel) = Cancel::pair();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                canceller.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+        execute(Run {
+            graph: Arc::new(graph),
+            hosts,
+            registry: &kwin_modules::Builtin,
+            options,
+            scrubber,
+            events: sink,
+            cancel,
+        })
+        .await
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    let _ = renderer.join();
+    // After the summary, on stderr, so JSON output still ends with the summary line.
+    for (_, m) in &made {
+        if let Some(k) = m.recorded_host_key() {
+            eprintln!("note: {k}");
+        }
+    }
+
+    Ok(if summary.interrupted {
+        ExitCode::from(130)
+    } else if summary.failed > 0 {
+        ExitCode::from(1)
+    } else if detailed_exitcode && summary.changed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,1 +1,405 @@
-//! Rendering engine events: indicatif progress on a TTY, plain lines otherwise, JSON lines.
+//! Rendering engine events: the ONE consumer of a run's events, on its own thread.
+//!
+//! - `--output json`: every event as one JSON line; the last is the `summary`.
+//! - human, on a TTY: one progress line per host (current task, counts, elapsed); changes,
+//!   failures and (for `plan`) diffs print above the bars; a summary table and a final line.
+//! - human, otherwise: plain lines (`cp1: changed motd (create: missing)`; under `kwin plan`
+//!   `cp1: create motd (missing)` with the diff indented below), the table, the final line:
+//!   `apply: 3 hosts, 12 ok, 8 changed, 0 failed, 0 skipped in 1.4s` (plus "no changes" when
+//!   nothing changed, "interrupted" after Ctrl-C).
+//!
+//! Every text in events was scrubbed by the engine.
+
+use crate::OutputFormat;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kwin_engine::event::{Event, Mode, TaskStatus};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+#[derive(Debug, Default, Clone)]
+struct HostRow {
+    ok: usize,
+    changed: usize,
+    failed: usize,
+    skipped: usize,
+    duration_ms: u64,
+    error: Option<String>,
+    current: Option<String>,
+}
+
+/// Render every event from `rx` until the channel closes.
+pub fn render(rx: UnboundedReceiver<Event>, format: OutputFormat, mode: Mode, tty: bool) {
+    match format {
+        OutputFormat::Json => json(rx),
+        OutputFormat::Human => Human::new(mode, tty).run(rx),
+    }
+}
+
+fn json(mut rx: UnboundedReceiver<Event>) {
+    let stdout = std::io::stdout();
+    while let Some(e) = rx.blocking_recv() {
+        if let Ok(line) = serde_json::to_string(&e) {
+            let mut out = stdout.lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}
+
+struct Human {
+    mode: Mode,
+    /// Tests read the lines here instead of stdout.
+    capture: Option<std::cell::RefCell<Vec<String>>>,
+    bars: Option<MultiProgress>,
+    host_bars: BTreeMap<String, ProgressBar>,
+    rows: BTreeMap<String, HostRow>,
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+fn indent(text: &str, by: &str) -> String {
+    text.lines()
+        .map(|l| format!("{by}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Human {
+    fn new(mode: Mode, tty: bool) -> Self {
+        let bars = tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stdout()));
+        Human {
+            mode,
+            capture: None,
+            bars,
+            host_bars: BTreeMap::new(),
+            rows: BTreeMap::new(),
+        }
+    }
+
+    fn line(&self, s: String) {
+        if let Some(c) = &self.capture {
+            c.borrow_mut().extend(s.lines().map(str::to_string));
+            return;
+        }
+        match &self.bars {
+            Some(mp) => {
+                let _ = mp.println(s);
+            }
+            None => {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{s}");
+                let _ = out.flush();
+            }
+        }
+    }
+
+    fn bar(&mut self, host: &str) -> Option<&ProgressBar> {
+        let mp = self.bars.as_ref()?;
+        if !self.host_bars.contains_key(host) {
+            let pb = mp.add(ProgressBar::new_spinner());
+            let style =
+                ProgressStyle::with_template("{spinner} {prefix:<12} {elapsed:>4} {wide_msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner());
+            pb.set_style(style);
+            pb.set_prefix(host.to_string());
+            pb.enable_steady_tick(Duration::from_millis(120));
+            self.host_bars.insert(host.to_string(), pb);
+        }
+        self.host_bars.get(host)
+    }
+
+    fn update_bar(&mut self, host: &str) {
+        let row = self.rows.get(host).cloned().unwrap_or_default();
+        let verb = match self.mode {
+            Mode::Plan => "to change",
+            Mode::Apply => "changed",
+        };
+        let msg = format!(
+            "{} ok, {} {verb}, {} failed, {} skipped{}",
+            row.ok,
+            row.changed,
+            row.failed,
+            row.skipped,
+            row.current
+                .as_deref()
+                .map(|c| format!("  [{c}]"))
+                .unwrap_or_default()
+        );
+        if let Some(pb) = self.bar(host) {
+            pb.set_message(msg);
+        }
+    }
+
+    fn run(mut self, mut rx: UnboundedReceiver<Event>) {
+        while let Some(e) = rx.blocking_recv() {
+            self.event(e);
+        }
+        if let Some(mp) = &self.bars {
+            let _ = mp.clear();
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        match e {
+            Event::RunStarted { hosts, tasks, .. } => {
+                let what = match self.mode {
+                    Mode::Plan => "plan",
+                    Mode::Apply => "apply",
+                };
+                self.line(format!("{what}: {hosts} hosts, {tasks} tasks"));
+            }
+            Event::HostConnected { host, .. } | Event::HostProbed { host, .. } => {
+                self.rows.entry(host.clone()).or_default();
+                self.update_bar(&host);
+            }
+            Event::TaskStarted { host, task } => {
+                self.rows.entry(host.clone()).or_default().current = Some(task);
+                self.update_bar(&host);
+            }
+            Event::TaskPlanned {
+                host,
+                task,
+                change,
+                action,
+                reason,
+                diff,
+                ..
+            } => {
+                if self.mode == Mode::Plan && change {
+                    let head = match action {
+                        Some(a) => format!("{host}: {a} {task} ({reason})"),
+                        None => format!("{host}: change {task} ({reason})"),
+                    };
+                    self.line(head);
+                    if let Some(d) = diff.filter(|d| !d.trim().is_empty()) {
+                        self.line(indent(d.trim_end_matches('\n'), "    "));
+                    }
+                }
+            }
+            Event::TaskFinished {
+                host,
+                task,
+                status,
+                message,
+                ..
+            } => {
+                let row = self.rows.entry(host.clone()).or_default();
+                row.current = None;
+                match status {
+                    TaskStatus::Ok => row.ok += 1,
+                    TaskStatus::Changed => row.changed += 1,
+                    TaskStatus::Failed => row.failed += 1,
+                    TaskStatus::Skipped => row.skipped += 1,
+                }
+                let msg = message.unwrap_or_default();
+                match status {
+                    TaskStatus::Changed if self.mode == Mode::Apply => {
+                        self.line(format!("{host}: changed {task} ({msg})"))
+                    }
+                    TaskStatus::Failed => self.line(format!("{host}: failed {task}: {msg}")),
+                    // A host that failed as a whole says so once, in its own line.
+                    TaskStatus::Skipped if msg == format!("host {host} failed") => {}
+                    TaskStatus::Skipped => self.line(format!("{host}: skipped {task} ({msg})")),
+                    _ => {}
+                }
+                self.update_bar(&host);
+            }
+            Event::HostFinished {
+                host,
+                duration_ms,
+                error,
+                ..
+            } => {
+                let row = self.rows.entry(host.clone()).or_default();
+                row.duration_ms = duration_ms;
+                row.error = error.clone();
+                if let Some(err) = &error {
+                    self.line(format!("{host}: failed: {err}"));
+                }
+                let done = match &error {
+                    Some(_) => "failed".to_string(),
+                    None => format!("done in {}", secs(duration_ms)),
+                };
+                if let Some(pb) = self.bar(&host) {
+                    pb.finish_with_message(done);
+                }
+            }
+            Event::Warning { host, message } => match host {
+                Some(h) => self.line(format!("warning: {h}: {message}")),
+                None => self.line(format!("warning: {message}")),
+            },
+            Event::Interrupted {} => {
+                self.line("interrupted: no new tasks were started".to_string())
+            }
+            Event::Summary {
+                hosts,
+                ok,
+                changed,
+                failed,
+                skipped,
+                duration_ms,
+            } => {
+                if let Some(mp) = &self.bars {
+                    let _ = mp.clear();
+                }
+                self.bars = None;
+                self.table();
+                let (what, verb) = match self.mode {
+                    Mode::Plan => ("plan", "to change"),
+                    Mode::Apply => ("apply", "changed"),
+                };
+                let mut last = format!(
+                    "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",
+                    secs(duration_ms)
+                );
+                if changed == 0 {
+                    last.push_str(" (no changes)");
+                }
+                self.line(last);
+            }
+        }
+    }
+
+    fn table(&self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        let w = self.rows.keys().map(|h| h.len()).max().unwrap_or(4).max(4);
+        let changed = match self.mode {
+            Mode::Plan => "to change",
+            Mode::Apply => "changed",
+        };
+        let mut s = format!(
+            "{:<w$}  {:>5}  {:>9}  {:>6}  {:>7}  {:>7}",
+            "host", "ok", changed, "failed", "skipped", "time"
+        );
+        for (host, r) in &self.rows {
+            s.push_str(&format!(
+                "\n{:<w$}  {:>5}  {:>9}  {:>6}  {:>7}  {:>7}{}",
+                host,
+                r.ok,
+                r.changed,
+                r.failed,
+                r.skipped,
+                secs(r.duration_ms),
+                if r.error.is_some() {
+                    "  host failed"
+                } else {
+                    ""
+                }
+            ));
+        }
+        self.line(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(mode: Mode, events: Vec<Event>) -> Vec<String> {
+        let mut h = Human::new(mode, false);
+        h.capture = Some(Default::default());
+        for e in events {
+            h.event(e);
+        }
+        h.capture.map(|c| c.into_inner()).unwrap_or_default()
+    }
+
+    fn finished(host: &str, task: &str, status: TaskStatus, msg: &str) -> Event {
+        Event::TaskFinished {
+            host: host.into(),
+            task: task.into(),
+            status,
+            message: Some(msg.into()),
+            duration_ms: 5,
+        }
+    }
+
+    fn summary(ok: usize, changed: usize, failed: usize, skipped: usize) -> Event {
+        Event::Summary {
+            hosts: 2,
+            ok,
+            changed,
+            failed,
+            skipped,
+            duration_ms: 1400,
+        }
+    }
+
+    #[test]
+    fn apply_lines_and_summary() {
+        let lines = render(
+            Mode::Apply,
+            vec![
+                finished("cp1", "motd", TaskStatus::Changed, "create: missing"),
+                finished("cp1", "sysctl", TaskStatus::Ok, "value matches"),
+                finished("cp1", "init", TaskStatus::Failed, "exit code 1: boom"),
+                finished("w1", "join", TaskStatus::Skipped, "cp1/init failed"),
+                finished("w2", "join", TaskStatus::Skipped, "host w2 failed"),
+                Event::HostFinished {
+                    host: "w2".into(),
+                    ok: 0,
+                    changed: 0,
+                    failed: 0,
+                    skipped: 1,
+                    duration_ms: 10,
+                    error: Some("cannot connect to 10.0.0.3:22: refused".into()),
+                },
+                summary(1, 1, 2, 2),
+            ],
+        );
+        assert_eq!(
+            &lines[..4],
+            [
+                "cp1: changed motd (create: missing)",
+                "cp1: failed init: exit code 1: boom",
+                "w1: skipped join (cp1/init failed)",
+                "w2: failed: cannot connect to 10.0.0.3:22: refused",
+            ]
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("apply: 2 hosts, 1 ok, 1 changed, 2 failed, 2 skipped in 1.4s")
+        );
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("w2 ") && l.ends_with("host failed")));
+    }
+
+    #[test]
+    fn plan_shows_diffs_and_says_no_changes() {
+        let lines = render(
+            Mode::Plan,
+            vec![
+                Event::TaskPlanned {
+                    host: "h2".into(),
+                    task: "motd".into(),
+                    module: "file".into(),
+                    change: true,
+                    action: Some("update".into()),
+                    reason: "content differs".into(),
+                    diff: Some("-old\n+new\n".into()),
+                },
+                summary(3, 1, 0, 0),
+            ],
+        );
+        assert_eq!(
+            &lines[..3],
+            ["h2: update motd (content differs)", "    -old", "    +new"]
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("plan: 2 hosts, 3 ok, 1 to change, 0 failed, 0 skipped in 1.4s")
+        );
+        let lines = render(Mode::Apply, vec![summary(4, 0, 0, 0)]);
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("apply: 2 hosts, 4 ok, 0 changed, 0 failed, 0 skipped in 1.4s (no changes)")
+        );
+    }
+}

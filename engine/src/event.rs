@@ -82,6 +82,9 @@ pub enum Event {
         host: Option<String>,
         message: String,
     },
+    /// The run was interrupted (Ctrl-C): no new tasks were started; the summary follows.
+    Interrupted {},
+    /// Always the last event of a run.
     Summary {
         hosts: usize,
         ok: usize,

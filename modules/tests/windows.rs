@@ -252,9 +252,23 @@ fn probe_batch_wrapper_is_valid_powershell() {
 }
 
 #[test]
-fn reboot_scripts_are_valid_powershell() {
-    assert_ps_clean("trigger", kwin_modules::windows::reboot::TRIGGER_SCRIPT);
-    assert_ps_clean("boot id", kwin_modules::windows::reboot::BOOT_ID_SCRIPT);
+fn engine_powershell_scripts_are_valid_powershell() {
+    use kwin_engine::exec::reboot::{boot_id_script, trigger_script};
+    use kwin_engine::transport::winrm::scripts;
+    assert_ps_clean("reboot trigger", &trigger_script(Shell::PowerShell));
+    assert_ps_clean("boot id", boot_id_script(Shell::PowerShell));
+    assert_ps_clean(
+        "winrm run wrapper",
+        &scripts::powershell_run_wrapper("Write-Output 'x'\n\nexit 3"),
+    );
+    assert_ps_clean(
+        "winrm upload",
+        &scripts::powershell_upload_script("C:\\k\\it's.txt", "0123", "abcd"),
+    );
+    assert_ps_clean(
+        "winrm get",
+        &scripts::powershell_get_script("C:\\k\\a b.txt"),
+    );
 }
 
 #[test]

@@ -4,12 +4,12 @@
 //! and gets files, and says which [`Shell`] the host speaks. Implementations:
 //! - `ssh` (ssh2, blocking, confined to a thread per connection in `ssh.rs`), also carrying
 //!   PowerShell for `ssh-powershell` Windows hosts;
-//! - `winrm` (reqwest, WS-Management shell operations, NTLM with message encryption or Basic
-//!   over HTTPS) in `winrm/`;
+//! - `winrm` (hyper + rustls on one owned connection, WS-Management shell operations, NTLM
+//!   via sspi with message encryption, or Basic over HTTPS) in `winrm/`;
 //! - `local` (runs on the machine kwin runs on; tests and self-provisioning).
 //!
-//! Only this folder knows ssh2 and reqwest. Transports do not retry on their own: the engine
-//! applies the retry policy using [`TransportError::is_retryable`].
+//! Only this folder knows ssh2, reqwest, hyper, rustls and sspi. Transports do not retry on
+//! their own: the engine applies the retry policy using [`TransportError::is_retryable`].
 
 use async_trait::async_trait;
 use std::fmt;
@@ -17,7 +17,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub mod local;
+pub mod mock;
 pub mod ssh;
+pub mod winrm;
 
 /// The language of scripts a host runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

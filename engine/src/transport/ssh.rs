@@ -545,6 +545,12 @@ fn resolve(s: &Settings) -> Result<Target, TransportError> {
     })
 }
 
+/// The PowerShell bootstrap `ssh-powershell` hosts run (reads the script from stdin and runs it
+/// as one script block), for syntax checks.
+pub fn powershell_bootstrap() -> &'static str {
+    session::PS_BOOTSTRAP
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,13 +61,6 @@ impl Reboot {
     }
 }
 
-/// The script that restarts Windows. Exactly this text: the WinRM stand-in host recognises it.
-pub const TRIGGER_SCRIPT: &str = "Restart-Computer -Force";
-
-/// A script printing the boot time (ISO-8601 UTC): changes exactly when the host restarted.
-/// The marker line lets the WinRM stand-in host answer it with its simulated boot time.
-pub const BOOT_ID_SCRIPT: &str = "# kwin:boot-time\n(Get-CimInstance -ClassName Win32_OperatingSystem).LastBootUpTime.ToUniversalTime().ToString('yyyy-MM-ddTHH:mm:ssZ')";
-
 impl Module for Reboot {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         vec![FactQuery::of(&RebootPendingFact, shell)]

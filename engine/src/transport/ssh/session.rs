@@ -646,7 +646,7 @@ impl Conn {
 /// `exit N` in the script sets the exit code; a terminating error exits 1; otherwise 0.
 /// Progress records are silenced; errors arrive on stderr as CLIXML (an effect of
 /// `-EncodedCommand`) and are decoded back to text (`clixml.rs`).
-const PS_BOOTSTRAP: &str = "$ProgressPreference = 'SilentlyContinue'\n\
+pub(crate) const PS_BOOTSTRAP: &str = "$ProgressPreference = 'SilentlyContinue'\n\
 $i = [Console]::OpenStandardInput()\n\
 $m = New-Object System.IO.MemoryStream\n\
 $i.CopyTo($m)\n\

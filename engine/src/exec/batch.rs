@@ -1,0 +1,333 @@
+//! Apply batches: several tasks' changes, each verified, and a trailing re-probe, in ONE script.
+//!
+//! Layout of a batch (POSIX; PowerShell mirrors it with script blocks):
+//!
+//! ```text
+//! task 0:  begin marker | each Run step in its own subshell, stop at the first non-zero exit
+//!          | end marker with the exit code | exit the script if non-zero
+//!          | task 0's facts, re-read right after its steps (fact::batch_script, own nonce)
+//! task 1:  ...
+//! probe:   facts of later tasks that the batch's changes may have touched
+//! ```
+//!
+//! Re-reading a task's facts right after its own steps (not at the end of the batch) means a
+//! later task in the same batch cannot disturb the convergence check. The first failing task
+//! ends the script, so the tasks after it never run and are reported as skipped. Markers carry
+//! a random nonce, so a step's own output cannot forge them.
+
+use crate::fact::{self, FactError, FactQuery, Facts};
+use crate::transport::{Output, Shell};
+
+/// One task's part of a batch: its `Run` scripts and the facts to re-read after them.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub steps: Vec<String>,
+    pub verify: Vec<FactQuery>,
+}
+
+/// What became of one item.
+#[derive(Debug, Clone)]
+pub(crate) enum ItemResult {
+    /// The steps exited 0; `verify` holds the re-read facts (or why they could not be read).
+    Done {
+        /// Kept for callers that show a task's output; the host log has it too.
+        #[allow(dead_code)]
+        out: Section,
+        verify: Result<Facts, FactError>,
+    },
+    /// A step exited non-zero.
+    Failed { exit: i32, out: Section },
+    /// The script ended inside this item without an end marker (killed, `exec`'d away).
+    Died { out: Section, script_exit: i32 },
+    /// Never started: an earlier item failed.
+    NotRun,
+}
+
+/// Output of one item's steps.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Section {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Batch {
+    pub script: String,
+    nonce: String,
+    items: Vec<Item>,
+    probe: Vec<FactQuery>,
+}
+
+impl Batch {
+    pub fn new(shell: Shell, items: Vec<Item>, probe: Vec<FactQuery>) -> Batch {
+        let nonce = fact::new_nonce();
+        let mut s = String::new();
+        if shell == Shell::PowerShell {
+            s.push_str("$ProgressPreference = 'SilentlyContinue'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n");
+        }
+        for (i, item) in items.iter().enumerate() {
+            match shell {
+                Shell::Posix => posix_item(&mut s, &nonce, i, &item.steps),
+                Shell::PowerShell => ps_item(&mut s, &nonce, i, &item.steps),
+            }
+            if !item.verify.is_empty() {
+                s.push_str(&fact::batch_script(
+                    shell,
+                    &item.verify,
+                    &format!("{nonce}v{i}"),
+                ));
+            }
+        }
+        if !probe.is_empty() {
+            s.push_str(&fact::batch_script(shell, &probe, &format!("{nonce}p")));
+        }
+        Batch {
+            script: s,
+            nonce,
+            items,
+            probe,
+        }
+    }
+
+    /// Results per item, in order, and the trailing probe's facts (`None` without a probe or
+    /// when the script stopped early).
+    pub fn parse(&self, out: &Output) -> (Vec<ItemResult>, Option<Result<Facts, FactError>>) {
+        let stdout = strip_cr(&out.stdout);
+        let stderr = strip_cr(&out.stderr);
+        let mut results = Vec::with_capacity(self.items.len());
+        let mut stopped = false;
+        for (i, item) in self.items.iter().enumerate() {
+            if stopped {
+                results.push(ItemResult::NotRun);
+                continue;
+            }
+            let begin = format!("\n@@kwin:{}:task:{i}:begin\n", self.nonce);
+            let end = format!("\n@@kwin:{}:task:{i}:end", self.nonce);
+            let Some(b) = find(&stdout, begin.as_bytes()) else {
+                stopped = true;
+                results.push(ItemResult::NotRun);
+                continue;
+            };
+            let body_start = b + begin.len();
+            let err_section = |hay: &[u8]| -> Vec<u8> {
+                let Some(eb) = find(hay, begin.as_bytes()) else {
+                    return Vec::new();
+                };
+                let from = eb + begin.len();
+                let to = find(&hay[from..], format!("{end}\n").as_bytes())
+                    .map(|e| from + e)
+                    .unwrap_or(hay.len());
+                hay[from..to].to_vec()
+            };
+            let marker = format!("{end}:");
+            let Some(e) = find(&stdout[body_start..], marker.as_bytes()).map(|e| body_start + e)
+            else {
+                stopped = true;
+                results.push(ItemResult::Died {
+                    out: Section {
+                        stdout: stdout[body_start..].to_vec(),
+                        stderr: err_section(&stderr),
+                    },
+                    script_exit: out.exit,
+                });
+                continue;
+            };
+            let section = Section {
+                stdout: stdout[body_start..e].to_vec(),
+                stderr: err_section(&stderr),
+            };
+            let rest = &stdout[e + marker.len()..];
+            let code_end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+            let exit = std::str::from_utf8(&rest[..code_end])
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+                .unwrap_or(-1);
+            if exit != 0 {
+                stopped = true;
+                results.push(ItemResult::Failed { exit, out: section });
+                continue;
+            }
+            let verify = fact::parse_batch(&item.verify, out, &format!("{}v{i}", self.nonce));
+            results.push(ItemResult::Done {
+                out: section,
+                verify,
+            });
+        }
+        let probe = if self.probe.is_empty() || stopped {
+            None
+        } else {
+            Some(fact::parse_batch(
+                &self.probe,
+                out,
+                &format!("{}p", self.nonce),
+            ))
+        };
+        (results, probe)
+    }
+}
+
+fn posix_item(s: &mut String, nonce: &str, i: usize, steps: &[String]) {
+    s.push_str(&format!(
+        "printf '\\n@@kwin:{nonce}:task:{i}:begin\\n'; printf '\\n@@kwin:{nonce}:task:{i}:begin\\n' >&2\n__kw_rc=0\n"
+    ));
+    for step in steps {
+        s.push_str(&format!(
+            "if [ \"$__kw_rc\" -eq 0 ]; then\n(\n{step}\n) </dev/null\n__kw_rc=$?\nfi\n"
+        ));
+    }
+    s.push_str(&format!(
+        "printf '\\n@@kwin:{nonce}:task:{i}:end:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:task:{i}:end\\n' >&2\nif [ \"$__kw_rc\" -ne 0 ]; then exit \"$__kw_rc\"; fi\n"
+    ));
+}
+
+fn ps_item(s: &mut String, nonce: &str, i: usize, steps: &[String]) {
+    s.push_str(&format!(
+        "[Console]::Out.Write(\"`n@@kwin:{nonce}:task:{i}:begin`n\"); [Console]::Error.Write(\"`n@@kwin:{nonce}:task:{i}:begin`n\")\n$__kw_rc = 0\n"
+    ));
+    for step in steps {
+        s.push_str(&format!(
+            "if ($__kw_rc -eq 0) {{\ntry {{ $global:LASTEXITCODE = 0\n$ErrorActionPreference = 'Stop'\n& {{\n{step}\n}} | Out-String -Stream | ForEach-Object {{ [Console]::Out.Write($_ + \"`n\") }}\nif ($global:LASTEXITCODE) {{ $__kw_rc = $global:LASTEXITCODE }} }} catch {{ [Console]::Error.Write($_.ToString() + \"`n\"); $__kw_rc = 1 }}\n}}\n"
+        ));
+    }
+    s.push_str(&format!(
+        "[Console]::Out.Write(\"`n@@kwin:{nonce}:task:{i}:end:$__kw_rc`n\"); [Console]::Error.Write(\"`n@@kwin:{nonce}:task:{i}:end`n\")\nif ($__kw_rc -ne 0) {{ exit $__kw_rc }}\n"
+    ));
+}
+
+fn strip_cr(b: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(b.len());
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'\r' && b.get(i + 1) == Some(&b'\n') {
+            continue;
+        }
+        v.push(c);
+    }
+    v
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Output {
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-s")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin
+                .write_all(format!("{{\n{script}\n}} </dev/null\n").as_bytes())
+                .expect("write");
+        }
+        let out = child.wait_with_output().expect("wait");
+        Output {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit: out.status.code().unwrap_or(-1),
+        }
+    }
+
+    fn q(key: &str, cmd: &str) -> FactQuery {
+        FactQuery {
+            key: key.into(),
+            command: cmd.into(),
+        }
+    }
+
+    #[test]
+    fn first_failure_stops_the_batch_and_is_attributed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = dir.path().join("f");
+        let fs = f.display().to_string();
+        let b = Batch::new(
+            Shell::Posix,
+            vec![
+                Item {
+                    steps: vec![format!("echo one > {fs}"), "echo step2".into()],
+                    verify: vec![q("f", &format!("cat {fs}"))],
+                },
+                Item {
+                    steps: vec!["echo bad >&2; exit 7".into(), "echo never".into()],
+                    verify: vec![],
+                },
+                Item {
+                    steps: vec![format!("echo three > {fs}")],
+                    verify: vec![],
+                },
+            ],
+            vec![q("g", "echo probe")],
+        );
+        let out = sh(&b.script);
+        assert_eq!(out.exit, 7);
+        let (res, probe) = b.parse(&out);
+        assert!(probe.is_none());
+        match &res[0] {
+            ItemResult::Done { out, verify } => {
+                assert_eq!(out.stdout, b"step2\n");
+                let facts = verify.as_ref().expect("verify facts");
+                assert_eq!(
+                    facts.raw("f").map(|o| o.stdout.clone()),
+                    Some(b"one\n".to_vec())
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match &res[1] {
+            ItemResult::Failed { exit, out } => {
+                assert_eq!(*exit, 7);
+                assert_eq!(out.stderr, b"bad\n");
+                assert!(out.stdout.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(res[2], ItemResult::NotRun));
+        assert_eq!(std::fs::read_to_string(&f).expect("f"), "one\n");
+    }
+
+    #[test]
+    fn trailing_probe_and_stdin_is_not_the_script() {
+        let b = Batch::new(
+            Shell::Posix,
+            vec![Item {
+                // A step reading stdin must not eat the rest of the script.
+                steps: vec!["cat; echo read-done".into()],
+                verify: vec![],
+            }],
+            vec![q("p", "echo probed")],
+        );
+        let out = sh(&b.script);
+        let (res, probe) = b.parse(&out);
+        assert!(matches!(res[0], ItemResult::Done { .. }), "{res:?}");
+        let facts = probe.expect("probe").expect("facts");
+        assert_eq!(
+            facts.raw("p").map(|o| o.stdout.clone()),
+            Some(b"probed\n".to_vec())
+        );
+    }
+
+    #[test]
+    fn died_inside_an_item() {
+        let b = Batch::new(
+            Shell::Posix,
+            vec![Item {
+                steps: vec!["kill -9 $$".into()],
+                verify: vec![],
+            }],
+            vec![],
+        );
+        let (res, _) = b.parse(&sh(&b.script));
+        assert!(matches!(res[0], ItemResult::Died { .. }), "{res:?}");
+    }
+}

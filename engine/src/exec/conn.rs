@@ -1,0 +1,233 @@
+//! One host's connection as the executor uses it: the transport, the host log, a round-trip
+//! counter, and the retry policy.
+//!
+//! Every script goes out through [`Conn::run`]: POSIX scripts are wrapped in a brace group
+//! reading from `/dev/null`, so the shell parses the whole script before running any of it
+//! and no command can read (eat) the rest of the script from stdin.
+//!
+//! Retry policy: only errors the transport calls retryable (cannot connect, connection lost)
+//! are retried, after `retry_delay`, doubling, at most `retries` times, reconnecting first.
+//! Whether the operation is simply re-sent is the caller's decision: read-only scripts
+//! (probes) are; apply batches are not — the host worker re-probes and lets facts decide.
+
+use super::logs::HostLog;
+use crate::transport::{Output, Shell, Transport, TransportError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Conn {
+    pub host: String,
+    transport: Arc<dyn Transport>,
+    log: HostLog,
+    runs: AtomicUsize,
+}
+
+/// Remaining retries of one operation and the next delay.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    left: u32,
+    delay: Duration,
+}
+
+impl Backoff {
+    pub fn new(retries: u32, delay: Duration) -> Self {
+        Backoff {
+            left: retries,
+            delay,
+        }
+    }
+    /// Sleep before the next attempt; `false` when no attempt is left.
+    pub async fn wait(&mut self) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        tokio::time::sleep(self.delay).await;
+        self.delay = self.delay.saturating_mul(2);
+        true
+    }
+}
+
+/// Whether stdout of a run may be logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStdout {
+    Yes,
+    /// Stdout is task outputs (`key=value` secrets): every value is added to the scrubber
+    /// before anything about this run is logged, and stdout itself is never logged.
+    TaskOutputs,
+}
+
+impl Conn {
+    pub fn new(host: impl Into<String>, transport: Arc<dyn Transport>, log: HostLog) -> Self {
+        Conn {
+            host: host.into(),
+            transport,
+            log,
+            runs: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn shell(&self) -> Shell {
+        self.transport.shell()
+    }
+
+    /// Round trips so far (runs, puts, gets).
+    pub fn round_trips(&self) -> usize {
+        self.runs.load(Ordering::Relaxed)
+    }
+
+    pub fn log(&self, header: &str) {
+        self.log.entry(header, &[]);
+    }
+
+    pub async fn connect(&self) -> Result<(), TransportError> {
+        let t = Instant::now();
+        let r = self.transport.connect().await;
+        match &r {
+            Ok(()) => self.log(&format!("connect: ok in {}ms", t.elapsed().as_millis())),
+            Err(e) => self.log(&format!("connect: {e}")),
+        }
+        r
+    }
+
+    /// Connect, retrying retryable failures per the policy.
+    pub async fn connect_retrying(&self, mut backoff: Backoff) -> Result<(), TransportError> {
+        loop {
+            match self.connect().await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_retryable() && backoff.wait().await => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// After a retryable error: wait and reconnect until it works or retries run out (then the
+    /// last error).
+    pub async fn recover(
+        &self,
+        backoff: &mut Backoff,
+        err: TransportError,
+    ) -> Result<(), TransportError> {
+        let mut err = err;
+        loop {
+            if !err.is_retryable() || !backoff.wait().await {
+                return Err(err);
+            }
+            self.transport.close().await;
+            match self.connect().await {
+                Ok(()) => return Ok(()),
+                Err(e) => err = e,
+            }
+        }
+    }
+
+    /// Run `script` once. `what` names it in the log (probe, apply, output, reboot).
+    pub async fn run(
+        &self,
+        what: &str,
+        script: &str,
+        timeout: Duration,
+        log_stdout: LogStdout,
+    ) -> Result<Output, TransportError> {
+        let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        let wrapped;
+        let script_sent = match self.shell() {
+            Shell::Posix => {
+                wrapped = format!("{{\n{script}\n}} </dev/null\n");
+                wrapped.as_str()
+            }
+            Shell::PowerShell => script,
+        };
+        let t = Instant::now();
+        let header = format!(
+            "run #{n} {what} ({} bytes, timeout {}s)",
+            script_sent.len(),
+            timeout.as_secs()
+        );
+        if log_stdout == LogStdout::Yes {
+            self.log.entry(&header, &[("$ ", script.as_bytes())]);
+        }
+        let r = self.transport.run(script_sent, timeout).await;
+        let ms = t.elapsed().as_millis();
+        if log_stdout == LogStdout::TaskOutputs {
+            if let Ok(out) = &r {
+                for v in super::inputs::parse_outputs(&out.stdout).values() {
+                    self.log.scrubber().add(v);
+                }
+            }
+            self.log.entry(&header, &[("$ ", script.as_bytes())]);
+        }
+        match &r {
+            Ok(out) => {
+                let hidden = format!("({} bytes of task outputs, not logged)", out.stdout.len());
+                let stdout: &[u8] = match log_stdout {
+                    LogStdout::Yes => &out.stdout,
+                    LogStdout::TaskOutputs => hidden.as_bytes(),
+                };
+                self.log.entry(
+                    &format!("run #{n} exit {} in {ms}ms", out.exit),
+                    &[("1| ", stdout), ("2| ", &out.stderr)],
+                )
+            }
+            Err(e) => self
+                .log
+                .entry(&format!("run #{n} error after {ms}ms: {e}"), &[]),
+        }
+        r
+    }
+
+    /// A read-only script: retried (after reconnecting) on retryable errors.
+    pub async fn run_idempotent(
+        &self,
+        what: &str,
+        script: &str,
+        timeout: Duration,
+        mut backoff: Backoff,
+        log_stdout: LogStdout,
+    ) -> Result<Output, TransportError> {
+        loop {
+            match self.run(what, script, timeout, log_stdout).await {
+                Ok(o) => return Ok(o),
+                Err(e) if e.is_retryable() => self.recover(&mut backoff, e).await?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Atomic file write; retried on retryable errors (writing the same bytes twice is safe).
+    pub async fn put(
+        &self,
+        path: &str,
+        bytes: &[u8],
+        mode: Option<u32>,
+        timeout: Duration,
+        mut backoff: Backoff,
+    ) -> Result<(), TransportError> {
+        loop {
+            let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
+            let t = Instant::now();
+            let r = tokio::time::timeout(timeout, self.transport.put(path, bytes, mode))
+                .await
+                .unwrap_or(Err(TransportError::Timeout(timeout)));
+            let ms = t.elapsed().as_millis();
+            match &r {
+                Ok(()) => self.log(&format!(
+                    "put #{n} {path} ({} bytes, mode {}) ok in {ms}ms",
+                    bytes.len(),
+                    mode.map(|m| format!("{m:o}")).unwrap_or_else(|| "-".into())
+                )),
+                Err(e) => self.log(&format!("put #{n} {path} error after {ms}ms: {e}")),
+            }
+            match r {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_retryable() => self.recover(&mut backoff, e).await?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    pub async fn close(&self) {
+        self.transport.close().await;
+    }
+}

@@ -1,0 +1,221 @@
+//! The run journal `.kwin/runs/<run-id>.json`: what ran, the status of every task, timings.
+//!
+//! Built from the very events the user sees ([`Reporter`] sends each event to the CLI and
+//! records it here), so the journal and the output cannot disagree. Event texts are already
+//! scrubbed. Written once at the end of the run (0600), also when interrupted.
+
+use crate::event::{Event, EventSink, Mode, TaskStatus};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Journal {
+    pub run_id: String,
+    pub plan: PathBuf,
+    pub mode: Mode,
+    pub started: String,
+    pub duration_ms: u64,
+    pub interrupted: bool,
+    pub summary: Option<JournalSummary>,
+    pub hosts: BTreeMap<String, JournalHost>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct JournalSummary {
+    pub hosts: usize,
+    pub ok: usize,
+    pub changed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct JournalHost {
+    pub connected_ms: Option<u64>,
+    pub probe_ms: Option<u64>,
+    pub facts: usize,
+    pub duration_ms: Option<u64>,
+    pub error: Option<String>,
+    pub tasks: Vec<JournalTask>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JournalTask {
+    pub task: String,
+    pub module: Option<String>,
+    /// What the plan said: action, or `none`.
+    pub planned: Option<String>,
+    pub reason: Option<String>,
+    pub status: Option<TaskStatus>,
+    pub message: Option<String>,
+    /// Offset from the run's start when the task finished.
+    pub finished_at_ms: Option<u64>,
+    pub duration_ms: Option<u64>,
+}
+
+impl Journal {
+    pub fn new(run_id: &str, plan: &Path, mode: Mode) -> Self {
+        Journal {
+            run_id: run_id.to_string(),
+            plan: plan.to_path_buf(),
+            mode,
+            started: super::state::rfc3339(super::state::unix_ms()),
+            duration_ms: 0,
+            interrupted: false,
+            summary: None,
+            hosts: BTreeMap::new(),
+        }
+    }
+
+    fn task(&mut self, host: &str, task: &str) -> &mut JournalTask {
+        let h = self.hosts.entry(host.to_string()).or_default();
+        let pos = match h.tasks.iter().position(|t| t.task == task) {
+            Some(p) => p,
+            None => {
+                h.tasks.push(JournalTask {
+                    task: task.to_string(),
+                    module: None,
+                    planned: None,
+                    reason: None,
+                    status: None,
+                    message: None,
+                    finished_at_ms: None,
+                    duration_ms: None,
+                });
+                h.tasks.len() - 1
+            }
+        };
+        &mut h.tasks[pos]
+    }
+
+    pub fn record(&mut self, e: &Event, at_ms: u64) {
+        match e {
+            Event::HostConnected { host, duration_ms } => {
+                self.hosts.entry(host.clone()).or_default().connected_ms = Some(*duration_ms);
+            }
+            Event::HostProbed {
+                host,
+                facts,
+                duration_ms,
+            } => {
+                let h = self.hosts.entry(host.clone()).or_default();
+                h.probe_ms = Some(*duration_ms);
+                h.facts = *facts;
+            }
+            Event::TaskPlanned {
+                host,
+                task,
+                module,
+                change,
+                action,
+                reason,
+                ..
+            } => {
+                let t = self.task(host, task);
+                t.module = Some(module.clone());
+                t.planned = Some(if *change {
+                    action.clone().unwrap_or_else(|| "change".into())
+                } else {
+                    "none".into()
+                });
+                t.reason = Some(reason.clone());
+            }
+            Event::TaskFinished {
+                host,
+                task,
+                status,
+                message,
+                duration_ms,
+            } => {
+                let t = self.task(host, task);
+                t.status = Some(*status);
+                t.message = message.clone();
+                t.duration_ms = Some(*duration_ms);
+                t.finished_at_ms = Some(at_ms);
+            }
+            Event::HostFinished {
+                host,
+                duration_ms,
+                error,
+                ..
+            } => {
+                let h = self.hosts.entry(host.clone()).or_default();
+                h.duration_ms = Some(*duration_ms);
+                h.error = error.clone();
+            }
+            Event::Interrupted {} => self.interrupted = true,
+            Event::Summary {
+                hosts,
+                ok,
+                changed,
+                failed,
+                skipped,
+                duration_ms,
+            } => {
+                self.duration_ms = *duration_ms;
+                self.summary = Some(JournalSummary {
+                    hosts: *hosts,
+                    ok: *ok,
+                    changed: *changed,
+                    failed: *failed,
+                    skipped: *skipped,
+                });
+            }
+            Event::RunStarted { .. } | Event::TaskStarted { .. } | Event::Warning { .. } => {}
+        }
+    }
+
+    /// Write to `state_dir/runs/<run-id>.json`.
+    pub fn write(&self, state_dir: &Path) -> Result<PathBuf, String> {
+        let dir = state_dir.join("runs");
+        let path = dir.join(format!("{}.json", self.run_id));
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        super::state::private_dir(&dir)
+            .and_then(|_| super::state::write_private(&path, &bytes))
+            .map_err(|e| format!("cannot write journal {}: {e}", path.display()))?;
+        Ok(path)
+    }
+}
+
+/// Sends events to the CLI and records them in the journal.
+pub struct Reporter {
+    sink: EventSink,
+    journal: Mutex<Journal>,
+    start: Instant,
+}
+
+impl Reporter {
+    pub fn new(sink: EventSink, journal: Journal) -> Self {
+        Reporter {
+            sink,
+            journal: Mutex::new(journal),
+            start: Instant::now(),
+        }
+    }
+
+    pub fn emit(&self, e: Event) {
+        let at = self.start.elapsed().as_millis() as u64;
+        match self.journal.lock() {
+            Ok(mut j) => j.record(&e, at),
+            Err(p) => p.into_inner().record(&e, at),
+        }
+        self.sink.send(e);
+    }
+
+    pub fn warn(&self, host: Option<&str>, message: impl Into<String>) {
+        self.emit(Event::Warning {
+            host: host.map(str::to_string),
+            message: message.into(),
+        });
+    }
+
+    pub fn journal(&self) -> Journal {
+        match self.journal.lock() {
+            Ok(j) => j.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! `.kwin/lock`: one apply of a plan at a time.
+//!
+//! The lock file (0600) holds the holder's pid, hostname, start time and run id. A second run
+//! refuses and names the holder. A lock left by a process that is no longer alive on this
+//! machine is stale: it is taken over, and the caller warns. A lock from another machine is
+//! never taken over (kwin cannot see whether that process lives).
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockInfo {
+    pub pid: u32,
+    pub hostname: String,
+    pub started: String,
+    pub run_id: String,
+}
+
+#[derive(Debug, Error)]
+pub enum LockError {
+    #[error("another kwin run holds {path}: pid {} on {} since {} (run {}); wait for it to finish, or remove the file if that run is gone", .holder.pid, .holder.hostname, .holder.started, .holder.run_id)]
+    Held { path: PathBuf, holder: LockInfo },
+    #[error("cannot take {path}: {reason}")]
+    Io { path: PathBuf, reason: String },
+}
+
+/// A held lock; released (file removed) on drop.
+#[derive(Debug)]
+pub struct Lock {
+    path: PathBuf,
+    info: LockInfo,
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+impl Lock {
+    /// Take `state_dir/lock` for `run_id`. `Ok((lock, Some(warning)))` when a stale lock was
+    /// taken over.
+    pub fn acquire(state_dir: &Path, run_id: &str) -> Result<(Lock, Option<String>), LockError> {
+        let path = state_dir.join("lock");
+        let io = |e: std::io::Error| LockError::Io {
+            path: path.clone(),
+            reason: e.to_string(),
+        };
+        super::state::private_dir(state_dir).map_err(io)?;
+        let info = LockInfo {
+            pid: std::process::id(),
+            hostname: hostname(),
+            started: super::state::rfc3339(super::state::unix_ms()),
+            run_id: run_id.to_string(),
+        };
+        let mut warning = None;
+        for _ in 0..2 {
+            match super::state::private_file_new(&path) {
+                Ok(mut f) => {
+                    let bytes = serde_json::to_vec(&info).map_err(|e| LockError::Io {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?;
+                    f.write_all(&bytes).map_err(io)?;
+                    return Ok((Lock { path, info }, warning));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let holder = std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|s| serde_json::from_str::<LockInfo>(&s).ok());
+                    let stale = match &holder {
+                        Some(h) => h.hostname == info.hostname && !pid_alive(h.pid),
+                        None => true,
+                    };
+                    if !stale {
+                        if let Some(holder) = holder {
+                            return Err(LockError::Held { path, holder });
+                        }
+                    }
+                    warning = Some(match &holder {
+                        Some(h) => format!(
+                            "taking over stale lock {} of run {} (pid {} is not running)",
+                            path.display(),
+                            h.run_id,
+                            h.pid
+                        ),
+                        None => format!("taking over unreadable lock {}", path.display()),
+                    });
+                    std::fs::remove_file(&path).map_err(io)?;
+                }
+                Err(e) => return Err(io(e)),
+            }
+        }
+        Err(LockError::Io {
+            path,
+            reason: "another run took the lock at the same time".into(),
+        })
+    }
+
+    pub fn info(&self) -> &LockInfo {
+        &self.info
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // Remove only our own lock.
+        let ours = std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|s| serde_json::from_str::<LockInfo>(&s).ok())
+            .is_some_and(|h| h == self.info);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_run_refuses_naming_the_holder_and_stale_is_taken_over() {
+        let d = tempfile::tempdir().expect("tmp");
+        let (lock, warn) = Lock::acquire(d.path(), "run-a").expect("first");
+        assert!(warn.is_none());
+        let err = Lock::acquire(d.path(), "run-b").expect_err("held");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("pid {}", std::process::id())),
+            "{msg}"
+        );
+        assert!(msg.contains("run-a"), "{msg}");
+        drop(lock);
+        assert!(!d.path().join("lock").exists());
+
+        // A lock of a dead process on this machine.
+        let dead = LockInfo {
+            pid: 4_000_000_000,
+            hostname: hostname(),
+            started: "2025-01-01T00:00:00Z".into(),
+            run_id: "run-old".into(),
+        };
+        std::fs::write(
+            d.path().join("lock"),
+            serde_json::to_vec(&dead).expect("json"),
+        )
+        .expect("write");
+        let (_lock, warn) = Lock::acquire(d.path(), "run-c").expect("takeover");
+        assert!(warn.expect("warning").contains("run-old"));
+
+        // Another machine's lock is never taken over.
+        drop(_lock);
+        let other = LockInfo {
+            hostname: "elsewhere".into(),
+            ..dead
+        };
+        std::fs::write(
+            d.path().join("lock"),
+            serde_json::to_vec(&other).expect("json"),
+        )
+        .expect("write");
+        assert!(Lock::acquire(d.path(), "run-d").is_err());
+    }
+}

@@ -1,0 +1,84 @@
+//! Per-host logs: `.kwin/logs/<run-id>/<host>.log`, every remote command and its output.
+//!
+//! Every line written has passed the run's scrubber. One entry per remote operation, each
+//! starting with a header line `[+S.mmm] <op> ...` at column 0; script and output lines are
+//! indented, so `grep -c '^\[.*\] run #'` counts round trips.
+
+use crate::secret::Scrubber;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Instant;
+
+pub struct HostLog {
+    file: Mutex<Option<File>>,
+    scrubber: Scrubber,
+    start: Instant,
+}
+
+impl HostLog {
+    /// Log to `dir/<host>.log` (0600). On error, returns the log that drops everything and
+    /// the error text (the caller warns once).
+    pub fn open(dir: &Path, host: &str, scrubber: Scrubber) -> (HostLog, Option<String>) {
+        let path = dir.join(format!("{host}.log"));
+        let (file, err) =
+            match super::state::private_dir(dir).and_then(|_| super::state::private_file(&path)) {
+                Ok(f) => (Some(f), None),
+                Err(e) => (None, Some(format!("cannot write {}: {e}", path.display()))),
+            };
+        (
+            HostLog {
+                file: Mutex::new(file),
+                scrubber,
+                start: Instant::now(),
+            },
+            err,
+        )
+    }
+
+    /// A log that writes nothing.
+    pub fn none(scrubber: Scrubber) -> HostLog {
+        HostLog {
+            file: Mutex::new(None),
+            scrubber,
+            start: Instant::now(),
+        }
+    }
+
+    pub fn scrubber(&self) -> &Scrubber {
+        &self.scrubber
+    }
+
+    /// Write one entry: a header line and indented blocks (label, text).
+    pub fn entry(&self, header: &str, blocks: &[(&str, &[u8])]) {
+        let mut guard = match self.file.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let Some(f) = guard.as_mut() else {
+            return;
+        };
+        let t = self.start.elapsed();
+        let mut s = format!(
+            "[+{}.{:03}s] {}\n",
+            t.as_secs(),
+            t.subsec_millis(),
+            self.scrubber.scrub(header)
+        );
+        for (label, bytes) in blocks {
+            if bytes.is_empty() {
+                continue;
+            }
+            let text = self.scrubber.scrub_bytes(bytes);
+            for line in text.lines() {
+                s.push_str("    ");
+                s.push_str(label);
+                s.push_str(line);
+                s.push('\n');
+            }
+        }
+        // A log that cannot be written is not a reason to stop converging hosts.
+        let _ = f.write_all(s.as_bytes());
+    }
+}

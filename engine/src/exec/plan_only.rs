@@ -1,0 +1,82 @@
+//! `kwin plan` and `kwin apply --check`: connect, probe (ONE round trip), plan every task
+//! against the probed facts, report. Never changes a host and never waits on another host.
+//!
+//! A task that needs another task's output (a join token) is reported as a change whose
+//! details are known only after apply: reading outputs may itself have effects (creating a
+//! token), so plan never runs output scripts. Later tasks are planned against the facts as
+//! probed, not as earlier changes would leave them (like any dry run).
+
+use super::host::Worker;
+use super::walker::{HostOutcome, Shared};
+use crate::event::{Event, TaskStatus};
+use crate::module::{Ctx, Inputs, ModuleError, Plan};
+use petgraph::graph::NodeIndex;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) async fn work(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -> HostOutcome {
+    let mut w = Worker::new(sh, host, nodes);
+    w.acquire().await;
+    if let Err(e) = w.connect().await {
+        w.fail_host(e);
+        return w.end();
+    }
+    if let Err(e) = w.probe_all().await {
+        w.fail_host(e);
+        return w.end();
+    }
+    let inputs = Inputs::new();
+    for t in 0..w.tasks.len() {
+        if w.sh.cancel.is_cancelled() {
+            w.skip(t, "interrupted");
+            continue;
+        }
+        w.tasks[t].started = Some(Instant::now());
+        let module = match w.tasks[t].module.clone() {
+            Ok(m) => m,
+            Err(e) => {
+                w.finish(t, TaskStatus::Failed, Some(e));
+                continue;
+            }
+        };
+        let ctx = Ctx {
+            shell: w.shell,
+            host: &w.host,
+            inputs: &inputs,
+        };
+        match module.plan(&w.facts, &ctx) {
+            Ok(plan) => {
+                w.emit_planned(t, &plan);
+                match plan {
+                    Plan::NoOp { why } => w.finish(t, TaskStatus::Ok, Some(why)),
+                    Plan::Change(c) => w.finish(
+                        t,
+                        TaskStatus::Changed,
+                        Some(format!("{}: {}", c.action, c.reason)),
+                    ),
+                }
+            }
+            Err(ModuleError::InputPending(name)) => {
+                let task = w.sh.graph.task(w.tasks[t].node);
+                let from = task
+                    .inputs
+                    .get(&name)
+                    .map(|r| r.from.to_string())
+                    .unwrap_or_else(|| "another task".into());
+                let reason = format!("needs `{name}` from {from} (known after apply)");
+                w.sh.report.emit(Event::TaskPlanned {
+                    host: w.host.clone(),
+                    task: w.tasks[t].id.name.clone(),
+                    module: w.tasks[t].module_name.clone(),
+                    change: true,
+                    action: None,
+                    reason: reason.clone(),
+                    diff: None,
+                });
+                w.finish(t, TaskStatus::Changed, Some(reason));
+            }
+            Err(e) => w.finish(t, TaskStatus::Failed, Some(e.to_string())),
+        }
+    }
+    w.end()
+}

@@ -1,0 +1,113 @@
+//! `.kwin/` next to the plan: private directory (0700) and files (0600), and run ids.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Create `dir` (and parents) with mode 0700; tighten an existing one to 0700.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Create (truncate) `path` with mode 0600.
+pub fn private_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Create `path` with mode 0600, failing if it exists.
+pub fn private_file_new(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Write `bytes` to `path` (0600) through a temporary file and a rename.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = private_file(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for `unix_ms`.
+pub fn rfc3339(unix_ms: u64) -> String {
+    let (y, mo, d, h, mi, s) = civil(unix_ms / 1000);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+/// A new run id: UTC time plus a random suffix, e.g. `20250102T030405Z-1a2b3c`. Sorts by time.
+pub fn new_run_id() -> String {
+    let (y, mo, d, h, mi, s) = civil(unix_ms() / 1000);
+    let nonce = crate::fact::new_nonce();
+    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z-{}", &nonce[..6])
+}
+
+fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (h, mi, s) = (
+        (rem / 3600) as u32,
+        ((rem % 3600) / 60) as u32,
+        (rem % 60) as u32,
+    );
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d, h, mi, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_735_787_045_000), "2025-01-02T03:04:05Z");
+        assert_eq!(new_run_id().len(), "20250102T030405Z-1a2b3c".len());
+    }
+
+    #[test]
+    fn private_modes() {
+        let d = tempfile::tempdir().expect("tmp");
+        let k = d.path().join(".kwin/runs");
+        private_dir(&k).expect("dir");
+        let mode = std::fs::metadata(&k).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let f = k.join("x.json");
+        write_private(&f, b"{}").expect("write");
+        let mode = std::fs::metadata(&f).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+}

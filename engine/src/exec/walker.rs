@@ -1,0 +1,250 @@
+//! Graph scheduling: one worker per host, a board of task outcomes, bounded parallelism.
+//!
+//! Each host's tasks run in the graph's topological order restricted to that host (a host
+//! runs its tasks in order). Every finished task is published on the [`Board`] (a watch
+//! channel per task); a task with a dependency on another host waits on that channel. A
+//! worker holds a permit of the run's semaphore (`parallelism`) while it works and gives it
+//! back while it waits, so waiting hosts never starve the hosts they wait for. A worker
+//! flushes its pending batch before it waits, so what others wait for is never stuck in it.
+//! No deadlock: the earliest unfinished task in the global order never waits.
+
+use super::conn::Conn;
+use super::inputs::Outputs;
+use super::journal::{Journal, Reporter};
+use super::logs::HostLog;
+use super::{host, plan_only, Cancel, Run, RunOptions, RunSummary};
+use crate::event::{Event, Mode, TaskStatus};
+use crate::graph::TaskGraph;
+use crate::module::Module;
+use crate::secret::Scrubber;
+use petgraph::graph::NodeIndex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{watch, Semaphore};
+
+/// A finished task, as dependents see it.
+#[derive(Debug, Clone)]
+pub struct Done {
+    pub status: TaskStatus,
+    /// For dependents, when this task did not succeed: "cp1/init failed".
+    pub cause: Option<String>,
+    pub at: Instant,
+}
+
+impl Done {
+    pub fn succeeded(&self) -> bool {
+        matches!(self.status, TaskStatus::Ok | TaskStatus::Changed)
+    }
+}
+
+/// Outcome of every task, by node index.
+pub struct Board {
+    slots: Vec<watch::Sender<Option<Done>>>,
+}
+
+impl Board {
+    pub fn new(n: usize) -> Self {
+        Board {
+            slots: (0..n).map(|_| watch::channel(None).0).collect(),
+        }
+    }
+    pub fn set(&self, n: NodeIndex, done: Done) {
+        if let Some(s) = self.slots.get(n.index()) {
+            s.send_replace(Some(done));
+        }
+    }
+    pub fn get(&self, n: NodeIndex) -> Option<Done> {
+        self.slots.get(n.index()).and_then(|s| s.borrow().clone())
+    }
+    /// Wait until `n` finished; `None` if the run was cancelled first.
+    pub async fn wait(&self, n: NodeIndex, cancel: &Cancel) -> Option<Done> {
+        let mut rx = self.slots.get(n.index())?.subscribe();
+        tokio::select! {
+            r = rx.wait_for(|d| d.is_some()) => r.ok().and_then(|d| d.clone()),
+            _ = cancel.cancelled() => None,
+        }
+    }
+}
+
+/// What every worker of a run shares.
+pub struct Shared {
+    pub graph: Arc<TaskGraph>,
+    /// Module per node index, or why it could not be built.
+    pub modules: Vec<Result<Arc<dyn Module>, String>>,
+    pub board: Board,
+    pub conns: HashMap<String, Arc<Conn>>,
+    pub outputs: Outputs,
+    pub scrubber: Scrubber,
+    pub report: Reporter,
+    pub opts: RunOptions,
+    pub cancel: Cancel,
+    pub permits: Arc<Semaphore>,
+}
+
+/// Per-host totals.
+#[derive(Debug, Clone, Default)]
+pub struct HostOutcome {
+    pub ok: usize,
+    pub changed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    /// The host failed outside any task (connect, probe).
+    pub host_failed: bool,
+}
+
+pub async fn walk(run: Run<'_>) -> RunSummary {
+    let start = Instant::now();
+    let opts = run.options.clone();
+    let report = Reporter::new(
+        run.events.clone(),
+        Journal::new(&opts.run_id, &opts.plan, opts.mode),
+    );
+    let graph = run.graph.clone();
+    report.emit(Event::RunStarted {
+        run_id: opts.run_id.clone(),
+        mode: opts.mode,
+        hosts: run.hosts.len(),
+        tasks: graph.len(),
+    });
+
+    let logs_dir = opts.state_dir.join("logs").join(&opts.run_id);
+    let mut conns = HashMap::new();
+    let mut log_warned = false;
+    for h in &run.hosts {
+        let (log, err) = HostLog::open(&logs_dir, &h.name, run.scrubber.clone());
+        if let (Some(e), false) = (err, log_warned) {
+            report.warn(None, format!("logs disabled: {e}"));
+            log_warned = true;
+        }
+        conns.insert(
+            h.name.clone(),
+            Arc::new(Conn::new(&h.name, h.transport.clone(), log)),
+        );
+    }
+
+    let modules = graph
+        .graph
+        .node_indices()
+        .map(|n| {
+            let t = graph.task(n);
+            let conn = conns
+                .get(&t.id.host)
+                .ok_or_else(|| format!("host `{}` is not part of this run", t.id.host))?;
+            run.registry
+                .build(&t.module, conn.shell(), &t.params)
+                .map(Arc::from)
+                .map_err(|e| match &e.path {
+                    Some(p) => format!("invalid params for module `{}`: {p}: {e}", t.module),
+                    None => format!("invalid params for module `{}`: {e}", t.module),
+                })
+        })
+        .collect();
+
+    let mut per_host: HashMap<String, Vec<NodeIndex>> = HashMap::new();
+    for n in graph.topo_order() {
+        per_host
+            .entry(graph.task(n).id.host.clone())
+            .or_default()
+            .push(n);
+    }
+
+    let shared = Arc::new(Shared {
+        graph: graph.clone(),
+        modules,
+        board: Board::new(graph.len()),
+        conns,
+        outputs: Outputs::default(),
+        scrubber: run.scrubber.clone(),
+        report,
+        opts: opts.clone(),
+        cancel: run.cancel.clone(),
+        permits: Arc::new(Semaphore::new(opts.parallelism.max(1))),
+    });
+
+    let mut summary = RunSummary {
+        hosts: run.hosts.len(),
+        ..RunSummary::default()
+    };
+
+    // Tasks on hosts that are not part of the run cannot run; publish them so nothing waits.
+    for (host, nodes) in &per_host {
+        if shared.conns.contains_key(host) {
+            continue;
+        }
+        for &n in nodes {
+            let id = graph.task(n).id.clone();
+            shared.board.set(
+                n,
+                Done {
+                    status: TaskStatus::Failed,
+                    cause: Some(format!("{id} failed")),
+                    at: Instant::now(),
+                },
+            );
+            shared.report.emit(Event::TaskFinished {
+                host: id.host.clone(),
+                task: id.name.clone(),
+                status: TaskStatus::Failed,
+                message: Some(format!("host `{}` is not part of this run", id.host)),
+                duration_ms: 0,
+            });
+            summary.failed += 1;
+        }
+    }
+
+    let mut workers = tokio::task::JoinSet::new();
+    for h in &run.hosts {
+        let nodes = per_host.remove(&h.name).unwrap_or_default();
+        let sh = shared.clone();
+        let name = h.name.clone();
+        match opts.mode {
+            Mode::Apply => workers.spawn(host::work(sh, name, nodes)),
+            Mode::Plan => workers.spawn(plan_only::work(sh, name, nodes)),
+        };
+    }
+    while let Some(r) = workers.join_next().await {
+        match r {
+            Ok(o) => {
+                summary.ok += o.ok;
+                summary.changed += o.changed;
+                summary.failed += o.failed;
+                summary.skipped += o.skipped;
+                if o.host_failed {
+                    summary.failed += 1;
+                }
+            }
+            Err(e) => {
+                shared.report.warn(
+                    None,
+                    format!("a host worker crashed (this is a bug in kwin): {e}"),
+                );
+                summary.failed += 1;
+            }
+        }
+    }
+    for c in shared.conns.values() {
+        c.close().await;
+    }
+
+    summary.interrupted = shared.cancel.is_cancelled();
+    summary.duration_ms = start.elapsed().as_millis() as u64;
+    if summary.interrupted {
+        shared.report.emit(Event::Interrupted {});
+    }
+    let last = Event::Summary {
+        hosts: summary.hosts,
+        ok: summary.ok,
+        changed: summary.changed,
+        failed: summary.failed,
+        skipped: summary.skipped,
+        duration_ms: summary.duration_ms,
+    };
+    let mut journal = shared.report.journal();
+    journal.record(&last, summary.duration_ms);
+    if let Err(e) = journal.write(&opts.state_dir) {
+        shared.report.warn(None, e);
+    }
+    shared.report.emit(last);
+    summary
+}

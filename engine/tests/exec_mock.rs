@@ -1,0 +1,1249 @@
+//! Executor tests against the strict mock transport, with small modules defined here.
+//!
+//! The mock answers most scripts by running them with a real `/bin/sh` (so kwin's markers and
+//! exit codes are real), and every round trip must be expected: a script nobody expected
+//! fails the test. Host state lives in a temp dir per test.
+
+use kwin_engine::event::{Event, EventSink, Mode, TaskStatus};
+use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::graph::TaskGraph;
+use kwin_engine::module::{
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Registry, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::secret::Scrubber;
+use kwin_engine::task::{InputRef, Origin, Task, TaskId};
+use kwin_engine::transport::mock::{Expect, MockTransport};
+use kwin_engine::transport::{Shell, Transport, TransportError};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+// ----- test modules ------------------------------------------------------------------------
+
+fn file_fact(path: &str) -> FactQuery {
+    FactQuery {
+        key: format!("file:{path}"),
+        command: format!("cat {}", sh_quote(path)),
+    }
+}
+
+/// Content of `path` per the facts, `None` when missing.
+fn file_content(facts: &Facts, path: &str) -> Result<Option<String>, ModuleError> {
+    let key = format!("file:{path}");
+    let out = facts
+        .raw(&key)
+        .ok_or(ModuleError::Fact(kwin_engine::fact::FactError::Missing(
+            key,
+        )))?;
+    if out.exit != 0 {
+        return Ok(None);
+    }
+    Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()))
+}
+
+/// A file with exact content. `reads_all`: declares no `reads` (the default, "anything").
+#[derive(Debug)]
+struct TFile {
+    path: String,
+    content: String,
+    reads_all: bool,
+}
+
+impl Module for TFile {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.path)]
+    }
+    fn reads(&self) -> Vec<String> {
+        if self.reads_all {
+            vec!["*".into()]
+        } else {
+            vec![self.path.clone()]
+        }
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let (action, reason, diff) = match file_content(facts, &self.path)? {
+            Some(c) if c == self.content => return Ok(Plan::noop("content matches")),
+            Some(c) => (
+                Action::Update,
+                "content differs",
+                Some(format!("-{c}\n+{}\n", self.content)),
+            ),
+            None => (
+                Action::Create,
+                "missing",
+                Some(format!("+{}\n", self.content)),
+            ),
+        };
+        Ok(Plan::Change(Change {
+            action,
+            reason: reason.into(),
+            diff,
+            steps: vec![Step::Run(format!(
+                "printf '%s' {} > {}",
+                sh_quote(&self.content),
+                sh_quote(&self.path)
+            ))],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
+/// Always plans a change that does nothing: never converges.
+#[derive(Debug)]
+struct TBad {
+    path: String,
+}
+
+impl Module for TBad {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.path)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+    fn plan(&self, _facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: "always".into(),
+            diff: None,
+            steps: vec![Step::Run("true".into())],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
+/// A command that fails.
+#[derive(Debug)]
+struct TFail;
+
+impl Module for TFail {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        Vec::new()
+    }
+    fn plan(&self, _facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: "always".into(),
+            diff: None,
+            steps: vec![Step::Run("echo boom >&2; exit 3".into())],
+            touches: Touches::Anything,
+        }))
+    }
+}
+
+/// Creates `path`; outputs a token.
+#[derive(Debug)]
+struct TProducer {
+    path: String,
+}
+
+const TOKEN: &str = "s3cret-token-42";
+
+impl Module for TProducer {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.path)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        if file_content(facts, &self.path)?.is_some() {
+            return Ok(Plan::noop("initialized"));
+        }
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: "not initialized".into(),
+            diff: None,
+            steps: vec![Step::Run(format!("echo init > {}", sh_quote(&self.path)))],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+    fn output(&self, _shell: Shell) -> Option<String> {
+        Some(format!("echo token={TOKEN}; echo other=value"))
+    }
+}
+
+/// Writes the `token` input to `path`; asks for it only when `path` is missing.
+#[derive(Debug)]
+struct TConsumer {
+    path: String,
+}
+
+impl Module for TConsumer {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.path)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        if file_content(facts, &self.path)?.is_some() {
+            return Ok(Plan::noop("joined"));
+        }
+        let token = ctx.inputs.get("token")?;
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: "not joined".into(),
+            diff: Some(format!("+joined with {}\n", token.expose())),
+            steps: vec![Step::Run(format!(
+                "printf '%s' {} > {}",
+                sh_quote(token.expose()),
+                sh_quote(&self.path)
+            ))],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
+/// Reboots once: the marker file appears "because of" the reboot.
+#[derive(Debug)]
+struct TRebootOnce {
+    marker: String,
+}
+
+impl Module for TRebootOnce {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.marker)]
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        if file_content(facts, &self.marker)?.is_some() {
+            return Ok(Plan::noop("rebooted"));
+        }
+        Ok(Plan::Change(Change {
+            action: Action::Reboot,
+            reason: "feature needs a restart".into(),
+            diff: None,
+            steps: vec![Step::Reboot(RebootSpec {
+                down_timeout_secs: 5,
+                up_timeout_secs: 5,
+            })],
+            touches: Touches::Anything,
+        }))
+    }
+}
+
+/// A file written with a put, then fixed up with a command: a change that does not batch.
+#[derive(Debug)]
+struct TPut {
+    path: String,
+}
+
+impl Module for TPut {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.path)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        if file_content(facts, &self.path)?.as_deref() == Some("big\n") {
+            return Ok(Plan::noop("content matches"));
+        }
+        Ok(Plan::Change(Change {
+            action: Action::Create,
+            reason: "missing".into(),
+            diff: None,
+            steps: vec![
+                Step::Put {
+                    path: format!("{}.tmp", self.path),
+                    content: b"big\n".to_vec(),
+                    mode: Some(0o600),
+                },
+                Step::Run(format!("mv {p}.tmp {p}", p = sh_quote(&self.path))),
+            ],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
+struct TestRegistry;
+
+fn param(p: &serde_json::Value, k: &str) -> String {
+    p.get(k)
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+impl Registry for TestRegistry {
+    fn names(&self) -> Vec<&'static str> {
+        vec![
+            "file", "file_any", "bad", "fail", "producer", "consumer", "reboot",
+        ]
+    }
+    fn build(
+        &self,
+        name: &str,
+        _shell: Shell,
+        p: &serde_json::Value,
+    ) -> Result<Box<dyn Module>, ParamError> {
+        Ok(match name {
+            "file" | "file_any" => Box::new(TFile {
+                path: param(p, "path"),
+                content: param(p, "content"),
+                reads_all: name == "file_any",
+            }),
+            "bad" => Box::new(TBad {
+                path: param(p, "path"),
+            }),
+            "fail" => Box::new(TFail),
+            "producer" => Box::new(TProducer {
+                path: param(p, "path"),
+            }),
+            "consumer" => Box::new(TConsumer {
+                path: param(p, "path"),
+            }),
+            "put" => Box::new(TPut {
+                path: param(p, "path"),
+            }),
+            "reboot" => Box::new(TRebootOnce {
+                marker: param(p, "path"),
+            }),
+            _ => return Err(ParamError::new(format!("unknown module `{name}`"))),
+        })
+    }
+}
+
+// ----- harness -----------------------------------------------------------------------------
+
+struct T {
+    task: Task,
+}
+
+fn task(host: &str, name: &str, module: &str, params: serde_json::Value) -> T {
+    T {
+        task: Task::new(TaskId::new(host, name), module, params)
+            .with_origin(Origin::User { index: 0 }),
+    }
+}
+
+impl T {
+    fn after(mut self, host: &str, name: &str) -> T {
+        self.task.after.push(TaskId::new(host, name));
+        self
+    }
+    fn input(mut self, name: &str, host: &str, task: &str, key: &str) -> T {
+        self.task.inputs.insert(
+            name.into(),
+            InputRef {
+                from: TaskId::new(host, task),
+                key: key.into(),
+            },
+        );
+        self
+    }
+}
+
+fn file(host: &str, name: &str, path: &Path, content: &str) -> T {
+    task(
+        host,
+        name,
+        "file",
+        json!({"path": path.display().to_string(), "content": content}),
+    )
+}
+
+struct Outcome {
+    summary: RunSummary,
+    events: Vec<Event>,
+}
+
+impl Outcome {
+    fn status(&self, host: &str, name: &str) -> (TaskStatus, String) {
+        self.events
+            .iter()
+            .find_map(|e| match e {
+                Event::TaskFinished {
+                    host: h,
+                    task,
+                    status,
+                    message,
+                    ..
+                } if h == host && task == name => {
+                    Some((*status, message.clone().unwrap_or_default()))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no task_finished for {host}/{name}"))
+    }
+    fn host_error(&self, host: &str) -> Option<String> {
+        self.events.iter().find_map(|e| match e {
+            Event::HostFinished { host: h, error, .. } if h == host => error.clone(),
+            _ => None,
+        })
+    }
+    fn json(&self) -> String {
+        self.events
+            .iter()
+            .map(|e| serde_json::to_string(e).expect("json"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+fn opts(mode: Mode, state: &Path) -> RunOptions {
+    let mut o = RunOptions::new(mode, state.to_path_buf());
+    o.retries = 2;
+    o.retry_delay = Duration::from_millis(5);
+    o.step_timeout = Duration::from_secs(20);
+    o.reboot_poll = Duration::from_millis(5);
+    o
+}
+
+async fn run_with(
+    tasks: Vec<T>,
+    hosts: &[(&str, Arc<dyn Transport>)],
+    o: RunOptions,
+    scrubber: Scrubber,
+) -> Outcome {
+    let graph = TaskGraph::build(tasks.into_iter().map(|t| t.task).collect()).expect("graph");
+    let (sink, mut rx) = EventSink::channel();
+    let (_canceller, cancel) = Cancel::pair();
+    let summary = execute(Run {
+        graph: Arc::new(graph),
+        hosts: hosts
+            .iter()
+            .map(|(n, t)| HostHandle {
+                name: n.to_string(),
+                transport: t.clone(),
+            })
+            .collect(),
+        registry: &TestRegistry,
+        options: o,
+        scrubber,
+        events: sink,
+        cancel,
+    })
+    .await;
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    Outcome { summary, events }
+}
+
+async fn run(tasks: Vec<T>, hosts: &[(&str, &MockTransport)], mode: Mode, state: &Path) -> Outcome {
+    let hosts: Vec<(&str, Arc<dyn Transport>)> = hosts
+        .iter()
+        .map(|(n, m)| (*n, Arc::new((*m).clone()) as Arc<dyn Transport>))
+        .collect();
+    run_with(
+        tasks,
+        &hosts,
+        opts(mode, &state.join(".kwin")),
+        Scrubber::new(),
+    )
+    .await
+}
+
+fn mock(name: &str) -> MockTransport {
+    MockTransport::new(name, Shell::Posix)
+}
+
+fn probe() -> Expect {
+    Expect::run("probe").contains("@@kwin").sh()
+}
+
+/// The step text that writes `content`.
+fn w(content: &str) -> String {
+    format!("printf '%s' {} >", sh_quote(content))
+}
+
+fn summary(o: &Outcome) -> (usize, usize, usize, usize) {
+    (
+        o.summary.ok,
+        o.summary.changed,
+        o.summary.failed,
+        o.summary.skipped,
+    )
+}
+
+// ----- tests -------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn warm_run_is_one_round_trip_per_host() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (a, b, c) = (d.path().join("a"), d.path().join("b"), d.path().join("c"));
+    for p in [&a, &b, &c] {
+        std::fs::write(p, "x").expect("seed");
+    }
+    let (h1, h2) = (mock("h1"), mock("h2"));
+    for m in [&h1, &h2] {
+        // Every fact of the host in the one probe script.
+        m.expect(
+            probe()
+                .contains(format!("cat {}", a.display()))
+                .contains(format!("cat {}", b.display()))
+                .contains(format!("cat {}", c.display())),
+        );
+    }
+    let tasks = vec![
+        file("h1", "a", &a, "x"),
+        file("h1", "b", &b, "x"),
+        file("h1", "c", &c, "x"),
+        file("h2", "a", &a, "x"),
+        file("h2", "b", &b, "x"),
+        file("h2", "c", &c, "x"),
+    ];
+    let o = run(tasks, &[("h1", &h1), ("h2", &h2)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    h2.finish().expect("h2");
+    assert_eq!((h1.runs(), h2.runs()), (1, 1));
+    assert_eq!(summary(&o), (6, 0, 0, 0));
+    assert!(o.json().ends_with(&format!(
+        "{{\"event\":\"summary\",\"hosts\":2,\"ok\":6,\"changed\":0,\"failed\":0,\"skipped\":0,\"duration_ms\":{}}}",
+        o.summary.duration_ms
+    )));
+}
+
+#[tokio::test]
+async fn cold_run_batches_changes_and_verifies_in_the_same_round_trip() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (a, b, c) = (d.path().join("a"), d.path().join("b"), d.path().join("c"));
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("one batch: three changes, each re-read")
+            .contains(w("A"))
+            .contains(w("B"))
+            .contains(w("C"))
+            .sh(),
+    );
+    let tasks = vec![
+        file("h1", "a", &a, "A"),
+        file("h1", "b", &b, "B"),
+        file("h1", "c", &c, "C"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(h1.runs(), 2, "probe + one batch");
+    assert_eq!(summary(&o), (0, 3, 0, 0));
+    assert_eq!(
+        o.status("h1", "a"),
+        (TaskStatus::Changed, "create: missing".into())
+    );
+    // The batch script re-reads each task's facts right after its own steps.
+    let batch = &h1.scripts()[1];
+    let write_a = batch.find(&w("A")).expect("a");
+    let write_b = batch.find(&w("B")).expect("b");
+    let reread_a = batch[write_a..]
+        .find(&format!("cat '{}'", a.display()))
+        .or_else(|| batch[write_a..].find(&format!("cat {}", a.display())))
+        .expect("re-read of a")
+        + write_a;
+    assert!(reread_a < write_b, "a is verified before b runs");
+
+    // Second run: nothing to do, one round trip.
+    let h1 = mock("h1");
+    h1.expect(probe());
+    let tasks = vec![
+        file("h1", "a", &a, "A"),
+        file("h1", "b", &b, "B"),
+        file("h1", "c", &c, "C"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1 warm");
+    assert_eq!(h1.runs(), 1);
+    assert_eq!(summary(&o), (3, 0, 0, 0));
+}
+
+#[tokio::test]
+async fn a_module_that_does_not_converge_is_reported() {
+    let d = tempfile::tempdir().expect("tmp");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(Expect::run("batch").contains("true").sh());
+    let tasks = vec![
+        task(
+            "h1",
+            "liar",
+            "bad",
+            json!({"path": d.path().join("x").display().to_string()}),
+        ),
+        file("h1", "after", &d.path().join("y"), "y"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    let (st, msg) = o.status("h1", "liar");
+    assert_eq!(st, TaskStatus::Failed);
+    assert!(msg.contains("did not converge"), "{msg}");
+    assert!(msg.contains("bug in module `bad`"), "{msg}");
+    // The failure stops the host: the later task (batched after it) did not count as done.
+    let (st, msg) = o.status("h1", "after");
+    assert_eq!((st, msg.as_str()), (TaskStatus::Skipped, "h1/liar failed"));
+}
+
+#[tokio::test]
+async fn failure_skips_dependents_across_hosts_but_not_unrelated_hosts() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (h1, h2, h3) = (mock("h1"), mock("h2"), mock("h3"));
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("batch stops at the failure")
+            .contains("exit 3")
+            .sh(),
+    );
+    h2.expect(probe());
+    h2.expect(Expect::run("h2 independent work").contains(w("h2")).sh());
+    h3.expect(probe());
+    h3.expect(Expect::run("h3 work").contains(w("h3")).sh());
+    let tasks = vec![
+        file("h1", "before", &d.path().join("h1-before"), "b"),
+        task("h1", "init", "fail", json!({})),
+        file("h1", "later", &d.path().join("h1-later"), "l"),
+        file("h2", "own", &d.path().join("h2-own"), "h2"),
+        file("h2", "join", &d.path().join("h2-join"), "j").after("h1", "init"),
+        file("h2", "after-join", &d.path().join("h2-after"), "k").after("h2", "join"),
+        file("h3", "own", &d.path().join("h3-own"), "h3"),
+    ];
+    let o = run(
+        tasks,
+        &[("h1", &h1), ("h2", &h2), ("h3", &h3)],
+        Mode::Apply,
+        d.path(),
+    )
+    .await;
+    for m in [&h1, &h2, &h3] {
+        m.finish().expect("mock");
+    }
+    assert_eq!(o.status("h1", "before").0, TaskStatus::Changed);
+    let (st, msg) = o.status("h1", "init");
+    assert_eq!(st, TaskStatus::Failed);
+    assert_eq!(msg, "exit code 3: boom");
+    assert_eq!(
+        o.status("h1", "later"),
+        (TaskStatus::Skipped, "h1/init failed".into())
+    );
+    assert_eq!(
+        o.status("h2", "join"),
+        (TaskStatus::Skipped, "h1/init failed".into())
+    );
+    assert_eq!(
+        o.status("h2", "after-join"),
+        (TaskStatus::Skipped, "h1/init failed".into())
+    );
+    assert_eq!(o.status("h2", "own").0, TaskStatus::Changed);
+    assert_eq!(o.status("h3", "own").0, TaskStatus::Changed);
+    assert_eq!(summary(&o), (0, 3, 1, 3));
+    assert!(!d.path().join("h1-later").exists());
+    assert!(!d.path().join("h2-join").exists());
+}
+
+#[tokio::test]
+async fn inputs_across_hosts_read_the_producer_output_once() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (cp, w1, w2) = (mock("cp"), mock("w1"), mock("w2"));
+    cp.expect(probe());
+    // Slow enough that both workers were probed before it changed anything.
+    cp.expect(
+        Expect::run("init")
+            .contains("echo init")
+            .delay(Duration::from_millis(500))
+            .sh(),
+    );
+    cp.expect(Expect::run("output, once").contains("echo token=").sh());
+    for w in [&w1, &w2] {
+        w.expect(probe());
+        // The producer changed another host after this one was probed: re-read first.
+        w.expect(
+            Expect::run("re-probe")
+                .contains("@@kwin")
+                .excludes(TOKEN)
+                .sh(),
+        );
+        w.expect(Expect::run("join").contains(TOKEN).sh());
+    }
+    let consumer = |h: &str| {
+        task(
+            h,
+            "join",
+            "consumer",
+            json!({"path": d.path().join(format!("{h}-joined")).display().to_string()}),
+        )
+        .input("token", "cp", "init", "token")
+    };
+    let tasks = vec![
+        task(
+            "cp",
+            "init",
+            "producer",
+            json!({"path": d.path().join("cp-init").display().to_string()}),
+        ),
+        consumer("w1"),
+        consumer("w2"),
+    ];
+    let o = run(
+        tasks,
+        &[("cp", &cp), ("w1", &w1), ("w2", &w2)],
+        Mode::Apply,
+        d.path(),
+    )
+    .await;
+    for m in [&cp, &w1, &w2] {
+        m.finish().expect("mock");
+    }
+    assert_eq!(cp.runs(), 3);
+    assert_eq!(summary(&o), (0, 3, 0, 0));
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("w2-joined")).expect("joined"),
+        TOKEN
+    );
+    // The token never shows: not in events (the diff carried it), not in the logs.
+    let json = o.json();
+    assert!(!json.contains(TOKEN), "{json}");
+    assert!(json.contains("+joined with ***"), "{json}");
+    let state = d.path().join(".kwin");
+    assert!(state.join("logs").exists());
+    for entry in walk(&state) {
+        let text = std::fs::read_to_string(&entry).unwrap_or_default();
+        assert!(!text.contains(TOKEN), "{} leaks the token", entry.display());
+    }
+
+    // Second run: everything converged; consumers never ask; the output is never read.
+    let (cp, w1, w2) = (mock("cp"), mock("w1"), mock("w2"));
+    for m in [&cp, &w1, &w2] {
+        m.expect(probe());
+    }
+    let tasks = vec![
+        task(
+            "cp",
+            "init",
+            "producer",
+            json!({"path": d.path().join("cp-init").display().to_string()}),
+        ),
+        consumer("w1"),
+        consumer("w2"),
+    ];
+    let o = run(
+        tasks,
+        &[("cp", &cp), ("w1", &w1), ("w2", &w2)],
+        Mode::Apply,
+        d.path(),
+    )
+    .await;
+    for m in [&cp, &w1, &w2] {
+        m.finish().expect("mock warm");
+        assert_eq!(m.runs(), 1);
+    }
+    assert_eq!(summary(&o), (3, 0, 0, 0));
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn reprobe_only_when_touches_overlap_reads() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+
+    // No overlap: a, b, then a file elsewhere: one batch.
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("one batch")
+            .contains(w("X"))
+            .contains(w("C"))
+            .sh(),
+    );
+    let tasks = vec![
+        file("h1", "a", &a, "X"),
+        file("h1", "b", &b, "B"),
+        file("h1", "c", &d.path().join("c"), "C"),
+    ];
+    run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("no overlap");
+    assert_eq!(h1.runs(), 2);
+
+    // Overlap: a later task writes `a` again. The batch with the first write is sent when the
+    // later task is reached, and its script re-reads `a` for it at the end; the later task
+    // then plans against the fresh content (X → Y, not missing → Y).
+    std::fs::remove_file(&a).expect("rm");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("batch 1 + re-read of a for the later task")
+            .contains(w("X"))
+            .contains(w("B2"))
+            .excludes(w("Y"))
+            .sh(),
+    );
+    h1.expect(
+        Expect::run("batch 2")
+            .contains(w("Y"))
+            .excludes(w("X"))
+            .sh(),
+    );
+    let tasks = vec![
+        file("h1", "a", &a, "X"),
+        file("h1", "b", &b, "B2"),
+        file("h1", "a-again", &a, "Y"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("overlap");
+    assert_eq!(h1.runs(), 3);
+    assert_eq!(
+        o.status("h1", "a-again"),
+        (TaskStatus::Changed, "update: content differs".into())
+    );
+    let diff = o
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::TaskPlanned { task, diff, .. } if task == "a-again" => diff.clone(),
+            _ => None,
+        })
+        .expect("planned");
+    assert_eq!(diff, "-X\n+Y\n");
+
+    // A module that reads "anything" is re-read after any change on its host.
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("batch 1 with the re-read")
+            .contains(w("B3"))
+            .sh(),
+    );
+    let tasks = vec![
+        file("h1", "b", &b, "B3"),
+        task(
+            "h1",
+            "any",
+            "file_any",
+            json!({"path": d.path().join("c").display().to_string(), "content": "C"}),
+        ),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("reads anything");
+    assert_eq!(summary(&o), (1, 1, 0, 0));
+    assert!(
+        h1.scripts()[1].contains(&format!("cat '{}'", d.path().join("c").display()))
+            || h1.scripts()[1].contains(&format!("cat {}", d.path().join("c").display()))
+    );
+}
+
+#[tokio::test]
+async fn lost_connection_during_a_batch_reprobes_instead_of_rerunning() {
+    let d = tempfile::tempdir().expect("tmp");
+    let a = d.path().join("a");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    // The batch runs on the host, but the answer never arrives.
+    h1.expect(
+        Expect::run("batch, answer lost")
+            .contains(w("A"))
+            .with(|script| {
+                let out = std::process::Command::new("/bin/sh")
+                    .arg("-c")
+                    .arg(script)
+                    .output()
+                    .map_err(|e| TransportError::Local(e.to_string()))?;
+                let _ = out;
+                Err(TransportError::ConnectionLost("reset by peer".into()))
+            }),
+    );
+    h1.fail_connects(1, || TransportError::Connect {
+        address: "h1:22".into(),
+        reason: "refused".into(),
+    });
+    h1.expect(
+        Expect::run("re-probe after reconnect")
+            .excludes(w("A"))
+            .sh(),
+    );
+    let o = run(
+        vec![file("h1", "a", &a, "A")],
+        &[("h1", &h1)],
+        Mode::Apply,
+        d.path(),
+    )
+    .await;
+    h1.finish().expect("h1");
+    assert_eq!(o.status("h1", "a").0, TaskStatus::Changed);
+    assert_eq!(h1.connects(), 3, "first connect, one refused, one ok");
+    assert_eq!(h1.runs(), 2 + 1);
+}
+
+#[tokio::test]
+async fn unreachable_host_fails_alone_with_the_transport_message() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (h1, h2) = (mock("h1"), mock("h2"));
+    h1.fail_connects(3, || TransportError::Connect {
+        address: "10.0.0.1:22".into(),
+        reason: "no route to host".into(),
+    });
+    h2.expect(probe());
+    h2.expect(Expect::run("h2 converges").sh());
+    let tasks = vec![
+        file("h1", "a", &d.path().join("h1-a"), "a"),
+        file("h2", "a", &d.path().join("h2-a"), "a"),
+        file("h2", "b", &d.path().join("h2-b"), "b").after("h1", "a"),
+    ];
+    let o = run(tasks, &[("h1", &h1), ("h2", &h2)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    h2.finish().expect("h2");
+    assert_eq!(h1.connects(), 3, "one try and two retries");
+    assert_eq!(
+        o.host_error("h1").as_deref(),
+        Some("cannot connect to 10.0.0.1:22: no route to host")
+    );
+    assert_eq!(
+        o.status("h1", "a"),
+        (TaskStatus::Skipped, "host h1 failed".into())
+    );
+    assert_eq!(
+        o.status("h2", "b"),
+        (TaskStatus::Skipped, "host h1 failed".into())
+    );
+    assert_eq!(o.status("h2", "a").0, TaskStatus::Changed);
+    // The unreachable host counts as one failure.
+    assert_eq!(summary(&o), (0, 1, 1, 2));
+}
+
+#[tokio::test]
+async fn plan_mode_probes_once_and_changes_nothing() {
+    let d = tempfile::tempdir().expect("tmp");
+    let a = d.path().join("a");
+    std::fs::write(&a, "old").expect("seed");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    let tasks = vec![
+        file("h1", "a", &a, "new"),
+        file("h1", "b", &d.path().join("b"), "b"),
+        task(
+            "h1",
+            "join",
+            "consumer",
+            json!({"path": d.path().join("j").display().to_string()}),
+        )
+        .input("token", "h1", "b", "token"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Plan, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(h1.runs(), 1);
+    assert_eq!(std::fs::read_to_string(&a).expect("a"), "old");
+    assert_eq!(summary(&o), (0, 3, 0, 0));
+    let (_, msg) = o.status("h1", "join");
+    assert_eq!(msg, "needs `token` from h1/b (known after apply)");
+}
+
+#[tokio::test]
+async fn reboot_waits_down_then_up_with_a_new_boot_id_and_reprobes() {
+    let d = tempfile::tempdir().expect("tmp");
+    let marker = d.path().join("rebooted");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    let m = marker.clone();
+    h1.expect(
+        Expect::run("trigger")
+            .contains("boot_id")
+            .contains("reboot")
+            .with(move |_| {
+                std::fs::write(&m, "yes").map_err(|e| TransportError::Local(e.to_string()))?;
+                Ok(kwin_engine::transport::Output {
+                    stdout: b"boot-1\n".to_vec(),
+                    ..Default::default()
+                })
+            }),
+    );
+    // Down: the first connect fails; up: one more failure, then it answers with a new id.
+    h1.fail_connects(1, || TransportError::Connect {
+        address: "h1:22".into(),
+        reason: "refused".into(),
+    });
+    h1.fail_connects(1, || TransportError::Connect {
+        address: "h1:22".into(),
+        reason: "refused".into(),
+    });
+    h1.expect(
+        Expect::run("boot id")
+            .contains("boot_id")
+            .stdout("boot-2\n"),
+    );
+    h1.expect(Expect::run("re-probe").contains("@@kwin").sh());
+    let tasks = vec![task(
+        "h1",
+        "containers",
+        "reboot",
+        json!({"path": marker.display().to_string()}),
+    )];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(
+        o.status("h1", "containers"),
+        (
+            TaskStatus::Changed,
+            "reboot: feature needs a restart".into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn reboot_refused_when_not_allowed() {
+    let d = tempfile::tempdir().expect("tmp");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    let tasks = vec![task(
+        "h1",
+        "containers",
+        "reboot",
+        json!({"path": d.path().join("m").display().to_string()}),
+    )];
+    let mut o = opts(Mode::Apply, d.path());
+    o.allow_reboot = false;
+    let out = run_with(
+        tasks,
+        &[("h1", Arc::new(h1.clone()) as Arc<dyn Transport>)],
+        o,
+        Scrubber::new(),
+    )
+    .await;
+    h1.finish().expect("h1");
+    let (st, msg) = out.status("h1", "containers");
+    assert_eq!(st, TaskStatus::Failed);
+    assert!(msg.contains("allow_reboot"), "{msg}");
+}
+
+#[tokio::test]
+async fn journal_and_logs_are_written_privately() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().expect("tmp");
+    let state = d.path().join(".kwin");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(Expect::run("batch").sh());
+    let o = opts(Mode::Apply, &state);
+    let run_id = o.run_id.clone();
+    let out = run_with(
+        vec![file("h1", "a", &d.path().join("a"), "A")],
+        &[("h1", Arc::new(h1.clone()) as Arc<dyn Transport>)],
+        o,
+        Scrubber::new(),
+    )
+    .await;
+    h1.finish().expect("h1");
+    assert_eq!(out.summary.changed, 1);
+    let journal = state.join("runs").join(format!("{run_id}.json"));
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&journal).expect("journal")).expect("json");
+    assert_eq!(j["hosts"]["h1"]["tasks"][0]["status"], "changed");
+    assert_eq!(j["summary"]["changed"], 1);
+    let log = state.join("logs").join(&run_id).join("h1.log");
+    let text = std::fs::read_to_string(&log).expect("log");
+    let runs = text
+        .lines()
+        .filter(|l| l.starts_with("[+") && l.contains("] run #") && l.contains(" bytes, timeout"))
+        .count();
+    assert_eq!(runs, 2, "{text}");
+    for p in [&state, &state.join("runs")] {
+        assert_eq!(
+            std::fs::metadata(p).expect("m").permissions().mode() & 0o777,
+            0o700
+        );
+    }
+    for p in [&journal, &log] {
+        assert_eq!(
+            std::fs::metadata(p).expect("m").permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}
+
+#[tokio::test]
+async fn local_transport_converges_then_reports_no_changes() {
+    use kwin_engine::transport::local::LocalTransport;
+    let d = tempfile::tempdir().expect("tmp");
+    let tasks = || {
+        vec![
+            file("local", "a", &d.path().join("a"), "alpha\n"),
+            file("local", "b", &d.path().join("b"), "beta"),
+            file("local", "a2", &d.path().join("a"), "alpha\n"),
+        ]
+    };
+    let local: Arc<dyn Transport> = Arc::new(LocalTransport { become_root: false });
+    let first = run_with(
+        tasks(),
+        &[("local", local.clone())],
+        opts(Mode::Apply, d.path()),
+        Scrubber::new(),
+    )
+    .await;
+    assert_eq!(summary(&first), (1, 2, 0, 0));
+    let second = run_with(
+        tasks(),
+        &[("local", local)],
+        opts(Mode::Apply, d.path()),
+        Scrubber::new(),
+    )
+    .await;
+    assert_eq!(summary(&second), (3, 0, 0, 0));
+}
+
+#[tokio::test]
+async fn parallelism_one_still_finishes_cross_host_waits() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (h1, h2) = (mock("h1"), mock("h2"));
+    // h2's task waits on h1's; h2 must give its permit back while it waits.
+    h2.expect(probe());
+    h2.expect(Expect::run("re-probe").sh());
+    h2.expect(Expect::run("h2").sh());
+    h1.expect(probe());
+    h1.expect(Expect::run("h1").sh());
+    let tasks = vec![
+        file("h2", "b", &d.path().join("b"), "b").after("h1", "a"),
+        file("h1", "a", &d.path().join("a"), "a"),
+    ];
+    let mut o = opts(Mode::Apply, d.path());
+    o.parallelism = 1;
+    let out = tokio::time::timeout(
+        Duration::from_secs(20),
+        run_with(
+            tasks,
+            &[
+                ("h2", Arc::new(h2.clone()) as Arc<dyn Transport>),
+                ("h1", Arc::new(h1.clone()) as Arc<dyn Transport>),
+            ],
+            o,
+            Scrubber::new(),
+        ),
+    )
+    .await
+    .expect("no deadlock");
+    h1.finish().expect("h1");
+    h2.finish().expect("h2");
+    assert_eq!(summary(&out), (0, 2, 0, 0));
+}
+
+#[tokio::test]
+async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (h1, h2) = (mock("h1"), mock("h2"));
+    h1.expect(probe());
+    // c depends on nothing, so it is ordered before b and shares a's batch.
+    h1.expect(
+        Expect::run("a and c, sent before waiting on h2")
+            .contains(w("a"))
+            .contains(w("c"))
+            .sh(),
+    );
+    h2.expect(probe());
+    h2.expect(
+        Expect::run("slow step, running when Ctrl-C comes")
+            .delay(Duration::from_millis(600))
+            .sh(),
+    );
+    let tasks = vec![
+        file("h1", "a", &d.path().join("a"), "a"),
+        file("h1", "b", &d.path().join("b"), "b").after("h2", "x"),
+        file("h1", "c", &d.path().join("c"), "c"),
+        file("h2", "x", &d.path().join("x"), "x"),
+        file("h2", "y", &d.path().join("y"), "y").after("h1", "b"),
+    ];
+    let graph = TaskGraph::build(tasks.into_iter().map(|t| t.task).collect()).expect("graph");
+    let (sink, mut rx) = EventSink::channel();
+    let (canceller, cancel) = Cancel::pair();
+    let run = execute(Run {
+        graph: Arc::new(graph),
+        hosts: vec![
+            HostHandle {
+                name: "h1".into(),
+                transport: Arc::new(h1.clone()),
+            },
+            HostHandle {
+                name: "h2".into(),
+                transport: Arc::new(h2.clone()),
+            },
+        ],
+        registry: &TestRegistry,
+        options: opts(Mode::Apply, &d.path().join(".kwin")),
+        scrubber: Scrubber::new(),
+        events: sink,
+        cancel,
+    });
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        canceller.cancel();
+    };
+    let (summary, ()) = tokio::join!(run, stop);
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    let o = Outcome { summary, events };
+    h1.finish().expect("h1");
+    h2.finish().expect("h2");
+    assert!(o.summary.interrupted);
+    assert_eq!(o.status("h1", "a").0, TaskStatus::Changed);
+    // The step that was running finished and counts.
+    assert_eq!(o.status("h2", "x").0, TaskStatus::Changed);
+    for (h, t) in [("h1", "b"), ("h2", "y")] {
+        assert_eq!(o.status(h, t), (TaskStatus::Skipped, "interrupted".into()));
+    }
+    let n = o.events.len();
+    assert!(matches!(o.events[n - 2], Event::Interrupted {}));
+    assert!(matches!(
+        o.events[n - 1],
+        Event::Summary {
+            changed: 3,
+            skipped: 2,
+            ..
+        }
+    ));
+    assert!(!d.path().join("b").exists());
+}
+
+#[tokio::test]
+async fn a_change_with_a_put_sends_the_batch_first_and_runs_alone() {
+    let d = tempfile::tempdir().expect("tmp");
+    let big = d.path().join("big");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("the batch queued before it")
+            .contains(w("a"))
+            .sh(),
+    );
+    let tmp = format!("{}.tmp", big.display());
+    let t2 = tmp.clone();
+    h1.expect(Expect::put("put", tmp.as_str()).with(move |_| {
+        std::fs::write(&t2, "big\n").map_err(|e| TransportError::Local(e.to_string()))?;
+        Ok(Default::default())
+    }));
+    // The run step carries the re-read that verifies the change.
+    h1.expect(
+        Expect::run("the run step, verified in the same script")
+            .contains("mv ")
+            .contains(format!("cat {}", big.display()))
+            .excludes(w("c"))
+            .sh(),
+    );
+    h1.expect(Expect::run("the next batch").contains(w("c")).sh());
+    let tasks = vec![
+        file("h1", "a", &d.path().join("a"), "a"),
+        task(
+            "h1",
+            "big",
+            "put",
+            json!({"path": big.display().to_string()}),
+        ),
+        file("h1", "c", &d.path().join("c"), "c"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(summary(&o), (0, 3, 0, 0));
+    assert_eq!(std::fs::read_to_string(&big).expect("big"), "big\n");
+}
