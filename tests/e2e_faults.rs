@@ -104,7 +104,7 @@ on = { hosts = ["h3"] }
 params = { run = "echo 'no such thing' >&2; exit 3", creates = "/etc/never" }
 
 [[tasks]]
-name = "after broken"
+name = "after-broken"
 module = "file"
 on = { hosts = ["h3"] }
 after = ["broken"]
@@ -121,8 +121,8 @@ params = { path = "/etc/after-broken", content = "x\n" }
         msg.contains("exit code 3") && msg.contains("no such thing"),
         "{r}"
     );
-    assert_eq!(r.task("h3", "after broken")["status"], "skipped");
-    assert_eq!(r.task("h3", "after broken")["message"], "h3/broken failed");
+    assert_eq!(r.task("h3", "after-broken")["status"], "skipped");
+    assert_eq!(r.task("h3", "after-broken")["message"], "h3/broken failed");
     // h1 and h2 converged in the runs before: nothing left to do there.
     for h in ["h1", "h2"] {
         assert_eq!(r.task(h, "marker")["status"], "ok", "{r}");
@@ -147,7 +147,7 @@ module = "command"
 params = { run = "sleep 2; touch /etc/kwin-slow", creates = "/etc/kwin-slow" }
 
 [[tasks]]
-name = "after slow"
+name = "after-slow"
 module = "file"
 after = ["slow"]
 params = { path = "/etc/after-slow", content = "x\n" }
@@ -179,7 +179,7 @@ params = { path = "/etc/after-slow", content = "x\n" }
         "the running step finished: {stdout}"
     );
     assert!(
-        stdout.contains("h1: skipped after slow (interrupted)"),
+        stdout.contains("h1: skipped after-slow (interrupted)"),
         "{stdout}"
     );
     assert_eq!(

@@ -31,10 +31,55 @@ pub enum FactError {
     Missing(String),
     #[error("fact output is not valid UTF-8")]
     NotUtf8,
-    #[error("cannot parse fact output: {0}")]
+    #[error("cannot parse fact output: {}", clip(.0))]
     Parse(String),
-    #[error("fact command failed with exit code {exit}: {stderr}")]
+    #[error("fact command failed with exit code {exit}: {}", clip(.stderr))]
     Command { exit: i32, stderr: String },
+}
+
+/// Longest stretch of remote text an error message quotes (at each end of the text).
+const QUOTE_HALF: usize = 512;
+
+/// `text`, or when it is long, its first and last whole words within [`QUOTE_HALF`] bytes
+/// each and how many bytes were left out between them. A host can print anything (a 64 MiB
+/// line, a runaway loop) and messages go to the terminal, the logs and the run journal, so
+/// they quote a bounded amount. Cuts fall only on whitespace: a word, such as a secret the
+/// run's scrubber replaces later, is quoted whole or not at all.
+pub fn clip(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= 2 * QUOTE_HALF + 64 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut head_end = QUOTE_HALF;
+    while !text.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let head = if text[head_end..].starts_with(char::is_whitespace) {
+        &text[..head_end]
+    } else {
+        match text[..head_end].rfind(char::is_whitespace) {
+            Some(i) => &text[..i],
+            None => "",
+        }
+    };
+    let mut tail_start = text.len() - QUOTE_HALF;
+    while !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let tail = if text[..tail_start].ends_with(char::is_whitespace) {
+        &text[tail_start..]
+    } else {
+        match text[tail_start..].find(char::is_whitespace) {
+            Some(i) => &text[tail_start + i..],
+            None => "",
+        }
+    };
+    let left_out = text.len() - head.len() - tail.len();
+    let quoted = format!(
+        "{} [... {left_out} bytes left out ...] {}",
+        head.trim_end(),
+        tail.trim_start()
+    );
+    std::borrow::Cow::Owned(quoted.trim().to_string())
 }
 
 /// A typed, read-only question about a host.
@@ -151,12 +196,14 @@ pub fn batch_script(shell: Shell, queries: &[FactQuery], nonce: &str) -> String 
 }
 
 /// Split a batched script's output into answers by key. A section that never ended (the
-/// script died) is an error naming the query.
+/// script died) is an error naming the query. Sections are looked for in order, each after
+/// the previous one (so the split is linear in the output's size), and anywhere if not there.
 pub fn parse_batch(queries: &[FactQuery], out: &Output, nonce: &str) -> Result<Facts, FactError> {
     let stdout = normalize_newlines(&out.stdout);
     let stderr = normalize_newlines(&out.stderr);
     let mut facts = Facts::new();
     let mut seen = std::collections::HashSet::new();
+    let (mut out_from, mut err_from) = (0usize, 0usize);
     for (i, q) in queries.iter().enumerate() {
         if !seen.insert(q.key.as_str()) {
             continue;
@@ -164,23 +211,31 @@ pub fn parse_batch(queries: &[FactQuery], out: &Output, nonce: &str) -> Result<F
         let begin = format!("\n@@kwin:{nonce}:begin:{i}\n");
         let end_prefix = format!("\n@@kwin:{nonce}:end:{i}:");
         let (body, rest) =
-            section(&stdout, begin.as_bytes(), end_prefix.as_bytes()).ok_or_else(|| {
-                FactError::Parse(format!(
-                    "probe output ended before the answer to `{}` (exit code {}): {}",
-                    q.key,
-                    out.exit,
-                    String::from_utf8_lossy(tail(&out.stderr, 400)).trim()
-                ))
-            })?;
+            section_after(&stdout, out_from, begin.as_bytes(), end_prefix.as_bytes()).ok_or_else(
+                || {
+                    FactError::Parse(format!(
+                        "probe output ended before the answer to `{}` (exit code {}): {}",
+                        q.key,
+                        out.exit,
+                        last_words(&out.stderr, 400)
+                    ))
+                },
+            )?;
+        out_from = stdout.len() - rest.len();
         let code_end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
         let exit = std::str::from_utf8(&rest[..code_end])
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok())
             .ok_or_else(|| FactError::Parse(format!("bad exit code marker for `{}`", q.key)))?;
         let err_end = format!("\n@@kwin:{nonce}:end:{i}\n");
-        let err_body = section(&stderr, begin.as_bytes(), err_end.as_bytes())
-            .map(|(b, _)| b.to_vec())
-            .unwrap_or_default();
+        let err_body = match section_after(&stderr, err_from, begin.as_bytes(), err_end.as_bytes())
+        {
+            Some((b, rest)) => {
+                err_from = stderr.len() - rest.len();
+                b.to_vec()
+            }
+            None => Vec::new(),
+        };
         facts.insert(
             q.key.clone(),
             FactOutput {
@@ -191,6 +246,36 @@ pub fn parse_batch(queries: &[FactQuery], out: &Output, nonce: &str) -> Result<F
         );
     }
     Ok(facts)
+}
+
+/// The last whole words of `b` within `n` bytes (lossy UTF-8, trimmed).
+fn last_words(b: &[u8], n: usize) -> String {
+    let t = String::from_utf8_lossy(tail(b, n)).into_owned();
+    if b.len() <= n {
+        return t.trim().to_string();
+    }
+    match t.find(char::is_whitespace) {
+        Some(i) => t[i..].trim().to_string(),
+        None => String::new(),
+    }
+}
+
+/// [`section`] in `hay[from..]`, else in all of `hay`.
+fn section_after<'a>(
+    hay: &'a [u8],
+    from: usize,
+    begin: &[u8],
+    end: &[u8],
+) -> Option<(&'a [u8], &'a [u8])> {
+    hay.get(from..)
+        .and_then(|h| section(h, begin, end))
+        .or_else(|| {
+            if from == 0 {
+                None
+            } else {
+                section(hay, begin, end)
+            }
+        })
 }
 
 fn tail(b: &[u8], n: usize) -> &[u8] {
@@ -223,10 +308,17 @@ fn section<'a>(hay: &'a [u8], begin: &[u8], end: &[u8]) -> Option<(&'a [u8], &'a
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || hay.len() < needle.len() {
-        return None;
+    let (&first, rest) = needle.split_first()?;
+    let last_start = hay.len().checked_sub(needle.len())?;
+    let mut i = 0;
+    while i <= last_start {
+        let j = i + hay[i..=last_start].iter().position(|&b| b == first)?;
+        if &hay[j + 1..j + needle.len()] == rest {
+            return Some(j);
+        }
+        i = j + 1;
     }
-    hay.windows(needle.len()).position(|w| w == needle)
+    None
 }
 
 #[cfg(test)]
@@ -332,6 +424,51 @@ mod tests {
         assert_eq!(facts.raw("reads-stdin").map(|f| f.stdout.len()), Some(0));
         let last = facts.raw("k399").expect("last answer");
         assert!(last.stdout.starts_with(b"answer 399 "));
+    }
+
+    #[test]
+    fn clip_quotes_whole_words_at_both_ends() {
+        assert_eq!(clip("short text"), "short text");
+        let long = format!(
+            "{} {} {}",
+            "head ".repeat(200),
+            "x".repeat(100_000),
+            "tail ".repeat(200)
+        );
+        let c = clip(&long);
+        assert!(c.len() < 1200, "{}", c.len());
+        assert!(
+            c.starts_with("head head") && c.ends_with("tail tail"),
+            "{c}"
+        );
+        assert!(!c.contains('x') && c.contains("bytes left out"), "{c}");
+        // One huge word: nothing of it is quoted (it could be a secret cut in half).
+        let word = "s".repeat(10_000);
+        assert_eq!(clip(&word), "[... 10000 bytes left out ...]");
+        // Multibyte text is cut on character boundaries.
+        let wide = "한국어 ".repeat(1000);
+        assert!(clip(&wide).contains("한국어"));
+    }
+
+    #[test]
+    fn find_matches_windows_search() {
+        let hay = b"aab\naab\n@@kw\n@@kwin:x\n";
+        for needle in [
+            &b"\n@@kwin:"[..],
+            b"aab",
+            b"\n",
+            b"zz",
+            b"",
+            b"x\n",
+            b"aab\naab\n@@kw\n@@kwin:x\n!",
+        ] {
+            let want = if needle.is_empty() || hay.len() < needle.len() {
+                None
+            } else {
+                hay.windows(needle.len()).position(|w| w == needle)
+            };
+            assert_eq!(find(hay, needle), want, "{needle:?}");
+        }
     }
 
     #[test]

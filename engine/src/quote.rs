@@ -4,9 +4,23 @@
 //! produces a PowerShell single-quoted string literal that evaluates to exactly the input.
 //! Template filters `sh` and `ps` are built on these two functions; nothing else in kwin may
 //! paste plan-provided text into a script.
+//!
+//! NUL: a POSIX shell word cannot hold a NUL byte (arguments and variables are C strings,
+//! and shells drop NUL bytes from scripts: dash silently, so `'a<NUL>b'` would become `ab`).
+//! Rather than pass a different value, `sh_quote` turns each NUL into the expansion
+//! `${999999999:?...}` of a positional parameter that is never set: a non-interactive shell
+//! stops there with `kwin: a NUL byte cannot be passed to a shell` and a non-zero status, and
+//! nothing after it in that (sub)shell runs. Modules refuse NUL in parameters that become
+//! paths or commands, so this is the last line of defence. PowerShell strings are counted
+//! .NET strings and its tokenizer takes a NUL inside a single-quoted string literally, so
+//! `ps_quote` keeps it.
+
+/// Expansion that stops a non-interactive POSIX shell with an error (see the module docs).
+const SH_NUL: &str = "'${999999999:?kwin: a NUL byte cannot be passed to a shell}'";
 
 /// Quote `s` as one POSIX shell word. Safe characters pass through unquoted so scripts stay
-/// readable; everything else is wrapped in single quotes with `'` written as `'\''`.
+/// readable; everything else is wrapped in single quotes with `'` written as `'\''`. A NUL
+/// makes the word fail when the shell expands it (see the module docs).
 pub fn sh_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
@@ -19,6 +33,8 @@ pub fn sh_quote(s: &str) -> String {
     for c in s.chars() {
         if c == '\'' {
             out.push_str("'\\''");
+        } else if c == '\0' {
+            out.push_str(SH_NUL);
         } else {
             out.push(c);
         }

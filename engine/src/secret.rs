@@ -48,21 +48,37 @@ impl Scrubber {
     }
 
     /// Remember a secret value. Values shorter than 4 bytes are ignored (they would scrub
-    /// ordinary text); such secrets are refused at load time instead.
+    /// ordinary text).
+    ///
+    /// Besides the value itself, the forms it takes inside a script are scrubbed too: a
+    /// value with a `'` is written `'\''` by `sh_quote` and doubled by `ps_quote`, so a
+    /// logged script would otherwise show it only slightly disguised.
     pub fn add(&self, secret: &Secret) {
         let v = secret.expose();
         if v.len() < 4 {
             return;
         }
+        let mut forms = vec![v.to_string()];
+        for quoted in [crate::quote::sh_quote(v), crate::quote::ps_quote(v)] {
+            let inner = quoted
+                .strip_prefix('\'')
+                .and_then(|q| q.strip_suffix('\''))
+                .unwrap_or(&quoted);
+            if inner != v {
+                forms.push(inner.to_string());
+            }
+        }
         let mut values = match self.values.write() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        if !values.iter().any(|x| x == v) {
-            values.push(v.to_string());
-            // Longest first, so a secret that contains another is replaced whole.
-            values.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        for f in forms {
+            if !values.contains(&f) {
+                values.push(f);
+            }
         }
+        // Longest first, so a secret that contains another is replaced whole.
+        values.sort_by_key(|s| std::cmp::Reverse(s.len()));
     }
 
     /// `text` with every known secret replaced by `***`.
@@ -101,6 +117,21 @@ mod tests {
         let s = Secret::new("hunter22");
         assert_eq!(format!("{s} {s:?}"), "*** ***");
         assert_eq!(s.expose(), "hunter22");
+    }
+
+    #[test]
+    fn scrubber_knows_the_quoted_forms() {
+        let sc = Scrubber::new();
+        let pw = Secret::new("it's a s3cret");
+        sc.add(&pw);
+        let script = format!(
+            "printf '%s' {} | login; $p = {}",
+            crate::quote::sh_quote(pw.expose()),
+            crate::quote::ps_quote(pw.expose())
+        );
+        let shown = sc.scrub(&script);
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert_eq!(shown, "printf '%s' '***' | login; $p = '***'");
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// The lab the end-to-end tests use (`KWIN_LAB_ID`, default 1): a lab of its own, so the
+/// tests run while the default lab (0) is up for something else.
+pub fn lab_id() -> String {
+    std::env::var("KWIN_LAB_ID").unwrap_or_else(|_| "1".to_string())
+}
+
 /// A running lab; torn down on drop.
 pub struct Lab {
     pub inventory: PathBuf,
@@ -45,6 +51,7 @@ pub fn lab(n: usize) -> Option<Lab> {
     }
     let out = Command::new("bash")
         .arg(repo().join("lab/up.sh"))
+        .env("KWIN_LAB_ID", lab_id())
         .arg(n.to_string())
         .current_dir(repo())
         .output()
@@ -109,6 +116,7 @@ impl Lab {
     pub fn fault(&self, what: &str, host: &str) {
         let out = Command::new("bash")
             .arg(repo().join("lab/fault.sh"))
+            .env("KWIN_LAB_ID", lab_id())
             .args([what, host])
             .current_dir(repo())
             .output()
@@ -125,6 +133,7 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = Command::new("bash")
             .arg(repo().join("lab/down.sh"))
+            .env("KWIN_LAB_ID", lab_id())
             .current_dir(repo())
             .output();
     }

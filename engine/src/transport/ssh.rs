@@ -545,6 +545,12 @@ fn resolve(s: &Settings) -> Result<Target, TransportError> {
     })
 }
 
+/// The PowerShell bootstrap `ssh-powershell` hosts run (reads the script from stdin and runs it
+/// as one script block), for syntax checks.
+pub fn powershell_bootstrap() -> &'static str {
+    session::PS_BOOTSTRAP
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -635,10 +641,4 @@ mod tests {
         assert!(t.creds.keys.is_empty());
         assert_eq!(t.known_files, vec![dir.path().join(".kwin/known_hosts")]);
     }
-}
-
-/// The PowerShell bootstrap `ssh-powershell` hosts run (reads the script from stdin and runs it
-/// as one script block), for syntax checks.
-pub fn powershell_bootstrap() -> &'static str {
-    session::PS_BOOTSTRAP
 }

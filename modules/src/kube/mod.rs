@@ -1,17 +1,143 @@
-//! Kubernetes modules: kubeadm steps, manifests applied from the control plane, waits.
+//! Kubernetes modules: kubeadm steps on the nodes, and objects applied and awaited from the
+//! first control plane with `kubectl --kubeconfig <admin.conf>`.
+//!
+//! | module | runs on | what |
+//! |---|---|---|
+//! | `kubeadm_init` | first control plane | `kubeadm init --config`; no-op when initialised and healthy |
+//! | `kube_join_data` | first control plane | no change; its outputs are a fresh join token, the CA hash, the endpoint, a certificate key |
+//! | `kubeadm_join` | Linux and Windows nodes | `kubeadm join` with a generated JoinConfiguration |
+//! | `kube_apply` | first control plane | server-side apply (`--field-manager=kwin`), checked by `kubectl diff --server-side` |
+//! | `kube_wait` | first control plane | waits until objects are rolled out / have a condition |
+//!
+//! Facts print a first line `kwin: <state>` followed by data, and are parsed by pure functions
+//! in [`facts`]; a fact that cannot answer exits non-zero. Every fact and step that talks to
+//! the API server takes the kubeconfig path from the task's params (`kubeconfig`, default
+//! `/etc/kubernetes/admin.conf`), so the same scripts run against any cluster. Plan-provided
+//! text reaches scripts only through `sh_quote`/`ps_quote` or as base64 inside a quoted
+//! here-document.
 
 use kwin_engine::module::{Module, ParamError};
 use kwin_engine::transport::Shell;
 
-/// Kubernetes module names.
-pub const NAMES: &[&str] = &[];
+pub mod apply;
+pub mod facts;
+pub mod join_data;
+pub mod kubeadm_init;
+pub mod kubeadm_join;
+mod script;
+pub mod wait;
 
-/// Build a Kubernetes module, or `None` if `name` is not one.
+/// Kubernetes module names.
+pub const NAMES: &[&str] = &[
+    "kube_apply",
+    "kube_join_data",
+    "kube_wait",
+    "kubeadm_init",
+    "kubeadm_join",
+];
+
+/// The admin kubeconfig kubeadm writes on a control plane.
+pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
+
+/// The resource every fact that reads the API server declares, and every change that writes
+/// to it touches (see `Module::reads`): a later Kubernetes task re-probes after an earlier one
+/// on the same host changed the cluster.
+pub const API_RESOURCE: &str = "kube:api";
+
+/// Build a Kubernetes module, or `None` if `name` is not one. `kubeadm_join` exists for both
+/// shells; the others run only on POSIX hosts (the control plane).
 pub fn build(
     name: &str,
     shell: Shell,
     params: &serde_json::Value,
 ) -> Option<Result<Box<dyn Module>, ParamError>> {
-    let _ = (name, shell, params);
-    None
+    fn boxed<M: Module + 'static>(r: Result<M, ParamError>) -> Result<Box<dyn Module>, ParamError> {
+        r.map(|m| Box::new(m) as Box<dyn Module>)
+    }
+    Some(match (name, shell) {
+        ("kubeadm_join", _) => boxed(kubeadm_join::KubeadmJoin::new(params, shell)),
+        ("kubeadm_init", Shell::Posix) => boxed(kubeadm_init::KubeadmInit::new(params)),
+        ("kube_join_data", Shell::Posix) => boxed(join_data::JoinData::new(params)),
+        ("kube_apply", Shell::Posix) => boxed(apply::KubeApply::new(params)),
+        ("kube_wait", Shell::Posix) => boxed(wait::KubeWait::new(params)),
+        _ => return None,
+    })
+}
+
+/// Check an absolute POSIX path param.
+pub(crate) fn check_abs(field: &str, p: &str) -> Result<(), ParamError> {
+    if !p.starts_with('/') {
+        return Err(ParamError::at(
+            field,
+            format!("`{p}` is not an absolute path"),
+        ));
+    }
+    if p.contains(['\n', '\r', '\0']) {
+        return Err(ParamError::at(field, "path contains a line break or NUL"));
+    }
+    Ok(())
+}
+
+/// Duration params like `"5m"`, `"90s"`, `"1h30m"`, or a number of seconds.
+pub(crate) fn parse_duration(field: &str, v: &serde_json::Value) -> Result<u64, ParamError> {
+    let bad = || {
+        ParamError::at(
+            field,
+            format!("`{v}` is not a duration (e.g. \"90s\", \"5m\", \"1h30m\")"),
+        )
+    };
+    if let Some(n) = v.as_u64() {
+        return Ok(n);
+    }
+    let s = v.as_str().ok_or_else(bad)?.trim();
+    if s.is_empty() {
+        return Err(bad());
+    }
+    let mut total: u64 = 0;
+    let mut num = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        let n: u64 = num.parse().map_err(|_| bad())?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        num.clear();
+    }
+    if !num.is_empty() {
+        total = total.saturating_add(num.parse::<u64>().map_err(|_| bad())?);
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let d = |s: &str| parse_duration("t", &serde_json::json!(s));
+        assert_eq!(d("5m"), Ok(300));
+        assert_eq!(d("1h30m"), Ok(5400));
+        assert_eq!(d("90s"), Ok(90));
+        assert_eq!(d("45"), Ok(45));
+        assert_eq!(parse_duration("t", &serde_json::json!(7)), Ok(7));
+        assert!(d("5 minutes").is_err());
+        assert!(d("").is_err());
+        assert!(d("m").is_err());
+    }
+
+    #[test]
+    fn only_join_speaks_powershell() {
+        let p = serde_json::json!({});
+        assert!(build("kube_apply", Shell::PowerShell, &p).is_none());
+        assert!(build("kubeadm_join", Shell::PowerShell, &p).is_some());
+        assert!(build("nope", Shell::Posix, &p).is_none());
+    }
 }

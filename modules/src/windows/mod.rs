@@ -9,6 +9,7 @@
 use kwin_engine::module::{Module, ParamError};
 
 pub mod archive;
+pub mod command;
 pub mod directory;
 pub mod download;
 pub mod env_var;
@@ -25,6 +26,7 @@ pub mod service;
 /// Module names implemented for Windows hosts.
 pub const NAMES: &[&str] = &[
     "archive",
+    "command",
     "directory",
     "download",
     "env_var",
@@ -48,6 +50,7 @@ pub fn build(
     }
     Some(match name {
         "archive" => boxed(archive::Archive::new(params)),
+        "command" => boxed(command::Command::new(params)),
         "directory" => boxed(directory::Directory::new(params)),
         "download" => boxed(download::Download::new(params)),
         "env_var" => boxed(env_var::EnvVar::new(params)),

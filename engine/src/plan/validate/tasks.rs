@@ -17,17 +17,17 @@ pub(super) fn check(v: &mut V<'_>, registry: &dyn Registry, recipe_steps: &[Stri
     let tasks = &plan.file.tasks;
     let mut first: HashMap<&str, usize> = HashMap::new();
     for (i, t) in tasks.iter().enumerate() {
-        if t.name.is_empty() || t.name.contains(['/', ':']) {
+        if !crate::expand::refs::valid_name(&t.name) {
             v.at(
                 &format!("tasks[{i}].name"),
                 Diagnostic::error(
                     "task-name",
                     format!(
-                        "task name \"{}\" is not valid: it must be non-empty without `/` or `:`",
+                        "task name \"{}\" is not valid: it must be non-empty, without spaces, `/`, `:`, `.` or `@`",
                         t.name
                     ),
                 )
-                .with_hint("`:` separates host and task in `after`, `/` host and task in task ids"),
+                .with_hint("use names like `motd` or `lab-config`: `:` separates host and task in `after`, `/` host and task in task ids, `.` a task and its output"),
             );
         }
         if let Some(f) = first.get(t.name.as_str()) {

@@ -1,0 +1,636 @@
+//! `kube_apply`: objects applied with server-side apply, owned by kwin's field manager.
+//!
+//! Parameters (exactly one source):
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `manifest` | string | | YAML (one or more documents) |
+//! | `src` | string | | absolute path of a manifest on the machine running kwin (read when the plan is loaded) |
+//! | `path` | string | | absolute path of a manifest on the control plane (e.g. written by a `download` task) |
+//! | `url` | string | | `https://` manifest, fetched on the control plane once into `cache_dir` |
+//! | `sha256` | string | none | with `url`: the manifest's expected sha256 |
+//! | `patches` | list | `[]` | `{ kind, name, namespace?, merge = {...} }`: merge patches applied to the named objects before the apply (kustomize, built into kubectl); a patch whose object is not in the manifest is an error |
+//! | `kubeconfig` | string | `/etc/kubernetes/admin.conf` | the cluster to apply to |
+//! | `field_manager` | string | `kwin` | server-side apply field manager; tasks that apply parts of one object need distinct managers |
+//! | `cache_dir` | string | `/var/cache/kwin/manifests` | where fetched and uploaded manifests are kept on the control plane |
+//!
+//! No-op when `kubectl diff --server-side --field-manager=kwin --force-conflicts` finds no
+//! difference: a server-side dry run of the same apply, so a re-apply never writes. Changes:
+//! `kubectl apply --server-side --field-manager=kwin --force-conflicts` (fields other managers
+//! own are taken over; fields kwin does not set are left alone). Partial objects (e.g. only
+//! `spec.strictAffinity` of an IPAMConfig) are fine: server-side apply merges them.
+//!
+//! Manifest text up to 256 KiB travels inside the fact and step scripts (base64); larger text
+//! is uploaded once to `cache_dir/<sha256>.yaml` and referenced from there.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "windows-runtimeclass"
+//! module = "kube_apply"
+//! on = { host = "cp1" }
+//! params.manifest = '''
+//! apiVersion: node.k8s.io/v1
+//! kind: RuntimeClass
+//! metadata: { name: windows-2019 }
+//! handler: runhcs-wcow-process
+//! '''
+//! ```
+
+use super::facts::{DiffFact, DiffState};
+use super::script::{cluster_guard, die, kubectl, write_b64, TEMP_DIR};
+use super::{check_abs, ADMIN_CONF, API_RESOURCE};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// Manifests up to this size travel inside scripts; larger ones are uploaded.
+pub const EMBED_LIMIT: usize = 256 * 1024;
+/// Default `cache_dir`.
+pub const CACHE_DIR: &str = "/var/cache/kwin/manifests";
+/// Diffs longer than this many lines are cut in the plan.
+const DIFF_LINES: usize = 400;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    manifest: Option<String>,
+    src: Option<String>,
+    path: Option<String>,
+    url: Option<String>,
+    sha256: Option<String>,
+    #[serde(default)]
+    patches: Vec<PatchParam>,
+    kubeconfig: Option<String>,
+    field_manager: Option<String>,
+    cache_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchParam {
+    kind: String,
+    name: String,
+    namespace: Option<String>,
+    merge: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Where the manifest comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    /// Text kwin has (`manifest`, `src`), embedded in scripts.
+    Inline(Vec<u8>),
+    /// Text kwin has, too large to embed: uploaded to this path on the host.
+    Uploaded { content: Vec<u8>, path: String },
+    /// A file on the host.
+    HostFile(String),
+    /// Fetched on the host into `cached`.
+    Url {
+        url: String,
+        sha256: Option<String>,
+        cached: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct KubeApply {
+    source: Source,
+    /// What the plan calls the source, for reasons: "manifest", the path or the URL.
+    origin: String,
+    /// With patches: the kustomization directory's files and each patch's target.
+    kustomization: Option<Kustomization>,
+    kubeconfig: String,
+    field_manager: String,
+}
+
+/// `kustomization.yaml` (as JSON, which kustomize reads as YAML) and one `patch-N.json` per
+/// patch, written next to the manifest; and what each patch must find.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Kustomization {
+    files: Vec<(String, String)>,
+    targets: Vec<Target>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    kind: String,
+    name: String,
+    namespace: Option<String>,
+}
+
+impl Target {
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// Kubernetes names, kinds and field managers: the characters their API allows (and nothing a
+/// script could misread).
+fn check_word(field: &str, v: &str, extra: &[char]) -> Result<(), ParamError> {
+    if v.is_empty()
+        || !v
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || extra.contains(&c))
+    {
+        return Err(ParamError::at(
+            field,
+            format!("`{v}` is not a valid Kubernetes name"),
+        ));
+    }
+    Ok(())
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+impl KubeApply {
+    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
+        let p: Params = parse_params(params)?;
+        let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
+        check_abs("kubeconfig", &kubeconfig)?;
+        let field_manager = p.field_manager.unwrap_or_else(|| "kwin".to_string());
+        check_word("field_manager", &field_manager, &['_', ':'])?;
+        let cache_dir = p.cache_dir.unwrap_or_else(|| CACHE_DIR.to_string());
+        check_abs("cache_dir", &cache_dir)?;
+        let cache_dir = cache_dir.trim_end_matches('/').to_string();
+        let given: Vec<&str> = [
+            ("manifest", p.manifest.is_some()),
+            ("src", p.src.is_some()),
+            ("path", p.path.is_some()),
+            ("url", p.url.is_some()),
+        ]
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(n, _)| *n)
+        .collect();
+        if given.len() != 1 {
+            return Err(ParamError::new(format!(
+                "give exactly one of `manifest`, `src`, `path`, `url` (got {})",
+                if given.is_empty() {
+                    "none".to_string()
+                } else {
+                    given.join(", ")
+                }
+            )));
+        }
+        if p.sha256.is_some() && p.url.is_none() {
+            return Err(ParamError::at("sha256", "`sha256` checks a `url` download"));
+        }
+        let inline = |content: Vec<u8>| {
+            if content.len() <= EMBED_LIMIT {
+                Source::Inline(content)
+            } else {
+                let path = format!("{cache_dir}/{}.yaml", sha256_hex(&content));
+                Source::Uploaded { content, path }
+            }
+        };
+        let (source, origin) = if let Some(m) = p.manifest {
+            if m.trim().is_empty() {
+                return Err(ParamError::at("manifest", "the manifest is empty"));
+            }
+            (inline(m.into_bytes()), "manifest".to_string())
+        } else if let Some(src) = p.src {
+            check_abs("src", &src)?;
+            let content = std::fs::read(&src)
+                .map_err(|e| ParamError::at("src", format!("cannot read {src}: {e}")))?;
+            (inline(content), src)
+        } else if let Some(path) = p.path {
+            check_abs("path", &path)?;
+            (Source::HostFile(path.clone()), path)
+        } else if let Some(url) = p.url {
+            if !(url.starts_with("https://") || url.starts_with("http://"))
+                || url.contains(['\n', '\r', '\0', ' '])
+            {
+                return Err(ParamError::at(
+                    "url",
+                    format!("`{url}` is not an http(s) URL"),
+                ));
+            }
+            let sha256 = match p.sha256 {
+                Some(s) => {
+                    let s = s.to_ascii_lowercase();
+                    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return Err(ParamError::at("sha256", "expected 64 hex digits"));
+                    }
+                    Some(s)
+                }
+                None => None,
+            };
+            let base = url
+                .rsplit('/')
+                .next()
+                .filter(|b| {
+                    !b.is_empty()
+                        && b.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                })
+                .unwrap_or("manifest.yaml");
+            let cached = format!("{cache_dir}/{}-{base}", &sha256_hex(url.as_bytes())[..16]);
+            (
+                Source::Url {
+                    url: url.clone(),
+                    sha256,
+                    cached,
+                },
+                url,
+            )
+        } else {
+            return Err(ParamError::new("no manifest source given"));
+        };
+        let kustomization = if p.patches.is_empty() {
+            None
+        } else {
+            Some(kustomization(&p.patches)?)
+        };
+        Ok(KubeApply {
+            source,
+            origin,
+            kustomization,
+            kubeconfig,
+            field_manager,
+        })
+    }
+
+    fn fact(&self) -> DiffFact {
+        DiffFact {
+            script: self.script(Mode::Diff),
+        }
+    }
+
+    /// The shared script: guard, get the manifest into `$m`, patch, then diff or apply.
+    fn script(&self, mode: Mode) -> String {
+        let mut s = String::new();
+        s.push_str(&cluster_guard(&self.kubeconfig));
+        s.push_str(TEMP_DIR);
+        match &self.source {
+            Source::Inline(content) => {
+                s.push_str(&write_b64("\"$d/manifest.yaml\"", content));
+                s.push_str("m=\"$d/manifest.yaml\"\n");
+            }
+            Source::Uploaded { path, .. } => {
+                let p = sh_quote(path);
+                if mode == Mode::Diff {
+                    s.push_str(&format!(
+                        "[ -f {p} ] || {{ echo 'kwin: not-staged the manifest is not uploaded to the host yet'; exit 0; }}\n"
+                    ));
+                }
+                s.push_str(&format!("m={p}\n"));
+            }
+            Source::HostFile(path) => {
+                let p = sh_quote(path);
+                if mode == Mode::Diff {
+                    s.push_str(&format!(
+                        "[ -r {p} ] || {{ echo {}; exit 0; }}\n",
+                        sh_quote(&format!("kwin: not-staged {path} does not exist yet"))
+                    ));
+                } else {
+                    s.push_str(&format!(
+                        "[ -r {p} ] || {}\n",
+                        die(&format!("{path} does not exist"))
+                    ));
+                }
+                s.push_str(&format!("m={p}\n"));
+            }
+            Source::Url {
+                url,
+                sha256,
+                cached,
+            } => {
+                let c = sh_quote(cached);
+                let check = match sha256 {
+                    Some(want) => format!(
+                        " && [ \"$(sha256sum {c} | cut -d' ' -f1)\" = {} ]",
+                        sh_quote(want)
+                    ),
+                    None => String::new(),
+                };
+                match mode {
+                    Mode::Diff => s.push_str(&format!(
+                        "[ -f {c} ]{check} || {{ echo {}; exit 0; }}\n",
+                        sh_quote(&format!("kwin: not-staged {url} is not fetched yet"))
+                    )),
+                    Mode::Apply => s.push_str(&fetch_script(url, sha256.as_deref(), cached)),
+                }
+                s.push_str(&format!("m={c}\n"));
+            }
+        }
+        if let Some(k) = &self.kustomization {
+            s.push_str("mkdir \"$d/k\" && cp \"$m\" \"$d/k/manifest.yaml\" || exit 1\n");
+            for (name, text) in &k.files {
+                s.push_str(&write_b64(&format!("\"$d/k/{name}\""), text.as_bytes()));
+            }
+            s.push_str(
+                "kubectl kustomize \"$d/k\" > \"$d/out.yaml\" || exit 1\nm=\"$d/out.yaml\"\n",
+            );
+            // Every patch must have found its object: list kind/namespace/name of each
+            // document kustomize wrote (top-level keys at column 0, metadata fields at 2).
+            s.push_str(OBJECTS_AWK);
+            for t in &k.targets {
+                let pattern = format!(
+                    "^{}/{}/{}$",
+                    t.kind,
+                    t.namespace.as_deref().unwrap_or("[^/]*"),
+                    t.name
+                );
+                let missing = format!("patch target {} is not in the manifest", t.describe());
+                let on_missing = match mode {
+                    Mode::Diff => format!(
+                        "{{ echo {}; exit 0; }}",
+                        sh_quote(&format!("kwin: target-missing {missing}"))
+                    ),
+                    Mode::Apply => die(&missing),
+                };
+                s.push_str(&format!(
+                    "grep -q {} \"$d/objects\" || {on_missing}\n",
+                    sh_quote(&pattern)
+                ));
+            }
+        }
+        let common = format!(
+            "--server-side --field-manager={} --force-conflicts -f \"$m\"",
+            sh_quote(&self.field_manager)
+        );
+        let k = kubectl(&self.kubeconfig);
+        match mode {
+            Mode::Diff => s.push_str(&format!(
+                "{k} diff {common} > \"$d/diff\" 2> \"$d/err\"\nrc=$?\n\
+                 echo \"kwin: diff $rc\"\ncat \"$d/diff\"\ncat \"$d/err\" >&2\nexit 0\n"
+            )),
+            Mode::Apply => s.push_str(&format!("{k} apply {common}\n")),
+        }
+        s
+    }
+}
+
+/// Lists `kind/namespace/name` of every document kustomize wrote to `$m` (top-level keys at
+/// column 0, metadata fields indented by two spaces) into `$d/objects`.
+const OBJECTS_AWK: &str = "awk '
+function emit() { if (k != \"\") print k \"/\" ns \"/\" n; k = \"\"; n = \"\"; ns = \"\"; s = \"\" }
+/^---$/ { emit(); next }
+/^[^ #]/ { s = $1 }
+/^kind: / { k = $2 }
+s == \"metadata:\" && /^  name: / { n = $2 }
+s == \"metadata:\" && /^  namespace: / { ns = $2 }
+END { emit() }
+' \"$m\" > \"$d/objects\" || exit 1
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Diff,
+    Apply,
+}
+
+/// Fetch `url` into `cached` (verified, atomically), unless an intact copy is there.
+fn fetch_script(url: &str, sha256: Option<&str>, cached: &str) -> String {
+    let c = sh_quote(cached);
+    let u = sh_quote(url);
+    let verify = match sha256 {
+        Some(want) => format!(
+            "got=$(sha256sum \"$d/fetch\" | cut -d' ' -f1)\n\
+             [ \"$got\" = {w} ] || {{ echo \"{url}: sha256 is $got, expected {want}\" >&2; exit 1; }}\n",
+            w = sh_quote(want),
+        ),
+        None => String::new(),
+    };
+    format!(
+        "mkdir -p \"$(dirname {c})\" || exit 1\n\
+         if command -v curl >/dev/null 2>&1; then curl -fsSL --retry 3 -o \"$d/fetch\" {u}\n\
+         elif command -v wget >/dev/null 2>&1; then wget -q -O \"$d/fetch\" {u}\n\
+         else false; fi || {}\n\
+         {verify}mv -f \"$d/fetch\" {c} || exit 1\n",
+        die(&format!("cannot fetch {url}"))
+    )
+}
+
+/// The kustomization of `patches`: one strategic-merge patch file per param; for maps of
+/// strings (ConfigMap data, nodeSelector) that is an RFC 7386 merge.
+fn kustomization(patches: &[PatchParam]) -> Result<Kustomization, ParamError> {
+    let mut files = Vec::new();
+    let mut list = Vec::new();
+    let mut targets = Vec::new();
+    for (i, pp) in patches.iter().enumerate() {
+        check_word(&format!("patches.{i}.kind"), &pp.kind, &[])?;
+        check_word(&format!("patches.{i}.name"), &pp.name, &[])?;
+        if let Some(ns) = &pp.namespace {
+            check_word(&format!("patches.{i}.namespace"), ns, &[])?;
+        }
+        if pp.merge.contains_key("metadata") || pp.merge.contains_key("kind") {
+            return Err(ParamError::at(
+                format!("patches.{i}.merge"),
+                "`merge` holds the fields to change, without kind or metadata",
+            ));
+        }
+        let mut meta = serde_json::Map::new();
+        meta.insert("name".into(), pp.name.clone().into());
+        if let Some(ns) = &pp.namespace {
+            meta.insert("namespace".into(), ns.clone().into());
+        }
+        let mut obj = serde_json::Map::new();
+        obj.insert("kind".into(), pp.kind.clone().into());
+        obj.insert("metadata".into(), meta.clone().into());
+        obj.extend(pp.merge.clone());
+        let name = format!("patch-{i}.json");
+        let text = serde_json::to_string_pretty(&serde_json::Value::Object(obj))
+            .map_err(|e| ParamError::at(format!("patches.{i}"), e.to_string()))?;
+        files.push((name.clone(), text + "\n"));
+        list.push(serde_json::json!({ "path": name, "target": meta_target(pp) }));
+        targets.push(Target {
+            kind: pp.kind.clone(),
+            name: pp.name.clone(),
+            namespace: pp.namespace.clone(),
+        });
+    }
+    let k = serde_json::json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["manifest.yaml"],
+        "patches": list,
+    });
+    let text = serde_json::to_string_pretty(&k).map_err(|e| ParamError::new(e.to_string()))?;
+    files.insert(0, ("kustomization.yaml".to_string(), text + "\n"));
+    Ok(Kustomization { files, targets })
+}
+
+fn meta_target(pp: &PatchParam) -> serde_json::Value {
+    let mut target = serde_json::Map::new();
+    target.insert("kind".into(), pp.kind.clone().into());
+    target.insert("name".into(), pp.name.clone().into());
+    if let Some(ns) = &pp.namespace {
+        target.insert("namespace".into(), ns.clone().into());
+    }
+    serde_json::Value::Object(target)
+}
+
+/// The first `n` lines of `text`, and a note of how many were cut.
+fn cut_lines(text: &str, n: usize) -> String {
+    let total = text.lines().count();
+    if total <= n {
+        return text.to_string();
+    }
+    let mut s: String = text.lines().take(n).collect::<Vec<_>>().join("\n");
+    s.push_str(&format!("\n... {} more lines\n", total - n));
+    s
+}
+
+impl KubeApply {
+    /// The kustomization directory's files, one after the other under `# <file>` lines, for
+    /// goldens and docs.
+    pub fn kustomization_text(&self) -> Option<String> {
+        self.kustomization.as_ref().map(|k| {
+            k.files
+                .iter()
+                .map(|(name, text)| format!("# {name}\n{text}"))
+                .collect::<String>()
+        })
+    }
+
+    /// The apply step's script.
+    pub fn apply_script(&self) -> String {
+        self.script(Mode::Apply)
+    }
+
+    /// The diff fact's script.
+    pub fn diff_script(&self) -> String {
+        self.script(Mode::Diff)
+    }
+
+    fn steps(&self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if let Source::Uploaded { content, path } = &self.source {
+            steps.push(Step::Run(format!(
+                "mkdir -p \"$(dirname {})\"",
+                sh_quote(path)
+            )));
+            steps.push(Step::Put {
+                path: path.clone(),
+                content: content.clone(),
+                mode: Some(0o600),
+            });
+        }
+        steps.push(Step::Run(self.apply_script()));
+        steps
+    }
+}
+
+impl Module for KubeApply {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        let mut r = vec![API_RESOURCE.to_string(), self.kubeconfig.clone()];
+        if let Source::HostFile(p) = &self.source {
+            r.push(p.clone());
+        }
+        r
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let state = facts.get(&self.fact())?;
+        let touches = Touches::Resources(vec![API_RESOURCE.to_string()]);
+        let change = |action, reason: String, diff| {
+            Ok(Plan::Change(Change {
+                action,
+                reason,
+                diff,
+                steps: self.steps(),
+                touches: touches.clone(),
+            }))
+        };
+        match state {
+            DiffState::Same => Ok(Plan::noop(format!(
+                "the cluster matches {} (server-side dry run)",
+                self.origin
+            ))),
+            DiffState::NoCluster(nc) => change(
+                Action::Create,
+                format!("cannot compare yet: {}", nc.describe(&self.kubeconfig)),
+                None,
+            ),
+            DiffState::NotStaged(why) => change(Action::Update, why, None),
+            DiffState::Pending(why) => change(Action::Create, why, None),
+            DiffState::TargetMissing(why) => Err(ModuleError::Precondition(format!(
+                "{why} ({})",
+                self.origin
+            ))),
+            DiffState::Differs(d) => {
+                let n = d.objects.len();
+                let names = d
+                    .objects
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let more = if n > 3 {
+                    format!(" and {} more", n - 3)
+                } else {
+                    String::new()
+                };
+                let (action, reason) = if n > 0 && d.new == n {
+                    (
+                        Action::Create,
+                        format!(
+                            "{n} new object{}: {names}{more}",
+                            if n == 1 { "" } else { "s" }
+                        ),
+                    )
+                } else {
+                    (
+                        Action::Update,
+                        format!(
+                            "{n} object{} differ{}: {names}{more}",
+                            if n == 1 { "" } else { "s" },
+                            if n == 1 { "s" } else { "" }
+                        ),
+                    )
+                };
+                change(action, reason, Some(cut_lines(&d.text, DIFF_LINES)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exactly_one_source() {
+        let e = KubeApply::new(&serde_json::json!({})).expect_err("none");
+        assert!(e.message.contains("got none"), "{e}");
+        let e = KubeApply::new(&serde_json::json!({"manifest": "a: b", "url": "https://x/y"}))
+            .expect_err("two");
+        assert!(e.message.contains("manifest, url"), "{e}");
+        // A template may render the unused source to null.
+        assert!(
+            KubeApply::new(&serde_json::json!({"url": null, "src": null, "manifest": "a: b"}))
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn large_inline_manifests_are_uploaded() {
+        let big = "x: y\n".repeat(EMBED_LIMIT / 5 + 10);
+        let m = KubeApply::new(&serde_json::json!({ "manifest": big })).expect("build");
+        let steps = m.steps();
+        assert!(matches!(&steps[1], Step::Put { path, .. } if path.starts_with(CACHE_DIR)));
+        assert!(m.diff_script().len() < 4096);
+    }
+
+    #[test]
+    fn cut_diffs() {
+        let t = "a\n".repeat(10);
+        assert_eq!(cut_lines(&t, 20), t);
+        assert!(cut_lines(&t, 3).ends_with("... 7 more lines\n"));
+    }
+}

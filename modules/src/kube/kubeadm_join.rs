@@ -1,0 +1,624 @@
+//! `kubeadm_join`: a Linux or Windows node joins the cluster (`kubeadm join --config`).
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `node_name` | string | required | the Node's name |
+//! | `cri_socket` | string | kubeadm's detection | e.g. `unix:///run/containerd/containerd.sock`, `npipe:////./pipe/containerd-containerd` |
+//! | `node_ip` | string | none | the kubelet's `--node-ip` |
+//! | `labels` | map | none | the kubelet's `--node-labels` |
+//! | `taints` | list | none | `key=value:Effect` or `key:Effect`, registered with the node; with `control_plane` the control-plane taint is kept |
+//! | `control_plane` | bool | `false` | join as another control plane (needs the `certificate_key` input) |
+//! | `advertise_address` | string | none | control planes: the API server's advertise address |
+//! | `creates` | string | `/etc/kubernetes/kubelet.conf` (Windows `C:\etc\kubernetes\kubelet.conf`) | present: joined |
+//! | `kubeadm` | string | `kubeadm` (Windows `C:\k\kubeadm.exe`) | the kubeadm binary |
+//! | `ignore_preflight_errors` | list of strings | `[]` | preflight checks to ignore |
+//!
+//! Inputs (from `kube_join_data`, secrets): `token`, `ca_cert_hash`, `api_endpoint`, and
+//! `certificate_key` for control planes. They are asked for only when the node is not joined.
+//!
+//! No-op when `creates` exists. Changes: writes a JoinConfiguration (API version picked from
+//! `kubeadm version`: v1beta4 from 1.31, v1beta3 from 1.22, else v1beta2) to a private temporary
+//! file, runs `kubeadm join --config` and removes the file. The token appears only in that
+//! script, never in the plan's reason or diff. Files of an earlier failed join (which kubeadm's
+//! preflight refuses) fail the task with the advice to run `kubeadm reset -f`.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "join"
+//! module = "kubeadm_join"
+//! on = { role = "worker" }
+//! inputs = { token = "@first_control_plane:join-data.token", ca_cert_hash = "@first_control_plane:join-data.ca_cert_hash", api_endpoint = "@first_control_plane:join-data.api_endpoint" }
+//! params = { node_name = "{{ host.name }}", cri_socket = "unix:///run/containerd/containerd.sock" }
+//! ```
+
+use super::check_abs;
+use super::facts::{JoinFact, JoinState};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::{ps_quote, sh_quote};
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    node_name: String,
+    cri_socket: Option<String>,
+    node_ip: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    taints: Option<Vec<String>>,
+    #[serde(default)]
+    control_plane: bool,
+    advertise_address: Option<String>,
+    creates: Option<String>,
+    kubeadm: Option<String>,
+    #[serde(default)]
+    ignore_preflight_errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Taint {
+    key: String,
+    value: Option<String>,
+    effect: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct KubeadmJoin {
+    shell: Shell,
+    node_name: String,
+    cri_socket: Option<String>,
+    node_ip: Option<String>,
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    control_plane: bool,
+    advertise_address: Option<String>,
+    creates: String,
+    kubeadm: String,
+    ignore_preflight_errors: Vec<String>,
+}
+
+/// The join inputs (secrets) as plain strings, for the step script only.
+#[derive(Debug, Clone)]
+pub struct JoinInputs {
+    pub token: String,
+    pub ca_cert_hash: String,
+    pub api_endpoint: String,
+    pub certificate_key: Option<String>,
+}
+
+fn label_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._/".contains(c))
+}
+
+fn parse_taint(i: usize, t: &str) -> Result<Taint, ParamError> {
+    let bad = || {
+        ParamError::at(
+            format!("taints.{i}"),
+            format!("`{t}` is not key=value:Effect or key:Effect (Effect: NoSchedule, PreferNoSchedule, NoExecute)"),
+        )
+    };
+    let (kv, effect) = t.rsplit_once(':').ok_or_else(bad)?;
+    if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+        return Err(bad());
+    }
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (kv, None),
+    };
+    if !label_ok(key)
+        || value
+            .as_deref()
+            .is_some_and(|v| !v.is_empty() && !label_ok(v))
+    {
+        return Err(bad());
+    }
+    Ok(Taint {
+        key: key.to_string(),
+        value,
+        effect: effect.to_string(),
+    })
+}
+
+/// Is `s` a safe value for a config field / flag (no line breaks, no quotes of any kind)?
+fn plain(field: &str, s: &str) -> Result<(), ParamError> {
+    if s.is_empty() || s.contains(['\n', '\r', '\0', '"', '\'', '`', '$']) {
+        return Err(ParamError::at(field, format!("`{s}` is not a valid value")));
+    }
+    Ok(())
+}
+
+impl KubeadmJoin {
+    pub fn new(params: &serde_json::Value, shell: Shell) -> Result<Self, ParamError> {
+        let p: Params = parse_params(params)?;
+        if p.node_name.is_empty()
+            || !p
+                .node_name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        {
+            return Err(ParamError::at(
+                "node_name",
+                format!(
+                    "`{}` is not a valid node name (lowercase letters, digits, `-`, `.`)",
+                    p.node_name
+                ),
+            ));
+        }
+        for (f, v) in [
+            ("cri_socket", &p.cri_socket),
+            ("node_ip", &p.node_ip),
+            ("advertise_address", &p.advertise_address),
+        ] {
+            if let Some(v) = v {
+                plain(f, v)?;
+            }
+        }
+        let labels = p.labels.unwrap_or_default();
+        for (k, v) in &labels {
+            if !label_ok(k) || !(v.is_empty() || label_ok(v)) {
+                return Err(ParamError::at(
+                    format!("labels.{k}"),
+                    format!("`{k}={v}` is not a valid node label"),
+                ));
+            }
+        }
+        let taints = p
+            .taints
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| parse_taint(i, t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let windows = shell == Shell::PowerShell;
+        let creates = p.creates.unwrap_or_else(|| {
+            if windows {
+                "C:\\etc\\kubernetes\\kubelet.conf".into()
+            } else {
+                "/etc/kubernetes/kubelet.conf".into()
+            }
+        });
+        let kubeadm = p.kubeadm.unwrap_or_else(|| {
+            if windows {
+                "C:\\k\\kubeadm.exe".into()
+            } else {
+                "kubeadm".into()
+            }
+        });
+        if windows {
+            crate::windows::check_path("creates", &creates)?;
+            crate::windows::check_path("kubeadm", &kubeadm)?;
+            if p.control_plane {
+                return Err(ParamError::at(
+                    "control_plane",
+                    "Windows nodes cannot be control planes",
+                ));
+            }
+        } else {
+            check_abs("creates", &creates)?;
+            plain("kubeadm", &kubeadm)?;
+        }
+        for (i, e) in p.ignore_preflight_errors.iter().enumerate() {
+            if !label_ok(e) {
+                return Err(ParamError::at(
+                    format!("ignore_preflight_errors.{i}"),
+                    format!("`{e}` is not a preflight check name"),
+                ));
+            }
+        }
+        Ok(KubeadmJoin {
+            shell,
+            node_name: p.node_name,
+            cri_socket: p.cri_socket,
+            node_ip: p.node_ip,
+            labels,
+            taints,
+            control_plane: p.control_plane,
+            advertise_address: p.advertise_address,
+            creates,
+            kubeadm,
+            ignore_preflight_errors: p.ignore_preflight_errors,
+        })
+    }
+
+    /// Files a failed `kubeadm join` leaves, which its preflight refuses.
+    fn leftovers(&self) -> &'static [&'static str] {
+        match self.shell {
+            Shell::Posix => &[
+                "/etc/kubernetes/pki/ca.crt",
+                "/etc/kubernetes/bootstrap-kubelet.conf",
+                "/etc/kubernetes/manifests/kube-apiserver.yaml",
+            ],
+            Shell::PowerShell => &[
+                "C:\\etc\\kubernetes\\pki\\ca.crt",
+                "C:\\etc\\kubernetes\\bootstrap-kubelet.conf",
+            ],
+        }
+    }
+
+    fn fact(&self) -> JoinFact {
+        let script = match self.shell {
+            Shell::Posix => format!(
+                "if [ -e {c} ]; then echo 'kwin: joined'; exit 0; fi\n\
+                 echo 'kwin: not-joined'\n\
+                 for f in {l}; do [ -e \"$f\" ] && echo \"leftover $f\"; done\n\
+                 exit 0\n",
+                c = sh_quote(&self.creates),
+                l = self
+                    .leftovers()
+                    .iter()
+                    .map(|f| sh_quote(f))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            Shell::PowerShell => format!(
+                "if (Test-Path -LiteralPath {c}) {{ 'kwin: joined' }} else {{\n\
+                 \x20 'kwin: not-joined'\n\
+                 \x20 foreach ($f in @({l})) {{ if (Test-Path -LiteralPath $f) {{ 'leftover ' + $f }} }}\n\
+                 }}",
+                c = ps_quote(&self.creates),
+                l = self
+                    .leftovers()
+                    .iter()
+                    .map(|f| ps_quote(f))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        JoinFact {
+            marker: self.creates.clone(),
+            script,
+        }
+    }
+
+    /// The JoinConfiguration for kubeadm's config API `version` (2, 3 or 4), as JSON (which
+    /// kubeadm reads as YAML). Holds the token: only for the step script.
+    pub fn join_config(&self, version: u8, inputs: &JoinInputs) -> String {
+        let mut reg = Map::new();
+        reg.insert("name".into(), self.node_name.clone().into());
+        if let Some(s) = &self.cri_socket {
+            reg.insert("criSocket".into(), s.clone().into());
+        }
+        let mut extra: Vec<(&str, String)> = Vec::new();
+        if let Some(ip) = &self.node_ip {
+            extra.push(("node-ip", ip.clone()));
+        }
+        if !self.labels.is_empty() {
+            extra.push((
+                "node-labels",
+                self.labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
+        }
+        if !extra.is_empty() {
+            let v = if version >= 4 {
+                Value::Array(
+                    extra
+                        .iter()
+                        .map(|(k, v)| json!({ "name": k, "value": v }))
+                        .collect(),
+                )
+            } else {
+                Value::Object(
+                    extra
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
+                        .collect(),
+                )
+            };
+            reg.insert("kubeletExtraArgs".into(), v);
+        }
+        // No taints given: kubeadm's default (none for workers, the control-plane taint for
+        // control planes). Given: exactly these, plus the control-plane taint for control planes.
+        if !self.taints.is_empty() {
+            let mut list = Vec::new();
+            if self.control_plane {
+                list.push(json!({ "key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule" }));
+            }
+            for t in &self.taints {
+                let mut o = Map::new();
+                o.insert("key".into(), t.key.clone().into());
+                if let Some(v) = &t.value {
+                    o.insert("value".into(), v.clone().into());
+                }
+                o.insert("effect".into(), t.effect.clone().into());
+                list.push(Value::Object(o));
+            }
+            reg.insert("taints".into(), Value::Array(list));
+        }
+        if !self.ignore_preflight_errors.is_empty() {
+            reg.insert(
+                "ignorePreflightErrors".into(),
+                self.ignore_preflight_errors.clone().into(),
+            );
+        }
+        let mut cfg = json!({
+            "apiVersion": format!("kubeadm.k8s.io/v1beta{version}"),
+            "kind": "JoinConfiguration",
+            "discovery": {
+                "bootstrapToken": {
+                    "apiServerEndpoint": inputs.api_endpoint,
+                    "token": inputs.token,
+                    "caCertHashes": [inputs.ca_cert_hash],
+                },
+            },
+            "nodeRegistration": reg,
+        });
+        if self.control_plane {
+            let mut cp = Map::new();
+            if let Some(a) = &self.advertise_address {
+                cp.insert("localAPIEndpoint".into(), json!({ "advertiseAddress": a }));
+            }
+            if let Some(k) = &inputs.certificate_key {
+                cp.insert("certificateKey".into(), k.clone().into());
+            }
+            cfg["controlPlane"] = Value::Object(cp);
+        }
+        let mut s = serde_json::to_string_pretty(&cfg).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// The join step for this node's shell.
+    pub fn join_script(&self, inputs: &JoinInputs) -> String {
+        let (v4, v3, v2) = (
+            self.join_config(4, inputs),
+            self.join_config(3, inputs),
+            self.join_config(2, inputs),
+        );
+        match self.shell {
+            Shell::Posix => {
+                let k = sh_quote(&self.kubeadm);
+                format!(
+                    "umask 077\n\
+                     d=$(mktemp -d) || exit 1\n\
+                     trap 'rm -rf \"$d\"' EXIT\n\
+                     v=$({k} version -o short 2>/dev/null)\n\
+                     minor=$(printf '%s' \"$v\" | sed -n 's/^v1\\.\\([0-9][0-9]*\\)\\..*/\\1/p')\n\
+                     [ -n \"$minor\" ] || {{ echo \"cannot tell the kubeadm version (kubeadm version -o short: $v)\" >&2; exit 1; }}\n\
+                     if [ \"$minor\" -ge 31 ]; then\n\
+                     cat > \"$d/join.yaml\" <<'KWIN_JOIN_CONFIG'\n{v4}KWIN_JOIN_CONFIG\n\
+                     elif [ \"$minor\" -ge 22 ]; then\n\
+                     cat > \"$d/join.yaml\" <<'KWIN_JOIN_CONFIG'\n{v3}KWIN_JOIN_CONFIG\n\
+                     else\n\
+                     cat > \"$d/join.yaml\" <<'KWIN_JOIN_CONFIG'\n{v2}KWIN_JOIN_CONFIG\n\
+                     fi\n\
+                     {k} join --config \"$d/join.yaml\"\n"
+                )
+            }
+            Shell::PowerShell => {
+                let k = ps_quote(&self.kubeadm);
+                format!(
+                    "$ErrorActionPreference = 'Stop'\n\
+                     $ProgressPreference = 'SilentlyContinue'\n\
+                     $kubeadm = {k}\n\
+                     $ver = [string](& $kubeadm version -o short)\n\
+                     if ($LASTEXITCODE -ne 0 -or $ver -notmatch '^v1\\.(\\d+)\\.') {{ throw \"cannot tell the kubeadm version ($kubeadm version -o short: $ver)\" }}\n\
+                     $minor = [int]$Matches[1]\n\
+                     if ($minor -ge 31) {{\n\
+                     $text = @'\n{v4}'@\n\
+                     }} elseif ($minor -ge 22) {{\n\
+                     $text = @'\n{v3}'@\n\
+                     }} else {{\n\
+                     $text = @'\n{v2}'@\n\
+                     }}\n\
+                     $cfg = Join-Path $env:TEMP ('kwin-join-' + [guid]::NewGuid().ToString('N') + '.yaml')\n\
+                     try {{\n\
+                     \x20 [IO.File]::WriteAllText($cfg, $text)\n\
+                     \x20 $ErrorActionPreference = 'Continue'\n\
+                     \x20 & $kubeadm join --config $cfg 2>&1 | ForEach-Object {{ [string]$_ }}\n\
+                     \x20 $rc = $LASTEXITCODE\n\
+                     \x20 $ErrorActionPreference = 'Stop'\n\
+                     \x20 if ($rc -ne 0) {{ throw \"kubeadm join failed with exit code $rc\" }}\n\
+                     }} finally {{\n\
+                     \x20 Remove-Item -LiteralPath $cfg -Force -ErrorAction SilentlyContinue\n\
+                     }}\n"
+                )
+            }
+        }
+    }
+
+    /// What the join does, for the plan: no secret in it.
+    fn describe(&self) -> String {
+        let mut s = format!(
+            "+ node {} joins as {}\n",
+            self.node_name,
+            if self.control_plane {
+                "a control plane"
+            } else {
+                "a worker"
+            }
+        );
+        if let Some(c) = &self.cri_socket {
+            s.push_str(&format!("+ cri socket: {c}\n"));
+        }
+        if let Some(ip) = &self.node_ip {
+            s.push_str(&format!("+ node ip: {ip}\n"));
+        }
+        if !self.labels.is_empty() {
+            s.push_str(&format!(
+                "+ labels: {}\n",
+                self.labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        if !self.taints.is_empty() {
+            s.push_str(&format!(
+                "+ taints: {}\n",
+                self.taints
+                    .iter()
+                    .map(|t| match &t.value {
+                        Some(v) => format!("{}={v}:{}", t.key, t.effect),
+                        None => format!("{}:{}", t.key, t.effect),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        s
+    }
+}
+
+/// Join inputs are secrets, checked so that nothing but a token, a hash, an endpoint and a
+/// key can reach the join configuration.
+fn inputs(ctx: &Ctx<'_>, control_plane: bool) -> Result<JoinInputs, ModuleError> {
+    let get = |name: &str| ctx.inputs.get(name).map(|s| s.expose().to_string());
+    let token = get("token")?;
+    let ca_cert_hash = get("ca_cert_hash")?;
+    let api_endpoint = get("api_endpoint")?;
+    let certificate_key = if control_plane {
+        Some(get("certificate_key")?)
+    } else {
+        None
+    };
+    let token_ok = token.len() == 23
+        && token.as_bytes()[6] == b'.'
+        && token
+            .bytes()
+            .enumerate()
+            .all(|(i, b)| i == 6 || b.is_ascii_lowercase() || b.is_ascii_digit());
+    if !token_ok {
+        return Err(ModuleError::Precondition(
+            "input `token` is not a bootstrap token (abcdef.0123456789abcdef)".into(),
+        ));
+    }
+    let hash_ok = ca_cert_hash
+        .strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+    if !hash_ok {
+        return Err(ModuleError::Precondition(
+            "input `ca_cert_hash` is not sha256:<64 hex digits>".into(),
+        ));
+    }
+    if api_endpoint.is_empty()
+        || !api_endpoint
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+    {
+        return Err(ModuleError::Precondition(
+            "input `api_endpoint` is not host:port".into(),
+        ));
+    }
+    if let Some(k) = &certificate_key {
+        if k.len() != 64 || !k.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ModuleError::Precondition(
+                "input `certificate_key` is not 64 hex digits".into(),
+            ));
+        }
+    }
+    Ok(JoinInputs {
+        token,
+        ca_cert_hash,
+        api_endpoint,
+        certificate_key,
+    })
+}
+
+impl Module for KubeadmJoin {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        let mut r = vec![self.creates.clone()];
+        r.extend(self.leftovers().iter().map(|s| s.to_string()));
+        r
+    }
+
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        match facts.get(&self.fact())? {
+            JoinState::Joined => Ok(Plan::noop(format!("joined ({} exists)", self.creates))),
+            JoinState::NotJoined { leftovers } if !leftovers.is_empty() => {
+                Err(ModuleError::Precondition(format!(
+                    "not joined, but an earlier kubeadm join left {}; run `kubeadm reset -f` on this node and apply again",
+                    leftovers.join(", ")
+                )))
+            }
+            JoinState::NotJoined { .. } => {
+                let inputs = inputs(ctx, self.control_plane)?;
+                Ok(Plan::Change(Change {
+                    action: Action::Create,
+                    reason: "not joined".into(),
+                    diff: Some(self.describe()),
+                    steps: vec![Step::Run(self.join_script(&inputs))],
+                    touches: Touches::Anything,
+                }))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> JoinInputs {
+        JoinInputs {
+            token: "abcdef.0123456789abcdef".into(),
+            ca_cert_hash: format!("sha256:{}", "a".repeat(64)),
+            api_endpoint: "10.0.0.10:6443".into(),
+            certificate_key: Some("b".repeat(64)),
+        }
+    }
+
+    #[test]
+    fn config_versions_differ_in_kubelet_args_only() {
+        let m = KubeadmJoin::new(
+            &json!({"node_name": "cp2", "node_ip": "10.0.0.12", "labels": {"a": "b"},
+                    "taints": ["dedicated=infra:NoSchedule"], "control_plane": true,
+                    "advertise_address": "10.0.0.12"}),
+            Shell::Posix,
+        )
+        .expect("build");
+        let v4: Value = serde_json::from_str(&m.join_config(4, &inputs())).expect("json");
+        let v3: Value = serde_json::from_str(&m.join_config(3, &inputs())).expect("json");
+        assert_eq!(
+            v4["nodeRegistration"]["kubeletExtraArgs"],
+            json!([{"name": "node-ip", "value": "10.0.0.12"}, {"name": "node-labels", "value": "a=b"}])
+        );
+        assert_eq!(
+            v3["nodeRegistration"]["kubeletExtraArgs"],
+            json!({"node-ip": "10.0.0.12", "node-labels": "a=b"})
+        );
+        assert_eq!(
+            v3["nodeRegistration"]["taints"][0]["key"],
+            "node-role.kubernetes.io/control-plane"
+        );
+        assert_eq!(v3["controlPlane"]["certificateKey"], "b".repeat(64));
+        assert_eq!(
+            v3["discovery"]["bootstrapToken"]["token"],
+            "abcdef.0123456789abcdef"
+        );
+    }
+
+    #[test]
+    fn bad_params() {
+        let e = |p: Value| {
+            KubeadmJoin::new(&p, Shell::Posix)
+                .expect_err("must fail")
+                .to_string()
+        };
+        assert!(e(json!({"node_name": "LW1"})).contains("node name"));
+        assert!(e(json!({"node_name": "lw1", "taints": ["a=b:Sometimes"]})).contains("Effect"));
+        assert!(e(json!({"node_name": "lw1", "labels": {"a": "b,c=d"}})).contains("label"));
+        assert!(KubeadmJoin::new(
+            &json!({"node_name": "ww1", "control_plane": true}),
+            Shell::PowerShell
+        )
+        .is_err());
+    }
+}

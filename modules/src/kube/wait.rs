@@ -1,0 +1,361 @@
+//! `kube_wait`: wait until objects reach a state (rolled out, a condition true, existing) or
+//! the API server is healthy.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `condition` | string | required | `rollout` (DaemonSet, Deployment: every pod updated and available), `exists`, `healthy` (the API server's `/readyz`; no kind or names), or a condition type that must be `True` (`Ready`, `Established`, `Available`, ...) |
+//! | `kind` | string | required unless `healthy` | `Node`, `DaemonSet`, `CustomResourceDefinition`, ... |
+//! | `names` | list of strings | required unless `healthy` | the objects |
+//! | `namespace` | string | none | for namespaced kinds |
+//! | `timeout` | duration | `"5m"` | how long the change waits |
+//! | `interval` | duration | `"5s"` | between checks |
+//! | `kubeconfig` | string | `/etc/kubernetes/admin.conf` | the cluster |
+//!
+//! No-op when every object is in the state now (one check, no waiting). Changes: checks every
+//! `interval` until all are, or fails after `timeout` naming each object that is not, and why
+//! (`node lw1 NotReady: KubeletNotReady: container runtime network not ready`,
+//! `daemonset kube-flannel/kube-flannel-ds: 1 of 2 ready`). A kind the API server does not
+//! serve yet (a CRD still being installed) counts as not ready, not as an error.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "flannel-ready"
+//! module = "kube_wait"
+//! on = { host = "cp1" }
+//! params = { kind = "DaemonSet", namespace = "kube-flannel", names = ["kube-flannel-ds"], condition = "rollout", timeout = "5m" }
+//! ```
+
+use super::facts::{WaitFact, WaitState};
+use super::script::{cluster_guard, die, kubectl, TEMP_DIR};
+use super::{check_abs, parse_duration, ADMIN_CONF, API_RESOURCE};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    condition: String,
+    kind: Option<String>,
+    #[serde(default)]
+    names: Vec<String>,
+    namespace: Option<String>,
+    timeout: Option<serde_json::Value>,
+    interval: Option<serde_json::Value>,
+    kubeconfig: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Check {
+    Healthy,
+    Exists,
+    RolloutDaemonSet,
+    RolloutDeployment,
+    Condition(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct KubeWait {
+    check: Check,
+    kind: String,
+    names: Vec<String>,
+    namespace: Option<String>,
+    timeout_secs: u64,
+    interval_secs: u64,
+    kubeconfig: String,
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_')
+}
+
+impl KubeWait {
+    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
+        let p: Params = parse_params(params)?;
+        let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
+        check_abs("kubeconfig", &kubeconfig)?;
+        let timeout_secs = match &p.timeout {
+            Some(v) => parse_duration("timeout", v)?,
+            None => 300,
+        };
+        let interval_secs = match &p.interval {
+            Some(v) => parse_duration("interval", v)?.max(1),
+            None => 5,
+        };
+        let kind = p.kind.clone().unwrap_or_default();
+        let check = match p.condition.as_str() {
+            "healthy" => {
+                if p.kind.is_some() || !p.names.is_empty() {
+                    return Err(ParamError::at(
+                        "condition",
+                        "`healthy` waits for the API server: give no kind or names",
+                    ));
+                }
+                Check::Healthy
+            }
+            "exists" => Check::Exists,
+            "rollout" => match kind.to_ascii_lowercase().as_str() {
+                "daemonset" | "daemonsets" | "ds" => Check::RolloutDaemonSet,
+                "deployment" | "deployments" | "deploy" => Check::RolloutDeployment,
+                _ => {
+                    return Err(ParamError::at(
+                        "condition",
+                        format!("`rollout` applies to DaemonSet and Deployment, not `{kind}`"),
+                    ))
+                }
+            },
+            c if !c.is_empty() && c.chars().all(|ch| ch.is_ascii_alphanumeric()) => {
+                Check::Condition(c.to_string())
+            }
+            c => {
+                return Err(ParamError::at(
+                    "condition",
+                    format!("`{c}` is not a condition type (e.g. Ready, Established, Available) or rollout / exists / healthy"),
+                ))
+            }
+        };
+        if check != Check::Healthy {
+            if !is_name(&kind) {
+                return Err(ParamError::at(
+                    "kind",
+                    "`kind` is required (e.g. Node, DaemonSet)",
+                ));
+            }
+            if p.names.is_empty() {
+                return Err(ParamError::at(
+                    "names",
+                    "`names` lists the objects to wait for",
+                ));
+            }
+            for (i, n) in p.names.iter().enumerate() {
+                if !is_name(n) {
+                    return Err(ParamError::at(
+                        format!("names.{i}"),
+                        format!("`{n}` is not a valid object name"),
+                    ));
+                }
+            }
+        }
+        if let Some(ns) = &p.namespace {
+            if !is_name(ns) {
+                return Err(ParamError::at(
+                    "namespace",
+                    format!("`{ns}` is not a valid namespace"),
+                ));
+            }
+        }
+        Ok(KubeWait {
+            check,
+            kind,
+            names: p.names,
+            namespace: p.namespace,
+            timeout_secs,
+            interval_secs,
+            kubeconfig,
+        })
+    }
+
+    /// How an object is named in messages: `daemonset kube-flannel/` + name, `node ` + name.
+    fn label(&self) -> String {
+        let k = self.kind.to_ascii_lowercase();
+        match &self.namespace {
+            Some(ns) => format!("{k} {ns}/"),
+            None => format!("{k} "),
+        }
+    }
+
+    fn what(&self) -> String {
+        match &self.check {
+            Check::Healthy => "the API server to be healthy".into(),
+            Check::Exists => format!("{} {} to exist", self.kind, self.names.join(", ")),
+            Check::RolloutDaemonSet | Check::RolloutDeployment => {
+                format!("{} {} to roll out", self.kind, self.names.join(", "))
+            }
+            Check::Condition(c) => format!("{} {} to be {c}", self.kind, self.names.join(", ")),
+        }
+    }
+
+    /// `kw_check`: prints `ok NAME` / `no NAME DETAIL` per awaited object; returns 2 (with
+    /// kubectl's message in `$d/err`) when the API server gave an unexpected error.
+    fn check_fn(&self) -> String {
+        let k = kubectl(&self.kubeconfig);
+        if self.check == Check::Healthy {
+            return format!(
+                "kw_check() {{\n\
+                 if {k} --request-timeout=10s get --raw /readyz > \"$d/rows\" 2> \"$d/err\"; then echo 'ok api'\n\
+                 else echo \"no api API server not healthy: $(tail -n 1 \"$d/err\")\"; fi\n\
+                 }}\n"
+            );
+        }
+        let (jsonpath, eval) = match &self.check {
+            Check::RolloutDaemonSet => (
+                r#"{range .items[*]}{.metadata.name}{"\t"}{.metadata.generation}{"\t"}{.status.observedGeneration}{"\t"}{.status.desiredNumberScheduled}{"\t"}{.status.updatedNumberScheduled}{"\t"}{.status.numberAvailable}{"\n"}{end}"#.to_string(),
+                r#"gen = $2 + 0; obs = $3 + 0; want = $4 + 0; upd = $5 + 0; av = $6 + 0
+  if (obs < gen) print "no " $1 " " label $1 ": generation " gen " not observed yet"
+  else if (upd < want) print "no " $1 " " label $1 ": " upd " of " want " updated"
+  else if (av < want) print "no " $1 " " label $1 ": " av " of " want " ready"
+  else print "ok " $1"#,
+            ),
+            Check::RolloutDeployment => (
+                r#"{range .items[*]}{.metadata.name}{"\t"}{.metadata.generation}{"\t"}{.status.observedGeneration}{"\t"}{.spec.replicas}{"\t"}{.status.updatedReplicas}{"\t"}{.status.availableReplicas}{"\n"}{end}"#.to_string(),
+                r#"gen = $2 + 0; obs = $3 + 0; want = $4 + 0; upd = $5 + 0; av = $6 + 0
+  if (obs < gen) print "no " $1 " " label $1 ": generation " gen " not observed yet"
+  else if (upd < want) print "no " $1 " " label $1 ": " upd " of " want " updated"
+  else if (av < want) print "no " $1 " " label $1 ": " av " of " want " available"
+  else print "ok " $1"#,
+            ),
+            Check::Condition(c) => (
+                format!(
+                    r#"{{range .items[*]}}{{.metadata.name}}{{"\t"}}{{range .status.conditions[?(@.type=="{c}")]}}{{.status}}{{"\t"}}{{.reason}}{{"\t"}}{{.message}}{{end}}{{"\n"}}{{end}}"#
+                ),
+                r#"if ($2 == "True") print "ok " $1
+  else {
+    why = ($3 != "") ? $3 : ("condition " cond " is " (($2 == "") ? "not reported" : $2))
+    if ($4 != "") why = why ": " $4
+    print "no " $1 " " label $1 " Not" cond ": " why
+  }"#,
+            ),
+            Check::Exists => (
+                r#"{range .items[*]}{.metadata.name}{"\n"}{end}"#.to_string(),
+                r#"print "ok " $1"#,
+            ),
+            Check::Healthy => (String::new(), ""),
+        };
+        let cond = match &self.check {
+            Check::Condition(c) => c.clone(),
+            _ => String::new(),
+        };
+        let ns = self
+            .namespace
+            .as_ref()
+            .map(|n| format!(" -n {}", sh_quote(n)))
+            .unwrap_or_default();
+        format!(
+            "kw_check() {{\n\
+             unserved=''\n\
+             if ! {k} get {kind}{ns} -o jsonpath={jp} > \"$d/rows\" 2> \"$d/err\"; then\n\
+             \x20 if grep -q -e \"doesn't have a resource type\" -e 'could not find the requested resource' -e 'no matches for kind' \"$d/err\"; then\n\
+             \x20   : > \"$d/rows\"; unserved=\"kind {kind_text} is not served by the API server yet\"\n\
+             \x20 else return 2; fi\n\
+             fi\n\
+             awk -v want={names} -v label={label} -v cond={cond} -v unserved=\"$unserved\" '\n\
+             BEGIN {{ FS = \"\\t\"; nw = split(want, w, \" \"); for (i = 1; i <= nw; i++) wanted[w[i]] = 1 }}\n\
+             ($1 in wanted) && !($1 in seen) {{\n\
+             \x20 seen[$1] = 1\n\
+             \x20 {eval}\n\
+             }}\n\
+             END {{ for (i = 1; i <= nw; i++) if (!(w[i] in seen)) print \"no \" w[i] \" \" label w[i] \": \" ((unserved != \"\") ? unserved : \"not found\") }}\n\
+             ' \"$d/rows\"\n\
+             }}\n",
+            kind = sh_quote(&self.kind),
+            kind_text = self.kind,
+            jp = sh_quote(&jsonpath),
+            names = sh_quote(&self.names.join(" ")),
+            label = sh_quote(&self.label()),
+            cond = sh_quote(&cond),
+        )
+    }
+
+    fn fact(&self) -> WaitFact {
+        WaitFact {
+            script: format!(
+                "{}{TEMP_DIR}{}kw_check > \"$d/report\"\nrc=$?\n\
+                 if [ $rc -ne 0 ]; then cat \"$d/err\" >&2; exit $rc; fi\n\
+                 echo 'kwin: checked'\ncat \"$d/report\"\n",
+                cluster_guard(&self.kubeconfig),
+                self.check_fn()
+            ),
+        }
+    }
+
+    /// The polling script of the change.
+    pub fn wait_script(&self) -> String {
+        let kc = sh_quote(&self.kubeconfig);
+        format!(
+            "[ -r {kc} ] || {}\n{TEMP_DIR}{}\
+             deadline=$(( $(date +%s) + {t} ))\n\
+             while :; do\n\
+             \x20 kw_check > \"$d/report\"; rc=$?\n\
+             \x20 if [ $rc -eq 0 ] && ! grep -q '^no ' \"$d/report\"; then break; fi\n\
+             \x20 if [ \"$(date +%s)\" -ge \"$deadline\" ]; then\n\
+             \x20   echo {msg} >&2\n\
+             \x20   if [ $rc -ne 0 ]; then cat \"$d/err\" >&2; else sed -n 's/^no [^ ]* /  /p' \"$d/report\" >&2; fi\n\
+             \x20   exit 1\n\
+             \x20 fi\n\
+             \x20 sleep {i}\n\
+             done\n",
+            die(&format!("{} does not exist", self.kubeconfig)),
+            self.check_fn(),
+            t = self.timeout_secs,
+            i = self.interval_secs,
+            msg = sh_quote(&format!(
+                "timed out after {}s waiting for {}:",
+                self.timeout_secs,
+                self.what()
+            )),
+        )
+    }
+}
+
+impl Module for KubeWait {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        vec![API_RESOURCE.to_string(), self.kubeconfig.clone()]
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let state = facts.get(&self.fact())?;
+        let reason = match &state {
+            WaitState::NoCluster(nc) => {
+                format!("cannot check yet: {}", nc.describe(&self.kubeconfig))
+            }
+            WaitState::Checked(items) => {
+                let pending = state.pending();
+                if pending.is_empty() {
+                    return Ok(Plan::noop(match &self.check {
+                        Check::Healthy => "the API server is healthy".to_string(),
+                        _ => format!(
+                            "{} of {} {}: {}",
+                            items.len(),
+                            self.names.len(),
+                            self.kind,
+                            match &self.check {
+                                Check::Exists => "exist".to_string(),
+                                Check::Condition(c) => c.clone(),
+                                _ => "rolled out".to_string(),
+                            }
+                        ),
+                    }));
+                }
+                let mut r = pending
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                if pending.len() > 3 {
+                    r.push_str(&format!(" and {} more", pending.len() - 3));
+                }
+                r
+            }
+        };
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason,
+            diff: None,
+            steps: vec![Step::Run(self.wait_script())],
+            touches: Touches::Resources(vec![API_RESOURCE.to_string()]),
+        }))
+    }
+}

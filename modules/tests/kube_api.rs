@@ -1,0 +1,1010 @@
+//! The Kubernetes modules against a real API server (lab/apiserver: kube-apiserver 1.20 +
+//! etcd, kubectl 1.32): the recipes' own params (examples/*.toml expanded with the built-in
+//! recipes, the CNI manifest taken from `cni.manifest_file`), each module's fact and step
+//! scripts run through `LocalTransport` as the engine runs them, then the objects read back
+//! with kubectl.
+//!
+//! Needs root and the cached API tier binaries (`lab/apiserver/build.sh`); without them the
+//! test says why and passes, unless `KWIN_REQUIRE_API_TIER=1` (CI), where it fails.
+
+mod kube_common;
+
+use kube_common::{expand, fixture, plan_text, root, task};
+use kwin_engine::fact::{batch_script, new_nonce, parse_batch};
+use kwin_engine::module::Registry;
+use kwin_engine::module::{Change, Ctx, Inputs, Module, ModuleError, Plan, Step};
+use kwin_engine::task::Task;
+use kwin_engine::transport::local::LocalTransport;
+use kwin_engine::transport::{Output, Shell, Transport};
+use kwin_modules::Builtin;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+// ------------------------------------------------------------------------- the tier
+
+struct Tier {
+    state: PathBuf,
+    env: BTreeMap<String, String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Tier {
+    fn kubeconfig(&self) -> String {
+        self.env["KUBECONFIG"].clone()
+    }
+    fn var(&self, k: &str) -> String {
+        self.env
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} missing from the tier's env file"))
+    }
+}
+
+impl Drop for Tier {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("lab/apiserver/down.sh"))
+            .arg(&self.state)
+            .output();
+    }
+}
+
+fn required() -> bool {
+    std::env::var("KWIN_REQUIRE_API_TIER").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Why the tier cannot run here, if it cannot.
+fn missing_prerequisite() -> Option<String> {
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("not running as root".into());
+    }
+    let cache = std::env::var("KWIN_APISERVER_CACHE")
+        .unwrap_or_else(|_| "/var/cache/kwin-lab/apiserver".into());
+    for bin in ["kube-apiserver", "kubeadm"] {
+        let p = Path::new(&cache).join("bin").join(bin);
+        if !p.exists() {
+            return Some(format!(
+                "{} is missing (run lab/apiserver/build.sh)",
+                p.display()
+            ));
+        }
+    }
+    if Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        return Some("kubectl is not installed".into());
+    }
+    None
+}
+
+#[allow(clippy::print_stderr)]
+fn tier_or_skip() -> Option<Tier> {
+    if let Some(why) = missing_prerequisite() {
+        assert!(
+            !required(),
+            "KWIN_REQUIRE_API_TIER is set but the API tier cannot run: {why}"
+        );
+        eprintln!(
+            "skipping the API tier tests: {why} (set KWIN_REQUIRE_API_TIER=1 to fail instead)"
+        );
+        return None;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("tier");
+    let out = Command::new(root().join("lab/apiserver/up.sh"))
+        .arg(&state)
+        .output()
+        .expect("run lab/apiserver/up.sh");
+    assert!(
+        out.status.success(),
+        "lab/apiserver/up.sh failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(state.join("env")).expect("tier env file");
+    let env = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+        .collect();
+    Some(Tier {
+        state,
+        env,
+        _dir: dir,
+    })
+}
+
+// ---------------------------------------------------------------- the host (local)
+
+/// The control plane: this machine, reached through kwin's local transport; kubeadm from the
+/// tier's cache first on PATH.
+struct Host {
+    rt: tokio::runtime::Runtime,
+    t: LocalTransport,
+    prefix: String,
+}
+
+impl Host {
+    fn new(tier: &Tier) -> Host {
+        let bin = Path::new(&tier.var("KUBEADM_BIN"))
+            .parent()
+            .expect("bin dir")
+            .display()
+            .to_string();
+        Host {
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime"),
+            t: LocalTransport { become_root: false },
+            prefix: format!("PATH={bin}:$PATH; export PATH\n"),
+        }
+    }
+
+    fn run(&self, script: &str) -> Output {
+        self.rt
+            .block_on(self.t.run(
+                &format!("{}{script}", self.prefix),
+                Duration::from_secs(180),
+            ))
+            .expect("local transport")
+    }
+
+    /// Probe the module's facts in one batch, as the engine does, and plan.
+    fn plan(&self, m: &dyn Module, inputs: &Inputs) -> Result<Plan, ModuleError> {
+        let queries = m.facts(Shell::Posix);
+        let nonce = new_nonce();
+        let script = batch_script(Shell::Posix, &queries, &nonce);
+        let out = self.run(&script);
+        let facts = parse_batch(&queries, &out, &nonce).expect("parse probe");
+        let ctx = Ctx {
+            shell: Shell::Posix,
+            host: "cp1",
+            inputs,
+        };
+        m.plan(&facts, &ctx)
+    }
+
+    /// Run a change's steps, each in its own subshell as the engine does.
+    fn exec(&self, c: &Change) -> Result<(), String> {
+        for s in &c.steps {
+            match s {
+                Step::Run(script) => {
+                    let out = self.run(&format!("(\n{script}\n)"));
+                    if !out.success() {
+                        return Err(format!(
+                            "exit {}: {}{}",
+                            out.exit,
+                            String::from_utf8_lossy(&out.stdout),
+                            String::from_utf8_lossy(&out.stderr)
+                        ));
+                    }
+                }
+                Step::Put {
+                    path,
+                    content,
+                    mode,
+                } => self
+                    .rt
+                    .block_on(self.t.put(path, content, *mode))
+                    .map_err(|e| e.to_string())?,
+                Step::Reboot(_) => return Err("unexpected reboot".into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Plan, carry out the change, plan again: the second plan must be NoOp.
+    fn converge(&self, what: &str, m: &dyn Module) -> Change {
+        let c = match self.plan(m, &Inputs::new()) {
+            Ok(Plan::Change(c)) => c,
+            other => panic!("{what}: expected a change, got {other:?}"),
+        };
+        self.exec(&c)
+            .unwrap_or_else(|e| panic!("{what}: step failed: {e}"));
+        match self.plan(m, &Inputs::new()) {
+            Ok(Plan::NoOp { .. }) => c,
+            other => panic!("{what}: did not converge: {other:?}"),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------ helpers
+
+fn build(module: &str, params: &Value) -> Box<dyn Module> {
+    Builtin
+        .build(module, Shell::Posix, params)
+        .unwrap_or_else(|e| panic!("{module}: {e}"))
+}
+
+/// A recipe task's module, pointed at the tier (and a private manifest cache).
+fn module_of(t: &Task, tier: &Tier, cache: &Path) -> Box<dyn Module> {
+    let mut p = t.params.clone();
+    p["kubeconfig"] = json!(tier.kubeconfig());
+    if t.module == "kube_apply" {
+        p["cache_dir"] = json!(cache.display().to_string());
+    }
+    build(&t.module, &p)
+}
+
+/// A Windows DaemonSet manifest as the 1.20 API server can take it: `windowsOptions.hostProcess`
+/// only exists from Kubernetes 1.22 on, so the tier refuses the field; everything else is
+/// applied as rendered (the goldens hold the field).
+fn windows_module(t: &Task, tier: &Tier, cache: &Path) -> Box<dyn Module> {
+    let mut t = t.clone();
+    let manifest = t.params["manifest"].as_str().expect("manifest").to_string();
+    assert!(manifest.contains("hostProcess: true"), "{}", t.id);
+    t.params["manifest"] = json!(manifest.replace("          hostProcess: true\n", ""));
+    module_of(&t, tier, cache)
+}
+
+fn kubectl(tier: &Tier, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(tier.kubeconfig())
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn get_json(tier: &Tier, args: &[&str]) -> Value {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json"]);
+    serde_json::from_str(&kubectl(tier, &a)).expect("kubectl json")
+}
+
+fn rv(tier: &Tier, args: &[&str]) -> String {
+    get_json(tier, args)["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion")
+        .to_string()
+}
+
+/// JSON inside a ConfigMap value.
+fn cm_json(tier: &Tier, ns: &str, name: &str, key: &str) -> Value {
+    let cm = get_json(tier, &["configmap", "-n", ns, name]);
+    let text = cm["data"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{ns}/{name} has no {key}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{ns}/{name} {key}: {e}: {text}"))
+}
+
+/// A second plan is NoOp, and re-running the apply step writes nothing: the objects keep
+/// their resourceVersion.
+fn assert_no_write(
+    host: &Host,
+    tier: &Tier,
+    what: &str,
+    m: &dyn Module,
+    c: &Change,
+    objects: &[&[&str]],
+) {
+    let before: Vec<String> = objects.iter().map(|o| rv(tier, o)).collect();
+    assert!(
+        host.plan(m, &Inputs::new()).is_ok_and(|p| p.is_noop()),
+        "{what}: second plan is not a no-op"
+    );
+    host.exec(c)
+        .unwrap_or_else(|e| panic!("{what}: re-apply failed: {e}"));
+    let after: Vec<String> = objects.iter().map(|o| rv(tier, o)).collect();
+    assert_eq!(before, after, "{what}: a repeated apply wrote objects");
+}
+
+fn flannel_plan(backend: &str) -> Vec<Task> {
+    let cni = format!(
+        "[cni]\nmanifest_file = \"{}\"\n",
+        fixture("kube-flannel.yml").display()
+    );
+    let backend_line = format!("backend = \"{backend}\"");
+    let text = plan_text(
+        "examples/flannel.toml",
+        &[("[cni]\n", &cni), ("backend = \"vxlan\"", &backend_line)],
+    );
+    expand("examples/flannel.toml", &text)
+}
+
+// --------------------------------------------------------------------------- tests
+
+#[test]
+fn api_tier() {
+    let Some(tier) = tier_or_skip() else {
+        return;
+    };
+    let host = Host::new(&tier);
+    let cache = tempfile::tempdir().expect("cache dir");
+    flannel(&host, &tier, cache.path());
+    runtime_classes(&host, &tier, cache.path());
+    calico(&host, &tier, cache.path());
+    waits(&host, &tier, cache.path());
+    let values = join_data(&host, &tier);
+    join(&host, &tier, &values);
+    init(&host, &tier);
+}
+
+fn flannel(host: &Host, tier: &Tier, cache: &Path) {
+    // host-gw first, then VXLAN over it: the second is an update of the same objects.
+    let tasks = flannel_plan("host-gw");
+    let m = module_of(task(&tasks, "cp1", "flannel"), tier, cache);
+    let c = host.converge("flannel host-gw", m.as_ref());
+    assert!(
+        c.reason
+            .contains("namespace kube-flannel does not exist yet"),
+        "{}",
+        c.reason
+    );
+    let net = cm_json(tier, "kube-flannel", "kube-flannel-cfg", "net-conf.json");
+    assert_eq!(
+        net,
+        json!({"Network": "10.244.0.0/16", "Backend": {"Type": "host-gw"}})
+    );
+    let cni = cm_json(tier, "kube-flannel", "kube-flannel-cfg", "cni-conf.json");
+    assert_eq!(cni["name"], "cbr0");
+
+    let tasks = flannel_plan("vxlan");
+    let m = module_of(task(&tasks, "cp1", "flannel"), tier, cache);
+    let c = host.converge("flannel vxlan", m.as_ref());
+    assert_eq!(c.action.to_string(), "update");
+    let diff = c.diff.clone().unwrap_or_default();
+    assert!(diff.contains("+") && diff.contains("4096"), "{diff}");
+    assert!(!diff.contains("/tmp/"), "{diff}");
+    let net = cm_json(tier, "kube-flannel", "kube-flannel-cfg", "net-conf.json");
+    assert_eq!(
+        net,
+        json!({"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan", "VNI": 4096, "Port": 4789}})
+    );
+    let cni = cm_json(tier, "kube-flannel", "kube-flannel-cfg", "cni-conf.json");
+    assert_eq!(cni["name"], "vxlan0");
+    assert_eq!(cni["plugins"][0]["type"], "flannel");
+    let ds = get_json(
+        tier,
+        &["daemonset", "-n", "kube-flannel", "kube-flannel-ds"],
+    );
+    let spec = &ds["spec"]["template"]["spec"];
+    assert_eq!(spec["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+    // The rest of the upstream DaemonSet is untouched.
+    assert_eq!(spec["priorityClassName"], "system-node-critical");
+    assert_eq!(
+        spec["containers"][0]["image"],
+        "ghcr.io/flannel-io/flannel:v0.26.7"
+    );
+    let objects: [&[&str]; 3] = [
+        &["configmap", "-n", "kube-flannel", "kube-flannel-cfg"],
+        &["daemonset", "-n", "kube-flannel", "kube-flannel-ds"],
+        &["namespace", "kube-flannel"],
+    ];
+    assert_no_write(host, tier, "flannel", m.as_ref(), &c, &objects);
+
+    // Drift is seen and repaired.
+    kubectl(
+        tier,
+        &[
+            "patch",
+            "configmap",
+            "-n",
+            "kube-flannel",
+            "kube-flannel-cfg",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"net-conf.json":"{\"Network\":\"10.244.0.0/16\",\"Backend\":{\"Type\":\"vxlan\",\"VNI\":1}}"}}"#,
+        ],
+    );
+    let c = host.converge("flannel drift", m.as_ref());
+    assert!(
+        c.reason
+            .contains("1 object differs: v1.ConfigMap.kube-flannel.kube-flannel-cfg"),
+        "{}",
+        c.reason
+    );
+    assert_eq!(
+        cm_json(tier, "kube-flannel", "kube-flannel-cfg", "net-conf.json")["Backend"]["VNI"],
+        4096
+    );
+
+    // A patch whose object is not in the manifest is an error, not a silent no-op.
+    let mut p = task(&tasks, "cp1", "flannel").params.clone();
+    p["kubeconfig"] = json!(tier.kubeconfig());
+    p["patches"][0]["name"] = json!("kube-flannel-config");
+    let broken = build("kube_apply", &p);
+    match host.plan(broken.as_ref(), &Inputs::new()) {
+        Err(ModuleError::Precondition(e)) => assert!(
+            e.contains(
+                "patch target ConfigMap kube-flannel/kube-flannel-config is not in the manifest"
+            ),
+            "{e}"
+        ),
+        other => panic!("expected a missing patch target, got {other:?}"),
+    }
+
+    // Windows: flanneld and kube-proxy DaemonSets and their ConfigMaps in kube-system.
+    let m = windows_module(task(&tasks, "cp1", "flannel-windows"), tier, cache);
+    let c = host.converge("flannel-windows", m.as_ref());
+    let net = cm_json(tier, "kube-system", "kube-flannel-cfg", "net-conf.json");
+    assert_eq!(
+        net["Backend"],
+        json!({"Type": "vxlan", "VNI": 4096, "Port": 4789})
+    );
+    let win = cm_json(
+        tier,
+        "kube-system",
+        "kube-flannel-windows-cfg",
+        "cni-conf-containerd.json",
+    );
+    assert_eq!(win["name"], "flannel.4096");
+    assert_eq!(win["delegate"]["type"], "sdnoverlay");
+    let ds = get_json(
+        tier,
+        &["daemonset", "-n", "kube-system", "kube-proxy-windows"],
+    );
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["securityContext"]["windowsOptions"]["runAsUserName"],
+        "NT AUTHORITY\\system"
+    );
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"],
+        "flannel.4096"
+    );
+    let objects: [&[&str]; 2] = [
+        &[
+            "daemonset",
+            "-n",
+            "kube-system",
+            "kube-flannel-ds-windows-amd64",
+        ],
+        &["configmap", "-n", "kube-system", "kube-flannel-windows-cfg"],
+    ];
+    assert_no_write(host, tier, "flannel-windows", m.as_ref(), &c, &objects);
+}
+
+fn runtime_classes(host: &Host, tier: &Tier, cache: &Path) {
+    let tasks = flannel_plan("vxlan");
+    let m = module_of(task(&tasks, "cp1", "runtime-classes"), tier, cache);
+    let c = host.converge("runtime-classes", m.as_ref());
+    assert!(c.reason.contains("3 new objects"), "{}", c.reason);
+    let rc = get_json(tier, &["runtimeclass", "windows-2019"]);
+    assert_eq!(rc["handler"], "runhcs-wcow-process");
+    assert_eq!(
+        rc["scheduling"]["nodeSelector"],
+        json!({
+            "kubernetes.io/os": "windows",
+            "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/windows-build": "10.0.17763"
+        })
+    );
+    assert_eq!(
+        rc["scheduling"]["tolerations"],
+        json!([{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}])
+    );
+    assert_eq!(
+        get_json(tier, &["runtimeclass", "windows-2022"])["scheduling"]["nodeSelector"]
+            ["node.kubernetes.io/windows-build"],
+        "10.0.20348"
+    );
+    let objects: [&[&str]; 1] = [&["runtimeclass", "windows-2019"]];
+    assert_no_write(host, tier, "runtime-classes", m.as_ref(), &c, &objects);
+}
+
+fn calico(host: &Host, tier: &Tier, cache: &Path) {
+    let cni = format!(
+        "[cni]\nmanifest_file = \"{}\"\n",
+        fixture("tigera-crds.yaml").display()
+    );
+    let text = plan_text("examples/calico.toml", &[("[cni]\n", &cni)]);
+    let tasks = expand("examples/calico.toml", &text);
+    let m = |name: &str| module_of(task(&tasks, "cp1", name), tier, cache);
+
+    // Before the operator's CRDs exist, the Installation cannot be compared: a pending change.
+    match host.plan(m("calico-installation").as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => assert!(
+            c.reason
+                .contains("kind Installation (operator.tigera.io/v1) is not served yet"),
+            "{}",
+            c.reason
+        ),
+        other => panic!("installation before its CRD: {other:?}"),
+    }
+    host.converge("tigera-operator", m("tigera-operator").as_ref());
+    let crds = m("calico-crds");
+    if let Ok(Plan::Change(c)) = host.plan(crds.as_ref(), &Inputs::new()) {
+        host.exec(&c).expect("wait for CRDs");
+    }
+    assert!(host
+        .plan(crds.as_ref(), &Inputs::new())
+        .is_ok_and(|p| p.is_noop()));
+    for name in [
+        "calico-services-endpoint",
+        "calico-installation",
+        "calico-ippool",
+        "calico-ipam",
+        "calico-felix",
+        "kube-proxy-windows",
+    ] {
+        let module = if name == "kube-proxy-windows" {
+            windows_module(task(&tasks, "cp1", name), tier, cache)
+        } else {
+            m(name)
+        };
+        let c = host.converge(name, module.as_ref());
+        assert!(host
+            .plan(module.as_ref(), &Inputs::new())
+            .is_ok_and(|p| p.is_noop()));
+        let _ = c;
+    }
+    let inst = get_json(tier, &["installation", "default"]);
+    let net = &inst["spec"]["calicoNetwork"];
+    assert_eq!(net["bgp"], "Disabled");
+    assert_eq!(net["windowsDataplane"], "HNS");
+    assert_eq!(net["ipPools"][0]["encapsulation"], "VXLAN");
+    assert_eq!(net["ipPools"][0]["cidr"], "192.168.0.0/16");
+    assert_eq!(inst["spec"]["serviceCIDRs"], json!(["10.96.0.0/12"]));
+    let pool = get_json(
+        tier,
+        &["ippools.crd.projectcalico.org", "default-ipv4-ippool"],
+    );
+    assert_eq!(pool["spec"]["ipipMode"], "Never");
+    assert_eq!(pool["spec"]["vxlanMode"], "Always");
+    assert_eq!(pool["spec"]["cidr"], "192.168.0.0/16");
+    let felix = get_json(
+        tier,
+        &["felixconfigurations.crd.projectcalico.org", "default"],
+    );
+    assert_eq!(felix["spec"]["ipipEnabled"], false);
+    assert_eq!(felix["spec"]["vxlanVNI"], 4096);
+    assert_eq!(felix["spec"]["vxlanPort"], 4789);
+    let ipam = get_json(tier, &["ipamconfigs.crd.projectcalico.org", "default"]);
+    assert_eq!(ipam["spec"]["strictAffinity"], true);
+    let ep = get_json(
+        tier,
+        &[
+            "configmap",
+            "-n",
+            "tigera-operator",
+            "kubernetes-services-endpoint",
+        ],
+    );
+    assert_eq!(ep["data"]["KUBERNETES_SERVICE_HOST"], "10.0.56.10"); // cp1 in examples/calico.toml
+    assert_eq!(ep["data"]["KUBERNETES_SERVICE_PORT"], "6443");
+
+    // Someone edits the pool to IP-in-IP: kwin puts VXLAN back, the rest of the object stays.
+    kubectl(
+        tier,
+        &[
+            "patch",
+            "ippools.crd.projectcalico.org",
+            "default-ipv4-ippool",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"ipipMode":"Always","vxlanMode":"Never","disabled":false}}"#,
+        ],
+    );
+    host.converge("calico-ippool drift", m("calico-ippool").as_ref());
+    let pool = get_json(
+        tier,
+        &["ippools.crd.projectcalico.org", "default-ipv4-ippool"],
+    );
+    assert_eq!(
+        (
+            pool["spec"]["ipipMode"].clone(),
+            pool["spec"]["vxlanMode"].clone()
+        ),
+        (json!("Never"), json!("Always"))
+    );
+    assert_eq!(pool["spec"]["disabled"], false);
+
+    // cni-ready waits for the operator's TigeraStatus `calico` (no operator here: made by hand).
+    let ready = m("cni-ready");
+    match host.plan(ready.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => assert!(
+            c.reason.contains("tigerastatus calico: not found"),
+            "{}",
+            c.reason
+        ),
+        other => panic!("cni-ready before the status exists: {other:?}"),
+    }
+    kubectl(tier, &["apply", "--server-side", "--field-manager=test", "-f", &write_temp(
+        "apiVersion: operator.tigera.io/v1\nkind: TigeraStatus\nmetadata:\n  name: calico\nspec: {}\n",
+    )]);
+    set_status(
+        tier,
+        &["tigerastatus", "calico"],
+        json!({"conditions": [
+        {"type": "Available", "status": "False", "reason": "ResourceNotReady", "message": "calico-node is rolling out"}]}),
+    );
+    match host.plan(ready.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => assert!(
+            c.reason.contains(
+                "tigerastatus calico NotAvailable: ResourceNotReady: calico-node is rolling out"
+            ),
+            "{}",
+            c.reason
+        ),
+        other => panic!("cni-ready while rolling out: {other:?}"),
+    }
+    set_status(
+        tier,
+        &["tigerastatus", "calico"],
+        json!({"conditions": [
+        {"type": "Available", "status": "True", "reason": "AllResourcesAvailable", "message": "all objects are available"}]}),
+    );
+    assert!(host
+        .plan(ready.as_ref(), &Inputs::new())
+        .is_ok_and(|p| p.is_noop()));
+}
+
+fn write_temp(text: &str) -> String {
+    let f = tempfile::Builder::new()
+        .suffix(".yaml")
+        .tempfile()
+        .expect("temp file");
+    std::fs::write(f.path(), text).expect("write temp");
+    let (_, p) = f.keep().expect("keep temp");
+    p.display().to_string()
+}
+
+fn set_status(tier: &Tier, object: &[&str], status: Value) {
+    let patch = json!({ "status": status }).to_string();
+    let mut a = vec!["patch"];
+    a.extend_from_slice(object);
+    a.extend_from_slice(&["--subresource=status", "--type=merge", "-p", &patch]);
+    kubectl(tier, &a);
+}
+
+fn waits(host: &Host, tier: &Tier, cache: &Path) {
+    let tasks = flannel_plan("vxlan");
+    // The DaemonSet has never been looked at by a controller (there is none here).
+    let mut p = task(&tasks, "cp1", "cni-ready").params.clone();
+    p["kubeconfig"] = json!(tier.kubeconfig());
+    p["timeout"] = json!("2s");
+    p["interval"] = json!(1);
+    let ds = build("kube_wait", &p);
+    let c = match host.plan(ds.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("cni-ready: {other:?}"),
+    };
+    assert!(
+        c.reason
+            .contains("daemonset kube-flannel/kube-flannel-ds: generation 1 not observed yet")
+            || c.reason
+                .contains("daemonset kube-flannel/kube-flannel-ds: generation 2 not observed yet"),
+        "{}",
+        c.reason
+    );
+    let err = host.exec(&c).expect_err("the wait must time out");
+    assert!(
+        err.contains("timed out after 2s waiting for DaemonSet kube-flannel-ds to roll out"),
+        "{err}"
+    );
+    assert!(
+        err.contains("daemonset kube-flannel/kube-flannel-ds: generation"),
+        "{err}"
+    );
+    let generation = get_json(
+        tier,
+        &["daemonset", "-n", "kube-flannel", "kube-flannel-ds"],
+    )["metadata"]["generation"]
+        .clone();
+    let status = |ready: u32| {
+        json!({"observedGeneration": generation, "desiredNumberScheduled": 2,
+        "currentNumberScheduled": 2, "updatedNumberScheduled": 2, "numberMisscheduled": 0,
+        "numberReady": ready, "numberAvailable": ready})
+    };
+    set_status(
+        tier,
+        &["daemonset", "-n", "kube-flannel", "kube-flannel-ds"],
+        status(1),
+    );
+    match host.plan(ds.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => assert_eq!(
+            c.reason,
+            "daemonset kube-flannel/kube-flannel-ds: 1 of 2 ready"
+        ),
+        other => panic!("cni-ready 1 of 2: {other:?}"),
+    }
+    set_status(
+        tier,
+        &["daemonset", "-n", "kube-flannel", "kube-flannel-ds"],
+        status(2),
+    );
+    assert!(host
+        .plan(ds.as_ref(), &Inputs::new())
+        .is_ok_and(|p| p.is_noop()));
+
+    // Every node Ready (smoke-test): lw1 becomes Ready while the step waits.
+    let _ = cache;
+    for (name, os) in [
+        ("cp1", "linux"),
+        ("lw1", "linux"),
+        ("ww1", "windows"),
+        ("ww2", "windows"),
+    ] {
+        kubectl(tier, &["apply", "--server-side", "--field-manager=test", "-f", &write_temp(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/os: {os}\n"))]);
+        let ready = if name == "lw1" {
+            json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime network not ready"})
+        } else {
+            json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"})
+        };
+        set_status(tier, &["node", name], json!({"conditions": [ready]}));
+    }
+    let mut p = task(&tasks, "cp1", "nodes-ready").params.clone();
+    assert_eq!(p["names"], json!(["cp1", "lw1", "ww1", "ww2"]));
+    p["kubeconfig"] = json!(tier.kubeconfig());
+    p["timeout"] = json!("60s");
+    p["interval"] = json!("1s");
+    let nodes = build("kube_wait", &p);
+    let c = match host.plan(nodes.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("nodes-ready: {other:?}"),
+    };
+    assert_eq!(
+        c.reason,
+        "node lw1 NotReady: KubeletNotReady: container runtime network not ready"
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_secs(3));
+            set_status(
+                tier,
+                &["node", "lw1"],
+                json!({"conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"}]}),
+            );
+        });
+        host.exec(&c).expect("nodes become ready while waiting");
+    });
+    assert!(host
+        .plan(nodes.as_ref(), &Inputs::new())
+        .is_ok_and(|p| p.is_noop()));
+
+    // A CRD-backed kind that is not served at all: not ready, named, no error.
+    let unserved = build(
+        "kube_wait",
+        &json!({"kind": "Widget", "names": ["w1"], "condition": "Ready",
+        "kubeconfig": tier.kubeconfig()}),
+    );
+    match host.plan(unserved.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => assert_eq!(
+            c.reason,
+            "widget w1: kind Widget is not served by the API server yet"
+        ),
+        other => panic!("unserved kind: {other:?}"),
+    }
+    let healthy = build(
+        "kube_wait",
+        &json!({"condition": "healthy", "kubeconfig": tier.kubeconfig()}),
+    );
+    assert!(host
+        .plan(healthy.as_ref(), &Inputs::new())
+        .is_ok_and(|p| p.is_noop()));
+}
+
+fn join_data(host: &Host, tier: &Tier) -> BTreeMap<String, String> {
+    let tasks = flannel_plan("vxlan");
+    let mut p = task(&tasks, "cp1", "join-data").params.clone();
+    assert_eq!(p["ttl"], "2h");
+    let endpoint = format!("127.0.0.1:{}", tier.var("APISERVER_PORT"));
+    p["kubeconfig"] = json!(tier.kubeconfig());
+    p["api_endpoint"] = json!(endpoint);
+    p["pki_dir"] = json!(tier.state.join("pki").display().to_string());
+    p["upload_certs"] = json!(true);
+    p["kubeadm_config"] = json!(tier.var("KUBEADM_CONFIG"));
+    let m = build("kube_join_data", &p);
+    assert!(host
+        .plan(m.as_ref(), &Inputs::new())
+        .is_ok_and(|p| p.is_noop()));
+    let script = m.output(Shell::Posix).expect("an output script");
+    let out = host.run(&script);
+    assert!(
+        out.success(),
+        "output script: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let values: BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(
+        values.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["api_endpoint", "ca_cert_hash", "certificate_key", "token"]
+    );
+    assert_eq!(values["api_endpoint"], endpoint);
+    let token = &values["token"];
+    let (id, secret) = token.split_once('.').expect("token id.secret");
+    assert_eq!((id.len(), secret.len()), (6, 16), "{token}");
+    // The token exists in the cluster, with about the ttl asked for.
+    let s = get_json(
+        tier,
+        &[
+            "secret",
+            "-n",
+            "kube-system",
+            &format!("bootstrap-token-{id}"),
+        ],
+    );
+    assert_eq!(s["type"], "bootstrap.kubernetes.io/token");
+    // The CA hash equals what kubeadm itself prints in a join command.
+    let join = Command::new(tier.var("KUBEADM_BIN"))
+        .args([
+            "token",
+            "create",
+            "--print-join-command",
+            "--kubeconfig",
+            &tier.kubeconfig(),
+        ])
+        .output()
+        .expect("kubeadm");
+    let join = String::from_utf8_lossy(&join.stdout).into_owned();
+    let kubeadm_hash = join
+        .split_whitespace()
+        .skip_while(|w| *w != "--discovery-token-ca-cert-hash")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no hash in {join:?}"));
+    assert_eq!(values["ca_cert_hash"], kubeadm_hash);
+    let key = &values["certificate_key"];
+    assert!(
+        key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{key}"
+    );
+    get_json(tier, &["secret", "-n", "kube-system", "kubeadm-certs"]);
+    // Every run makes a fresh token.
+    let again = host.run(&script);
+    assert!(!String::from_utf8_lossy(&again.stdout).contains(token.as_str()));
+    values
+}
+
+/// What the tier lacks for a node's discovery, made by hand: the bootstrap signer's JWS of
+/// `cluster-info` for `token` (kube-controller-manager's job) and the kubelet configuration
+/// with its RBAC (`kubeadm init phase upload-config kubelet`, which waits for a Node).
+fn prepare_discovery(host: &Host, tier: &Tier, token: &str) {
+    let (id, secret) = token.split_once('.').expect("token");
+    let script = format!(
+        "set -e\nb64u() {{ base64 -w0 | tr '+/' '-_' | tr -d '='; }}\n\
+         f=$(mktemp)\n\
+         kubectl --kubeconfig {kc} get configmap -n kube-public cluster-info -o jsonpath='{{.data.kubeconfig}}' > \"$f\"\n\
+         h=$(printf '{{\"alg\":\"HS256\",\"kid\":\"%s\"}}' {id} | b64u)\n\
+         p=$(b64u < \"$f\")\n\
+         rm -f \"$f\"\n\
+         sig=$(printf '%s.%s' \"$h\" \"$p\" | openssl dgst -sha256 -mac HMAC -macopt key:{secret} -binary | b64u)\n\
+         kubectl --kubeconfig {kc} patch configmap -n kube-public cluster-info --type=merge -p \"{{\\\"data\\\":{{\\\"jws-kubeconfig-{id}\\\":\\\"$h..$sig\\\"}}}}\"\n",
+        kc = tier.kubeconfig()
+    );
+    let out = host.run(&script);
+    assert!(
+        out.success(),
+        "sign cluster-info: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = tier.var("KUBEADM_BIN");
+    let v = Command::new(&version)
+        .args(["version", "-o", "short"])
+        .output()
+        .expect("kubeadm version");
+    let v = String::from_utf8_lossy(&v.stdout)
+        .trim()
+        .trim_start_matches('v')
+        .to_string();
+    let minor: Vec<&str> = v.split('.').take(2).collect();
+    let name = format!("kubelet-config-{}", minor.join("."));
+    kubectl(tier, &["apply", "--server-side", "--field-manager=test", "-f", &write_temp(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: kube-system\ndata:\n  kubelet: |\n    apiVersion: kubelet.config.k8s.io/v1beta1\n    kind: KubeletConfiguration\n    cgroupDriver: systemd\n\
+---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: kubeadm:{name}\n  namespace: kube-system\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    resourceNames: [{name}]\n    verbs: [get]\n\
+---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: kubeadm:{name}\n  namespace: kube-system\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: kubeadm:{name}\nsubjects:\n  - apiGroup: rbac.authorization.k8s.io\n    kind: Group\n    name: system:bootstrappers:kubeadm:default-node-token\n"))]);
+}
+
+/// kubeadm_join's real script and JoinConfiguration, with the join data kube_join_data made,
+/// through kubeadm's own discovery: the node finds the API server at `api_endpoint`, checks
+/// its CA against `ca_cert_hash` and authenticates with `token`. The tier has no kubelet, so
+/// the join stops after discovery and preflight: `kubeadm` is a shim that runs
+/// `kubeadm join phase preflight` where the module runs `kubeadm join`.
+fn join(host: &Host, tier: &Tier, values: &BTreeMap<String, String>) {
+    prepare_discovery(host, tier, &values["token"]);
+    let dir = tempfile::tempdir().expect("shim dir");
+    let shim = dir.path().join("kubeadm");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = join ]; then shift; exec {k} join phase preflight --ignore-preflight-errors=all \"$@\"; fi\nexec {k} \"$@\"\n",
+            k = tier.var("KUBEADM_BIN")
+        ),
+    )
+    .expect("write shim");
+    let chmod = Command::new("chmod")
+        .arg("755")
+        .arg(&shim)
+        .status()
+        .expect("chmod");
+    assert!(chmod.success());
+    let tasks = flannel_plan("vxlan");
+    let mut p = task(&tasks, "lw1", "kubeadm-join").params.clone();
+    p["kubeadm"] = json!(shim.display().to_string());
+    p["creates"] = json!(dir.path().join("kubelet.conf").display().to_string());
+    let m = Builtin
+        .build("kubeadm_join", Shell::Posix, &p)
+        .expect("kubeadm_join");
+    let mut inputs = Inputs::new();
+    for k in ["token", "ca_cert_hash", "api_endpoint"] {
+        inputs.insert(k, kwin_engine::secret::Secret::new(values[k].clone()));
+    }
+    let c = match host.plan(m.as_ref(), &inputs) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("kubeadm-join: {other:?}"),
+    };
+    assert!(!c
+        .diff
+        .clone()
+        .unwrap_or_default()
+        .contains(&values["token"]));
+    host.exec(&c)
+        .unwrap_or_else(|e| panic!("kubeadm join discovery: {e}"));
+
+    // A wrong CA hash: kubeadm refuses the cluster.
+    let mut wrong = Inputs::new();
+    wrong.insert(
+        "token",
+        kwin_engine::secret::Secret::new(values["token"].clone()),
+    );
+    wrong.insert(
+        "api_endpoint",
+        kwin_engine::secret::Secret::new(values["api_endpoint"].clone()),
+    );
+    wrong.insert(
+        "ca_cert_hash",
+        kwin_engine::secret::Secret::new(format!("sha256:{}", "0".repeat(64))),
+    );
+    let c = match host.plan(m.as_ref(), &wrong) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("kubeadm-join: {other:?}"),
+    };
+    let err = host
+        .exec(&c)
+        .expect_err("a wrong CA hash must fail the join");
+    assert!(
+        err.contains("none of the public keys") || err.contains("not pinned"),
+        "{err}"
+    );
+}
+
+fn init(host: &Host, tier: &Tier) {
+    let m = build(
+        "kubeadm_init",
+        &json!({"config": "/etc/kubernetes/kubeadm-config.yaml", "creates": tier.kubeconfig()}),
+    );
+    match host.plan(m.as_ref(), &Inputs::new()) {
+        Ok(Plan::NoOp { why }) => assert!(why.contains("healthy"), "{why}"),
+        other => panic!("initialised cluster: {other:?}"),
+    }
+    // The same admin kubeconfig pointing at a port nobody listens on: a clear failure, never
+    // a second kubeadm init.
+    let text = std::fs::read_to_string(tier.kubeconfig()).expect("admin.conf");
+    let port = tier.var("APISERVER_PORT");
+    let dead = tier.state.join("dead.conf");
+    std::fs::write(&dead, text.replace(&format!(":{port}"), ":1")).expect("write");
+    let m = build(
+        "kubeadm_init",
+        &json!({"config": "/etc/kubernetes/kubeadm-config.yaml", "creates": dead.display().to_string(),
+                "health_timeout": "1s"}),
+    );
+    match host.plan(m.as_ref(), &Inputs::new()) {
+        Err(ModuleError::Precondition(e)) => {
+            assert!(
+                e.contains("exists but the API server does not answer"),
+                "{e}"
+            );
+            assert!(e.contains("kubeadm reset -f"), "{e}");
+        }
+        other => panic!("unhealthy control plane: {other:?}"),
+    }
+}

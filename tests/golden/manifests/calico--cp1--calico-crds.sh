@@ -1,0 +1,35 @@
+[ -r /etc/kubernetes/admin.conf ] || { echo '/etc/kubernetes/admin.conf does not exist' >&2; exit 1; }
+d=$(mktemp -d) || exit 1
+trap 'rm -rf "$d"' EXIT
+kw_check() {
+unserved=''
+if ! kubectl --kubeconfig /etc/kubernetes/admin.conf get CustomResourceDefinition -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{range .status.conditions[?(@.type=="Established")]}{.status}{"\t"}{.reason}{"\t"}{.message}{end}{"\n"}{end}' > "$d/rows" 2> "$d/err"; then
+  if grep -q -e "doesn't have a resource type" -e 'could not find the requested resource' -e 'no matches for kind' "$d/err"; then
+    : > "$d/rows"; unserved="kind CustomResourceDefinition is not served by the API server yet"
+  else return 2; fi
+fi
+awk -v want='installations.operator.tigera.io ipamconfigs.crd.projectcalico.org felixconfigurations.crd.projectcalico.org' -v label='customresourcedefinition ' -v cond=Established -v unserved="$unserved" '
+BEGIN { FS = "\t"; nw = split(want, w, " "); for (i = 1; i <= nw; i++) wanted[w[i]] = 1 }
+($1 in wanted) && !($1 in seen) {
+  seen[$1] = 1
+  if ($2 == "True") print "ok " $1
+  else {
+    why = ($3 != "") ? $3 : ("condition " cond " is " (($2 == "") ? "not reported" : $2))
+    if ($4 != "") why = why ": " $4
+    print "no " $1 " " label $1 " Not" cond ": " why
+  }
+}
+END { for (i = 1; i <= nw; i++) if (!(w[i] in seen)) print "no " w[i] " " label w[i] ": " ((unserved != "") ? unserved : "not found") }
+' "$d/rows"
+}
+deadline=$(( $(date +%s) + 120 ))
+while :; do
+  kw_check > "$d/report"; rc=$?
+  if [ $rc -eq 0 ] && ! grep -q '^no ' "$d/report"; then break; fi
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo 'timed out after 120s waiting for CustomResourceDefinition installations.operator.tigera.io, ipamconfigs.crd.projectcalico.org, felixconfigurations.crd.projectcalico.org to be Established:' >&2
+    if [ $rc -ne 0 ]; then cat "$d/err" >&2; else sed -n 's/^no [^ ]* /  /p' "$d/report" >&2; fi
+    exit 1
+  fi
+  sleep 5
+done

@@ -1,0 +1,351 @@
+//! Remote output that is huge (100 MB), endless, or not UTF-8, through the real transports:
+//! `LocalTransport` (a real `/bin/sh`) and `SshTransport` (a real `sshd` started here on
+//! 127.0.0.1). A command may print anything; kwin keeps at most `MAX_OUTPUT` bytes of each
+//! stream, fails with `OutputTooLarge` past that, keeps memory bounded (peak RSS measured in
+//! a process of its own), does not hang, leaves no process behind, and the next command on the
+//! same transport works. Bytes that are not UTF-8 come back exactly as sent. Through the
+//! binary: a task printing 100 MB fails with a message that says so, and the run goes on.
+//!
+//! The SSH part needs root, `/usr/sbin/sshd` and `unshare`; without them it says why and passes.
+
+#![allow(clippy::print_stderr)]
+
+mod security_common;
+
+use security_common::{alone, peak_rss, Sshd};
+
+use kwin_engine::transport::local::LocalTransport;
+use kwin_engine::transport::{Transport, TransportError, MAX_OUTPUT};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const HUNDRED_MB: u64 = 100_000_000;
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Peak memory may grow by one full buffer per stream plus slack, never by the 100 MB sent.
+fn assert_bounded_growth(what: &str, before: u64) {
+    let grown = peak_rss().saturating_sub(before);
+    let bound = 2 * MAX_OUTPUT as u64 + (48 << 20);
+    eprintln!("{what}: peak RSS grew by {} MiB", grown >> 20);
+    assert!(
+        grown < bound,
+        "{what}: peak RSS grew by {} MiB (bound {} MiB)",
+        grown >> 20,
+        bound >> 20
+    );
+}
+
+fn too_large(r: &Result<kwin_engine::transport::Output, TransportError>) -> bool {
+    matches!(r, Err(TransportError::OutputTooLarge { limit }) if *limit == MAX_OUTPUT)
+}
+
+/// Processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) && !cmd.contains("--exact") {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+fn wait_gone(marker: &str) -> Vec<u32> {
+    let t0 = Instant::now();
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() || t0.elapsed() > Duration::from_secs(10) {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+// ---------------------------------------------------------------- local transport
+
+#[test]
+fn local_100_mb_of_stdout_is_refused_in_bounded_memory() {
+    if !alone("local_100_mb_of_stdout_is_refused_in_bounded_memory") {
+        return;
+    }
+    let t = LocalTransport { become_root: false };
+    let before = peak_rss();
+    let t0 = Instant::now();
+    let r = rt().block_on(t.run(&format!("head -c {HUNDRED_MB} /dev/zero\n"), LIMIT));
+    assert!(too_large(&r), "{r:?}");
+    assert!(t0.elapsed() < LIMIT, "took {:?}", t0.elapsed());
+    assert_bounded_growth("local stdout", before);
+}
+
+#[test]
+fn local_100_mb_of_stderr_is_refused_in_bounded_memory() {
+    if !alone("local_100_mb_of_stderr_is_refused_in_bounded_memory") {
+        return;
+    }
+    let t = LocalTransport { become_root: false };
+    let before = peak_rss();
+    let r = rt().block_on(t.run(&format!("head -c {HUNDRED_MB} /dev/urandom >&2\n"), LIMIT));
+    assert!(too_large(&r), "{r:?}");
+    assert_bounded_growth("local stderr", before);
+}
+
+#[test]
+fn local_endless_output_stops_at_the_limit_and_leaves_no_process() {
+    let marker = format!("kwin-endless-{}", std::process::id());
+    let t = LocalTransport { become_root: false };
+    let rt = rt();
+    let t0 = Instant::now();
+    let r = rt.block_on(t.run(&format!("yes {marker}\n"), LIMIT));
+    assert!(too_large(&r), "{r:?}");
+    assert!(t0.elapsed() < LIMIT);
+    assert_eq!(wait_gone(&marker), Vec::<u32>::new(), "`yes` still runs");
+    // Still usable.
+    let ok = rt.block_on(t.run("echo fine\n", LIMIT)).expect("next run");
+    assert_eq!(ok.stdout, b"fine\n");
+}
+
+#[test]
+fn local_limit_is_exact() {
+    let t = LocalTransport { become_root: false };
+    let rt = rt();
+    let at = rt
+        .block_on(t.run(&format!("head -c {MAX_OUTPUT} /dev/zero\n"), LIMIT))
+        .expect("exactly MAX_OUTPUT bytes are kept");
+    assert_eq!(at.stdout.len(), MAX_OUTPUT);
+    drop(at);
+    let over = rt.block_on(t.run(&format!("head -c {} /dev/zero\n", MAX_OUTPUT + 1), LIMIT));
+    assert!(too_large(&over), "{over:?}");
+}
+
+#[test]
+fn local_output_that_is_not_utf8_comes_back_exactly() {
+    let t = LocalTransport { become_root: false };
+    let script =
+        "printf '\\377\\376\\000\\303\\050 \\355\\240\\200 ok'; printf '\\300\\001' >&2; exit 3\n";
+    let out = rt().block_on(t.run(script, LIMIT)).expect("run");
+    assert_eq!(out.stdout, b"\xff\xfe\x00\xc3\x28 \xed\xa0\x80 ok");
+    assert_eq!(out.stderr, b"\xc0\x01");
+    assert_eq!(out.exit, 3);
+    // What kwin shows of it: lossy text, no panic.
+    let shown = kwin_engine::secret::Scrubber::new().scrub_bytes(&out.stdout);
+    assert!(shown.ends_with(" ok"), "{shown:?}");
+}
+
+#[test]
+fn local_output_held_open_by_a_background_process_times_out() {
+    // The command exits, but a child it left behind keeps stdout open: the run must end at
+    // its timeout, not wait for the child.
+    let marker = format!("kwin-lingering-{}", std::process::id());
+    let t = LocalTransport { become_root: false };
+    let t0 = Instant::now();
+    let r = rt().block_on(t.run(
+        &format!("sh -c 'sleep 300; : {marker}' &\necho started\n"),
+        Duration::from_secs(3),
+    ));
+    let took = t0.elapsed();
+    assert!(
+        matches!(r, Err(TransportError::Timeout(_))) || r.is_ok(),
+        "{r:?}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    for pid in processes_with(&marker) {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+}
+
+// ---------------------------------------------------------------- ssh transport
+
+#[test]
+fn ssh_100_mb_of_stdout_is_refused_in_bounded_memory_and_the_next_run_works() {
+    if !alone("ssh_100_mb_of_stdout_is_refused_in_bounded_memory_and_the_next_run_works") {
+        return;
+    }
+    let Some(sshd) = Sshd::start() else { return };
+    let t = sshd.transport();
+    let rt = rt();
+    rt.block_on(t.connect()).expect("connect");
+    let before = peak_rss();
+    let t0 = Instant::now();
+    let r = rt.block_on(t.run(&format!("head -c {HUNDRED_MB} /dev/zero\n"), LIMIT));
+    assert!(too_large(&r), "{r:?}");
+    assert!(t0.elapsed() < LIMIT, "took {:?}", t0.elapsed());
+    assert_bounded_growth("ssh stdout", before);
+    // The session was retired; the next run connects afresh and works.
+    let ok = rt.block_on(t.run("echo fine\n", LIMIT)).expect("next run");
+    assert_eq!(ok.stdout, b"fine\n");
+}
+
+#[test]
+fn ssh_100_mb_file_get_is_refused_in_bounded_memory() {
+    if !alone("ssh_100_mb_file_get_is_refused_in_bounded_memory") {
+        return;
+    }
+    let Some(sshd) = Sshd::start() else { return };
+    let big = sshd.path("big.bin");
+    security_common::run_ok(
+        Command::new("truncate")
+            .args(["-s", &HUNDRED_MB.to_string()])
+            .arg(&big),
+    );
+    let t = sshd.transport();
+    let rt = rt();
+    rt.block_on(t.connect()).expect("connect");
+    let before = peak_rss();
+    let r = rt.block_on(t.get(&big.display().to_string()));
+    assert!(
+        matches!(r, Err(TransportError::OutputTooLarge { limit }) if limit == MAX_OUTPUT),
+        "{:?}",
+        r.map(|b| b.len())
+    );
+    assert_bounded_growth("ssh get", before);
+}
+
+#[test]
+fn ssh_endless_output_on_both_streams_ends_at_the_limit_and_leaves_no_process() {
+    let Some(sshd) = Sshd::start() else { return };
+    let marker = format!("kwin-ssh-endless-{}", std::process::id());
+    let t = sshd.transport();
+    let rt = rt();
+    let t0 = Instant::now();
+    let r = rt.block_on(t.run(&format!("yes {marker} >&2 &\nyes {marker}\n"), LIMIT));
+    assert!(too_large(&r), "{r:?}");
+    assert!(t0.elapsed() < LIMIT);
+    assert_eq!(
+        wait_gone(&marker),
+        Vec::<u32>::new(),
+        "`yes` still runs on the host"
+    );
+}
+
+#[test]
+fn ssh_output_that_is_not_utf8_comes_back_exactly() {
+    let Some(sshd) = Sshd::start() else { return };
+    let t = sshd.transport();
+    let script =
+        "printf '\\377\\376\\000\\303\\050 \\355\\240\\200 ok'; printf '\\300\\001' >&2; exit 3\n";
+    let out = rt().block_on(t.run(script, LIMIT)).expect("run");
+    assert_eq!(out.stdout, b"\xff\xfe\x00\xc3\x28 \xed\xa0\x80 ok");
+    assert_eq!(out.stderr, b"\xc0\x01");
+    assert_eq!(out.exit, 3);
+}
+
+// ---------------------------------------------------------------- through the binary
+
+#[test]
+fn a_task_printing_100_mb_fails_clearly_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display().to_string();
+    let plan = format!(
+        r#"[settings]
+step_timeout = 120
+retries = 0
+
+[[hosts]]
+name = "local1"
+os = "linux"
+transport = "local"
+
+[[hosts]]
+name = "local2"
+os = "linux"
+transport = "local"
+
+[[tasks]]
+name = "flood"
+module = "command"
+on = {{ hosts = ["local1"] }}
+params = {{ run = "head -c {HUNDRED_MB} /dev/zero; touch {d}/flooded", creates = "{d}/flooded" }}
+
+[[tasks]]
+name = "garbage"
+module = "command"
+on = {{ hosts = ["local2"] }}
+params = {{ run = "head -c 65536 /dev/urandom; head -c 65536 /dev/urandom >&2; touch {d}/garbage", creates = "{d}/garbage" }}
+"#
+    );
+    std::fs::write(dir.path().join("plan.toml"), plan).expect("plan");
+    let t0 = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .args(["apply", "plan.toml", "--output", "json"])
+        .current_dir(dir.path())
+        .output()
+        .expect("kwin");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(240));
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    // Bounded output: nothing near the 100 MB reached the terminal or the log.
+    assert!(
+        out.stdout.len() < 4 << 20,
+        "{} bytes of stdout",
+        out.stdout.len()
+    );
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let task = |name: &str| {
+        events
+            .iter()
+            .find(|e| e["event"] == "task_finished" && e["task"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no task_finished for {name}:\n{stdout}"))
+    };
+    let flood = task("flood");
+    assert_eq!(flood["status"], "failed", "{stdout}");
+    let msg = flood["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("output exceeded"), "unclear message: {msg}");
+    // Binary garbage on another host is no reason to fail; that host converges.
+    assert_eq!(task("garbage")["status"], "changed", "{stdout}");
+    // The flooding host failed as a whole (its session was retired), with the same reason.
+    let host1 = events
+        .iter()
+        .find(|e| e["event"] == "host_finished" && e["host"] == "local1")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        host1["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("output exceeded"),
+        "{stdout}"
+    );
+    for e in walk(&dir.path().join(".kwin")) {
+        let len = std::fs::metadata(&e).map(|m| m.len()).unwrap_or(0);
+        assert!(len < 8 << 20, "{} holds {len} bytes", e.display());
+    }
+}
+
+fn walk(p: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                v.extend(walk(&path));
+            } else {
+                v.push(path);
+            }
+        }
+    }
+    v
+}

@@ -1,0 +1,207 @@
+//! Trust: host keys and local file modes, through the `kwin` binary against a real `sshd`
+//! started here on 127.0.0.1.
+//!
+//! - A pinned host key is enforced: the right pin converges, a wrong one is refused with both
+//!   fingerprints and nothing runs on the host.
+//! - Trust on first use (`--accept-new-host-keys`) records the key in `.kwin/known_hosts`;
+//!   after the host's key changes (sshd restarted with a new key) the next run is refused with
+//!   both fingerprints, with or without `--accept-new-host-keys`.
+//! - An unknown key without `--accept-new-host-keys` is refused.
+//! - What kwin writes locally (`.kwin/`: known_hosts, logs, run journal, lock) is 0700/0600.
+//!
+//! Needs root and `/usr/sbin/sshd`; without them each test says so and passes.
+
+mod security_common;
+
+use security_common::Sshd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Run {
+    code: i32,
+    out: String,
+}
+
+fn kwin(dir: &Path, args: &[&str]) -> Run {
+    let o = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("kwin");
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        out: format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    }
+}
+
+/// A plan for the sshd: one task writing a marker under the sshd's dir.
+fn write_plan(dir: &Path, sshd: &Sshd, host_key: Option<&str>, marker: &Path) {
+    let pin = host_key
+        .map(|k| format!("host_key = \"{k}\"\n"))
+        .unwrap_or_default();
+    let plan = format!(
+        r#"[settings]
+retries = 0
+
+[[hosts]]
+name = "s1"
+os = "linux"
+address = "127.0.0.1"
+port = {port}
+user = "root"
+private_key = "{key}"
+connect_timeout = 5
+{pin}
+[[tasks]]
+name = "marker"
+module = "file"
+params = {{ path = "{marker}", content = "ok\n" }}
+"#,
+        port = sshd.port,
+        key = sshd.client_key().display(),
+        marker = marker.display(),
+    );
+    std::fs::write(dir.join("plan.toml"), plan).expect("plan");
+}
+
+#[test]
+fn a_pinned_host_key_is_enforced() {
+    let Some(sshd) = Sshd::start() else { return };
+    let dir = tempfile::tempdir().expect("tmp");
+    let marker = sshd.path("pinned-marker");
+
+    let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    write_plan(dir.path(), &sshd, Some(wrong), &marker);
+    let r = kwin(dir.path(), &["apply", "plan.toml"]);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(r.out.contains("host key mismatch"), "{}", r.out);
+    assert!(
+        r.out.contains(wrong) && r.out.contains(&sshd.host_fp),
+        "both fingerprints (pinned {wrong}, actual {}) must be named:\n{}",
+        sshd.host_fp,
+        r.out
+    );
+    assert!(!marker.exists(), "a task ran on a host with the wrong key");
+
+    write_plan(dir.path(), &sshd, Some(&sshd.host_fp), &marker);
+    let r = kwin(dir.path(), &["apply", "plan.toml"]);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("ok\n")
+    );
+}
+
+#[test]
+fn a_host_key_that_changed_between_runs_is_refused_with_both_fingerprints() {
+    let Some(mut sshd) = Sshd::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let marker = sshd.path("tofu-marker");
+    write_plan(dir.path(), &sshd, None, &marker);
+
+    // Unknown key, no --accept-new-host-keys: refused, and it says how to proceed.
+    let r = kwin(dir.path(), &["apply", "plan.toml"]);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(
+        r.out.contains("unknown") && r.out.contains(&sshd.host_fp),
+        "{}",
+        r.out
+    );
+    assert!(!marker.exists());
+
+    // Trust on first use: recorded in .kwin/known_hosts.
+    let r = kwin(
+        dir.path(),
+        &["apply", "plan.toml", "--accept-new-host-keys"],
+    );
+    assert_eq!(r.code, 0, "{}", r.out);
+    let known = std::fs::read_to_string(dir.path().join(".kwin/known_hosts")).expect("known_hosts");
+    assert!(
+        known.contains(&format!("[127.0.0.1]:{}", sshd.port)),
+        "{known}"
+    );
+    let first_fp = sshd.host_fp.clone();
+
+    // The host's key changes. Refused, with both fingerprints, also with accept-new.
+    sshd.rekey();
+    assert_ne!(first_fp, sshd.host_fp);
+    std::fs::remove_file(&marker).expect("rm marker");
+    for args in [
+        &["apply", "plan.toml"][..],
+        &["apply", "plan.toml", "--accept-new-host-keys"][..],
+    ] {
+        let r = kwin(dir.path(), args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.out);
+        assert!(r.out.contains("host key mismatch"), "{args:?}: {}", r.out);
+        assert!(
+            r.out.contains(&first_fp) && r.out.contains(&sshd.host_fp),
+            "{args:?}: both fingerprints (known {first_fp}, now {}) must be named:\n{}",
+            sshd.host_fp,
+            r.out
+        );
+        assert!(!marker.exists(), "a task ran on a host whose key changed");
+    }
+    // kwin did not overwrite the recorded key.
+    let after = std::fs::read_to_string(dir.path().join(".kwin/known_hosts")).expect("known");
+    assert_eq!(known, after);
+}
+
+fn walk(p: &Path) -> Vec<PathBuf> {
+    let mut v = vec![p.to_path_buf()];
+    if p.is_dir() {
+        if let Ok(rd) = std::fs::read_dir(p) {
+            for e in rd.flatten() {
+                v.extend(walk(&e.path()));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn files_kwin_writes_locally_are_private() {
+    let Some(sshd) = Sshd::start() else { return };
+    let dir = tempfile::tempdir().expect("tmp");
+    let marker = sshd.path("modes-marker");
+    write_plan(dir.path(), &sshd, None, &marker);
+    // A umask that would make files world-readable by default.
+    let r = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "umask 000 && exec {} apply plan.toml --accept-new-host-keys",
+            env!("CARGO_BIN_EXE_kwin")
+        ))
+        .current_dir(dir.path())
+        .output()
+        .expect("kwin");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stdout));
+    let state = dir.path().join(".kwin");
+    let mut seen = (0, 0);
+    let mut wrong = Vec::new();
+    for p in walk(&state) {
+        let mode = std::fs::symlink_metadata(&p)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0);
+        let want = if p.is_dir() { 0o700 } else { 0o600 };
+        if p.is_dir() {
+            seen.0 += 1;
+        } else {
+            seen.1 += 1;
+        }
+        if mode != want {
+            wrong.push(format!("{} is {mode:o}, want {want:o}", p.display()));
+        }
+    }
+    assert!(
+        seen.0 >= 3 && seen.1 >= 3,
+        "expected logs, runs and known_hosts: {seen:?}"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
