@@ -41,7 +41,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 LAB = REPO / "lab"
-LAB_DIR = REPO / "target" / "lab"
+# KWIN_LAB_ID (lab/lib.sh) picks one of ten labs that can run side by side; 0 is the plain one.
+LAB_ID = os.environ.get("KWIN_LAB_ID", "0")
+LAB_TAG = "" if LAB_ID == "0" else LAB_ID
+LAB_DIR = REPO / "target" / ("lab" + (f"-{LAB_TAG}" if LAB_TAG else ""))
+LAB_NS_PREFIX = f"kwin{LAB_TAG}-"
 VENV = REPO / "target" / "bench-venv"
 TOOLS = ("kwin", "ansible", "pyinfra", "floor")
 CLK = os.sysconf("SC_CLK_TCK")
@@ -204,7 +208,7 @@ class Lab:
 
     def host_pids(self) -> list[int]:
         if not hasattr(self, "inodes"):
-            self.inodes = {i for i in (netns_inode(f"kwin-{h}") for h in self.names) if i}
+            self.inodes = {i for i in (netns_inode(f"{LAB_NS_PREFIX}{h}") for h in self.names) if i}
             if len(self.inodes) != self.n:
                 raise SystemExit(f"bench: found {len(self.inodes)} of {self.n} lab namespaces")
         return pids_in_netns(self.inodes)

@@ -37,7 +37,8 @@ usage: bench/run.sh [--quick] [--n LIST] [--delay LIST] [--reps R] [--tools LIST
   --only-criterion  run only the criterion micro-benchmark
   --out FILE      results file (default bench/results/<date>.md)
   --keep-lab      leave the last lab up
-env: KWIN_LAB_TAKEOVER=1 replaces a lab another checkout has up (see lab/README.md)
+env: KWIN_LAB_ID=0..9 picks which of the machine's labs to use (default 0; tests use others),
+     KWIN_LAB_TAKEOVER=1 replaces that lab if another checkout has it up (see lab/README.md)
 EOF
   exit 2
 }
