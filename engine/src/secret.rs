@@ -73,7 +73,7 @@ impl Scrubber {
             Err(p) => p.into_inner(),
         };
         for f in forms {
-            if !values.iter().any(|x| *x == f) {
+            if !values.contains(&f) {
                 values.push(f);
             }
         }
