@@ -158,7 +158,7 @@ impl StandIn {
             cert_fingerprint: https.then(|| self.fingerprint.clone()),
             ca_file: None,
             insecure: false,
-            connect_timeout_secs: 5,
+            connect_timeout_secs: 30,
         }
     }
 

@@ -62,47 +62,63 @@ impl Lock {
             run_id: run_id.to_string(),
         };
         let mut warning = None;
-        for _ in 0..2 {
-            match super::state::private_file_new(&path) {
-                Ok(mut f) => {
-                    let bytes = serde_json::to_vec(&info).map_err(|e| LockError::Io {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })?;
-                    f.write_all(&bytes).map_err(io)?;
-                    return Ok((Lock { path, info }, warning));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let holder = std::fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|s| serde_json::from_str::<LockInfo>(&s).ok());
-                    let stale = match &holder {
-                        Some(h) => h.hostname == info.hostname && !pid_alive(h.pid),
-                        None => true,
-                    };
-                    if !stale {
-                        if let Some(holder) = holder {
-                            return Err(LockError::Held { path, holder });
-                        }
-                    }
-                    warning = Some(match &holder {
-                        Some(h) => format!(
-                            "taking over stale lock {} of run {} (pid {} is not running)",
-                            path.display(),
-                            h.run_id,
-                            h.pid
-                        ),
-                        None => format!("taking over unreadable lock {}", path.display()),
-                    });
-                    std::fs::remove_file(&path).map_err(io)?;
-                }
-                Err(e) => return Err(io(e)),
-            }
+        let bytes = serde_json::to_vec(&info).map_err(|e| LockError::Io {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        // The lock appears with its content in one step: written to a private temp file,
+        // then hard-linked to `lock` (which fails if `lock` exists). A lock file is therefore
+        // never seen empty or half-written by a run that races for it.
+        let tmp = state_dir.join(format!(
+            ".lock-{}-{}",
+            std::process::id(),
+            crate::fact::new_nonce()
+        ));
+        {
+            let mut f = super::state::private_file_new(&tmp).map_err(io)?;
+            f.write_all(&bytes).map_err(io)?;
         }
-        Err(LockError::Io {
-            path,
-            reason: "another run took the lock at the same time".into(),
-        })
+        let result = (|| {
+            for _ in 0..2 {
+                match std::fs::hard_link(&tmp, &path) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        let holder = std::fs::read_to_string(&path)
+                            .ok()
+                            .and_then(|s| serde_json::from_str::<LockInfo>(&s).ok());
+                        let stale = match &holder {
+                            Some(h) => h.hostname == info.hostname && !pid_alive(h.pid),
+                            None => true,
+                        };
+                        if !stale {
+                            if let Some(holder) = holder {
+                                return Err(LockError::Held {
+                                    path: path.clone(),
+                                    holder,
+                                });
+                            }
+                        }
+                        warning = Some(match &holder {
+                            Some(h) => format!(
+                                "taking over stale lock {} of run {} (pid {} is not running)",
+                                path.display(),
+                                h.run_id,
+                                h.pid
+                            ),
+                            None => format!("taking over unreadable lock {}", path.display()),
+                        });
+                        std::fs::remove_file(&path).map_err(io)?;
+                    }
+                    Err(e) => return Err(io(e)),
+                }
+            }
+            Err(LockError::Io {
+                path: path.clone(),
+                reason: "another run took the lock at the same time".into(),
+            })
+        })();
+        let _ = std::fs::remove_file(&tmp);
+        result.map(|()| (Lock { path, info }, warning))
     }
 
     pub fn info(&self) -> &LockInfo {

@@ -24,11 +24,26 @@ pub fn load(path: &Path) -> Result<LoadedPlan, Diagnostics> {
 }
 
 pub(crate) fn read(path: &Path) -> Result<String, Diagnostics> {
-    std::fs::read_to_string(path).map_err(|e| {
+    let bytes = std::fs::read(path).map_err(|e| {
         Diagnostics(vec![Diagnostic::error(
             "read",
             format!("cannot read plan {}: {e}", path.display()),
         )])
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        // Point at the first byte that is not UTF-8: the text before it is valid.
+        let good = e.utf8_error().valid_up_to();
+        let before = String::from_utf8_lossy(&e.as_bytes()[..good]).into_owned();
+        let at = SourceMap::new(path, &before).location(good);
+        Diagnostics(vec![Diagnostic::error(
+            "read",
+            format!(
+                "the plan is not valid UTF-8 (byte 0x{:02x})",
+                e.as_bytes().get(good).copied().unwrap_or(0)
+            ),
+        )
+        .with_hint("save the plan as UTF-8")
+        .at(Some(at))])
     })
 }
 

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Turn a harness run directory (runs.jsonl, machine.json) into the markdown results.
+
+    bench/report.py RUN_DIR [--out bench/results/DATE.md] [--title TEXT] [--notes FILE]
+
+Medians over repetitions per (N, delay, tool, mode); ratios of kwin to Ansible, pyinfra and the
+floor; the goals of the performance issue checked against the numbers. Several run directories
+may be given (e.g. one per N); their runs are pooled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+TOOL_ORDER = ["kwin", "ansible", "pyinfra", "floor"]
+
+
+def load(dirs: list[Path]) -> tuple[list[dict], list[dict]]:
+    runs, machines = [], []
+    for d in dirs:
+        machines.append(json.loads((d / "machine.json").read_text()))
+        for line in (d / "runs.jsonl").read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                r["_dir"] = str(d)
+                runs.append(r)
+    return runs, machines
+
+
+def med(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x: float | None, nd: int = 2) -> str:
+    return "–" if x is None else f"{x:.{nd}f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or b == 0:
+        return "–"
+    return f"{a / b:.2f}"
+
+
+def summarize(runs: list[dict]) -> dict:
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if r["mode"] == "prime":
+            continue
+        groups.setdefault((r["n"], r["d"], r["tool"], r["mode"]), []).append(r)
+    out = {}
+    for k, rs in groups.items():
+        ok = [r for r in rs if r["exit"] == 0 and not r.get("timed_out")]
+        out[k] = {
+            "reps": len(rs),
+            "ok": len(ok),
+            "wall": med([r["wall"] for r in ok]),
+            "ctl": med([r["ctl_cpu"] for r in ok]),
+            "host": med([r["host_cpu"] for r in ok]),
+            "total": med([r["ctl_cpu"] + r["host_cpu"] for r in ok]),
+            "rss": med([r["rss_mib"] for r in ok]),
+            "maxrss": med([r["ru_maxrss_mib"] for r in ok]),
+            "changed": sorted({r.get("changed") for r in ok if r.get("changed") is not None}),
+            "check": sum(r.get("check_failures", 0) for r in ok),
+            "load": [round(r["load_before"], 1) for r in rs],
+            "wall_all": [round(r["wall"], 2) for r in rs],
+            "proxy": med([r.get("proxy_cpu", 0.0) for r in ok]),
+        }
+    return out
+
+
+def table(s: dict) -> list[str]:
+    lines = [
+        "| N | D ms | tool | run | wall s | controller CPU s | total CPU s | peak RSS MiB | "
+        "changed | ok/reps |",
+        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    keys = sorted(s, key=lambda k: (k[0], k[1], TOOL_ORDER.index(k[2]), k[3]))
+    for k in keys:
+        v = s[k]
+        ch = ",".join(str(c) for c in v["changed"]) if v["changed"] else "–"
+        lines.append(
+            f"| {k[0]} | {k[1]} | {k[2]} | {'floor' if k[2] == 'floor' else k[3]} | {fmt(v['wall'])} | "
+            f"{fmt(v['ctl'])} | {fmt(v['total'])} | {fmt(v['rss'], 0)} | {ch} | {v['ok']}/{v['reps']} |")
+    return lines
+
+
+def ratios(s: dict) -> list[str]:
+    lines = [
+        "| N | D ms | run | wall kwin/Ansible | wall kwin/pyinfra | wall kwin/floor | "
+        "ctl CPU kwin/Ansible | ctl CPU kwin/pyinfra | ctl CPU kwin/floor | "
+        "total CPU kwin/Ansible | total CPU kwin/pyinfra | total CPU kwin/floor |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    nds = sorted({(k[0], k[1]) for k in s})
+    for n, d in nds:
+        fl = s.get((n, d, "floor", "-"))
+        for mode in ("cold", "warm"):
+            kw = s.get((n, d, "kwin", mode))
+            if not kw:
+                continue
+            an = s.get((n, d, "ansible", mode))
+            py = s.get((n, d, "pyinfra", mode))
+            cells = []
+            for m in ("wall", "ctl", "total"):
+                for other in (an, py, fl):
+                    cells.append(ratio(kw[m], other[m] if other else None))
+            lines.append(f"| {n} | {d} | {mode} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def goals(s: dict) -> list[str]:
+    out = ["| goal | measured | met? |", "|---|---|---|"]
+
+    def g(k):
+        return s.get(k)
+    for d in sorted({k[1] for k in s}):
+        fl = g((50, d, "floor", "-"))
+        for mode, limit in (("warm", 1.5), ("cold", 3.0)):
+            kw = g((50, d, "kwin", mode))
+            if kw and fl and kw["wall"] and fl["wall"]:
+                r = kw["wall"] / fl["wall"]
+                out.append(f"| {mode} apply ≤ {limit} × floor, N=50, D={d} | "
+                           f"{kw['wall']:.2f} s / {fl['wall']:.2f} s = {r:.2f} × | "
+                           f"{'yes' if r <= limit else 'NO'} |")
+            else:
+                out.append(f"| {mode} apply ≤ {limit} × floor, N=50, D={d} | not measured | – |")
+    rss = [(k, v) for k, v in s.items() if k[0] == 100 and k[2] == "kwin" and v["rss"]]
+    if rss:
+        worst = max(v["rss"] for _, v in rss)
+        out.append(f"| controller peak RSS ≤ 100 MB at N=100 | {worst:.0f} MiB (max over runs) | "
+                   f"{'yes' if worst * 1.048576 <= 100 else 'NO'} |")
+    else:
+        out.append("| controller peak RSS ≤ 100 MB at N=100 | not measured | – |")
+    # CPU per host relative to the floor's
+    for (n, d, tool, mode), v in sorted(s.items()):
+        if tool != "kwin":
+            continue
+        fl = g((n, d, "floor", "-"))
+        if fl and fl["total"] and v["total"]:
+            out.append(f"| total CPU per host a small multiple of the floor's (N={n}, D={d}, {mode}) | "
+                       f"{v['total'] / n * 1000:.0f} ms vs {fl['total'] / n * 1000:.0f} ms per host = "
+                       f"{v['total'] / fl['total']:.2f} × | see analysis |")
+    # linearity: wall per host between smallest and largest N
+    for d in sorted({k[1] for k in s}):
+        for mode in ("cold", "warm"):
+            pts = sorted((k[0], v["wall"]) for k, v in s.items()
+                         if k[1] == d and k[2] == "kwin" and k[3] == mode and v["wall"])
+            if len(pts) >= 2:
+                (n0, w0), (n1, w1) = pts[0], pts[-1]
+                growth = w1 / w0
+                out.append(f"| time grows no faster than linearly in N (kwin {mode}, D={d}) | "
+                           f"N {n0}→{n1} (×{n1 / n0:.0f}): wall {w0:.2f}→{w1:.2f} s (×{growth:.2f}) | "
+                           f"{'yes' if growth <= n1 / n0 else 'NO'} |")
+    return out
+
+
+def details(runs: list[dict]) -> list[str]:
+    lines = [
+        "| N | D | tool | run | rep | wall s | ctl CPU s | ru user+sys s | host CPU s | "
+        "host CPU (/proc) s | proxy CPU s | PSS tree MiB | max proc RSS MiB | procs | changed | "
+        "exit | load |",
+        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted(runs, key=lambda r: (r["n"], r["d"], TOOL_ORDER.index(r["tool"]), r["mode"], r["rep"])):
+        if r["mode"] == "prime":
+            continue
+        lines.append(
+            f"| {r['n']} | {r['d']} | {r['tool']} | {r['mode']} | {r['rep']} | {r['wall']:.2f} | "
+            f"{r['ctl_cpu']:.2f} | {r['ru_user'] + r['ru_sys']:.2f} | {r['host_cpu']:.2f} | "
+            f"{r['host_cpu_proc']:.2f} | {r.get('proxy_cpu', 0):.2f} | {r['tree_pss_peak_mib']:.0f} | "
+            f"{r['ru_maxrss_mib']:.0f} | {r['peak_procs']} | {r.get('changed', '–')} | {r['exit']} | "
+            f"{r['load_before']:.1f} |")
+    return lines
+
+
+def criterion_lines(text: str) -> list[str]:
+    """`name  [low est high]` per benchmark from criterion's text output."""
+    out, name = [], None
+    for line in text.splitlines():
+        if line.startswith("plan_1000_hosts/"):
+            name = line.split()[0]
+        if "time:" in line and name:
+            out.append(f"{name:45} {line.split('time:', 1)[1].strip()}")
+            name = None
+    return out or ["(no criterion output)"]
+
+
+def machine(ms: list[dict]) -> list[str]:
+    m = ms[0]
+    loads = [" ".join(x["load_start"]) for x in ms]
+    return [
+        f"- CPU: {m['nproc']} × {m['cpu']}; memory {m['mem_gib']} GiB; kernel {m['kernel']}; {m['os']}",
+        f"- load average (1/5/15 min) when each matrix started: {'; '.join(loads)}",
+        f"- kwin {m['kwin']} (commit {m['kwin_commit']}); {m['ansible']}; pyinfra {m['pyinfra']}; "
+        f"{m['python']}; {m['openssh']}",
+        f"- CPU accounting: {m['cgroup']}",
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("dirs", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--title", default="kwin vs Ansible vs pyinfra")
+    ap.add_argument("--notes", type=Path, help="markdown appended after the tables (analysis)")
+    ap.add_argument("--criterion", type=Path, help="output of `cargo bench --bench plan_graph`")
+    a = ap.parse_args()
+    runs, ms = load(a.dirs)
+    if not runs:
+        print("report.py: no runs", file=sys.stderr)
+        return 1
+    s = summarize(runs)
+    loads = [r["load_before"] for r in runs]
+    md = [f"# {a.title}", "", "## Machine", ""] + machine(ms) + [
+        f"- load average (1 min) before each measured run: min {min(loads):.1f}, "
+        f"median {statistics.median(loads):.1f}, max {max(loads):.1f}",
+        "",
+        "## Medians",
+        "",
+        "Wall and CPU in seconds, medians over the repetitions that exited 0. "
+        "*controller CPU*: user+sys of every process the tool ran on the controller; "
+        "*total CPU*: controller + every process of the lab hosts (sshd, sessions, shells); "
+        "*peak RSS*: the tool's process tree (max of the largest process and the sampled PSS sum). "
+        "*floor*: `ssh HOST true` to every host at once. Method: bench/README.md.",
+        "",
+    ] + table(s) + ["", "## Ratios (kwin ÷ other, medians)", ""] + ratios(s) + [
+        "", "## Goals", ""] + goals(s)
+    if a.criterion and a.criterion.exists():
+        md += ["", "## Micro-benchmark: load + validate + expand + graph, 1,000 hosts × 20 tasks", "",
+               "criterion (`cargo bench -p kwin-engine --bench plan_graph`), time per iteration "
+               "[lower bound, estimate, upper bound]; goal < 100 ms for the whole pipeline:", "", "```"]
+        md += criterion_lines(a.criterion.read_text())
+        md += ["```"]
+    if a.notes and a.notes.exists():
+        md += ["", a.notes.read_text().rstrip()]
+    md += ["", "## Every run", ""] + details(runs) + [""]
+    text = "\n".join(md)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text)
+        print(f"report.py: wrote {a.out}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
