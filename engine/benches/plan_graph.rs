@@ -64,7 +64,11 @@ fn plan_text(hosts: usize, key: &Path) -> String {
     for i in 1..=8 {
         let mut content = format!("# app-{i}.conf\\n[section-{i}]\\n");
         for k in 0..12 * i {
-            let _ = write!(content, "option_{i}_{k:03} = value-{:05}\\n", (i * 7919 + k * 104_729) % 100_000);
+            let _ = write!(
+                content,
+                "option_{i}_{k:03} = value-{:05}\\n",
+                (i * 7919 + k * 104_729) % 100_000
+            );
         }
         let name = format!("file-app-{i}");
         task(
@@ -85,7 +89,9 @@ fn plan_text(hosts: usize, key: &Path) -> String {
         (3, None, "max_connections = 512"),
         (4, None, "log_level = info"),
     ] {
-        let re = re.map(|r| format!(", regexp = \"{r}\"")).unwrap_or_default();
+        let re = re
+            .map(|r| format!(", regexp = \"{r}\""))
+            .unwrap_or_default();
         task(
             &mut s,
             &format!("line-svc-{i}"),
@@ -94,7 +100,10 @@ fn plan_text(hosts: usize, key: &Path) -> String {
             &format!("path = \"/srv/bench/lines/svc-{i}.conf\", line = \"{line}\"{re}"),
         );
     }
-    for (key, value) in [("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.accept_redirects", "0")] {
+    for (key, value) in [
+        ("net.ipv4.ip_forward", "1"),
+        ("net.ipv4.conf.all.accept_redirects", "0"),
+    ] {
         task(
             &mut s,
             &format!("sysctl-{}", key.replace('.', "-")),
@@ -135,7 +144,11 @@ fn fixture() -> Fixture {
     let path = dir.path().join("plan.toml");
     let text = plan_text(HOSTS, &key);
     std::fs::write(&path, &text).expect("plan");
-    Fixture { _dir: dir, path, text }
+    Fixture {
+        _dir: dir,
+        path,
+        text,
+    }
 }
 
 /// The pipeline under test; panics on any diagnostic error so a broken plan cannot look fast.
@@ -159,10 +172,16 @@ fn pipeline(path: &Path, text: &str) -> TaskGraph {
 fn bench(c: &mut Criterion) {
     let f = fixture();
     let g = pipeline(&f.path, &f.text);
-    assert_eq!(g.len(), HOSTS * 20, "expected 20 tasks on each of {HOSTS} hosts");
+    assert_eq!(
+        g.len(),
+        HOSTS * 20,
+        "expected 20 tasks on each of {HOSTS} hosts"
+    );
 
     let mut group = c.benchmark_group("plan_1000_hosts");
-    group.sample_size(20).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
     // The graph is kept until the end of a run, so its drop is measured apart.
     group.bench_function("load+validate+expand+graph", |b| {
         b.iter_with_large_drop(|| pipeline(&f.path, &f.text))
@@ -171,18 +190,36 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(pipeline(&f.path, &f.text)))
     });
     group.bench_function("load", |b| {
-        b.iter_with_large_drop(|| load_str(&f.path, &f.text).map_err(|d| format!("{d:?}")).expect("load"))
+        b.iter_with_large_drop(|| {
+            load_str(&f.path, &f.text)
+                .map_err(|d| format!("{d:?}"))
+                .expect("load")
+        })
     });
-    let plan = load_str(&f.path, &f.text).map_err(|d| format!("{d:?}")).expect("load");
-    group.bench_function("validate", |b| b.iter(|| black_box(validate(&plan, &Builtin))));
+    let plan = load_str(&f.path, &f.text)
+        .map_err(|d| format!("{d:?}"))
+        .expect("load");
+    group.bench_function("validate", |b| {
+        b.iter(|| black_box(validate(&plan, &Builtin)))
+    });
     group.bench_function("expand", |b| {
-        b.iter_with_large_drop(|| expand(&plan, RECIPES).map_err(|d| format!("{d:?}")).expect("expand"))
+        b.iter_with_large_drop(|| {
+            expand(&plan, RECIPES)
+                .map_err(|d| format!("{d:?}"))
+                .expect("expand")
+        })
     });
-    let tasks = expand(&plan, RECIPES).map_err(|d| format!("{d:?}")).expect("expand");
+    let tasks = expand(&plan, RECIPES)
+        .map_err(|d| format!("{d:?}"))
+        .expect("expand");
     group.bench_function("graph", |b| {
         b.iter_batched(
             || tasks.clone(),
-            |t| TaskGraph::build(t).map_err(|d| format!("{d:?}")).expect("graph"),
+            |t| {
+                TaskGraph::build(t)
+                    .map_err(|d| format!("{d:?}"))
+                    .expect("graph")
+            },
             BatchSize::LargeInput,
         )
     });
