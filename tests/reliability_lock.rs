@@ -58,3 +58,64 @@ fn racing_acquirers_never_hold_the_lock_together() {
          file that is created but not yet written reads as unreadable and is taken over as stale"
     );
 }
+
+#[test]
+fn racing_takers_of_a_stale_lock_never_hold_it_together() {
+    // A crashed run left its lock (its pid is gone). Several runs start at once: each sees the
+    // lock is stale and takes it over; still only one may hold it.
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = dir.path().join(".kwin");
+    std::fs::create_dir_all(&state).expect("mkdir");
+    let dead = std::process::Command::new("true").spawn().expect("true");
+    let dead_pid = dead.id();
+    let _ = dead.wait_with_output();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let stale = format!(
+        "{{\"pid\":{dead_pid},\"hostname\":\"{}\",\"started\":\"2020-01-01T00:00:00Z\",\"run_id\":\"crashed\"}}",
+        host.trim()
+    );
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 400;
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let holding = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (barrier, holding, most, state, stale) = (
+                barrier.clone(),
+                holding.clone(),
+                most.clone(),
+                state.clone(),
+                stale.clone(),
+            );
+            std::thread::spawn(move || {
+                for round in 0..ROUNDS {
+                    if t == 0 {
+                        std::fs::write(state.join("lock"), &stale).expect("stale lock");
+                    }
+                    barrier.wait();
+                    if let Ok((lock, _)) = Lock::acquire(&state, &format!("r{round}-t{t}")) {
+                        let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_micros(200));
+                        holding.fetch_sub(1, Ordering::SeqCst);
+                        drop(lock);
+                    }
+                    barrier.wait();
+                    let _ = std::fs::remove_file(state.join("lock"));
+                    barrier.wait();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        1,
+        "two runs held .kwin/lock at once after taking over a stale lock: each removes \
+         the path after reading it as stale, which can remove the lock another run has \
+         just taken"
+    );
+}

@@ -291,3 +291,139 @@ fn hostile_task_values_reach_the_host_literally() {
     assert_eq!(again.code, 0, "{again}");
     assert_eq!(again.summary()["changed"], 0, "{again}");
 }
+
+/// Byte ranges of every PowerShell string-literal token tree-sitter finds in `script`, or
+/// the syntax errors.
+fn ps_literal_ranges(script: &str) -> Result<Vec<std::ops::Range<usize>>, String> {
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&tree_sitter_powershell::LANGUAGE.into())
+        .map_err(|e| e.to_string())?;
+    let tree = parser.parse(script, None).ok_or("tree-sitter gave up")?;
+    let (mut lits, mut errors) = (Vec::new(), Vec::new());
+    let mut cursor = tree.walk();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.is_error() || n.is_missing() {
+            errors.push(format!("{} at byte {}", n.kind(), n.start_byte()));
+        }
+        if matches!(
+            n.kind(),
+            "verbatim_string_characters" | "verbatim_here_string_characters"
+        ) {
+            lits.push(n.byte_range());
+            continue;
+        }
+        for c in n.children(&mut cursor) {
+            stack.push(c);
+        }
+    }
+    if errors.is_empty() {
+        Ok(lits)
+    } else {
+        Err(errors.join(", "))
+    }
+}
+
+#[test]
+fn hostile_values_stay_inside_powershell_string_literals() {
+    // Every Windows module that takes text, with hostile text around a marker: each module
+    // either refuses the parameters, or every script it sends (facts and steps, planned
+    // against a host where nothing exists yet) parses, and the marker appears only inside
+    // single-quoted (verbatim) literals — never as code, a variable or a subexpression.
+    use kwin_engine::fact::{FactOutput, Facts};
+    use kwin_engine::module::{Ctx, Inputs, Plan, Registry, Step};
+    use kwin_engine::transport::Shell;
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for h in HOSTILE {
+        let v = format!("{h}PWNED{h}");
+        let cases = [
+            (
+                "file",
+                serde_json::json!({"path": format!("C:\\k\\{v}"), "content": v}),
+            ),
+            (
+                "directory",
+                serde_json::json!({"path": format!("C:\\k\\{v}")}),
+            ),
+            (
+                "env_var",
+                serde_json::json!({"name": "KWIN_TEST", "value": v}),
+            ),
+            ("env_var", serde_json::json!({"name": v, "value": "x"})),
+            (
+                "registry_value",
+                serde_json::json!({"path": format!("HKLM:\\SOFTWARE\\{v}"), "name": v, "value": v}),
+            ),
+            (
+                "path_entry",
+                serde_json::json!({"path": format!("C:\\k\\{v}")}),
+            ),
+            (
+                "firewall_rule",
+                serde_json::json!({"name": v, "protocol": "udp", "local_port": 4789}),
+            ),
+            (
+                "download",
+                serde_json::json!({"url": format!("https://example.invalid/{v}"), "dest": format!("C:\\k\\{v}")}),
+            ),
+            (
+                "command",
+                serde_json::json!({"run": "Write-Output ok", "creates": format!("C:\\k\\{v}")}),
+            ),
+        ];
+        for (module, params) in cases {
+            let m = match kwin_modules::Builtin.build(module, Shell::PowerShell, &params) {
+                Ok(m) => m,
+                Err(_) => continue, // refused: fine
+            };
+            let queries = m.facts(Shell::PowerShell);
+            let mut scripts: Vec<(String, String)> = queries
+                .iter()
+                .map(|q| (format!("{module} fact {}", q.key), q.command.clone()))
+                .collect();
+            let mut facts = Facts::new();
+            for q in &queries {
+                facts.insert(
+                    q.key.clone(),
+                    FactOutput {
+                        stdout: br#"{"exists":false,"found":false,"value":null}"#.to_vec(),
+                        stderr: Vec::new(),
+                        exit: 0,
+                    },
+                );
+            }
+            let inputs = Inputs::new();
+            let ctx = Ctx {
+                shell: Shell::PowerShell,
+                host: "w1",
+                inputs: &inputs,
+            };
+            if let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) {
+                for (i, s) in c.steps.iter().enumerate() {
+                    if let Step::Run(script) = s {
+                        scripts.push((format!("{module} step {i}"), script.clone()));
+                    }
+                }
+            }
+            for (what, script) in scripts {
+                checked += 1;
+                match ps_literal_ranges(&script) {
+                    Err(e) => problems.push(format!("{what} with {h:?}: syntax errors {e}")),
+                    Ok(lits) => {
+                        for (at, _) in script.match_indices("PWNED") {
+                            if !lits.iter().any(|r| r.start < at && at + 5 < r.end) {
+                                problems.push(format!(
+                                    "{what} with {h:?}: the value is code at byte {at}:\n{script}"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} scripts checked");
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}

@@ -256,7 +256,7 @@ fn mutate_once(rng: &mut Rng, text: &mut Vec<u8>) -> &'static str {
             // Raw bytes that are not UTF-8.
             let at = rng.below(text.len() + 1);
             const JUNK: &[&[u8]] = &[b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf0\x9f"];
-            let junk: &[u8] = rng.pick::<&[u8]>(JUNK);
+            let junk = rng.pick(JUNK).to_vec();
             text.splice(at..at, junk.iter().copied());
             "invalid utf-8"
         }

@@ -83,9 +83,10 @@ impl Lock {
                 match std::fs::hard_link(&tmp, &path) {
                     Ok(()) => return Ok(()),
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        let holder = std::fs::read_to_string(&path)
-                            .ok()
-                            .and_then(|s| serde_json::from_str::<LockInfo>(&s).ok());
+                        let seen = std::fs::read(&path).ok();
+                        let holder = seen
+                            .as_deref()
+                            .and_then(|s| serde_json::from_slice::<LockInfo>(s).ok());
                         let stale = match &holder {
                             Some(h) => h.hostname == info.hostname && !pid_alive(h.pid),
                             None => true,
@@ -107,7 +108,50 @@ impl Lock {
                             ),
                             None => format!("taking over unreadable lock {}", path.display()),
                         });
-                        std::fs::remove_file(&path).map_err(io)?;
+                        // Only one run replaces a stale lock: the take-over is itself guarded by
+                        // `lock.takeover`, created whole like the lock, and replaces the lock only
+                        // if it still holds what was judged stale.
+                        let guard = state_dir.join("lock.takeover");
+                        match std::fs::hard_link(&tmp, &guard) {
+                            Ok(()) => {
+                                let still = std::fs::read(&path).ok() == seen;
+                                let replaced = if still {
+                                    std::fs::copy(&tmp, path.with_extension("takeover-new"))
+                                        .and_then(|_| {
+                                            std::fs::rename(
+                                                path.with_extension("takeover-new"),
+                                                &path,
+                                            )
+                                        })
+                                        .map_err(io)
+                                } else {
+                                    Ok(())
+                                };
+                                let _ = std::fs::remove_file(&guard);
+                                replaced?;
+                                if still {
+                                    return Ok(());
+                                }
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                                // A take-over left behind by a run that died in the middle of
+                                // it is cleared after a minute.
+                                let old = std::fs::metadata(&guard)
+                                    .and_then(|m| m.modified())
+                                    .ok()
+                                    .and_then(|t| t.elapsed().ok())
+                                    .is_some_and(|age| age > std::time::Duration::from_secs(60));
+                                if old {
+                                    let _ = std::fs::remove_file(&guard);
+                                }
+                                return Err(LockError::Io {
+                                    path: path.clone(),
+                                    reason: "another run is taking over this stale lock right now"
+                                        .into(),
+                                });
+                            }
+                            Err(e) => return Err(io(e)),
+                        }
                     }
                     Err(e) => return Err(io(e)),
                 }
