@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.dont_write_bytecode = True  # no __pycache__ in the work tree
 sys.path.insert(0, str(HERE / "workload"))
 import gen  # noqa: E402
 
