@@ -566,6 +566,10 @@ def main() -> int:
         ap.error("one non-zero delay per invocation (the lab runs one delay proxy)")
     if os.geteuid() != 0:
         ap.error("must run as root (the lab needs it)")
+    # SIGTERM/SIGHUP (e.g. a timeout around the run) unwind like Ctrl-C: the lab is taken
+    # down and the accounting groups removed in the `finally` blocks.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda num, _f: sys.exit(128 + num))
 
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "logs").mkdir(exist_ok=True)

@@ -148,8 +148,16 @@ fi
 rc=0
 if [[ $MATRIX == 1 ]]; then
   log "load before the matrix: $(cut -d' ' -f1-3 /proc/loadavg)"
+  # In the background so that a signal to this script reaches the harness, which then takes
+  # the lab down before exiting.
   $PY bench/harness.py --n "$NS" --delay "$DELAYS" --reps "$REPS" --tool-reps "$TOOL_REPS" --tools "$TOOLS" \
-    --modes "$MODES" --out "$RUN_DIR" "${KEEP[@]}" || rc=$?
+    --modes "$MODES" --out "$RUN_DIR" "${KEEP[@]}" &
+  hpid=$!
+  trap 'kill -TERM "$hpid" 2>/dev/null' TERM INT HUP
+  wait "$hpid" || rc=$?
+  # a trapped signal interrupts `wait`: wait for the harness's clean-up too
+  while kill -0 "$hpid" 2>/dev/null; do wait "$hpid" || rc=$?; done
+  trap - TERM INT HUP
   notes=()
   [[ -f $RUN_DIR/criterion.txt ]] && notes=(--criterion "$RUN_DIR/criterion.txt")
   $PY bench/report.py "$RUN_DIR" --out "$OUT" "${notes[@]}"
