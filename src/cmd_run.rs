@@ -34,10 +34,20 @@ pub fn apply(run: RunArgs, check: bool, no_verify: bool) -> anyhow::Result<ExitC
 
 /// Load, validate, expand and build the graph; print diagnostics. `None`: stop with exit 1.
 fn prepare(run: &RunArgs) -> Option<(LoadedPlan, TaskGraph)> {
-    match crate::prepare::prepare(&run.plan) {
+    match crate::prepare::prepare_run(&run.plan) {
         Ok(p) => {
             if !p.warnings.is_empty() && run.output == OutputFormat::Human {
                 print_diagnostics(&p.warnings, run.output);
+            }
+            if !p.fetched.is_empty() {
+                // stderr: JSON output on stdout stays events only.
+                let files: Vec<&str> = p.fetched.iter().map(|(f, _)| f.as_str()).collect();
+                eprintln!(
+                    "checksums: {} fetched from the upstream checksum files and recorded in .kwin/{}: {}",
+                    files.len(),
+                    kwin_engine::checksums::RECORD_FILE,
+                    files.join(", ")
+                );
             }
             Some((p.plan, p.graph))
         }

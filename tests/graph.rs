@@ -706,6 +706,24 @@ const PINS: &str = r#"
 "cri-dockerd-0.3.17.amd64.tgz" = "8888888888888888888888888888888888888888888888888888888888888888"
 "#;
 
+/// `text` without its `[artifacts.sha256]` table (up to the next blank line): PINS replaces it.
+fn without_pins(text: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        if line.trim() == "[artifacts.sha256]" {
+            skipping = true;
+        } else if skipping && line.trim().is_empty() {
+            skipping = false;
+        }
+        if !skipping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[test]
 fn recipe_params_fit_the_implemented_modules() {
     let mut checked = 0;
@@ -714,7 +732,7 @@ fn recipe_params_fit_the_implemented_modules() {
         "examples/calico.toml",
         "tests/plans/docker.toml",
     ] {
-        let text = std::fs::read_to_string(root().join(example)).expect("read plan");
+        let text = without_pins(&std::fs::read_to_string(root().join(example)).expect("read plan"));
         let release = text.replace(
             "windows = \"containerd\"",
             "windows = \"containerd\"\ncontainerd_source = \"release\"",

@@ -3,6 +3,7 @@
 //!
 //! Architecture and invariants: see ARCHITECTURE.md at the repository root.
 
+pub mod checksums;
 pub mod diag;
 pub mod event;
 pub mod exec;

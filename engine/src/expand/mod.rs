@@ -28,6 +28,7 @@ pub mod refs;
 pub use context::RecipeContext;
 pub use recipe::RecipeSet;
 
+use crate::checksums::Checksums;
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location};
 use crate::plan::{LoadedPlan, ResolvedHost, Selector};
 use crate::task::{InputRef, Origin, Task, TaskId};
@@ -38,6 +39,17 @@ use std::collections::{HashMap, HashSet};
 
 /// Every task of `plan`. `recipes` are (file name, text) pairs.
 pub fn expand(plan: &LoadedPlan, recipes: &[(&str, &str)]) -> Result<Vec<Task>, Diagnostics> {
+    let sums = Checksums::new(plan.file.artifacts.sha256.clone(), Default::default());
+    expand_with(plan, recipes, &sums)
+}
+
+/// [`expand`] with the checksums known so far (the plan's pins and the record of fetched ones);
+/// what `sha256_of` asked for in vain is in [`Checksums::wanted`] afterwards.
+pub fn expand_with(
+    plan: &LoadedPlan,
+    recipes: &[(&str, &str)],
+    sums: &Checksums,
+) -> Result<Vec<Task>, Diagnostics> {
     let ctx = RecipeContext::from_plan(plan)?;
     let set = if ctx.has_cluster {
         RecipeSet::parse(recipes)?
@@ -45,9 +57,15 @@ pub fn expand(plan: &LoadedPlan, recipes: &[(&str, &str)]) -> Result<Vec<Task>, 
         RecipeSet::default()
     };
     let mut env = template::environment();
-    let pins = plan.file.artifacts.sha256.clone();
-    // `sha256_of('file-name')`: the plan's pinned checksum of an artifact, or none.
-    env.add_function("sha256_of", move |file: &str| pins.get(file).cloned());
+    // `sha256_of('file-name', 'checksum-file-url')`: the artifact's checksum — the plan's pin,
+    // else one recorded from the upstream's checksum file — or none (see crate::checksums).
+    // `sha256_pin('file-name')`: the plan's pin or none, for optional checksums.
+    let s = sums.clone();
+    env.add_function("sha256_of", move |file: &str, sums_url: Option<&str>| {
+        s.lookup(file, sums_url)
+    });
+    let s = sums.clone();
+    env.add_function("sha256_pin", move |file: &str| s.pin(file));
     let mut diags = Diagnostics::default();
     let compiled: Vec<CompiledRecipe> = set
         .recipes

@@ -1,0 +1,434 @@
+//! Artifact checksums: where the SHA-256 of every download comes from.
+//!
+//! Recipes ask with `sha256_of('file-name', 'checksum-file-url')` for a checksum they need (the
+//! second argument is left out when the upstream publishes no checksum file), or with
+//! `sha256_pin('file-name')` for one that is optional (the plan's pin or none). The answer to
+//! `sha256_of`, in this order:
+//!
+//! 1. the plan's pin, `[artifacts.sha256]`, by file name — always wins;
+//! 2. a checksum recorded earlier from the upstream's published checksum file,
+//!    `.kwin/checksums.toml` next to the plan, by checksum-file URL;
+//! 3. nothing yet: the request is remembered ([`Checksums::wanted`]). `kwin plan` / `kwin apply`
+//!    then fetch the missing checksum files on the controller ([`fetch`]), record them, and
+//!    expand again; `kwin validate` and `kwin graph` never touch the network.
+//!
+//! A request without a checksum-file URL and without a pin cannot be satisfied: the run stops
+//! before connecting to any host, naming the file and the `[artifacts.sha256]` line to add.
+//!
+//! Trust: a checksum file fetched over HTTPS from the upstream (or the plan's mirror) proves the
+//! artifact a host downloads is the one the upstream published, byte for byte; it does not
+//! protect against a compromised upstream. A pin in the plan (or a reviewed
+//! `.kwin/checksums.toml` kept with the plan) fixes the artifacts for every future run.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// File name of the record, inside the plan's state directory.
+pub const RECORD_FILE: &str = "checksums.toml";
+
+/// Largest checksum file accepted (upstream files are under 1 KiB; `runc.sha256sum` ~1 KiB).
+const MAX_SUMS_BYTES: usize = 64 * 1024;
+
+/// One checksum taken from a published checksum file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// The artifact's file name, as the recipe named it.
+    pub file: String,
+    /// Lower-case hex SHA-256.
+    pub sha256: String,
+}
+
+/// A checksum a recipe asked for and nobody knew.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Wanted {
+    pub file: String,
+    /// The upstream's checksum file, when it publishes one.
+    pub sums_url: Option<String>,
+}
+
+/// The checksums known to one expansion, and what was asked for in vain.
+#[derive(Debug, Clone, Default)]
+pub struct Checksums {
+    pins: BTreeMap<String, String>,
+    recorded: BTreeMap<String, Recorded>,
+    wanted: Arc<Mutex<BTreeSet<Wanted>>>,
+}
+
+impl Checksums {
+    /// Pins from the plan (`[artifacts.sha256]`, by file name) and records by checksum-file URL.
+    pub fn new(pins: BTreeMap<String, String>, recorded: BTreeMap<String, Recorded>) -> Self {
+        let pins = pins
+            .into_iter()
+            .map(|(k, v)| (k, v.to_ascii_lowercase()))
+            .collect();
+        Checksums {
+            pins,
+            recorded,
+            wanted: Arc::default(),
+        }
+    }
+
+    /// The answer to `sha256_pin(file)`: the plan's pin or none, for artifacts whose checksum is
+    /// optional (manifests applied from a URL). Never remembered as wanted.
+    pub fn pin(&self, file: &str) -> Option<String> {
+        self.pins.get(file).cloned()
+    }
+
+    /// The answer to `sha256_of(file, sums_url)`; a miss is remembered.
+    pub fn lookup(&self, file: &str, sums_url: Option<&str>) -> Option<String> {
+        if let Some(pin) = self.pins.get(file) {
+            return Some(pin.clone());
+        }
+        if let Some(r) = sums_url.and_then(|u| self.recorded.get(u)) {
+            if r.file == file {
+                return Some(r.sha256.clone());
+            }
+        }
+        if let Ok(mut w) = self.wanted.lock() {
+            w.insert(Wanted {
+                file: file.to_string(),
+                sums_url: sums_url.map(str::to_string),
+            });
+        }
+        None
+    }
+
+    /// Every lookup that found nothing, sorted.
+    pub fn wanted(&self) -> Vec<Wanted> {
+        self.wanted
+            .lock()
+            .map(|w| w.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The records, to save after adding fetched ones.
+    pub fn recorded(&self) -> &BTreeMap<String, Recorded> {
+        &self.recorded
+    }
+
+    pub fn record(&mut self, sums_url: String, r: Recorded) {
+        self.recorded.insert(sums_url, r);
+    }
+}
+
+/// Path of the record in `state_dir` (the plan's `.kwin/`).
+pub fn record_path(state_dir: &Path) -> PathBuf {
+    state_dir.join(RECORD_FILE)
+}
+
+/// Read the record; a missing file is an empty record. Errors name the file.
+pub fn load_record(path: &Path) -> Result<BTreeMap<String, Recorded>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let map: BTreeMap<String, Recorded> =
+        toml::from_str(&text).map_err(|e| format!("{} is not valid: {e}", path.display()))?;
+    for (url, r) in &map {
+        if !is_sha256(&r.sha256) {
+            return Err(format!(
+                "{}: the checksum recorded for {url} is not 64 hex digits (delete the entry to fetch it again)",
+                path.display()
+            ));
+        }
+    }
+    Ok(map)
+}
+
+/// Write the record (0600, replaced atomically).
+pub fn save_record(path: &Path, map: &BTreeMap<String, Recorded>) -> Result<(), String> {
+    let mut text = String::from(
+        "# SHA-256 checksums kwin fetched from the upstream's published checksum files, by the\n\
+         # checksum file's URL. Keep this file with the plan to fix the artifacts of every run;\n\
+         # a pin in the plan's [artifacts.sha256] wins over it.\n\n",
+    );
+    text.push_str(
+        &toml::to_string(map).map_err(|e| format!("cannot encode {}: {e}", path.display()))?,
+    );
+    crate::exec::state::write_private(path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The checksum of `file` in a checksum file: either one bare hash, or `sha256sum` lines
+/// (`<hash>  <name>` / `<hash> *<name>`, the name possibly with a directory) of which the one
+/// naming `file` is taken.
+pub fn parse_sums(text: &str, file: &str) -> Result<String, String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let mut named = 0;
+    for line in &lines {
+        let mut words = line.split_whitespace();
+        let (Some(hash), name) = (words.next(), words.next()) else {
+            continue;
+        };
+        if !is_sha256(hash) {
+            continue;
+        }
+        match name {
+            None if lines.len() == 1 => return Ok(hash.to_ascii_lowercase()),
+            None => {}
+            Some(n) => {
+                named += 1;
+                let n = n.trim_start_matches('*');
+                let base = n.rsplit('/').next().unwrap_or(n);
+                if base == file {
+                    return Ok(hash.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    if named > 0 {
+        Err(format!("it lists {named} file(s), none named `{file}`"))
+    } else {
+        Err("it holds no SHA-256 (64 hex digits)".to_string())
+    }
+}
+
+/// A checksum file that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchError {
+    pub file: String,
+    pub url: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "checksum of `{}`: {} — {}",
+            self.file, self.url, self.why
+        )
+    }
+}
+
+/// Fetch every wanted checksum file (on the controller, all at once) and parse it.
+/// Requests without a checksum-file URL are not fetched (the caller reports them).
+/// Uses the controller's `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` environment.
+pub async fn fetch(
+    wanted: &[Wanted],
+    timeout: Duration,
+) -> Vec<Result<(String, Recorded), FetchError>> {
+    let client = match reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(concat!("kwin/", env!("CARGO_PKG_VERSION")))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return wanted
+                .iter()
+                .filter_map(|w| {
+                    w.sums_url.as_ref().map(|u| {
+                        Err(FetchError {
+                            file: w.file.clone(),
+                            url: u.clone(),
+                            why: format!("cannot make an HTTP client: {e}"),
+                        })
+                    })
+                })
+                .collect();
+        }
+    };
+    let mut set = tokio::task::JoinSet::new();
+    for (i, w) in wanted.iter().enumerate() {
+        let Some(url) = w.sums_url.clone() else {
+            continue;
+        };
+        let client = client.clone();
+        let file = w.file.clone();
+        set.spawn(async move {
+            let r = fetch_one(&client, &url, &file).await;
+            (
+                i,
+                r.map(|sha256| {
+                    (
+                        url.clone(),
+                        Recorded {
+                            file: file.clone(),
+                            sha256,
+                        },
+                    )
+                })
+                .map_err(|why| FetchError { file, url, why }),
+            )
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(done) = set.join_next().await {
+        match done {
+            Ok(r) => out.push(r),
+            Err(e) => out.push((
+                usize::MAX,
+                Err(FetchError {
+                    file: String::new(),
+                    url: String::new(),
+                    why: format!("fetch task failed: {e}"),
+                }),
+            )),
+        }
+    }
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+async fn fetch_one(client: &reqwest::Client, url: &str, file: &str) -> Result<String, String> {
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err("not an http(s) URL".to_string());
+    }
+    let mut resp = client.get(url).send().await.map_err(|e| describe(&e))?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("HTTP {status}"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
+        if body.len() + chunk.len() > MAX_SUMS_BYTES {
+            return Err(format!(
+                "larger than {} KiB: not a checksum file",
+                MAX_SUMS_BYTES / 1024
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let text = std::str::from_utf8(&body).map_err(|_| "not UTF-8 text".to_string())?;
+    parse_sums(text, file)
+}
+
+/// reqwest's error with its causes, on one line.
+fn describe(e: &reqwest::Error) -> String {
+    let mut s = if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "cannot connect".to_string()
+    } else {
+        "request failed".to_string()
+    };
+    let mut src = std::error::Error::source(e);
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "3dd03954565808eaeb3a7ffc0e8cb7886a64a9aa94b2bfdfbdc6e2ed94842e49";
+    const B: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn bare_hash_file() {
+        assert_eq!(
+            parse_sums(&format!("{A}\n"), "kubelet.exe").as_deref(),
+            Ok(A)
+        );
+        assert_eq!(
+            parse_sums(&A.to_ascii_uppercase(), "x").as_deref(),
+            Ok(A),
+            "upper-case hex is accepted and lowered"
+        );
+    }
+
+    #[test]
+    fn sha256sum_lines_pick_the_named_file() {
+        let text = format!("{B}  runc.arm64\n{A}  runc.amd64\n");
+        assert_eq!(parse_sums(&text, "runc.amd64").as_deref(), Ok(A));
+        assert_eq!(parse_sums(&text, "runc.arm64").as_deref(), Ok(B));
+        let err = parse_sums(&text, "runc.ppc64le").expect_err("no such file");
+        assert!(err.contains("none named `runc.ppc64le`"), "{err}");
+        // binary-mode marker and a directory in the name
+        let text = format!("{A} *bin/containerd-1.7.24-linux-amd64.tar.gz\n");
+        assert_eq!(
+            parse_sums(&text, "containerd-1.7.24-linux-amd64.tar.gz").as_deref(),
+            Ok(A)
+        );
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        for text in ["", "<html>not found</html>", "abc  kubelet.exe", &A[..63]] {
+            assert!(parse_sums(text, "kubelet.exe").is_err(), "{text:?}");
+        }
+        // two bare hashes: ambiguous
+        assert!(parse_sums(&format!("{A}\n{B}\n"), "f").is_err());
+    }
+
+    #[test]
+    fn pin_wins_then_record_then_wanted() {
+        let mut pins = BTreeMap::new();
+        pins.insert("kubelet.exe".to_string(), A.to_ascii_uppercase());
+        let mut rec = BTreeMap::new();
+        rec.insert(
+            "https://m/kubeadm.exe.sha256".to_string(),
+            Recorded {
+                file: "kubeadm.exe".into(),
+                sha256: B.into(),
+            },
+        );
+        let c = Checksums::new(pins, rec);
+        assert_eq!(
+            c.lookup("kubelet.exe", Some("https://m/kubelet.exe.sha256"))
+                .as_deref(),
+            Some(A)
+        );
+        assert_eq!(
+            c.lookup("kubeadm.exe", Some("https://m/kubeadm.exe.sha256"))
+                .as_deref(),
+            Some(B)
+        );
+        // a record for another file name under that URL does not answer
+        assert_eq!(
+            c.lookup("other.exe", Some("https://m/kubeadm.exe.sha256")),
+            None
+        );
+        assert_eq!(c.lookup("containerd.service", None), None);
+        let w = c.wanted();
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].file, "containerd.service");
+        assert_eq!(w[0].sums_url, None);
+        assert_eq!(w[1].file, "other.exe");
+    }
+
+    #[test]
+    fn record_round_trip_and_bad_record() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = dir.path().join(RECORD_FILE);
+        assert!(load_record(&p).expect("missing is empty").is_empty());
+        let mut m = BTreeMap::new();
+        m.insert(
+            "https://dl.k8s.io/v1.31.4/bin/windows/amd64/kubelet.exe.sha256".to_string(),
+            Recorded {
+                file: "kubelet.exe".into(),
+                sha256: A.into(),
+            },
+        );
+        save_record(&p, &m).expect("save");
+        assert_eq!(load_record(&p).expect("load"), m);
+        std::fs::write(
+            &p,
+            "[\"https://x/y.sha256\"]\nfile = \"y\"\nsha256 = \"nothex\"\n",
+        )
+        .expect("write");
+        let e = load_record(&p).expect_err("bad record");
+        assert!(
+            e.contains("https://x/y.sha256") && e.contains("64 hex"),
+            "{e}"
+        );
+    }
+}
