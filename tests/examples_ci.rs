@@ -1,0 +1,222 @@
+//! The real-VM material in examples/: the CI workflow (examples/ci/github-actions.yml), its plan
+//! template (examples/ci/cluster.toml.in) and the Windows preparation script
+//! (examples/real-vms/prepare-windows.ps1). None of it can run here (no cloud, no Windows);
+//! what can be checked is: the workflow is valid YAML whose every `run:` step passes
+//! shellcheck, every file it names exists, every variable of the plan template is one the
+//! workflow exports, the filled-in plan validates clean with kwin, and the PowerShell parses.
+
+#[path = "../modules/tests/ps_syntax/mod.rs"]
+mod ps_syntax;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// The workflow as JSON (PyYAML's safe loader: the YAML 1.1 GitHub Actions reads).
+fn workflow() -> serde_json::Value {
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (with PyYAML: apt python3-yaml)");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(read("examples/ci/github-actions.yml").as_bytes())
+            .expect("write");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "the workflow is not valid YAML: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn steps(wf: &serde_json::Value) -> Vec<serde_json::Value> {
+    let jobs = wf["jobs"].as_object().expect("jobs");
+    assert!(!jobs.is_empty());
+    jobs.values()
+        .flat_map(|j| j["steps"].as_array().cloned().expect("steps"))
+        .collect()
+}
+
+/// `${{ expr }}` → a plain word, so shellcheck reads what bash would get.
+fn without_expressions(script: &str) -> String {
+    let mut out = String::new();
+    let mut rest = script;
+    while let Some(i) = rest.find("${{") {
+        out.push_str(&rest[..i]);
+        match rest[i..].find("}}") {
+            Some(j) => {
+                out.push_str("EXPR");
+                rest = &rest[i + j + 2..];
+            }
+            None => {
+                rest = &rest[i..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn workflow_is_valid_and_every_run_step_passes_shellcheck() {
+    let wf = workflow();
+    assert_eq!(wf["name"], "hybrid-lab");
+    let steps = steps(&wf);
+    let runs: Vec<(String, String)> = steps
+        .iter()
+        .filter_map(|s| {
+            s["run"].as_str().map(|r| {
+                (
+                    s["name"].as_str().unwrap_or("(unnamed)").to_string(),
+                    r.to_string(),
+                )
+            })
+        })
+        .collect();
+    assert!(runs.len() >= 7, "{} run steps", runs.len());
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut failures = Vec::new();
+    for (i, (name, run)) in runs.iter().enumerate() {
+        let path = dir.path().join(format!("step{i}.sh"));
+        std::fs::write(&path, format!("#!/bin/bash\n{}", without_expressions(run))).expect("write");
+        let out = Command::new("shellcheck")
+            .args(["-s", "bash", "-S", "warning", "-f", "gcc"])
+            .arg(&path)
+            .output()
+            .expect("shellcheck (apt shellcheck)");
+        if !out.status.success() {
+            failures.push(format!(
+                "step `{name}`:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The cloud resources are deleted whatever happened.
+    let last = steps.last().expect("a step");
+    assert_eq!(last["if"], "always()");
+    assert!(last["run"]
+        .as_str()
+        .is_some_and(|r| r.contains("az group delete")));
+}
+
+#[test]
+fn workflow_names_files_that_exist_and_exports_every_template_variable() {
+    let text = read("examples/ci/github-actions.yml");
+    for rel in [
+        "examples/ci/cluster.toml.in",
+        "examples/real-vms/prepare-windows.ps1",
+    ] {
+        assert!(text.contains(rel), "the workflow does not use {rel}");
+        assert!(root().join(rel).is_file(), "{rel} is missing");
+    }
+    let template = read("examples/ci/cluster.toml.in");
+    let vars = template_vars(&template);
+    assert!(vars.len() >= 10, "{vars:?}");
+    for v in &vars {
+        let exported = if let Some((host, suffix)) = v.split_once('_') {
+            (["CP1", "LW1", "WW1", "WW2"].contains(&host)
+                && text.contains(&format!("${{up}}_{suffix}=")))
+                || text.contains(&format!("{v}="))
+        } else {
+            text.contains(&format!("{v}="))
+        };
+        assert!(exported, "the workflow never sets {v}");
+    }
+}
+
+fn template_vars(t: &str) -> BTreeSet<String> {
+    let mut vars = BTreeSet::new();
+    let mut rest = t;
+    while let Some(i) = rest.find("${") {
+        let after = &rest[i + 2..];
+        let end = after.find('}').expect("closed ${");
+        vars.insert(after[..end].to_string());
+        rest = &after[end..];
+    }
+    vars
+}
+
+#[test]
+fn filled_in_plan_validates_clean() {
+    let template = read("examples/ci/cluster.toml.in");
+    let dir = tempfile::tempdir().expect("tmp");
+    let key = dir.path().join("kwin_lab");
+    std::fs::write(&key, "not read by validate").expect("key");
+    let values = [
+        ("CP1_PUBLIC", "20.1.2.10"),
+        ("CP1_PRIVATE", "10.10.1.4"),
+        (
+            "CP1_HOST_KEY",
+            "SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s",
+        ),
+        ("LW1_PUBLIC", "20.1.2.11"),
+        ("LW1_PRIVATE", "10.10.1.5"),
+        (
+            "LW1_HOST_KEY",
+            "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU",
+        ),
+        ("WW1_PUBLIC", "20.1.2.21"),
+        ("WW1_PRIVATE", "10.10.1.6"),
+        (
+            "WW1_CERT",
+            "6f:3a:1c:0e:98:7b:52:d4:11:aa:09:3e:7c:5d:2b:80:44:91:fe:63:0d:8c:b7:21:5a:e9:34:c6:70:1f:ad:02",
+        ),
+        ("WW2_PUBLIC", "20.1.2.22"),
+        ("WW2_PRIVATE", "10.10.1.7"),
+        (
+            "WW2_CERT",
+            "a1:04:7e:55:c9:3b:20:8f:6d:e2:91:0c:4b:77:d8:3a:15:62:f0:9e:2c:b4:58:01:ca:6f:93:e7:40:1d:bb:8c",
+        ),
+    ];
+    let mut plan = template.replace("${SSH_KEY}", key.to_str().expect("utf-8"));
+    for (k, v) in values {
+        plan = plan.replace(&format!("${{{k}}}"), v);
+    }
+    assert!(!plan.contains("${"), "unfilled: {plan}");
+    let path = dir.path().join("plan.toml");
+    std::fs::write(&path, plan).expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .expect("kwin");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("ok (0 warnings)") || stderr.contains("ok (0 warnings)"),
+        "{stdout}{stderr}"
+    );
+}
+
+#[test]
+fn windows_preparation_script_parses() {
+    let script = read("examples/real-vms/prepare-windows.ps1");
+    let errors = ps_syntax::ps_syntax_errors(&script);
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert!(script.contains("kwin-cert-fingerprint: "));
+    // and the checker is not blind: a broken copy fails
+    let broken = script.replacen("if (-not $cert) {", "if (-not $cert {", 1);
+    assert!(!ps_syntax::ps_syntax_errors(&broken).is_empty());
+}
