@@ -241,6 +241,32 @@ fn unreadable_plan_is_an_error() {
     assert_eq!(lines[0].code, "read");
 }
 
+/// A device or endless file named as the plan or the inventory fails at once with a bounded
+/// read (16 MiB), instead of reading forever.
+#[test]
+fn endless_plan_or_inventory_is_refused() {
+    let (lines, code) = validate(Path::new("/dev/zero"));
+    assert_eq!(code, 1);
+    assert_eq!(lines[0].code, "read");
+    assert!(lines[0].summary.contains("larger than 16 MiB"), "{lines:?}");
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "inventory = \"/dev/zero\"\n\n[[hosts]]\nname = \"h1\"\nos = \"linux\"\n",
+    )
+    .expect("write");
+    let (lines, code) = validate(&plan);
+    assert_eq!(code, 1);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.code == "inventory" && l.summary.contains("larger than 16 MiB")),
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn schema_is_valid_and_examples_conform() {
     let out = Command::new(env!("CARGO_BIN_EXE_kwin"))

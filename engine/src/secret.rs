@@ -8,6 +8,10 @@
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
+/// Shorter values cannot be masked without masking ordinary text; secret sources refuse them
+/// (`plan::SecretSource::read`), and the scrubber ignores them.
+pub const MIN_SECRET_LEN: usize = 4;
+
 /// A secret value (password, join token, certificate key, passphrase).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -55,7 +59,7 @@ impl Scrubber {
     /// logged script would otherwise show it only slightly disguised.
     pub fn add(&self, secret: &Secret) {
         let v = secret.expose();
-        if v.len() < 4 {
+        if v.len() < MIN_SECRET_LEN {
             return;
         }
         let mut forms = vec![v.to_string()];

@@ -534,7 +534,7 @@ async fn refused_connection_is_retryable() {
         .port();
     let dir = tempfile::tempdir().expect("tempdir");
     let pw = dir.path().join("pw");
-    std::fs::write(&pw, "x\n").expect("write");
+    std::fs::write(&pw, "x-password\n").expect("write");
     let spec = WinrmSpec {
         address: "127.0.0.1".into(),
         port,

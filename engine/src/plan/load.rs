@@ -23,8 +23,31 @@ pub fn load(path: &Path) -> Result<LoadedPlan, Diagnostics> {
     load_str(path, &text)
 }
 
+/// Largest plan or inventory file read (a plan of 1,000 hosts is about 100 KiB).
+pub const MAX_PLAN_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Read at most `limit` bytes of `path`; more is an error, so a device or endless file given
+/// by mistake (`/dev/zero`) fails at once instead of filling memory.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(std::io::Error::other("is a directory"));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            limit / (1024 * 1024)
+        )));
+    }
+    Ok(bytes)
+}
+
 pub(crate) fn read(path: &Path) -> Result<String, Diagnostics> {
-    let bytes = std::fs::read(path).map_err(|e| {
+    let bytes = read_bounded(path, MAX_PLAN_BYTES).map_err(|e| {
         Diagnostics(vec![Diagnostic::error(
             "read",
             format!("cannot read plan {}: {e}", path.display()),
@@ -204,8 +227,10 @@ struct InventoryFile {
 
 /// Read the inventory `name` (as the plan wrote it) at `path`.
 fn read_inventory(name: &str, path: &Path) -> Result<Vec<Host>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read inventory {name}: {e}"))?;
+    let bytes = read_bounded(path, MAX_PLAN_BYTES)
+        .map_err(|e| format!("cannot read inventory {name}: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("cannot read inventory {name}: not UTF-8 text"))?;
     let inv: InventoryFile =
         toml::from_str(&text).map_err(|e| format!("inventory {name}: {}", e.message().trim()))?;
     if let Some(h) = inv.hosts.iter().find(|h| h.connection.password.is_some()) {

@@ -68,15 +68,40 @@ pub enum SecretSource {
 }
 
 impl SecretSource {
-    /// Read the secret now (at connect time, not at load time).
+    /// Read the secret now (at connect time, not at load time). A value shorter than
+    /// [`crate::secret::MIN_SECRET_LEN`] is refused: it could not be kept out of the output.
     pub fn read(&self) -> Result<Secret, String> {
+        let secret = self.read_raw()?;
+        let len = secret.expose().len();
+        if len < crate::secret::MIN_SECRET_LEN {
+            let from = match self {
+                SecretSource::Env(var) => format!("environment variable {var}"),
+                SecretSource::File(path) => path.display().to_string(),
+            };
+            return Err(if len == 0 {
+                format!("the secret in {from} is empty")
+            } else {
+                format!(
+                    "the secret in {from} is shorter than {} bytes: kwin cannot keep a value that short out of its output",
+                    crate::secret::MIN_SECRET_LEN
+                )
+            });
+        }
+        Ok(secret)
+    }
+
+    fn read_raw(&self) -> Result<Secret, String> {
         match self {
             SecretSource::Env(var) => std::env::var(var)
                 .map(Secret::new)
                 .map_err(|_| format!("environment variable {var} is not set")),
-            SecretSource::File(path) => std::fs::read_to_string(path)
-                .map(|s| Secret::new(s.lines().next().unwrap_or("").to_string()))
-                .map_err(|e| format!("cannot read {}: {e}", path.display())),
+            SecretSource::File(path) => load::read_bounded(path, 64 * 1024)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                .and_then(|b| {
+                    String::from_utf8(b)
+                        .map_err(|_| format!("{} is not UTF-8 text", path.display()))
+                })
+                .map(|s| Secret::new(s.lines().next().unwrap_or("").to_string())),
         }
     }
 }
@@ -243,5 +268,29 @@ pub fn resolve_path(base: &Path, p: &str) -> PathBuf {
         pb
     } else {
         base.join(pb)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SecretSource;
+
+    #[test]
+    fn short_or_empty_secrets_are_refused_with_their_source() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = dir.path().join("pw");
+        std::fs::write(&f, "abc\nignored second line\n").expect("write");
+        let e = SecretSource::File(f.clone()).read().expect_err("3 bytes");
+        assert!(e.contains("shorter than 4") && e.contains("pw"), "{e}");
+        std::fs::write(&f, "\n").expect("write");
+        let e = SecretSource::File(f.clone()).read().expect_err("empty");
+        assert!(e.contains("is empty"), "{e}");
+        std::fs::write(&f, "abcd\n").expect("write");
+        let s = SecretSource::File(f).read().expect("4 bytes");
+        assert_eq!(s.expose(), "abcd");
+        let e = SecretSource::File(dir.path().join("none"))
+            .read()
+            .expect_err("missing");
+        assert!(e.contains("cannot read"), "{e}");
     }
 }
