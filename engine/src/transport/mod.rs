@@ -16,6 +16,7 @@ use std::fmt;
 use std::time::Duration;
 use thiserror::Error;
 
+pub mod clixml;
 pub mod local;
 pub mod mock;
 pub mod ssh;

@@ -39,7 +39,6 @@
 //! [`TransportError::is_retryable`].
 
 mod auth;
-mod clixml;
 mod config;
 mod known_hosts;
 mod session;

@@ -8,7 +8,6 @@
 //! blocking mode with the session timeout as the longest tolerated silence.
 
 use super::auth::{self, Credentials};
-use super::clixml;
 use super::known_hosts::{self, Recorded, Verdict};
 use super::RecordedHostKey;
 use crate::quote::{ps_quote, sh_quote};
@@ -231,9 +230,7 @@ impl Conn {
         let command = self.shell_command();
         let mut out = self.exec(command, script.as_bytes(), deadline, limit)?;
         if self.t.shell == Shell::PowerShell {
-            if let Some(plain) = clixml::decode_stderr(&out.stderr) {
-                out.stderr = plain;
-            }
+            out.stderr = crate::transport::clixml::decode_stderr(&out.stderr);
         }
         if self.t.become_root {
             self.check_sudo(&out)?;
@@ -645,7 +642,7 @@ impl Conn {
 /// runs only after an empty line, and the console code page mangles non-ASCII text.)
 /// `exit N` in the script sets the exit code; a terminating error exits 1; otherwise 0.
 /// Progress records are silenced; errors arrive on stderr as CLIXML (an effect of
-/// `-EncodedCommand`) and are decoded back to text (`clixml.rs`).
+/// `-EncodedCommand`) and are decoded back to text (`transport/clixml.rs`).
 pub(crate) const PS_BOOTSTRAP: &str = "$ProgressPreference = 'SilentlyContinue'\n\
 $i = [Console]::OpenStandardInput()\n\
 $m = New-Object System.IO.MemoryStream\n\

@@ -12,7 +12,7 @@
 //! that has vanished (idle timeout, restart) is replaced when Command reports it unknown; after
 //! any failed run the shell is deleted and the next run creates a new one. stdout
 //! comes back as the bytes the host wrote (a UTF-16LE byte order mark is decoded, a UTF-8 one
-//! dropped); a CLIXML stderr is turned into readable text (`clixml.rs`). When the run's time
+//! dropped); a CLIXML stderr is turned into readable text (`transport/clixml.rs`). When the run's time
 //! limit passes, the command is terminated, the shell deleted, and the result is
 //! [`TransportError::Timeout`]. `close` deletes the shell.
 //!
@@ -25,7 +25,6 @@
 //! (refused/reset/unreachable → `Connect`/`ConnectionLost`, retryable).
 
 mod auth;
-pub mod clixml;
 mod crypt;
 mod http;
 pub mod scripts;
@@ -378,7 +377,7 @@ impl WinrmTransport {
     fn decode(&self, out: Output) -> Output {
         Output {
             stdout: decode_stdout(out.stdout),
-            stderr: clixml::decode_stderr(&out.stderr),
+            stderr: super::clixml::decode_stderr(&out.stderr),
             exit: out.exit,
         }
     }

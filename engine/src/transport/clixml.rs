@@ -1,4 +1,5 @@
-//! Decoding PowerShell's CLIXML error stream.
+//! Decoding PowerShell's CLIXML error stream, for both Windows transports (WinRM and
+//! ssh-powershell).
 //!
 //! When `powershell.exe` runs with redirected streams it writes its error (and progress,
 //! warning, ...) records to stderr as serialized objects after a `#< CLIXML` line:
@@ -61,17 +62,18 @@ fn records(xml: &str) -> Option<String> {
             continue;
         }
         let text = unescape(node.text().unwrap_or(""));
-        match node.attribute("S") {
-            Some("Error") => out.push_str(&text),
-            Some("Warning") => {
+        let stream = node.attribute("S").map(str::to_ascii_lowercase);
+        match stream.as_deref() {
+            Some("error") | Some("information") => out.push_str(&text),
+            Some("warning") => {
                 out.push_str("WARNING: ");
                 out.push_str(&text);
             }
-            Some("Verbose") => {
+            Some("verbose") => {
                 out.push_str("VERBOSE: ");
                 out.push_str(&text);
             }
-            Some("Debug") => {
+            Some("debug") => {
                 out.push_str("DEBUG: ");
                 out.push_str(&text);
             }
@@ -131,6 +133,18 @@ mod tests {
         assert_eq!(
             text,
             "Write-Error \"bad\" : bad\n    + CategoryInfo          : NotSpecified: (:) [Write-Error], WriteErrorException\n    + FullyQualifiedErrorId : Microsoft.PowerShell.Commands.WriteErrorException\n \nWARNING: careful\n"
+        );
+    }
+
+    #[test]
+    fn entities_case_and_information_records() {
+        let raw = "#< CLIXML\r\n<Objs Version=\"1.1.0.1\" xmlns=\"http://schemas.microsoft.com/powershell/2004/04\">\
+<S S=\"Error\">    + CategoryInfo : ObjectNotFound: (C:\\nope:String) [Get-Item], &lt;x&gt; &amp; _x000D__x000A_</S>\
+<S S=\"warning\">careful_x000A_</S><S S=\"Information\">note_x000A_</S></Objs>";
+        let text = String::from_utf8(decode_stderr(raw.as_bytes())).expect("utf-8");
+        assert_eq!(
+            text,
+            "    + CategoryInfo : ObjectNotFound: (C:\\nope:String) [Get-Item], <x> & \nWARNING: careful\nnote\n"
         );
     }
 
