@@ -78,6 +78,11 @@ pub fn windows_parsers(out: &FactOutput) {
     if let Ok(b) = win::OsBuildFact.parse(out) {
         let _ = (b.windows_build(), b.version_tuple());
     }
+    let _ = kwin_modules::windows::preflight::PreflightFact {
+        drive: "C:".into(),
+        reach: Some("192.168.56.10".into()),
+    }
+    .parse(out);
 }
 
 /// Both families.

@@ -124,6 +124,14 @@ fn parsers() -> Vec<(&'static str, &'static str, Parser)> {
         ),
         ("win.machine-path", "windows", parser(win::MachinePathFact)),
         ("win.os-build", "windows", parser(win::OsBuildFact)),
+        (
+            "win.preflight",
+            "windows",
+            parser(kwin_modules::windows::preflight::PreflightFact {
+                drive: "C:".into(),
+                reach: Some("192.168.56.10".into()),
+            }),
+        ),
     ]
 }
 

@@ -19,6 +19,7 @@ pub mod file;
 pub mod firewall_rule;
 pub mod hotfix;
 pub mod path_entry;
+pub mod preflight;
 pub mod reboot;
 pub mod registry_value;
 pub mod service;
@@ -34,6 +35,7 @@ pub const NAMES: &[&str] = &[
     "firewall_rule",
     "hotfix",
     "path_entry",
+    "preflight",
     "reboot",
     "registry_value",
     "service",
@@ -58,6 +60,7 @@ pub fn build(
         "firewall_rule" => boxed(firewall_rule::FirewallRule::new(params)),
         "hotfix" => boxed(hotfix::Hotfix::new(params)),
         "path_entry" => boxed(path_entry::PathEntry::new(params)),
+        "preflight" => boxed(preflight::Preflight::new(params)),
         "reboot" => boxed(reboot::Reboot::new(params)),
         "registry_value" => boxed(registry_value::RegistryValue::new(params)),
         "service" => boxed(service::Service::new(params)),
