@@ -652,11 +652,7 @@ fn thousand_hosts_build() {
 
 /// Recipe steps whose params an implemented module does not accept yet, with the reason. A step
 /// listed here that builds fine is an error too: remove it from the list.
-const PARAM_GAPS: &[(&str, &str, &str)] = &[(
-    "windows-worker",
-    "kubelet",
-    "Windows `service` needs state = \"unchanged\" (register without starting; kubeadm join starts it)",
-)];
+const PARAM_GAPS: &[(&str, &str, &str)] = &[];
 
 /// Every recipe task whose module is implemented for its host's shell builds from its params:
 /// the recipes speak the modules' language.
