@@ -399,6 +399,11 @@ impl Transport for WinrmTransport {
         }
     }
 
+    /// Always PowerShell: a WinRM host is a Windows host, whatever dialect its scripts use.
+    fn reboot_shell(&self) -> Shell {
+        Shell::PowerShell
+    }
+
     /// A new authenticated connection. A kept shell survives it (shells do not belong to
     /// connections); if it has vanished meanwhile, the next run replaces it.
     async fn connect(&self) -> Result<(), TransportError> {
