@@ -37,35 +37,22 @@
 //! `KWIN_REQUIRE_API_TIER` is set (CI), where it fails.
 #![allow(clippy::print_stderr)]
 
+mod winrm_host;
+
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::Receiver;
-use std::time::Duration;
+use std::process::Command;
+use winrm_host::{
+    events, finished, is_root, repo, setup_venv, start_stand_in, summary, walk, Options,
+};
 
 const PASSWORD: &str = "Join-Stand-in-Passw0rd!";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn required() -> bool {
     ["KWIN_REQUIRE_WINRM_STANDIN", "KWIN_REQUIRE_API_TIER"]
         .iter()
         .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty() && s != "0"))
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
 }
 
 /// Why this test cannot run here, if it cannot.
@@ -155,155 +142,6 @@ fn start_tier() -> Tier {
 
 // ----------------------------------------------------------------- the Windows stand-in
 
-struct StandIn {
-    child: Child,
-    port: String,
-    lines: Receiver<String>,
-    /// Every stdout line seen so far.
-    seen: Vec<String>,
-    /// The stand-in host's private files: `upper/etc`, `upper/var-lib`.
-    host_dir: PathBuf,
-    /// The stand-in server's state (boot-time).
-    state_dir: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl StandIn {
-    /// Read the stdout lines printed so far.
-    fn drain(&mut self) {
-        while let Ok(l) = self.lines.try_recv() {
-            self.seen.push(l);
-        }
-    }
-
-    fn reboots(&mut self) -> usize {
-        self.drain();
-        self.seen
-            .iter()
-            .filter(|l| l.starts_with("winrm-stand-in rebooting"))
-            .count()
-    }
-
-    fn boot_time(&self) -> String {
-        std::fs::read_to_string(self.state_dir.join("boot-time"))
-            .expect("boot-time")
-            .trim()
-            .to_string()
-    }
-
-    /// A file the stand-in host wrote under its private /etc or /var/lib.
-    fn host_file(&self, path: &str) -> Option<String> {
-        let p = if let Some(rest) = path.strip_prefix("/etc/") {
-            self.host_dir.join("upper/etc").join(rest)
-        } else if let Some(rest) = path.strip_prefix("/var/lib/") {
-            self.host_dir.join("upper/var-lib").join(rest)
-        } else {
-            panic!("{path} is not under the stand-in host's private /etc or /var/lib")
-        };
-        std::fs::read_to_string(p).ok()
-    }
-}
-
-fn setup_venv() -> PathBuf {
-    let venv = repo().join("target/winrm-venv");
-    let setup = Command::new("bash")
-        .arg(repo().join("lab/winrm-stand-in/setup.sh"))
-        .env("KWIN_WINRM_VENV", &venv)
-        .output()
-        .expect("run lab/winrm-stand-in/setup.sh");
-    assert!(
-        setup.status.success(),
-        "cannot set up the WinRM stand-in: {}",
-        String::from_utf8_lossy(&setup.stderr)
-    );
-    venv
-}
-
-/// The stand-in Windows host: isolated files, the lab's stand-in programs first on PATH
-/// (`kubeadm` is kubeadm-stand-in), the real kubeadm for `kubeadm version`.
-fn start_stand_in(venv: &Path, kubeadm: &str) -> StandIn {
-    let dir = tempfile::tempdir().expect("tmp");
-    let host_dir = dir.path().join("host");
-    let state_dir = dir.path().join("winrm-state");
-    let bin = dir.path().join("bin");
-    for d in [&host_dir, &state_dir, &bin] {
-        std::fs::create_dir_all(d).expect("mkdir");
-    }
-    let lab = repo().join("lab/winrm-stand-in");
-    for (name, target) in [
-        ("kubeadm", "kubeadm-stand-in"),
-        ("windows-feature-stand-in", "windows-feature-stand-in"),
-    ] {
-        std::os::unix::fs::symlink(lab.join(target), bin.join(name)).expect("symlink");
-    }
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let on_boot = format!("{} boot", lab.join("windows-feature-stand-in").display());
-    let mut child = Command::new(lab.join("isolated-stand-in.sh"))
-        .arg(&host_dir)
-        .arg(venv.join("bin/python"))
-        .arg(lab.join("server.py"))
-        .args(["--http", "127.0.0.1:0", "--user", "Administrator"])
-        .args([
-            "--password-env",
-            "KWIN_E2E_WINRM_PASSWORD",
-            "--auth",
-            "ntlm",
-        ])
-        .args(["--reboot-down-secs", "2", "--on-boot", &on_boot, "--state"])
-        .arg(&state_dir)
-        .env("KWIN_E2E_WINRM_PASSWORD", PASSWORD)
-        .env("KWIN_STANDIN_KUBEADM", kubeadm)
-        .env("PATH", path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the stand-in");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    let ready = loop {
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.starts_with("winrm-stand-in ready") => break l,
-            Ok(l) => seen.push(l),
-            Err(e) => panic!("the isolated WinRM stand-in is not ready: {e} ({seen:?})"),
-        }
-    };
-    seen.push(ready.clone());
-    let port = ready
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
-        .and_then(|a| a.rsplit_once(':').map(|(_, p)| p.to_string()))
-        .expect("port in ready line");
-    StandIn {
-        child,
-        port,
-        lines: rx,
-        seen,
-        host_dir,
-        state_dir,
-        _dir: dir,
-    }
-}
-
 // ------------------------------------------------------------------------------ kwin
 
 fn kwin(dir: &Path, tier: &Tier, args: &[&str]) -> (i32, String, String) {
@@ -330,34 +168,6 @@ fn kwin(dir: &Path, tier: &Tier, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn events(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn summary(stdout: &str) -> Value {
-    events(stdout)
-        .into_iter()
-        .rfind(|e| e["event"] == "summary")
-        .unwrap_or_else(|| panic!("no summary in:\n{stdout}"))
-}
-
-/// ww1's tasks in the order they finished, with their status.
-fn finished(stdout: &str, host: &str) -> Vec<(String, String)> {
-    events(stdout)
-        .iter()
-        .filter(|e| e["event"] == "task_finished" && e["host"] == host)
-        .map(|e| {
-            (
-                e["task"].as_str().unwrap_or_default().to_string(),
-                e["status"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 fn plan_text(winrm_port: &str, tier: &Tier) -> String {
@@ -430,21 +240,6 @@ params = {{ node_name = "ww1" }}
     )
 }
 
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                v.extend(walk(&p));
-            } else {
-                v.push(p);
-            }
-        }
-    }
-    v
-}
-
 fn ca_hash(tier: &Tier) -> String {
     let out = Command::new("sh")
         .arg("-c")
@@ -468,7 +263,16 @@ fn a_windows_worker_reboots_mid_plan_then_joins_with_real_join_data() {
     }
     let venv = setup_venv();
     let tier = start_tier();
-    let mut s = start_stand_in(&venv, &tier.var("KUBEADM_BIN"));
+    let kubeadm = tier.var("KUBEADM_BIN");
+    let mut s = start_stand_in(
+        &venv,
+        &Options {
+            password_env: "KWIN_E2E_WINRM_PASSWORD",
+            password: PASSWORD,
+            down_secs: 2,
+            kubeadm: Some(&kubeadm),
+        },
+    );
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::write(dir.path().join("plan.toml"), plan_text(&s.port, &tier)).expect("plan");
 
