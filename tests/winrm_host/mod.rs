@@ -87,6 +87,23 @@ impl StandIn {
         }
     }
 
+    /// Wait until the host is up again after a reboot (a new ready line), or panic.
+    pub fn wait_back(&mut self, timeout: Duration) {
+        self.drain();
+        let readies = |seen: &[String]| {
+            seen.iter()
+                .filter(|l| l.starts_with("winrm-stand-in ready"))
+                .count()
+        };
+        let want = self.reboots() + 1;
+        while readies(&self.seen) < want {
+            match self.lines.recv_timeout(timeout) {
+                Ok(l) => self.seen.push(l),
+                Err(e) => panic!("the stand-in did not come back: {e} ({:?})", self.seen),
+            }
+        }
+    }
+
     pub fn reboots(&mut self) -> usize {
         self.drain();
         self.seen
@@ -252,4 +269,21 @@ pub fn walk(p: &Path) -> Vec<PathBuf> {
         }
     }
     v
+}
+
+/// Run the kwin binary in `dir` against stand-in hosts: `(exit code, stdout, stderr)`.
+pub fn kwin(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kwin"));
+    c.args(args)
+        .current_dir(dir)
+        .env("KWIN_WINRM_STAND_IN", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run kwin");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
