@@ -18,6 +18,7 @@ shift
 for d in etc var-lib; do
   mkdir -p "$dir/upper/$d" "$dir/work/$d"
 done
+# shellcheck disable=SC2016 # the inner script expands its own arguments
 exec unshare --mount --propagation private /bin/sh -c '
 set -eu
 dir=$1; shift
