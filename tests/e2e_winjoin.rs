@@ -220,6 +220,7 @@ name = "reboot"
 module = "reboot"
 on = {{ hosts = ["ww1"] }}
 after = ["containers-feature"]
+params = {{ down_timeout = 60, up_timeout = 120 }}
 
 [[tasks]]
 name = "after-reboot"

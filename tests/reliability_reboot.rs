@@ -152,7 +152,11 @@ fn a_host_rebooting_mid_plan_comes_back_converges_and_reboots_once() {
     let Some(mut s) = host_or_skip(2) else { return };
     let dir = tempfile::tempdir().expect("tmp");
     let marker = dir.path().join("local1-ran");
-    std::fs::write(dir.path().join("plan.toml"), plan(&s.port, "", &marker)).expect("plan");
+    std::fs::write(
+        dir.path().join("plan.toml"),
+        plan(&s.port, "down_timeout = 30", &marker),
+    )
+    .expect("plan");
     let boot0 = s.boot_time();
 
     let (code, out, err) = apply(dir.path());
@@ -213,7 +217,7 @@ fn a_host_back_too_late_fails_its_branch_and_the_next_apply_converges_without_re
     let marker = dir.path().join("local1-ran");
     std::fs::write(
         dir.path().join("plan.toml"),
-        plan(&s.port, "up_timeout = 3", &marker),
+        plan(&s.port, "down_timeout = 30, up_timeout = 3", &marker),
     )
     .expect("plan");
 
