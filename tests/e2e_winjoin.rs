@@ -397,6 +397,20 @@ fn a_windows_worker_reboots_mid_plan_then_joins_with_real_join_data() {
         .expect("token in kubelet.conf")
         .to_string();
     assert!(token.starts_with(&format!("{token_id}.")), "{token_id}");
+    // The very secret the cluster stores for that token (never printed).
+    let stored = Command::new("sh")
+        .arg("-c")
+        .arg("kubectl --kubeconfig \"$1\" get secret -n kube-system \"bootstrap-token-$2\" -o 'jsonpath={.data.token-secret}' | base64 -d")
+        .arg("sh")
+        .arg(tier.var("KUBECONFIG"))
+        .arg(&token_id)
+        .output()
+        .expect("kubectl");
+    assert!(
+        stored.status.success()
+            && token.split_once('.').map(|(_, s)| s.as_bytes()) == Some(&stored.stdout[..]),
+        "the joined token is not the one the cluster stores"
+    );
     assert!(
         std::fs::metadata("/etc/kubernetes/kubelet.conf").is_err()
             || !std::fs::read_to_string("/etc/kubernetes/kubelet.conf")
