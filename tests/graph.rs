@@ -468,6 +468,62 @@ params = {{ run = \"true\", creates = \"/tmp/done\" }}
 }
 
 #[test]
+fn user_task_inputs_are_data_edges() {
+    let plan = load_str(&format!(
+        "{CLUSTER}
+[[tasks]]
+name = \"custom-join\"
+module = \"command\"
+on = {{ hosts = [\"w1\"] }}
+inputs = {{ token = \"@first_control_plane:join-data.token\", endpoint = \"cp1:join-data.api_endpoint\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
+"
+    ));
+    let g = expand(&plan).unwrap_or_else(|d| panic!("{d}"));
+    let t = g.task(node(&g, "w1/custom-join"));
+    let inputs: Vec<(String, String, String)> = t
+        .inputs
+        .iter()
+        .map(|(k, r)| (k.clone(), r.from.to_string(), r.key.clone()))
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            ("endpoint", "cp1/join-data", "api_endpoint"),
+            ("token", "cp1/join-data", "token")
+        ]
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+    );
+    assert!(has_edge(
+        &g,
+        "cp1/join-data",
+        "w1/custom-join",
+        EdgeKind::Data
+    ));
+
+    // Without `.output` the output named like the input is read; the task must run there.
+    let bad = load_str(&format!(
+        "{CLUSTER}
+[[tasks]]
+name = \"custom-join\"
+module = \"command\"
+on = {{ hosts = [\"w1\"] }}
+inputs = {{ token = \"cp1:join-data\", other = \"cp1:no-such-task.token\" }}
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
+"
+    ));
+    let err = expand(&bad)
+        .map(|_| ())
+        .expect_err("bad inputs")
+        .to_string();
+    assert!(
+        err.contains("input `other`") && err.contains("`no-such-task` does not run on host `cp1`"),
+        "{err}"
+    );
+    assert!(!err.contains("input `token`"), "{err}");
+}
+
+#[test]
 fn user_task_may_not_take_a_recipe_step_name() {
     let plan = load_str(&format!(
         "{CLUSTER}
@@ -652,11 +708,7 @@ fn thousand_hosts_build() {
 
 /// Recipe steps whose params an implemented module does not accept yet, with the reason. A step
 /// listed here that builds fine is an error too: remove it from the list.
-const PARAM_GAPS: &[(&str, &str, &str)] = &[(
-    "windows-worker",
-    "kubelet",
-    "Windows `service` needs state = \"unchanged\" (register without starting; kubeadm join starts it)",
-)];
+const PARAM_GAPS: &[(&str, &str, &str)] = &[];
 
 /// Every recipe task whose module is implemented for its host's shell builds from its params:
 /// the recipes speak the modules' language.

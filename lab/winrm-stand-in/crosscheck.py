@@ -709,6 +709,32 @@ def run_reboots(srv: Server) -> None:
     boot2 = srv.boot_time()
     check("second reboot writes a newer boot time (%s)" % boot2, boot2 > boot1)
 
+    # kwin's reboot trigger: its boot-time query and a shutdown.exe line in one script.
+    trigger = (b"# kwin:boot-time\r\n(Get-CimInstance -ClassName Win32_OperatingSystem).LastBootUpTime"
+               b".ToUniversalTime().ToString('o')\r\n"
+               b"shutdown.exe /r /t 1 /d p:4:1 /c \"kwin: reboot requested by a task\" | Out-Null\r\n")
+    c = PywinrmClient("pywinrm ntlm http", srv.http, "ntlm")
+    try:
+        out, err, rc = c.run("powershell.exe", PS_STDIN, [trigger])
+        check("kwin's reboot trigger answers the current boot time", (out, err, rc) == ((boot2 + "\n").encode(), b"", 0),
+              repr((out, err, rc)))
+    finally:
+        c.close()
+    try:
+        srv.wait_line("winrm-stand-in rebooting", 10)
+        srv.wait_ready(20)
+    except TimeoutError as exc:
+        check("reboot by kwin's trigger script", False, str(exc))
+        return
+    boot3 = srv.boot_time()
+    check("kwin's trigger script reboots the host (%s)" % boot3, boot3 > boot2)
+    try:
+        with open(os.path.join(srv.state, "..", "booted")) as fh:
+            seen = fh.read().split()
+    except OSError as exc:
+        seen = [str(exc)]
+    check("--on-boot runs once per boot, with the new boot time", seen == [boot1, boot2, boot3], repr(seen))
+
 
 def run_shutdown(srv: Server) -> None:
     c = PywinrmClient("pywinrm basic https", srv.https, "basic")
@@ -741,7 +767,8 @@ def main() -> int:
     srv = None
     try:
         t = time.monotonic()
-        srv = Server(state)
+        booted = os.path.join(work, "booted")
+        srv = Server(state, ["--on-boot", 'printf "%%s\\n" "$KWIN_STANDIN_BOOT_TIME" >> %s' % booted])
         check("server ready in %.1fs (http=%d https=%d)" % (time.monotonic() - t, srv.http_port, srv.https_port),
               True)
         with open(os.path.join(state, "cert.sha256")) as fh:

@@ -420,6 +420,21 @@ def has_boot_marker(text: str) -> bool:
     return any(line.strip() == BOOT_MARKER for line in text.splitlines())
 
 
+def marker_shutdown(text: str) -> "Plan | None":
+    """kwin's reboot trigger is its boot-time query followed by a `shutdown.exe /r /t N ...`
+    line (output piped to Out-Null). In a script carrying the boot-time marker, such a line
+    is simulated as that command line would be; the script is still answered with the boot
+    time only."""
+    for line in text.splitlines():
+        words = line.split("|", 1)[0].strip()
+        if not words or words.startswith("#"):
+            continue
+        argv = split_windows(words)
+        if argv and exe_name(argv[0]) == "shutdown":
+            return plan_shutdown(argv)
+    return None
+
+
 # What the stand-in runs in place of a script carrying the boot-time marker: Windows answers
 # kwin's boot-time query (a PowerShell one-liner reading LastBootUpTime) with one ISO-8601
 # line, which /bin/sh could not produce from the PowerShell text itself.
@@ -470,7 +485,13 @@ def plan_script(script: str) -> Plan:
     script = normalise_script(script)
     if _RESTART_RE.fullmatch(script):
         return Plan("result", result=(b"", b"", 0), reboot_after=1)
-    return Plan("script", script=script, boot_env=has_boot_marker(script))
+    boot = has_boot_marker(script)
+    plan = Plan("script", script=script, boot_env=boot)
+    shutdown = marker_shutdown(script) if boot else None
+    if shutdown is not None:
+        plan.reboot_after = shutdown.reboot_after
+        plan.abort_reboot = shutdown.abort_reboot
+    return plan
 
 
 def plan_powershell(argv: list[str]) -> Plan:
@@ -778,6 +799,11 @@ class Command:
         norm = text.replace("\r\n", "\n")
         boot = has_boot_marker(norm)
         if boot:
+            shutdown = marker_shutdown(norm)
+            if shutdown is not None and shutdown.abort_reboot:
+                self.app.abort_reboot()
+            if shutdown is not None and shutdown.reboot_after is not None:
+                self.app.schedule_reboot(shutdown.reboot_after)
             norm = BOOT_ANSWER
         if norm != text or raw.startswith(b"\xef\xbb\xbf"):
             with open(path, "wb") as fh:
@@ -1526,6 +1552,22 @@ class StandIn:
         log("reboot scheduled in %ds" % delay)
         threading.Thread(target=self._reboot, args=(delay,), daemon=True).start()
 
+    def _run_on_boot(self) -> None:
+        """--on-boot: what the host does while it starts (Windows finishing a feature
+        install, /run emptied), before the listeners open again."""
+        cmd = self.args.on_boot
+        if not cmd:
+            return
+        env = {k: v for k, v in os.environ.items() if k not in self.hidden_env}
+        env[BOOT_ENV] = self.boot_time
+        try:
+            r = subprocess.run(["/bin/sh", "-c", cmd], env=env, cwd=self.home, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+            out = r.stdout.decode("utf-8", "replace").strip()
+            log("on-boot command exited %d%s" % (r.returncode, (": " + out) if out else ""))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log("on-boot command failed: %s" % exc)
+
     def abort_reboot(self) -> None:
         self.reboot_cancel.set()
 
@@ -1546,6 +1588,7 @@ class StandIn:
         if self.stop_event.wait(self.down_secs):
             return
         self._new_boot_time()
+        self._run_on_boot()
         while not self.stop_event.is_set():
             try:
                 self.start_listeners()
@@ -1820,6 +1863,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="set the stored boot time (default: keep STATE/boot-time, or now if absent)")
     p.add_argument("--reboot-down-secs", type=float, default=3.0,
                    help="how long the listeners stay closed during a simulated reboot (default: 3)")
+    p.add_argument("--on-boot", metavar="CMD", default=None,
+                   help="shell command run at every simulated boot, before the listeners open again")
     p.add_argument("--computer-name", default=socket.gethostname().split(".")[0].upper()[:15] or "WIN-STANDIN",
                    help="computer name shown in faults and the certificate")
     p.add_argument("--allow-unencrypted", action="store_true",

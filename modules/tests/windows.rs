@@ -5,7 +5,7 @@
 //! ```json
 //! { "params": {...},
 //!   "facts": { "<fact key>": { "stdout": "<json the fact printed>", "exit": 0 } },
-//!   "expect": "noop" | { "change": { "action": "create", "steps_contain": ["..."], "diff_contains": ["..."] } }
+//!   "expect": "noop" | { "change": { "action": "create", "steps_contain": ["..."], "steps_lack": ["..."], "diff_contains": ["..."] } }
 //!            | { "error": "text" } | { "param_error": "text" } }
 //! ```
 //! The facts given must be exactly the facts the module asks for. Fact outputs are in the shape
@@ -45,6 +45,8 @@ enum ExpectObj {
         action: String,
         #[serde(default)]
         steps_contain: Vec<String>,
+        #[serde(default)]
+        steps_lack: Vec<String>,
         #[serde(default)]
         diff_contains: Vec<String>,
     },
@@ -121,6 +123,7 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
             Expect::Obj(ExpectObj::Change {
                 action,
                 steps_contain,
+                steps_lack,
                 diff_contains,
             }),
             Ok(Plan::Change(c)),
@@ -142,6 +145,11 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
             for want in steps_contain {
                 if !all.contains(want.as_str()) {
                     return Err(format!("steps lack `{want}`:\n{all}"));
+                }
+            }
+            for unwanted in steps_lack {
+                if all.contains(unwanted.as_str()) {
+                    return Err(format!("steps contain `{unwanted}`:\n{all}"));
                 }
             }
             let diff = c.diff.unwrap_or_default();

@@ -72,6 +72,11 @@ impl Conn {
         self.transport.shell()
     }
 
+    /// The language of the host's restart and boot-id commands ([`Transport::reboot_shell`]).
+    pub fn reboot_shell(&self) -> Shell {
+        self.transport.reboot_shell()
+    }
+
     /// Round trips so far (runs, puts, gets).
     pub fn round_trips(&self) -> usize {
         self.runs.load(Ordering::Relaxed)

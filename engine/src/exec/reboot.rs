@@ -4,7 +4,8 @@
 //! answer gets back first). Then the connection is dropped and polled: the host is "down" once
 //! a connect fails (or, for a very fast reboot, answers with a different boot id), and "up"
 //! once a connect succeeds and the boot id differs from the one read before. The caller
-//! re-probes afterwards: a reboot touches anything.
+//! re-probes afterwards: a reboot touches anything. The scripts follow the host's
+//! `reboot_shell` (a WinRM host is restarted as Windows even when its module scripts are POSIX).
 
 use super::conn::{Conn, LogStdout};
 use super::RunOptions;
@@ -42,7 +43,7 @@ async fn read_boot_id(conn: &Conn, timeout: Duration) -> Option<String> {
     let out = conn
         .run(
             "boot id",
-            boot_id_script(conn.shell()),
+            boot_id_script(conn.reboot_shell()),
             timeout,
             LogStdout::Yes,
         )
@@ -62,7 +63,7 @@ pub async fn reboot(conn: &Conn, spec: &RebootSpec, opts: &RunOptions) -> Result
     let out = conn
         .run(
             "reboot",
-            &trigger_script(conn.shell()),
+            &trigger_script(conn.reboot_shell()),
             opts.step_timeout,
             LogStdout::Yes,
         )

@@ -94,6 +94,16 @@ pub fn expand_with(
                 ),
             }
         }
+        for (name, a) in &ut.inputs {
+            let path = format!("tasks[{i}].inputs.{name}");
+            match refs::parse(a, true) {
+                Ok(r) => refs.inputs.push((name.clone(), r, path)),
+                Err(msg) => diags.push(
+                    Diagnostic::error("task-inputs", format!("task `{}`: {msg}", ut.name))
+                        .at(plan.loc(&path)),
+                ),
+            }
+        }
         user.push((Tree::Object(items), refs));
     }
     if diags.has_errors() {

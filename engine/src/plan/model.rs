@@ -381,6 +381,11 @@ pub struct UserTask {
     /// Tasks or recipe steps this task runs after (same host), or `host:task` (any host).
     #[serde(default)]
     pub after: Vec<String>,
+    /// Secret values read from other tasks' outputs, by input name: `host:task.output`,
+    /// `@first_control_plane:task.output`, `@all:task.output` or `task.output` (same host);
+    /// without `.output`, the output named like the input. Each is also an `after` edge.
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
     /// Module parameters (see each module's documentation).
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]

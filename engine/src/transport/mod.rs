@@ -118,6 +118,13 @@ pub const MAX_OUTPUT: usize = 64 * 1024 * 1024;
 pub trait Transport: Send + Sync {
     /// The language scripts for this host are written in.
     fn shell(&self) -> Shell;
+    /// The language of the host's own restart and boot-id commands (`exec::reboot`). The same
+    /// as [`Transport::shell`], except for a WinRM host under the lab stand-in's POSIX dialect:
+    /// its module scripts run in `/bin/sh`, but it is restarted as a Windows host, never with
+    /// a POSIX `reboot`.
+    fn reboot_shell(&self) -> Shell {
+        self.shell()
+    }
     /// Establish (or re-establish) the connection. Called once before first use and again
     /// after a retryable error.
     async fn connect(&self) -> Result<(), TransportError>;

@@ -20,6 +20,7 @@ pub mod line_in_file;
 pub mod managed;
 pub mod package;
 pub mod package_repo;
+pub mod reboot;
 pub mod script;
 pub mod service;
 pub mod swap_off;
@@ -35,6 +36,7 @@ pub const NAMES: &[&str] = &[
     "kernel_module",
     "line_in_file",
     "package",
+    "reboot",
     "service",
     "swap_off",
     "sysctl",
@@ -54,6 +56,7 @@ pub fn build(
         "kernel_module" => kernel_module::build(params),
         "line_in_file" => line_in_file::build(params),
         "package" => package::build(params),
+        "reboot" => reboot::build(params),
         "service" => service::build(params),
         "swap_off" => swap_off::build(params),
         "sysctl" => sysctl::build(params),

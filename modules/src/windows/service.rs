@@ -4,12 +4,20 @@
 //! Parameters: `name` (letters, digits, `-`, `_`, `.`), `binary` (absolute path of the
 //! executable), `args` (list of arguments; quoted for the Windows command line), `display_name`,
 //! `start_mode` = "auto" (default) | "manual" | "disabled", `state` = "running" (default) |
-//! "stopped", `depends_on` (service names), `restart_on` (paths: restart when any of their
-//! contents changed since the last (re)start kwin did), `restart_on_failure` (default true: the
-//! SCM restarts the service 10 s after it dies).
+//! "stopped" | "unchanged", `depends_on` (service names), `restart_on` (paths: restart when any
+//! of their contents changed since the last (re)start kwin did), `restart_on_failure` (default
+//! true: the SCM restarts the service 10 s after it dies).
 //! No-op when registered with the same command line and start mode, in the wanted state, and
 //! no watched file changed. kubelet registers this way with `--windows-service`: no wrapper
 //! program is needed.
+//!
+//! `state = "unchanged"` registers and configures the service but leaves its running state
+//! alone: a new service is created and not started, a stopped one is not started, a running
+//! one is not stopped. A running service whose configuration changed (or a watched file) is
+//! restarted, so it runs with what was asked and is still running afterwards; a stopped one
+//! picks the new configuration up whenever something else starts it. The Windows worker recipe
+//! registers the kubelet this way: `kubeadm join` starts it, and kwin must not start it before
+//! the join (it has no kubeconfig yet) nor stop it after.
 //!
 //! ```toml
 //! [[tasks]]
@@ -44,6 +52,8 @@ enum RunState {
     #[default]
     Running,
     Stopped,
+    /// Registered and configured; started or stopped only by someone else.
+    Unchanged,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -331,6 +341,17 @@ impl Module for Service {
                     script.push_str(&format!("Stop-Service -Name {n} -Force\n"));
                 }
             }
+            RunState::Unchanged => {
+                if running && (reconfigured || watched_changed) {
+                    why.push(if watched_changed {
+                        "a watched file changed".into()
+                    } else {
+                        "restart to apply the new configuration".into()
+                    });
+                    diff.push(format!("~ restart {}", self.name));
+                    script.push_str(&format!("Restart-Service -Name {n} -Force\n"));
+                }
+            }
         }
         if !self.restart_on.is_empty() && now != recorded {
             let m = ps_quote(&self.marker());
@@ -341,8 +362,9 @@ impl Module for Service {
         }
         if script.is_empty() {
             return Ok(Plan::noop(match self.state {
-                RunState::Running => "registered and running",
-                RunState::Stopped => "registered and stopped",
+                RunState::Running => "registered and running".to_string(),
+                RunState::Stopped => "registered and stopped".to_string(),
+                RunState::Unchanged => format!("registered ({}; left as it is)", st.state),
             }));
         }
         let mut touches = vec![

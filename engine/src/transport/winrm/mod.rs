@@ -398,6 +398,11 @@ impl Transport for WinrmTransport {
         }
     }
 
+    /// Always PowerShell: a WinRM host is a Windows host, whatever dialect its scripts use.
+    fn reboot_shell(&self) -> Shell {
+        Shell::PowerShell
+    }
+
     /// A new authenticated connection. A kept shell survives it (shells do not belong to
     /// connections); if it has vanished meanwhile, the next run replaces it.
     async fn connect(&self) -> Result<(), TransportError> {
@@ -506,6 +511,32 @@ impl Transport for WinrmTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A WinRM host is restarted as Windows whatever its script dialect: under the lab
+    /// stand-in's POSIX dialect a POSIX `reboot` would restart the machine running the
+    /// stand-in.
+    #[test]
+    fn a_winrm_host_reboots_as_windows_in_every_dialect() {
+        let spec = crate::plan::WinrmSpec {
+            address: "127.0.0.1".into(),
+            port: 1,
+            user: "Administrator".into(),
+            password: crate::plan::SecretSource::Env("KWIN_TEST_UNSET_PASSWORD".into()),
+            https: false,
+            auth: crate::plan::WinrmAuth::Ntlm,
+            cert_fingerprint: None,
+            ca_file: None,
+            insecure: false,
+            connect_timeout_secs: 1,
+        };
+        for dialect in [Dialect::PowerShell, Dialect::PosixStandIn] {
+            let t = match WinrmTransport::new("ww1", &spec) {
+                Ok(t) => t.with_script_dialect(dialect),
+                Err(e) => panic!("transport: {e}"),
+            };
+            assert_eq!(t.reboot_shell(), Shell::PowerShell, "{dialect:?}");
+        }
+    }
 
     #[test]
     fn stdout_decoding() {

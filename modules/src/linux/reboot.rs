@@ -1,0 +1,171 @@
+//! `reboot`: restart a Linux host when (and only when) it says it needs a restart.
+//!
+//! Parameters:
+//!
+//! | name | type | default | meaning |
+//! |---|---|---|---|
+//! | `pending_files` | list of strings | `["/var/run/reboot-required"]` | absolute paths; a restart is pending while any of them exists |
+//! | `down_timeout` | integer | `600` | seconds to wait for the host to go away |
+//! | `up_timeout` | integer | `1800` | seconds to wait for it to answer again |
+//!
+//! Debian and Ubuntu packages that need a restart (a new kernel, libc) create
+//! `/var/run/reboot-required`; `/var/run` is a tmpfs, so the file is gone after the restart
+//! and the module never loops. Files that survive a restart would make every apply restart
+//! the host: name only files the boot removes.
+//!
+//! No-op when none of the files exists. Changes: the engine's reboot step (trigger, wait until
+//! the host is down, wait until it answers with a new boot id, re-probe); the run needs
+//! `settings.allow_reboot`.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "reboot-if-needed"
+//! module = "reboot"
+//! on = { os = "linux" }
+//! after = ["packages"]
+//! ```
+
+use super::common::{check_abs_path, trim_path};
+use kwin_engine::fact::{Fact, FactError, FactOutput, FactQuery, Facts};
+use kwin_engine::module::{
+    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Step,
+    Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    #[serde(default = "default_files")]
+    pending_files: Vec<String>,
+    #[serde(default = "default_down")]
+    down_timeout: u64,
+    #[serde(default = "default_up")]
+    up_timeout: u64,
+}
+
+fn default_files() -> Vec<String> {
+    vec!["/var/run/reboot-required".into()]
+}
+fn default_down() -> u64 {
+    600
+}
+fn default_up() -> u64 {
+    1800
+}
+
+/// Which of `files` exist: one `pending <path>` line each, after a `kwin: checked` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingFilesFact {
+    pub files: Vec<String>,
+}
+
+impl Fact for PendingFilesFact {
+    type Output = Vec<String>;
+    fn key(&self) -> String {
+        format!("linux.reboot_pending:{}", self.files.join(":"))
+    }
+    fn command(&self, shell: Shell) -> String {
+        if shell != Shell::Posix {
+            return "echo 'linux fact on a non-posix host' >&2; exit 2".into();
+        }
+        let list = self
+            .files
+            .iter()
+            .map(|f| sh_quote(f))
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!(
+            "echo 'kwin: checked'\nfor f in {list}; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf 'pending %s\\n' \"$f\"; fi; done"
+        )
+    }
+    fn parse(&self, out: &FactOutput) -> Result<Vec<String>, FactError> {
+        if out.exit != 0 {
+            return Err(FactError::Command {
+                exit: out.exit,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        let text = out.stdout_str()?;
+        let mut lines = text.lines();
+        if lines.next() != Some("kwin: checked") {
+            return Err(FactError::Parse(format!(
+                "expected `kwin: checked` first, got {:?}",
+                text.lines().next().unwrap_or("")
+            )));
+        }
+        let mut found = Vec::new();
+        for l in lines {
+            match l.strip_prefix("pending ") {
+                Some(p) if self.files.iter().any(|f| f == p) => found.push(p.to_string()),
+                _ => return Err(FactError::Parse(format!("unexpected line {l:?}"))),
+            }
+        }
+        Ok(found)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Reboot {
+    fact: PendingFilesFact,
+    spec: RebootSpec,
+}
+
+pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
+    let params = match params {
+        serde_json::Value::Null => serde_json::json!({}),
+        p => p.clone(),
+    };
+    let p: Params = parse_params(&params)?;
+    if p.pending_files.is_empty() {
+        return Err(ParamError::at(
+            "pending_files",
+            "name at least one file whose presence means a restart is pending",
+        ));
+    }
+    for (i, f) in p.pending_files.iter().enumerate() {
+        check_abs_path(f, &format!("pending_files.{i}"))?;
+        if f.contains(['\n', '\r', '\0']) {
+            return Err(ParamError::at(
+                format!("pending_files.{i}"),
+                "path contains a line break or NUL",
+            ));
+        }
+    }
+    if p.down_timeout == 0 || p.up_timeout == 0 {
+        return Err(ParamError::new("timeouts must be at least 1 second"));
+    }
+    Ok(Box::new(Reboot {
+        fact: PendingFilesFact {
+            files: p.pending_files.iter().map(|f| trim_path(f)).collect(),
+        },
+        spec: RebootSpec {
+            down_timeout_secs: p.down_timeout,
+            up_timeout_secs: p.up_timeout,
+        },
+    }))
+}
+
+impl Module for Reboot {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact, shell)]
+    }
+    fn reads(&self) -> Vec<String> {
+        self.fact.files.clone()
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let found: Vec<String> = facts.get(&self.fact)?;
+        if found.is_empty() {
+            return Ok(Plan::noop("no reboot pending"));
+        }
+        Ok(Plan::Change(Change {
+            action: Action::Reboot,
+            reason: format!("reboot pending ({})", found.join(", ")),
+            diff: None,
+            steps: vec![Step::Reboot(self.spec.clone())],
+            touches: Touches::Anything,
+        }))
+    }
+}
