@@ -12,7 +12,7 @@
 
 use crate::OutputFormat;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kwin_engine::event::{Event, Mode, TaskStatus};
+use kwin_engine::event::{CheckResult, Event, Mode, TaskStatus};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
@@ -55,6 +55,16 @@ struct Human {
     bars: Option<MultiProgress>,
     host_bars: BTreeMap<String, ProgressBar>,
     rows: BTreeMap<String, HostRow>,
+    /// `kwin verify`: one row per check, printed as a table at its summary.
+    checks: Vec<CheckRow>,
+}
+
+#[derive(Debug, Clone)]
+struct CheckRow {
+    name: String,
+    route: String,
+    result: CheckResult,
+    detail: String,
 }
 
 fn secs(ms: u64) -> String {
@@ -77,6 +87,7 @@ impl Human {
             bars,
             host_bars: BTreeMap::new(),
             rows: BTreeMap::new(),
+            checks: Vec::new(),
         }
     }
 
@@ -232,6 +243,42 @@ impl Human {
                 Some(h) => self.line(format!("warning: {h}: {message}")),
                 None => self.line(format!("warning: {message}")),
             },
+            Event::Check {
+                name,
+                from,
+                to,
+                result,
+                detail,
+            } => {
+                let route = if from == "-" || from.is_empty() {
+                    to
+                } else {
+                    format!("{from} → {to}")
+                };
+                self.checks.push(CheckRow {
+                    name,
+                    route,
+                    result,
+                    detail,
+                });
+            }
+            Event::VerifySummary {
+                checks,
+                passed,
+                failed,
+                skipped,
+                duration_ms,
+            } => {
+                if let Some(mp) = &self.bars {
+                    let _ = mp.clear();
+                }
+                self.bars = None;
+                self.check_table();
+                self.line(format!(
+                    "verify: {checks} checks, {passed} passed, {failed} failed, {skipped} skipped in {}",
+                    secs(duration_ms)
+                ));
+            }
             Event::Interrupted {} => {
                 self.line("interrupted: no new tasks were started".to_string())
             }
@@ -262,6 +309,48 @@ impl Human {
                 self.line(last);
             }
         }
+    }
+
+    /// `check  from → to  result  detail`, one row per check of `kwin verify`.
+    fn check_table(&self) {
+        if self.checks.is_empty() {
+            return;
+        }
+        let width = |f: fn(&CheckRow) -> usize, head: &str| {
+            self.checks
+                .iter()
+                .map(f)
+                .max()
+                .unwrap_or(0)
+                .max(head.chars().count())
+        };
+        let wn = width(|r| r.name.chars().count(), "check");
+        let wr = width(|r| r.route.chars().count(), "from → to");
+        let pad = |s: &str, w: usize| {
+            let n = s.chars().count();
+            format!("{s}{}", " ".repeat(w.saturating_sub(n)))
+        };
+        let mut s = format!(
+            "{}  {}  {:<6}  detail",
+            pad("check", wn),
+            pad("from → to", wr),
+            "result"
+        );
+        for r in &self.checks {
+            let result = match r.result {
+                CheckResult::Pass => "pass",
+                CheckResult::Fail => "FAIL",
+                CheckResult::Skip => "skip",
+            };
+            s.push_str(&format!(
+                "\n{}  {}  {:<6}  {}",
+                pad(&r.name, wn),
+                pad(&r.route, wr),
+                result,
+                r.detail
+            ));
+        }
+        self.line(s);
     }
 
     fn table(&self) {
