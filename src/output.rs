@@ -31,9 +31,28 @@ struct HostRow {
 
 /// Render every event from `rx` until the channel closes.
 pub fn render(rx: UnboundedReceiver<Event>, format: OutputFormat, mode: Mode, tty: bool) {
+    let what = match mode {
+        Mode::Plan => "plan",
+        Mode::Apply => "apply",
+    };
+    render_as(rx, format, mode, tty, what)
+}
+
+/// [`render`], naming the run `what` in the human output (`reset: 3 hosts, ...`).
+pub fn render_as(
+    rx: UnboundedReceiver<Event>,
+    format: OutputFormat,
+    mode: Mode,
+    tty: bool,
+    what: &'static str,
+) {
     match format {
         OutputFormat::Json => json(rx),
-        OutputFormat::Human => Human::new(mode, tty).run(rx),
+        OutputFormat::Human => {
+            let mut h = Human::new(mode, tty);
+            h.what = what;
+            h.run(rx)
+        }
     }
 }
 
@@ -50,6 +69,8 @@ fn json(mut rx: UnboundedReceiver<Event>) {
 
 struct Human {
     mode: Mode,
+    /// The run's name in the first and last lines: plan, apply, reset.
+    what: &'static str,
     /// Tests read the lines here instead of stdout.
     capture: Option<std::cell::RefCell<Vec<String>>>,
     bars: Option<MultiProgress>,
@@ -83,6 +104,10 @@ impl Human {
         let bars = tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stdout()));
         Human {
             mode,
+            what: match mode {
+                Mode::Plan => "plan",
+                Mode::Apply => "apply",
+            },
             capture: None,
             bars,
             host_bars: BTreeMap::new(),
@@ -157,10 +182,7 @@ impl Human {
     fn event(&mut self, e: Event) {
         match e {
             Event::RunStarted { hosts, tasks, .. } => {
-                let what = match self.mode {
-                    Mode::Plan => "plan",
-                    Mode::Apply => "apply",
-                };
+                let what = self.what;
                 self.line(format!("{what}: {hosts} hosts, {tasks} tasks"));
             }
             Event::HostConnected { host, .. } | Event::HostProbed { host, .. } => {
@@ -295,9 +317,10 @@ impl Human {
                 }
                 self.bars = None;
                 self.table();
-                let (what, verb) = match self.mode {
-                    Mode::Plan => ("plan", "to change"),
-                    Mode::Apply => ("apply", "changed"),
+                let what = self.what;
+                let verb = match self.mode {
+                    Mode::Plan => "to change",
+                    Mode::Apply => "changed",
                 };
                 let mut last = format!(
                     "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",

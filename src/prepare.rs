@@ -16,6 +16,24 @@ pub struct Prepared {
 /// Load, validate (knowing the recipes' step names), expand and build the graph of `path`.
 /// Errors: every diagnostic found, warnings included, sorted.
 pub fn prepare(path: &Path) -> Result<Prepared, Diagnostics> {
+    prepare_with(path, kwin_modules::recipes::RECIPES, UserTasks::Include)
+}
+
+/// Whether the plan's own `[[tasks]]` become tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserTasks {
+    Include,
+    /// `kwin reset`: only its recipes run.
+    Leave,
+}
+
+/// [`prepare`] with another set of recipes (`kwin reset`'s), with or without the user's tasks.
+/// The plan is validated exactly as for `apply`.
+pub fn prepare_with(
+    path: &Path,
+    recipes: &[(&str, &str)],
+    user_tasks: UserTasks,
+) -> Result<Prepared, Diagnostics> {
     let registry = kwin_modules::Builtin;
     let steps = kwin_modules::recipes::step_names();
     let diags = kwin_engine::plan::check(path, &registry, &steps);
@@ -23,11 +41,14 @@ pub fn prepare(path: &Path) -> Result<Prepared, Diagnostics> {
         return Err(diags);
     }
     let plan = kwin_engine::plan::load(path)?;
-    let tasks =
-        kwin_engine::expand::expand(&plan, kwin_modules::recipes::RECIPES).map_err(|mut d| {
-            d.extend(diags.clone());
-            d.sorted()
-        })?;
+    let mut expanded = plan.clone();
+    if user_tasks == UserTasks::Leave {
+        expanded.file.tasks.clear();
+    }
+    let tasks = kwin_engine::expand::expand(&expanded, recipes).map_err(|mut d| {
+        d.extend(diags.clone());
+        d.sorted()
+    })?;
     let graph = TaskGraph::build(tasks).map_err(|mut d| {
         d.extend(diags.clone());
         d.sorted()
