@@ -585,7 +585,7 @@ fn pod_state(p: &Value) -> PodState {
             Some(c) if field(c, "status") == "False" && !field(c, "message").is_empty() => {
                 format!("not scheduled: {}", clip(field(c, "message")))
             }
-            _ => "not scheduled (no node assigned yet)".to_string(),
+            _ => "not scheduled: no node assigned yet".to_string(),
         }
     } else {
         let waiting = p
@@ -652,5 +652,331 @@ pub fn http_url(ip: &str, port: u16) -> String {
         format!("http://[{ip}]:{port}/")
     } else {
         format!("http://{ip}:{port}/")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pass(v: &Verdict) -> bool {
+        v.result == CheckResult::Pass
+    }
+
+    // ------------------------------------------------------------------ curl (kubectl exec)
+
+    #[test]
+    fn curl_answers_and_failures() {
+        let ok = parse_curl("200 10.244.1.5:80\n", "", 0, Expect::Success);
+        assert!(pass(&ok), "{ok:?}");
+        assert_eq!(ok.detail, "HTTP 200 from 10.244.1.5:80");
+        // The server answered, with an error: fails for our web servers, passes for egress.
+        let e503 = parse_curl("503 10.96.12.7:80\n", "", 0, Expect::Success);
+        assert_eq!(e503, Verdict::fail("HTTP 503 from 10.96.12.7:80"));
+        assert!(pass(&parse_curl(
+            "301 18.65.3.12:443\n",
+            "",
+            0,
+            Expect::AnyAnswer
+        )));
+        let refused = parse_curl(
+            "000 :0\n",
+            "curl: (7) Failed to connect to 10.244.1.5 port 80 after 1 ms: Couldn't connect to server\ncommand terminated with exit code 7\n",
+            7,
+            Expect::Success,
+        );
+        assert_eq!(
+            refused,
+            Verdict::fail(
+                "curl: (7) Failed to connect to 10.244.1.5 port 80 after 1 ms: Couldn't connect to server"
+            )
+        );
+        let timeout = parse_curl(
+            "000 :0\n",
+            "curl: (28) Connection timed out after 10002 milliseconds\ncommand terminated with exit code 28\n",
+            28,
+            Expect::AnyAnswer,
+        );
+        assert_eq!(
+            timeout,
+            Verdict::fail("curl: (28) Connection timed out after 10002 milliseconds")
+        );
+        let dns = parse_curl(
+            "000 :0\n",
+            "curl: (6) Could not resolve host: kubernetes.io\ncommand terminated with exit code 6\n",
+            6,
+            Expect::AnyAnswer,
+        );
+        assert_eq!(dns.result, CheckResult::Fail);
+        assert!(dns.detail.contains("Could not resolve host"));
+        let no_pod = parse_curl(
+            "",
+            "Error from server (NotFound): pods \"client\" not found\n",
+            1,
+            Expect::Success,
+        );
+        assert_eq!(
+            no_pod,
+            Verdict::fail("Error from server (NotFound): pods \"client\" not found")
+        );
+        let nothing = parse_curl("", "", 255, Expect::Success);
+        assert_eq!(nothing, Verdict::fail("exit code 255, no output"));
+    }
+
+    #[test]
+    fn powershell_answers_and_failures() {
+        assert_eq!(
+            parse_ps_http("kwin-http 200\r\n", "", 0, Expect::Success),
+            Verdict::pass("HTTP 200")
+        );
+        assert_eq!(
+            parse_ps_http("kwin-http 404\r\n", "", 0, Expect::Success).result,
+            CheckResult::Fail
+        );
+        assert!(pass(&parse_ps_http(
+            "kwin-http 404\r\n",
+            "",
+            0,
+            Expect::AnyAnswer
+        )));
+        assert_eq!(
+            parse_ps_http(
+                "kwin-error Unable to connect to the remote server\r\n",
+                "command terminated with exit code 1\n",
+                1,
+                Expect::AnyAnswer
+            ),
+            Verdict::fail("Unable to connect to the remote server")
+        );
+        let exec = parse_ps_http(
+            "",
+            "error: unable to upgrade connection: container not found (\"windowswebserver\")\n",
+            1,
+            Expect::Success,
+        );
+        assert!(exec.detail.contains("container not found"), "{exec:?}");
+    }
+
+    // ------------------------------------------------------------------------- nslookup
+
+    const BIND_OK: &str = "Server:\t\t10.96.0.10\nAddress:\t10.96.0.10#53\n\nName:\twin-web.kwin-verify.svc.cluster.local\nAddress: 10.101.147.244\n\n";
+    const BUSYBOX_OK: &str = "Server:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n\n\nName:\twin-web.kwin-verify.svc.cluster.local\nAddress: 10.101.147.244\n\n";
+    const BUSYBOX_OLD: &str = "Server:    10.96.0.10\nAddress 1: 10.96.0.10 kube-dns.kube-system.svc.cluster.local\n\nName:      win-web.kwin-verify.svc.cluster.local\nAddress 1: 10.101.147.244 win-web.kwin-verify.svc.cluster.local\n";
+
+    #[test]
+    fn nslookup_formats() {
+        for out in [BIND_OK, BUSYBOX_OK, BUSYBOX_OLD] {
+            assert_eq!(
+                parse_nslookup(out, "", 0, "10.101.147.244"),
+                Verdict::pass("resolves to 10.101.147.244"),
+                "{out}"
+            );
+            // The server's own address never counts as the answer.
+            assert_eq!(
+                parse_nslookup(out, "", 0, "10.96.0.10").result,
+                CheckResult::Fail
+            );
+        }
+        assert_eq!(
+            parse_nslookup(BIND_OK, "", 0, "10.96.5.5"),
+            Verdict::fail("resolves to 10.101.147.244, not the Service's 10.96.5.5")
+        );
+        let nx = parse_nslookup(
+            "Server:\t\t10.96.0.10\nAddress:\t10.96.0.10#53\n\n** server can't find win-web.kwin-verify.svc.cluster.local: NXDOMAIN\n\n",
+            "command terminated with exit code 1\n",
+            1,
+            "10.101.147.244",
+        );
+        assert_eq!(
+            nx,
+            Verdict::fail("server can't find win-web.kwin-verify.svc.cluster.local: NXDOMAIN")
+        );
+        let timeout = parse_nslookup(
+            ";; connection timed out; no servers could be reached\n\n",
+            "command terminated with exit code 1\n",
+            1,
+            "10.101.147.244",
+        );
+        assert_eq!(
+            timeout,
+            Verdict::fail("connection timed out; no servers could be reached")
+        );
+    }
+
+    // ---------------------------------------------------------------------------- nodes
+
+    fn expected() -> Vec<ExpectedNode> {
+        vec![
+            ExpectedNode {
+                name: "cp1".into(),
+                windows: false,
+                windows_taint: true,
+            },
+            ExpectedNode {
+                name: "ww1".into(),
+                windows: true,
+                windows_taint: true,
+            },
+        ]
+    }
+
+    fn node(name: &str, labels: Value, taints: Value, ready: &str) -> Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"podCIDR": "10.244.1.0/24", "taints": taints},
+            "status": {"conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {"type": "Ready", "status": ready, "reason": if ready == "True" { "KubeletReady" } else { "KubeletNotReady" },
+                 "message": if ready == "True" { "kubelet is posting ready status" } else { "container runtime network not ready: NetworkReady=false" }}
+            ]}
+        })
+    }
+
+    fn list(items: Vec<Value>) -> String {
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}).to_string()
+    }
+
+    #[test]
+    fn nodes_ready_with_labels_and_taint() {
+        let good = list(vec![
+            node(
+                "cp1",
+                serde_json::json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}),
+                serde_json::json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]),
+                "True",
+            ),
+            node(
+                "ww1",
+                serde_json::json!({"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"}),
+                serde_json::json!([{"key": "os", "value": "windows", "effect": "NoSchedule"}]),
+                "True",
+            ),
+        ]);
+        let rows = check_nodes(&expected(), &good).expect("parse");
+        assert!(rows.iter().all(|r| pass(&r.verdict)), "{rows:?}");
+        assert_eq!(
+            rows[1].verdict.detail,
+            "Ready, kubernetes.io/os=windows, windows-build=10.0.20348, taint os=windows:NoSchedule"
+        );
+        assert_eq!(
+            windows_build(&good, &["ww1".to_string()]).as_deref(),
+            Some("10.0.20348")
+        );
+    }
+
+    #[test]
+    fn each_node_problem_fails_its_row() {
+        let bad = list(vec![node(
+            "ww1",
+            serde_json::json!({"kubernetes.io/os": "linux"}),
+            serde_json::json!([{"key": "os", "value": "windows", "effect": "PreferNoSchedule"}]),
+            "False",
+        )]);
+        let rows = check_nodes(&expected(), &bad).expect("parse");
+        assert_eq!(
+            rows[0].verdict,
+            Verdict::fail("not registered with the API server")
+        );
+        let d = &rows[1].verdict;
+        assert_eq!(d.result, CheckResult::Fail);
+        for want in [
+            "NotReady (Ready=False: KubeletNotReady: container runtime network not ready",
+            "kubernetes.io/os=linux, expected windows",
+            "no label node.kubernetes.io/windows-build",
+            "no taint os=windows:NoSchedule",
+        ] {
+            assert!(d.detail.contains(want), "{want} missing: {}", d.detail);
+        }
+        // Without `windows_taint` the taint is not asked for.
+        let mut e = expected();
+        e[1].windows_taint = false;
+        let rows = check_nodes(&e, &bad).expect("parse");
+        assert!(!rows[1].verdict.detail.contains("taint"));
+        assert!(check_nodes(&e, "error: You must be logged in").is_err());
+        assert!(check_nodes(&e, "{\"kind\": \"Status\"}").is_err());
+    }
+
+    // ----------------------------------------------------------------------------- pods
+
+    #[test]
+    fn pod_states_say_why_not_ready() {
+        let pods = list(vec![
+            serde_json::json!({"metadata": {"name": "win-web"}, "spec": {"nodeName": "ww1"},
+              "status": {"phase": "Pending", "hostIP": "10.0.0.21",
+                "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "containers with unready status: [windowswebserver]"},
+                               {"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": "windowswebserver", "ready": false,
+                  "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"mcr.microsoft.com/windows/servercore:ltsc2019\""}}}]}}),
+            serde_json::json!({"metadata": {"name": "client"}, "spec": {},
+              "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 1 node(s) had untolerated taint {os: windows}, 2 node(s) didn't match Pod's node affinity/selector."}]}}),
+            serde_json::json!({"metadata": {"name": "linux-web"}, "spec": {"nodeName": "lw1"},
+              "status": {"phase": "Running", "podIP": "10.244.1.7", "hostIP": "10.0.0.11",
+                "conditions": [{"type": "Ready", "status": "True"}]}}),
+        ]);
+        let s = pod_states(&pods, &["win-web", "linux-web", "client", "missing"]).expect("parse");
+        assert!(!s[0].ready);
+        assert_eq!(
+            s[0].why,
+            "ImagePullBackOff: Back-off pulling image \"mcr.microsoft.com/windows/servercore:ltsc2019\""
+        );
+        assert!(s[1].ready);
+        assert_eq!(s[1].pod_ip.as_deref(), Some("10.244.1.7"));
+        assert_eq!(s[1].host_ip.as_deref(), Some("10.0.0.11"));
+        assert!(s[2]
+            .why
+            .starts_with("not scheduled: 0/3 nodes are available"));
+        assert_eq!(s[3].why, "not created");
+    }
+
+    #[test]
+    fn services_and_urls() {
+        let svcs = list(vec![serde_json::json!({"metadata": {"name": "win-web"},
+            "spec": {"type": "NodePort", "clusterIP": "10.101.147.244",
+                     "ports": [{"port": 80, "targetPort": 80, "nodePort": 31080, "protocol": "TCP"}]}})]);
+        let s = services(&svcs).expect("parse");
+        assert_eq!(s[0].cluster_ip.as_deref(), Some("10.101.147.244"));
+        assert_eq!(s[0].node_port, Some(31080));
+        assert_eq!(http_url("10.0.0.21", 31080), "http://10.0.0.21:31080/");
+        assert_eq!(http_url("fd00::5", 80), "http://[fd00::5]:80/");
+    }
+
+    // ------------------------------------------------------------------------ workloads
+
+    #[test]
+    fn manifest_pins_windows_and_exposes_node_ports() {
+        let w = Workloads {
+            namespace: NAMESPACE.into(),
+            windows: true,
+            windows_build: Some("10.0.17763".into()),
+            linux_on_control_plane: true,
+        };
+        // The structure is checked against the real API server (tests/verify_reset.rs).
+        let m = w.manifest();
+        assert_eq!(m.matches("\n---\n").count(), 5, "{m}");
+        for want in [
+            "kubernetes.io/os: windows\n    node.kubernetes.io/windows-build: \"10.0.17763\"",
+            "    - key: os\n      operator: Equal\n      value: windows\n      effect: NoSchedule",
+            "image: mcr.microsoft.com/windows/servercore:ltsc2019",
+            "key: node-role.kubernetes.io/control-plane",
+            "type: NodePort\n  externalTrafficPolicy: Local",
+        ] {
+            assert!(m.contains(want), "{want} missing:\n{m}");
+        }
+        assert_eq!(m.matches("type: NodePort").count(), 2);
+        // The web server's PowerShell is one JSON-quoted YAML scalar, byte for byte.
+        let quoted = serde_json::to_string(WINDOWS_WEB_SERVER).expect("json");
+        assert!(m.contains(&format!("- {quoted}")));
+        assert_eq!(w.pods(), vec![WIN_WEB, LINUX_WEB, CLIENT]);
+        let linux_only = Workloads {
+            windows: false,
+            ..w
+        };
+        assert!(!linux_only.manifest().contains(WIN_WEB));
+        assert_eq!(
+            windows_image(Some("10.0.20348")),
+            "mcr.microsoft.com/windows/servercore:ltsc2022"
+        );
     }
 }
