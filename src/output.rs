@@ -514,4 +514,53 @@ mod tests {
             Some("apply: 2 hosts, 4 ok, 0 changed, 0 failed, 0 skipped in 1.4s (no changes)")
         );
     }
+
+    #[test]
+    fn verify_checks_print_as_one_table() {
+        let check =
+            |name: &str, from: &str, to: &str, result: CheckResult, detail: &str| Event::Check {
+                name: name.into(),
+                from: from.into(),
+                to: to.into(),
+                result,
+                detail: detail.into(),
+            };
+        let lines = render(
+            Mode::Apply,
+            vec![
+                check("node", "-", "ww1", CheckResult::Pass, "Ready"),
+                check(
+                    "pod → pod",
+                    "client (lw1)",
+                    "win-web (ww1)",
+                    CheckResult::Fail,
+                    "curl: (28) Connection timed out after 10002 milliseconds",
+                ),
+                check(
+                    "egress",
+                    "win-web",
+                    "https://kubernetes.io/",
+                    CheckResult::Skip,
+                    "pod win-web is not ready",
+                ),
+                Event::VerifySummary {
+                    checks: 3,
+                    passed: 1,
+                    failed: 1,
+                    skipped: 1,
+                    duration_ms: 4200,
+                },
+            ],
+        );
+        assert_eq!(
+            lines,
+            [
+                "check      from → to                         result  detail",
+                "node       ww1                               pass    Ready",
+                "pod → pod  client (lw1) → win-web (ww1)      FAIL    curl: (28) Connection timed out after 10002 milliseconds",
+                "egress     win-web → https://kubernetes.io/  skip    pod win-web is not ready",
+                "verify: 3 checks, 1 passed, 1 failed, 1 skipped in 4.2s",
+            ]
+        );
+    }
 }
