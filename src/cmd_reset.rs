@@ -24,6 +24,7 @@ pub fn reset(run: RunArgs, yes: bool) -> anyhow::Result<ExitCode> {
         &run.plan,
         kwin_modules::recipes::RESET_RECIPES,
         UserTasks::Leave,
+        false,
     ) {
         Ok(p) => p,
         Err(d) => {

@@ -23,14 +23,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub fn plan(run: RunArgs, detailed_exitcode: bool) -> anyhow::Result<ExitCode> {
-    go(&run, Mode::Plan, detailed_exitcode).map(|(code, _)| code)
+    go(&run, Mode::Plan, detailed_exitcode, false).map(|(code, _)| code)
 }
 
 /// `kwin apply`: converge, then — when everything converged, the plan has a `[cluster]` with
-/// `verify` on (the default) and `--no-verify` was not given — `kwin verify`.
+/// `verify` on (the default) and `--no-verify` was not given — `kwin verify`. `--no-verify`
+/// also leaves out the smoke-test recipe, as `cluster.verify = false` does.
 pub fn apply(run: RunArgs, check: bool, no_verify: bool) -> anyhow::Result<ExitCode> {
     let mode = if check { Mode::Plan } else { Mode::Apply };
-    let (code, plan) = go(&run, mode, false)?;
+    let (code, plan) = go(&run, mode, false, no_verify)?;
     let Some(plan) = plan else {
         return Ok(code);
     };
@@ -50,8 +51,13 @@ pub fn apply(run: RunArgs, check: bool, no_verify: bool) -> anyhow::Result<ExitC
 }
 
 /// Load, validate, expand and build the graph; print diagnostics. `None`: stop with exit 1.
-fn prepare(run: &RunArgs) -> Option<(LoadedPlan, TaskGraph)> {
-    match crate::prepare::prepare(&run.plan) {
+fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph)> {
+    match crate::prepare::prepare_with(
+        &run.plan,
+        kwin_modules::recipes::RECIPES,
+        crate::prepare::UserTasks::Include,
+        no_verify,
+    ) {
         Ok(p) => {
             if !p.warnings.is_empty() && run.output == OutputFormat::Human {
                 print_diagnostics(&p.warnings, run.output);
@@ -70,8 +76,9 @@ fn go(
     run: &RunArgs,
     mode: Mode,
     detailed_exitcode: bool,
+    no_verify: bool,
 ) -> anyhow::Result<(ExitCode, Option<LoadedPlan>)> {
-    let Some((plan, graph)) = prepare(run) else {
+    let Some((plan, graph)) = prepare(run, no_verify) else {
         return Ok((ExitCode::from(1), None));
     };
     let what = match mode {

@@ -16,7 +16,12 @@ pub struct Prepared {
 /// Load, validate (knowing the recipes' step names), expand and build the graph of `path`.
 /// Errors: every diagnostic found, warnings included, sorted.
 pub fn prepare(path: &Path) -> Result<Prepared, Diagnostics> {
-    prepare_with(path, kwin_modules::recipes::RECIPES, UserTasks::Include)
+    prepare_with(
+        path,
+        kwin_modules::recipes::RECIPES,
+        UserTasks::Include,
+        false,
+    )
 }
 
 /// Whether the plan's own `[[tasks]]` become tasks.
@@ -27,12 +32,14 @@ pub enum UserTasks {
     Leave,
 }
 
-/// [`prepare`] with another set of recipes (`kwin reset`'s), with or without the user's tasks.
-/// The plan is validated exactly as for `apply`.
+/// [`prepare`] with another set of recipes (`kwin reset`'s), with or without the user's tasks,
+/// and with `no_verify` (`apply --no-verify`) expanding as if `cluster.verify = false`. The
+/// plan is validated exactly as for `apply`.
 pub fn prepare_with(
     path: &Path,
     recipes: &[(&str, &str)],
     user_tasks: UserTasks,
+    no_verify: bool,
 ) -> Result<Prepared, Diagnostics> {
     let registry = kwin_modules::Builtin;
     let steps = kwin_modules::recipes::step_names();
@@ -44,6 +51,11 @@ pub fn prepare_with(
     let mut expanded = plan.clone();
     if user_tasks == UserTasks::Leave {
         expanded.file.tasks.clear();
+    }
+    if no_verify {
+        if let Some(c) = expanded.file.cluster.as_mut() {
+            c.verify = Some(false);
+        }
     }
     let tasks = kwin_engine::expand::expand(&expanded, recipes).map_err(|mut d| {
         d.extend(diags.clone());

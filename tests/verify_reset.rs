@@ -647,6 +647,31 @@ fn reset_on_lab_hosts() {
     let dir = plan(&lab, &["h1", "h2"], &[]);
     let p = dir.path();
 
+    // `apply --no-verify` leaves out the smoke-test steps (as `cluster.verify = false`); a
+    // check run never verifies.
+    let tasks = |args: &[&str]| {
+        let k = kwin(p, args);
+        assert!(
+            !k.events().iter().any(|e| e["event"] == "verify_summary"),
+            "{k}"
+        );
+        k.events()
+            .iter()
+            .find(|e| e["event"] == "run_started")
+            .and_then(|e| e["tasks"].as_u64())
+            .unwrap_or_else(|| panic!("no run_started: {k}"))
+    };
+    let with = tasks(&["apply", "--check", "plan.toml", "--output", "json"]);
+    let without = tasks(&[
+        "apply",
+        "--check",
+        "--no-verify",
+        "plan.toml",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(with, without + 3, "smoke-test steps");
+
     // No terminal and no --yes: refused, nothing touched.
     let k = kwin(p, &["reset", "plan.toml"]);
     assert_eq!(k.code, 1, "{k}");
