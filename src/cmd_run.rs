@@ -154,8 +154,7 @@ pub fn run_graph(
 
     let tty = std::io::stdout().is_terminal();
     let format = run.output;
-    let renderer =
-        std::thread::spawn(move || crate::output::render_as(rx, format, mode, tty, what));
+    let renderer = std::thread::spawn(move || crate::output::render(rx, format, mode, tty, what));
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

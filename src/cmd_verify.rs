@@ -185,7 +185,8 @@ pub fn run_verify(plan: &LoadedPlan, run: &RunArgs, args: &VerifyArgs) -> anyhow
     }
     let tty = std::io::stdout().is_terminal();
     let format = run.output;
-    let renderer = std::thread::spawn(move || crate::output::render(rx, format, Mode::Apply, tty));
+    let renderer =
+        std::thread::spawn(move || crate::output::render(rx, format, Mode::Apply, tty, "verify"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -326,6 +327,12 @@ impl Ctx {
             r = tokio::signal::ctrl_c() => {
                 if r.is_ok() {
                     sink.send(Event::Interrupted {});
+                    // As in apply: a second Ctrl-C leaves at once (without the cleanup).
+                    tokio::spawn(async {
+                        if tokio::signal::ctrl_c().await.is_ok() {
+                            std::process::exit(130);
+                        }
+                    });
                 }
                 true
             }
@@ -457,7 +464,14 @@ impl Ctx {
                 return;
             }
         }
-        self.phase(sink, "wait for pods");
+        self.phase(
+            sink,
+            &format!(
+                "wait up to {} for pods {}",
+                human_secs(self.args.timeout),
+                w.pods().join(", ")
+            ),
+        );
         let pods = self.wait_pods(sink, w, deadline).await;
         self.phase(sink, "network checks");
         self.network_checks(sink, w, &pods).await;
@@ -596,7 +610,7 @@ impl Ctx {
                 None => match ready(to).and_then(|p| p.pod_ip.clone()) {
                     None => Verdict::fail(format!("pod {to} has no IP")),
                     Some(ip) => {
-                        self.http_from(w, from, &v::http_url(&ip, 80), Expect::Success)
+                        self.http_from(from, &v::http_url(&ip, 80), Expect::Success)
                             .await
                     }
                 },
@@ -616,7 +630,7 @@ impl Ctx {
                 None => match svc(to).and_then(|s| s.cluster_ip) {
                     None => Verdict::fail(format!("service {to} has no ClusterIP")),
                     Some(ip) => {
-                        self.http_from(w, from, &v::http_url(&ip, 80), Expect::Success)
+                        self.http_from(from, &v::http_url(&ip, 80), Expect::Success)
                             .await
                     }
                 },
@@ -647,7 +661,7 @@ impl Ctx {
                 Some(skip) => skip,
                 None => {
                     let url = format!("http://{}/", fqdn(v::LINUX_WEB));
-                    self.http_from(w, v::WIN_WEB, &url, Expect::Success).await
+                    self.http_from(v::WIN_WEB, &url, Expect::Success).await
                 }
             };
             self.check(sink, "dns", &on(v::WIN_WEB), &fqdn(v::LINUX_WEB), verdict);
@@ -692,14 +706,14 @@ impl Ctx {
         for from in egress {
             let verdict = match not_ready(&[from]) {
                 Some(skip) => skip,
-                None => self.http_from(w, from, &url, Expect::AnyAnswer).await,
+                None => self.http_from(from, &url, Expect::AnyAnswer).await,
             };
             self.check(sink, "egress", &on(from), &url, verdict);
         }
     }
 
     /// Fetch `url` from inside pod `from` (curl on Linux, Invoke-WebRequest on Windows).
-    async fn http_from(&self, _w: &Workloads, from: &str, url: &str, expect: Expect) -> Verdict {
+    async fn http_from(&self, from: &str, url: &str, expect: Expect) -> Verdict {
         let ns = &self.args.namespace;
         if from == v::WIN_WEB {
             let (o, e, x) = self

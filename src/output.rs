@@ -29,17 +29,9 @@ struct HostRow {
     current: Option<String>,
 }
 
-/// Render every event from `rx` until the channel closes.
-pub fn render(rx: UnboundedReceiver<Event>, format: OutputFormat, mode: Mode, tty: bool) {
-    let what = match mode {
-        Mode::Plan => "plan",
-        Mode::Apply => "apply",
-    };
-    render_as(rx, format, mode, tty, what)
-}
-
-/// [`render`], naming the run `what` in the human output (`reset: 3 hosts, ...`).
-pub fn render_as(
+/// Render every event from `rx` until the channel closes, naming the run `what` in the human
+/// output (`apply: 3 hosts, ...`, `reset: ...`, `verify: ...`).
+pub fn render(
     rx: UnboundedReceiver<Event>,
     format: OutputFormat,
     mode: Mode,
@@ -190,6 +182,10 @@ impl Human {
                 self.update_bar(&host);
             }
             Event::TaskStarted { host, task } => {
+                // `kwin verify` has few, long phases: say each one also without a terminal.
+                if self.what == "verify" && self.bars.is_none() {
+                    self.line(format!("{host}: {task}"));
+                }
                 self.rows.entry(host.clone()).or_default().current = Some(task);
                 self.update_bar(&host);
             }

@@ -681,6 +681,17 @@ fn reset_on_lab_hosts() {
     );
     assert!(lab.exists("h2", "/etc/kubernetes/kubelet.conf"));
     assert!(lab.exists("h1", "/etc/kubernetes/admin.conf"));
+    // On a terminal (util-linux `script` gives it one), a wrong name cancels.
+    let typed = on_terminal(p, "reset plan.toml", "lab-6\n");
+    assert_eq!(typed.code, 1, "{typed}");
+    assert!(
+        typed.stdout.contains("Type the cluster name to confirm")
+            && typed
+                .stdout
+                .contains("reset cancelled: `lab-6` is not `lab6`"),
+        "{typed}"
+    );
+    assert!(lab.exists("h2", "/etc/kubernetes/kubelet.conf"));
 
     let k = kwin(p, &["reset", "plan.toml", "--yes", "--output", "json"]);
     assert_eq!(k.code, 0, "{k}");
@@ -734,12 +745,46 @@ fn reset_on_lab_hosts() {
     assert_eq!(k.code, 0, "{k}");
     assert_eq!(k.summary()["changed"], 0, "{k}");
     assert_eq!(k.summary()["failed"], 0, "{k}");
-    let k = kwin(p, &["reset", "plan.toml", "--yes"]);
+    // Confirmed by typing the cluster name on a terminal.
+    let k = on_terminal(p, "reset plan.toml", "lab6\n");
     assert_eq!(k.code, 0, "{k}");
+    let last = k
+        .stdout
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .rfind(|l| !l.is_empty())
+        .unwrap_or_default()
+        .to_string();
     assert!(
-        k.last_line().starts_with("reset: 2 hosts") && k.last_line().ends_with("(no changes)"),
+        last.starts_with("reset: 2 hosts") && last.ends_with("(no changes)"),
         "{k}"
     );
+}
+
+/// Run `kwin ARGS` on a terminal (`script` allocates a pty), typing `input`.
+fn on_terminal(dir: &Path, args: &str, input: &str) -> Kwin {
+    use std::io::Write;
+    let cmd = format!("{} {args}", env!("CARGO_BIN_EXE_kwin"));
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("type");
+    let out = child.wait_with_output().expect("script output");
+    Kwin {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 // ------------------------------------------------------------------------ the reset graph
