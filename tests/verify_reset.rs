@@ -584,6 +584,53 @@ fn verify_against_the_api_tier() {
         "{k}"
     );
 
+    // Ctrl-C while waiting for the pods: the namespace is still deleted, exit 130.
+    let child = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .args([
+            "verify",
+            "plan.toml",
+            "--timeout",
+            "120s",
+            "--namespace",
+            "kv-int",
+        ])
+        .current_dir(p)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kwin verify");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pods = tier.kubectl(&["get", "pods", "-n", "kv-int", "-o", "name"]);
+        if pods.contains("pod/client") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the workloads never appeared");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let t = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let out = child.wait_with_output().expect("verify output");
+    let k = Kwin {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(k.code, 130, "{k}");
+    assert!(t.elapsed() < Duration::from_secs(60), "{k}");
+    assert!(
+        k.stdout.lines().any(|l| l.starts_with("cleanup")
+            && l.contains("namespace kv-int")
+            && l.contains("pass")),
+        "{k}"
+    );
+    let ns = tier.json(&["get", "namespace", "kv-int"]);
+    assert!(ns["metadata"]["deletionTimestamp"].is_string(), "{ns}");
+
     // Without [cluster] there is nothing to verify.
     let text = format!(
         "inventory = {:?}\n\n[[hosts]]\nname = \"h1\"\nos = \"linux\"\n",
