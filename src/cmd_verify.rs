@@ -43,10 +43,10 @@ pub struct VerifyArgs {
     pub timeout: Duration,
     /// URL the egress checks fetch from inside the pods (curl / Invoke-WebRequest; any HTTP
     /// answer passes).
-    #[arg(long, default_value = v::EXTERNAL_URL)]
+    #[arg(long, default_value = v::EXTERNAL_URL, value_parser = parse_url)]
     pub external_url: String,
     /// Namespace of the test workloads.
-    #[arg(long, default_value = v::NAMESPACE)]
+    #[arg(long, default_value = v::NAMESPACE, value_parser = parse_namespace)]
     pub namespace: String,
     /// Leave the test workloads in place afterwards (for a look with kubectl).
     #[arg(long)]
@@ -61,6 +61,34 @@ impl Default for VerifyArgs {
             namespace: v::NAMESPACE.to_string(),
             keep_workloads: false,
         }
+    }
+}
+
+/// A namespace name (RFC 1123 label).
+fn parse_namespace(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "`{s}` is not a namespace name (lowercase letters, digits and `-`, at most 63)"
+        ))
+    }
+}
+
+/// An http(s) URL without whitespace.
+fn parse_url(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"));
+    match rest {
+        Some(r) if !r.is_empty() && !s.chars().any(char::is_whitespace) => Ok(s.to_string()),
+        _ => Err(format!("`{s}` is not an http:// or https:// URL")),
     }
 }
 
@@ -786,5 +814,12 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert_eq!(human_secs(Duration::from_secs(900)), "15m");
         assert_eq!(human_secs(Duration::from_secs(8)), "8s");
+        assert!(parse_namespace("kwin-verify").is_ok());
+        assert!(parse_namespace("Kwin").is_err());
+        assert!(parse_namespace("a;b").is_err());
+        assert!(parse_namespace("-a").is_err());
+        assert!(parse_url("https://example.com/x").is_ok());
+        assert!(parse_url("ftp://example.com").is_err());
+        assert!(parse_url("https://a b").is_err());
     }
 }
