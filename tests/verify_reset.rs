@@ -882,3 +882,56 @@ fn reset_graph_orders_workers_before_the_control_plane() {
         ["cp1", "lw1", "ww1", "ww2"]
     );
 }
+
+// ------------------------------------------------------------------- without lab or tier
+
+fn unreachable_plan() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        dir.path().join("plan.toml"),
+        "[cluster]\nname = \"far\"\nkubernetes_version = \"1.31.4\"\n\n[cni]\nplugin = \"flannel\"\n\n\
+         [settings]\nretries = 0\n\n\
+         [[hosts]]\nname = \"cp1\"\naddress = \"127.0.0.1\"\nport = 1\nnode_ip = \"10.0.0.10\"\nos = \"linux\"\nrole = \"control-plane\"\nconnect_timeout = 2\n",
+    )
+    .expect("write plan");
+    dir
+}
+
+#[test]
+fn verify_says_when_the_control_plane_is_unreachable() {
+    let dir = unreachable_plan();
+    let k = kwin(dir.path(), &["verify", "plan.toml", "--output", "json"]);
+    assert_eq!(k.code, 1, "{k}");
+    let rows = checks(&k);
+    assert_eq!(rows.len(), 1, "{k}");
+    assert_eq!(rows[0]["name"], "connect");
+    assert_eq!(rows[0]["to"], "cp1");
+    assert_eq!(rows[0]["result"], "fail");
+    assert!(
+        rows[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("cannot connect to 127.0.0.1:1")),
+        "{k}"
+    );
+    assert_eq!(k.summary()["event"], "verify_summary");
+    // Flags are checked before anything runs.
+    let k = kwin(
+        dir.path(),
+        &["verify", "plan.toml", "--namespace", "Bad;ns"],
+    );
+    assert_eq!(k.code, 2, "{k}");
+    assert!(k.stderr.contains("is not a namespace name"), "{k}");
+}
+
+#[test]
+fn reset_without_a_terminal_needs_yes() {
+    let dir = unreachable_plan();
+    let k = kwin(dir.path(), &["reset", "plan.toml", "--output", "json"]);
+    assert_eq!(k.code, 1, "{k}");
+    assert_eq!(
+        k.stderr.trim(),
+        "error: refusing to reset cluster `far` without confirmation: there is no terminal to ask on; run `kwin reset` with --yes to confirm"
+    );
+    assert!(k.stdout.is_empty(), "{k}");
+    assert!(!dir.path().join(".kwin").exists(), "nothing was started");
+}
