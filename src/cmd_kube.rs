@@ -9,12 +9,10 @@ pub fn kubeconfig(run: RunArgs, out: Option<PathBuf>) -> anyhow::Result<ExitCode
     anyhow::bail!("`kwin kubeconfig` is not available in this build")
 }
 
-pub fn verify(run: RunArgs) -> anyhow::Result<ExitCode> {
-    let _ = run;
-    anyhow::bail!("`kwin verify` is not available in this build")
+pub fn verify(run: RunArgs, args: crate::cmd_verify::VerifyArgs) -> anyhow::Result<ExitCode> {
+    crate::cmd_verify::verify(run, args)
 }
 
 pub fn reset(run: RunArgs, yes: bool) -> anyhow::Result<ExitCode> {
-    let _ = (run, yes);
-    anyhow::bail!("`kwin reset` is not available in this build")
+    crate::cmd_reset::reset(run, yes)
 }

@@ -23,18 +23,42 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub fn plan(run: RunArgs, detailed_exitcode: bool) -> anyhow::Result<ExitCode> {
-    go(run, Mode::Plan, detailed_exitcode)
+    go(&run, Mode::Plan, detailed_exitcode, false).map(|(code, _)| code)
 }
 
+/// `kwin apply`: converge, then — when everything converged, the plan has a `[cluster]` with
+/// `verify` on (the default) and `--no-verify` was not given — `kwin verify`. `--no-verify`
+/// also leaves out the smoke-test recipe, as `cluster.verify = false` does.
 pub fn apply(run: RunArgs, check: bool, no_verify: bool) -> anyhow::Result<ExitCode> {
-    // Cluster verification is a separate step (`kwin verify`); nothing to skip here yet.
-    let _ = no_verify;
-    go(run, if check { Mode::Plan } else { Mode::Apply }, false)
+    let mode = if check { Mode::Plan } else { Mode::Apply };
+    let (code, plan) = go(&run, mode, false, no_verify)?;
+    let Some(plan) = plan else {
+        return Ok(code);
+    };
+    let wanted = plan
+        .file
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.verify.unwrap_or(true));
+    if mode == Mode::Apply && code == ExitCode::SUCCESS && wanted && !no_verify {
+        return crate::cmd_verify::run_verify(
+            &plan,
+            &run,
+            &crate::cmd_verify::VerifyArgs::default(),
+        );
+    }
+    Ok(code)
 }
 
 /// Load, validate, expand and build the graph; print diagnostics. `None`: stop with exit 1.
-fn prepare(run: &RunArgs) -> Option<(LoadedPlan, TaskGraph)> {
-    match crate::prepare::prepare_run(&run.plan) {
+fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph)> {
+    match crate::prepare::prepare_with(
+        &run.plan,
+        kwin_modules::recipes::RECIPES,
+        crate::prepare::UserTasks::Include,
+        no_verify,
+        crate::prepare::Checksums::Fetch,
+    ) {
         Ok(p) => {
             if !p.warnings.is_empty() && run.output == OutputFormat::Human {
                 print_diagnostics(&p.warnings, run.output);
@@ -58,10 +82,33 @@ fn prepare(run: &RunArgs) -> Option<(LoadedPlan, TaskGraph)> {
     }
 }
 
-fn go(run: RunArgs, mode: Mode, detailed_exitcode: bool) -> anyhow::Result<ExitCode> {
-    let Some((plan, graph)) = prepare(&run) else {
-        return Ok(ExitCode::from(1));
+/// Run the plan; the exit code, and the plan once it loaded.
+fn go(
+    run: &RunArgs,
+    mode: Mode,
+    detailed_exitcode: bool,
+    no_verify: bool,
+) -> anyhow::Result<(ExitCode, Option<LoadedPlan>)> {
+    let Some((plan, graph)) = prepare(run, no_verify) else {
+        return Ok((ExitCode::from(1), None));
     };
+    let what = match mode {
+        Mode::Plan => "plan",
+        Mode::Apply => "apply",
+    };
+    run_graph(run, mode, detailed_exitcode, plan, graph, what)
+}
+
+/// Run a prepared task graph (`apply`, `plan`, `reset`): `.kwin/`, lock, transports,
+/// scrubber, executor, rendering. `what` names the run in the output ("apply: 3 hosts, ...").
+pub fn run_graph(
+    run: &RunArgs,
+    mode: Mode,
+    detailed_exitcode: bool,
+    plan: LoadedPlan,
+    graph: TaskGraph,
+    what: &'static str,
+) -> anyhow::Result<(ExitCode, Option<LoadedPlan>)> {
     let state_dir = plan.base_dir.join(".kwin");
     kwin_engine::exec::state::private_dir(&state_dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", state_dir.display()))?;
@@ -118,7 +165,7 @@ fn go(run: RunArgs, mode: Mode, detailed_exitcode: bool) -> anyhow::Result<ExitC
 
     let tty = std::io::stdout().is_terminal();
     let format = run.output;
-    let renderer = std::thread::spawn(move || crate::output::render(rx, format, mode, tty));
+    let renderer = std::thread::spawn(move || crate::output::render(rx, format, mode, tty, what));
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -153,7 +200,7 @@ fn go(run: RunArgs, mode: Mode, detailed_exitcode: bool) -> anyhow::Result<ExitC
         }
     }
 
-    Ok(if summary.interrupted {
+    let code = if summary.interrupted {
         ExitCode::from(130)
     } else if summary.failed > 0 {
         ExitCode::from(1)
@@ -161,5 +208,6 @@ fn go(run: RunArgs, mode: Mode, detailed_exitcode: bool) -> anyhow::Result<ExitC
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    Ok((code, Some(plan)))
 }

@@ -6,8 +6,10 @@ use std::process::ExitCode;
 
 mod cmd_graph;
 mod cmd_kube;
+mod cmd_reset;
 mod cmd_run;
 mod cmd_validate;
+mod cmd_verify;
 mod output;
 mod prepare;
 
@@ -101,6 +103,8 @@ enum Command {
     Verify {
         #[command(flatten)]
         run: RunArgs,
+        #[command(flatten)]
+        verify: cmd_verify::VerifyArgs,
     },
     /// Remove the cluster from the hosts: drain, kubeadm reset, Windows services and state.
     Reset {
@@ -128,7 +132,7 @@ fn main() -> ExitCode {
             no_verify,
         } => cmd_run::apply(run, check, no_verify),
         Command::Kubeconfig { run, out } => cmd_kube::kubeconfig(run, out),
-        Command::Verify { run } => cmd_kube::verify(run),
+        Command::Verify { run, verify } => cmd_kube::verify(run, verify),
         Command::Reset { run, yes } => cmd_kube::reset(run, yes),
     };
     match result {

@@ -12,7 +12,7 @@
 
 use crate::OutputFormat;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kwin_engine::event::{Event, Mode, TaskStatus};
+use kwin_engine::event::{CheckResult, Event, Mode, TaskStatus};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
@@ -29,11 +29,22 @@ struct HostRow {
     current: Option<String>,
 }
 
-/// Render every event from `rx` until the channel closes.
-pub fn render(rx: UnboundedReceiver<Event>, format: OutputFormat, mode: Mode, tty: bool) {
+/// Render every event from `rx` until the channel closes, naming the run `what` in the human
+/// output (`apply: 3 hosts, ...`, `reset: ...`, `verify: ...`).
+pub fn render(
+    rx: UnboundedReceiver<Event>,
+    format: OutputFormat,
+    mode: Mode,
+    tty: bool,
+    what: &'static str,
+) {
     match format {
         OutputFormat::Json => json(rx),
-        OutputFormat::Human => Human::new(mode, tty).run(rx),
+        OutputFormat::Human => {
+            let mut h = Human::new(mode, tty);
+            h.what = what;
+            h.run(rx)
+        }
     }
 }
 
@@ -50,11 +61,23 @@ fn json(mut rx: UnboundedReceiver<Event>) {
 
 struct Human {
     mode: Mode,
+    /// The run's name in the first and last lines: plan, apply, reset.
+    what: &'static str,
     /// Tests read the lines here instead of stdout.
     capture: Option<std::cell::RefCell<Vec<String>>>,
     bars: Option<MultiProgress>,
     host_bars: BTreeMap<String, ProgressBar>,
     rows: BTreeMap<String, HostRow>,
+    /// `kwin verify`: one row per check, printed as a table at its summary.
+    checks: Vec<CheckRow>,
+}
+
+#[derive(Debug, Clone)]
+struct CheckRow {
+    name: String,
+    route: String,
+    result: CheckResult,
+    detail: String,
 }
 
 fn secs(ms: u64) -> String {
@@ -73,10 +96,15 @@ impl Human {
         let bars = tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stdout()));
         Human {
             mode,
+            what: match mode {
+                Mode::Plan => "plan",
+                Mode::Apply => "apply",
+            },
             capture: None,
             bars,
             host_bars: BTreeMap::new(),
             rows: BTreeMap::new(),
+            checks: Vec::new(),
         }
     }
 
@@ -146,10 +174,7 @@ impl Human {
     fn event(&mut self, e: Event) {
         match e {
             Event::RunStarted { hosts, tasks, .. } => {
-                let what = match self.mode {
-                    Mode::Plan => "plan",
-                    Mode::Apply => "apply",
-                };
+                let what = self.what;
                 self.line(format!("{what}: {hosts} hosts, {tasks} tasks"));
             }
             Event::HostConnected { host, .. } | Event::HostProbed { host, .. } => {
@@ -157,6 +182,10 @@ impl Human {
                 self.update_bar(&host);
             }
             Event::TaskStarted { host, task } => {
+                // `kwin verify` has few, long phases: say each one also without a terminal.
+                if self.what == "verify" && self.bars.is_none() {
+                    self.line(format!("{host}: {task}"));
+                }
                 self.rows.entry(host.clone()).or_default().current = Some(task);
                 self.update_bar(&host);
             }
@@ -232,6 +261,42 @@ impl Human {
                 Some(h) => self.line(format!("warning: {h}: {message}")),
                 None => self.line(format!("warning: {message}")),
             },
+            Event::Check {
+                name,
+                from,
+                to,
+                result,
+                detail,
+            } => {
+                let route = if from == "-" || from.is_empty() {
+                    to
+                } else {
+                    format!("{from} → {to}")
+                };
+                self.checks.push(CheckRow {
+                    name,
+                    route,
+                    result,
+                    detail,
+                });
+            }
+            Event::VerifySummary {
+                checks,
+                passed,
+                failed,
+                skipped,
+                duration_ms,
+            } => {
+                if let Some(mp) = &self.bars {
+                    let _ = mp.clear();
+                }
+                self.bars = None;
+                self.check_table();
+                self.line(format!(
+                    "verify: {checks} checks, {passed} passed, {failed} failed, {skipped} skipped in {}",
+                    secs(duration_ms)
+                ));
+            }
             Event::Interrupted {} => {
                 self.line("interrupted: no new tasks were started".to_string())
             }
@@ -248,9 +313,10 @@ impl Human {
                 }
                 self.bars = None;
                 self.table();
-                let (what, verb) = match self.mode {
-                    Mode::Plan => ("plan", "to change"),
-                    Mode::Apply => ("apply", "changed"),
+                let what = self.what;
+                let verb = match self.mode {
+                    Mode::Plan => "to change",
+                    Mode::Apply => "changed",
                 };
                 let mut last = format!(
                     "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",
@@ -262,6 +328,48 @@ impl Human {
                 self.line(last);
             }
         }
+    }
+
+    /// `check  from → to  result  detail`, one row per check of `kwin verify`.
+    fn check_table(&self) {
+        if self.checks.is_empty() {
+            return;
+        }
+        let width = |f: fn(&CheckRow) -> usize, head: &str| {
+            self.checks
+                .iter()
+                .map(f)
+                .max()
+                .unwrap_or(0)
+                .max(head.chars().count())
+        };
+        let wn = width(|r| r.name.chars().count(), "check");
+        let wr = width(|r| r.route.chars().count(), "from → to");
+        let pad = |s: &str, w: usize| {
+            let n = s.chars().count();
+            format!("{s}{}", " ".repeat(w.saturating_sub(n)))
+        };
+        let mut s = format!(
+            "{}  {}  {:<6}  detail",
+            pad("check", wn),
+            pad("from → to", wr),
+            "result"
+        );
+        for r in &self.checks {
+            let result = match r.result {
+                CheckResult::Pass => "pass",
+                CheckResult::Fail => "FAIL",
+                CheckResult::Skip => "skip",
+            };
+            s.push_str(&format!(
+                "\n{}  {}  {:<6}  {}",
+                pad(&r.name, wn),
+                pad(&r.route, wr),
+                result,
+                r.detail
+            ));
+        }
+        self.line(s);
     }
 
     fn table(&self) {
@@ -400,6 +508,55 @@ mod tests {
         assert_eq!(
             lines.last().map(String::as_str),
             Some("apply: 2 hosts, 4 ok, 0 changed, 0 failed, 0 skipped in 1.4s (no changes)")
+        );
+    }
+
+    #[test]
+    fn verify_checks_print_as_one_table() {
+        let check =
+            |name: &str, from: &str, to: &str, result: CheckResult, detail: &str| Event::Check {
+                name: name.into(),
+                from: from.into(),
+                to: to.into(),
+                result,
+                detail: detail.into(),
+            };
+        let lines = render(
+            Mode::Apply,
+            vec![
+                check("node", "-", "ww1", CheckResult::Pass, "Ready"),
+                check(
+                    "pod → pod",
+                    "client (lw1)",
+                    "win-web (ww1)",
+                    CheckResult::Fail,
+                    "curl: (28) Connection timed out after 10002 milliseconds",
+                ),
+                check(
+                    "egress",
+                    "win-web",
+                    "https://kubernetes.io/",
+                    CheckResult::Skip,
+                    "pod win-web is not ready",
+                ),
+                Event::VerifySummary {
+                    checks: 3,
+                    passed: 1,
+                    failed: 1,
+                    skipped: 1,
+                    duration_ms: 4200,
+                },
+            ],
+        );
+        assert_eq!(
+            lines,
+            [
+                "check      from → to                         result  detail",
+                "node       ww1                               pass    Ready",
+                "pod → pod  client (lw1) → win-web (ww1)      FAIL    curl: (28) Connection timed out after 10002 milliseconds",
+                "egress     win-web → https://kubernetes.io/  skip    pod win-web is not ready",
+                "verify: 3 checks, 1 passed, 1 failed, 1 skipped in 4.2s",
+            ]
         );
     }
 }

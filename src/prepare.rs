@@ -6,11 +6,10 @@
 //! on the controller, records them and expands again. A download with neither a pin nor a
 //! published checksum file is an error for every command, before any host is contacted.
 
-use kwin_engine::checksums::{self, Checksums, Wanted};
+use kwin_engine::checksums::{self, Checksums as SumSet, Wanted};
 use kwin_engine::diag::{Diagnostic, Diagnostics};
 use kwin_engine::graph::TaskGraph;
 use kwin_engine::plan::LoadedPlan;
-use kwin_engine::task::Task;
 use std::path::Path;
 use std::time::Duration;
 
@@ -26,16 +25,43 @@ pub struct Prepared {
 /// Load, validate (knowing the recipes' step names), expand and build the graph of `path`.
 /// Errors: every diagnostic found, warnings included, sorted. Never uses the network.
 pub fn prepare(path: &Path) -> Result<Prepared, Diagnostics> {
-    prepare_with(path, false)
+    prepare_with(
+        path,
+        kwin_modules::recipes::RECIPES,
+        UserTasks::Include,
+        false,
+        Checksums::Known,
+    )
 }
 
-/// [`prepare`], and the checksums the recipes need that are neither pinned nor recorded are
-/// fetched from their upstream checksum files and recorded in `.kwin/checksums.toml`.
-pub fn prepare_run(path: &Path) -> Result<Prepared, Diagnostics> {
-    prepare_with(path, true)
+/// Whether the plan's own `[[tasks]]` become tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserTasks {
+    Include,
+    /// `kwin reset`: only its recipes run.
+    Leave,
 }
 
-fn prepare_with(path: &Path, fetch: bool) -> Result<Prepared, Diagnostics> {
+/// Whether missing artifact checksums may be fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checksums {
+    /// Pins and `.kwin/checksums.toml` only; never the network (validate, graph, reset).
+    Known,
+    /// Fetch the upstream checksum files still missing, record them (plan, apply).
+    Fetch,
+}
+
+/// [`prepare`] with another set of recipes (`kwin reset`'s), with or without the user's tasks,
+/// with `no_verify` (`apply --no-verify`) expanding as if `cluster.verify = false`, and with
+/// missing checksums fetched or not. The plan is validated exactly as for `apply`.
+pub fn prepare_with(
+    path: &Path,
+    recipes: &[(&str, &str)],
+    user_tasks: UserTasks,
+    no_verify: bool,
+    checksums_mode: Checksums,
+) -> Result<Prepared, Diagnostics> {
+    let fetch = checksums_mode == Checksums::Fetch;
     let registry = kwin_modules::Builtin;
     let steps = kwin_modules::recipes::step_names();
     let diags = kwin_engine::plan::check(path, &registry, &steps);
@@ -43,6 +69,16 @@ fn prepare_with(path: &Path, fetch: bool) -> Result<Prepared, Diagnostics> {
         return Err(diags);
     }
     let plan = kwin_engine::plan::load(path)?;
+    let mut expanded = plan.clone();
+    if user_tasks == UserTasks::Leave {
+        expanded.file.tasks.clear();
+    }
+    if no_verify {
+        if let Some(c) = expanded.file.cluster.as_mut() {
+            c.verify = Some(false);
+        }
+    }
+    let expand = |sums: &SumSet| kwin_engine::expand::expand_with(&expanded, recipes, sums);
     let fail = |mut d: Diagnostics| {
         d.extend(diags.clone());
         d.sorted()
@@ -50,8 +86,8 @@ fn prepare_with(path: &Path, fetch: bool) -> Result<Prepared, Diagnostics> {
     let record = checksums::record_path(&plan.base_dir.join(".kwin"));
     let recorded = checksums::load_record(&record)
         .map_err(|e| fail(Diagnostics(vec![Diagnostic::error("artifact-checksum", e)])))?;
-    let mut sums = Checksums::new(plan.file.artifacts.sha256.clone(), recorded);
-    let mut tasks = expand(&plan, &sums).map_err(fail)?;
+    let mut sums = SumSet::new(plan.file.artifacts.sha256.clone(), recorded);
+    let mut tasks = expand(&sums).map_err(fail)?;
     let mut fetched = Vec::new();
     let wanted = sums.wanted();
     if !wanted.is_empty() {
@@ -98,8 +134,8 @@ fn prepare_with(path: &Path, fetch: bool) -> Result<Prepared, Diagnostics> {
                         format!("cannot record fetched checksums: {e}"),
                     )]))
                 })?;
-            let sums = Checksums::new(plan.file.artifacts.sha256.clone(), sums.recorded().clone());
-            tasks = expand(&plan, &sums).map_err(fail)?;
+            let sums = SumSet::new(plan.file.artifacts.sha256.clone(), sums.recorded().clone());
+            tasks = expand(&sums).map_err(fail)?;
             let still = sums.wanted();
             if !still.is_empty() {
                 let files: Vec<&str> = still.iter().map(|w| w.file.as_str()).collect();
@@ -120,10 +156,6 @@ fn prepare_with(path: &Path, fetch: bool) -> Result<Prepared, Diagnostics> {
         warnings: diags,
         fetched,
     })
-}
-
-fn expand(plan: &LoadedPlan, sums: &Checksums) -> Result<Vec<Task>, Diagnostics> {
-    kwin_engine::expand::expand_with(plan, kwin_modules::recipes::RECIPES, sums)
 }
 
 fn unpinnable_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {

@@ -28,6 +28,16 @@ pub enum TaskStatus {
     Skipped,
 }
 
+/// The outcome of one check of `kwin verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckResult {
+    Pass,
+    Fail,
+    /// Not run: what it needs is missing (e.g. a pod that never became ready).
+    Skip,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
@@ -84,6 +94,23 @@ pub enum Event {
     },
     /// The run was interrupted (Ctrl-C): no new tasks were started; the summary follows.
     Interrupted {},
+    /// One check of `kwin verify` (a row of its table): what was checked, from where to
+    /// where, and the evidence.
+    Check {
+        name: String,
+        from: String,
+        to: String,
+        result: CheckResult,
+        detail: String,
+    },
+    /// The last event of `kwin verify`.
+    VerifySummary {
+        checks: usize,
+        passed: usize,
+        failed: usize,
+        skipped: usize,
+        duration_ms: u64,
+    },
     /// Always the last event of a run.
     Summary {
         hosts: usize,

@@ -24,6 +24,13 @@ pub const RECIPES: &[(&str, &str)] = &[
     recipe!("smoke-test"),
 ];
 
+/// The recipes of `kwin reset`: expanded instead of [`RECIPES`], never by `apply`.
+pub const RESET_RECIPES: &[(&str, &str)] = &[
+    recipe!("reset-drain"),
+    recipe!("reset-linux"),
+    recipe!("reset-windows"),
+];
+
 /// Every step name the built-in recipes define (names a user task's `after` may use), sorted.
 /// Empty if the recipes do not parse (a bug the tests below catch).
 pub fn step_names() -> Vec<String> {
@@ -92,5 +99,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn reset_recipes_parse_apart_from_the_build_recipes() {
+        let set = RecipeSet::parse(RESET_RECIPES).unwrap_or_else(|d| panic!("{d}"));
+        assert_eq!(set.recipes.len(), RESET_RECIPES.len());
+        for r in &set.recipes {
+            for s in &r.def.steps {
+                assert!(
+                    MODULES.contains(&s.module.as_str()),
+                    "recipe `{}` step `{}` names unknown module `{}`",
+                    r.name(),
+                    s.name,
+                    s.module
+                );
+            }
+        }
+        // `apply` never expands them, and a user task cannot wait for them.
+        let build = step_names();
+        assert!(!build.iter().any(|n| n == "drain-nodes"), "{build:?}");
     }
 }

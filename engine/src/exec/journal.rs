@@ -164,7 +164,11 @@ impl Journal {
                     skipped: *skipped,
                 });
             }
-            Event::RunStarted { .. } | Event::TaskStarted { .. } | Event::Warning { .. } => {}
+            Event::RunStarted { .. }
+            | Event::TaskStarted { .. }
+            | Event::Warning { .. }
+            | Event::Check { .. }
+            | Event::VerifySummary { .. } => {}
         }
     }
 

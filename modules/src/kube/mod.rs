@@ -25,6 +25,7 @@ pub mod join_data;
 pub mod kubeadm_init;
 pub mod kubeadm_join;
 mod script;
+pub mod verify;
 pub mod wait;
 
 /// Kubernetes module names.
