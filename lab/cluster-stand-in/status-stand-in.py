@@ -31,6 +31,12 @@ def kubectl(kc, *args, stdin=None):
                           input=stdin, capture_output=True, text=True)
 
 
+def log(r):
+    if r.returncode != 0:
+        sys.stderr.write(f"{time.strftime('%H:%M:%S')} {' '.join(r.args[3:6])}: {r.stderr.strip()}\n")
+        sys.stderr.flush()
+
+
 def get(kc, what, *extra):
     r = kubectl(kc, "get", what, "-A", "-o", "json", *extra)
     if r.returncode != 0:
@@ -98,8 +104,8 @@ def patch_status(kc, kind, obj, status):
     if all(cur.get(k) == v for k, v in status.items()):
         return
     md = obj["metadata"]
-    kubectl(kc, "patch", kind, md["name"], "-n", md["namespace"], "--subresource=status",
-            "--type=merge", "-p", json.dumps({"status": status}))
+    log(kubectl(kc, "patch", kind, md["name"], "-n", md["namespace"], "--subresource=status",
+                "--type=merge", "-p", json.dumps({"status": status})))
 
 
 def once(kc):
@@ -144,9 +150,9 @@ def once(kc):
     if any(i["metadata"]["name"] == "default" for i in get(kc, "installations.operator.tigera.io")):
         r = kubectl(kc, "get", "tigerastatus", "calico", "-o", "json")
         if r.returncode != 0 and "NotFound" in r.stderr:
-            kubectl(kc, "create", "-f", "-", stdin=json.dumps({
+            log(kubectl(kc, "create", "-f", "-", stdin=json.dumps({
                 "apiVersion": "operator.tigera.io/v1", "kind": "TigeraStatus",
-                "metadata": {"name": "calico"}, "spec": {}}))
+                "metadata": {"name": "calico"}, "spec": {}})))
             r = kubectl(kc, "get", "tigerastatus", "calico", "-o", "json")
         if r.returncode == 0:
             ts = json.loads(r.stdout)
@@ -158,15 +164,12 @@ def once(kc):
                      "message": "status stand-in: no Calico component runs",
                      "lastTransitionTime": now},
                     {"type": "Progressing", "status": "False", "reason": "AllObjectsAvailable",
-                     "message": "", "lastTransitionTime": now},
+                     "message": "status stand-in", "lastTransitionTime": now},
                     {"type": "Degraded", "status": "False", "reason": "AllObjectsAvailable",
-                     "message": "", "lastTransitionTime": now}]}}
+                     "message": "status stand-in", "lastTransitionTime": now}]}}
                 r = kubectl(kc, "patch", "tigerastatus", "calico", "--subresource=status",
                             "--type=merge", "-p", json.dumps(st))
-                if r.returncode != 0:
-                    # A CRD without the status subresource takes status in the object.
-                    kubectl(kc, "patch", "tigerastatus", "calico", "--type=merge",
-                            "-p", json.dumps(st))
+                log(r)
 
 
 def main():
