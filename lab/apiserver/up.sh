@@ -114,7 +114,7 @@ ETCD_URL="http://127.0.0.1:$ETCD_CLIENT_PORT"
 API_ADDRESS="${KWIN_APISERVER_ADDRESS:-127.0.0.1}"
 [[ "$API_ADDRESS" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "KWIN_APISERVER_ADDRESS=$API_ADDRESS is not an IPv4 address"
 if [[ "$API_ADDRESS" != 127.0.0.1 ]]; then
-  ip -o addr show | grep -q " inet $API_ADDRESS/" || die "$API_ADDRESS is not an address of this machine"
+  [[ "$(ip -o -4 addr show)" == *" inet $API_ADDRESS/"* ]] || die "$API_ADDRESS is not an address of this machine"
 fi
 APISERVER_URL="https://$API_ADDRESS:$API_PORT"
 PKI="$STATE/pki"

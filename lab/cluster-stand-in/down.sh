@@ -16,7 +16,9 @@ stop() { # pidfile pattern
   local f=$1 pat=$2 pid
   [[ -f "$f" ]] || return 0
   pid=$(cat "$f")
-  if [[ -n "$pid" ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$pat"; then
+  local cmd
+  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)
+  if [[ -n "$pid" && "$cmd" == *"$pat"* ]]; then
     kill "$pid" 2>/dev/null
     for ((i = 0; i < 30; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null
