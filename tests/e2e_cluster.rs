@@ -393,8 +393,34 @@ fn flannel_lab_cluster_converges_then_changes_nothing() {
     ]);
     assert!(ds.contains(r#""kubernetes.io/os":"linux""#), "{ds}");
     assert_packages(&c);
-    assert_no_secrets(&c, dir.path(), &[&first, &second]);
     assert_kubeconfig(&c, dir.path(), "lab-cluster");
+
+    // A worker taken out with `kubeadm reset -f` joins again with a fresh token on the next
+    // apply, and only its join changes.
+    c.lab.ssh("h3", "kubeadm reset -f >/dev/null");
+    assert_eq!(
+        c.lab.ssh(
+            "h3",
+            "test -e /etc/kubernetes/kubelet.conf && echo joined || echo reset"
+        ),
+        "reset\n"
+    );
+    let tokens_before = kwin_tokens(&c).len();
+    let third = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(third.code, 0, "{third}");
+    assert_eq!(third.summary()["changed"], 1, "{third}");
+    assert_eq!(
+        third.task("h3", "kubeadm-join")["status"],
+        "changed",
+        "{third}"
+    );
+    assert_eq!(
+        kwin_tokens(&c).len(),
+        tokens_before + 1,
+        "one new token for h3"
+    );
+    assert_nodes_ready(&c);
+    assert_no_secrets(&c, dir.path(), &[&first, &second, &third]);
 }
 
 #[test]
