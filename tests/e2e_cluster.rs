@@ -33,6 +33,11 @@ fn missing_prerequisite() -> Option<String> {
     if !common::is_root() {
         return Some("not running as root".into());
     }
+    // Lab hosts share this kernel: the recipes' swap_off would turn the machine's swap off.
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    if swaps.lines().skip(1).any(|l| !l.trim().is_empty()) {
+        return Some("this machine has swap on, which the lab cluster refuses to touch".into());
+    }
     let cache = std::env::var("KWIN_APISERVER_CACHE")
         .unwrap_or_else(|_| "/var/cache/kwin-lab/apiserver".into());
     for bin in ["kube-apiserver", "kubeadm"] {
@@ -367,6 +372,16 @@ fn flannel_lab_cluster_converges_then_changes_nothing() {
     let _turn = LAB.lock().unwrap_or_else(|e| e.into_inner());
     let Some(c) = cluster() else { return };
     let dir = plan_from_example(&c, "lab-cluster.toml");
+    // Before `kubeadm init`, there is no kubeconfig to fetch, and kwin says so.
+    let early = kwin(dir.path(), &["kubeconfig", "plan.toml"]);
+    assert_eq!(early.code, 1, "{early}");
+    assert!(
+        early
+            .stderr
+            .contains("/etc/kubernetes/admin.conf does not exist"),
+        "{early}"
+    );
+    assert!(!dir.path().join("lab-cluster.kubeconfig").exists());
     let (first, second) = apply_twice(dir.path());
     assert_nodes_ready(&c);
     let net = c.kubectl(&[

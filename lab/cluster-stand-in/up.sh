@@ -4,6 +4,7 @@
 #   sudo lab/up.sh 3 && sudo lab/cluster-stand-in/up.sh
 #
 # For the lab KWIN_LAB_ID names (default 0; addresses 10.<213+ID>.0.0/16):
+# Refuses on a machine with swap on (lab hosts share its kernel; see below).
 #   1. the lab's service address 10.<213+ID>.255.1 on the root side of every host's veth, and
 #      a /32 route to it in every host (a host still reaches nothing else);
 #   2. the real API tier (lab/apiserver/up.sh) on SERVICE_ADDRESS:6443;
@@ -33,6 +34,11 @@ SSH=(ssh -F "$LAB/ssh_config" -o ConnectTimeout=10)
 
 die() { echo "cluster-stand-in/up.sh: $*" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || die "run as root"
+# Lab hosts share the machine's kernel: the swap areas in /proc/swaps are the machine's, and
+# node-prereqs' swap_off would turn them off for the whole machine. Refuse instead.
+if [[ $(awk 'NR > 1' /proc/swaps 2>/dev/null) ]]; then
+  die "this machine has swap on (/proc/swaps); lab hosts share its kernel, so the cluster recipes would turn it off for the whole machine: refusing (swapoff -a first if that is fine)"
+fi
 [[ -r "$LAB/pids" && -r "$LAB/ssh_config" ]] || die "no lab $ID is up (run lab/up.sh N first)"
 mapfile -t HOSTS < <(awk '$1 ~ /^h[0-9]+$/ { print $1 }' "$LAB/pids")
 [[ ${#HOSTS[@]} -gt 0 ]] || die "$LAB/pids names no hosts"
