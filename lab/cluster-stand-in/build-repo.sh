@@ -169,5 +169,6 @@ mkdir -p "$OUT/www/debian"
 cp "$DEBS"/containerd_*.deb "$DEBS"/runc_*.deb "$OUT/www/debian/"
 repo "$OUT/www/debian"
 gpg --batch --yes --export >"$OUT/keyring.gpg"
+gpgconf --kill gpg-agent 2>/dev/null || true # signing is done; no agent left behind
 rm -rf "$OUT/pkg"
 echo "repositories in $OUT/www (kubernetes $PKGVER, $(basename -a "$OUT"/www/debian/*.deb | tr "\n" " "))"

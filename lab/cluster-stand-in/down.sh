@@ -32,5 +32,6 @@ for dev in $(ip -o link show 2>/dev/null | awk -F': ' '{ print $2 }' | cut -d@ -
   ip addr del "$ADDR/32" dev "$dev" 2>/dev/null
   ip netns exec "$NS-${dev#"$VETH"-}" ip route del "$ADDR/32" 2>/dev/null
 done
+if [[ -d "$OUT/gnupg" ]]; then GNUPGHOME="$OUT/gnupg" gpgconf --kill gpg-agent 2>/dev/null; fi
 rm -rf "$OUT"
 exit 0
