@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub fn kubeconfig(run: RunArgs, out: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let _ = (run, out);
-    anyhow::bail!("`kwin kubeconfig` is not available in this build")
+    crate::cmd_kubeconfig::kubeconfig(run, out)
 }
 
 pub fn verify(run: RunArgs, args: crate::cmd_verify::VerifyArgs) -> anyhow::Result<ExitCode> {

@@ -28,7 +28,7 @@ pub fn plan(run: RunArgs, detailed_exitcode: bool) -> anyhow::Result<ExitCode> {
 
 /// `kwin apply`: converge, then — when everything converged, the plan has a `[cluster]` with
 /// `verify` on (the default) and `--no-verify` was not given — `kwin verify`. `--no-verify`
-/// also leaves out the smoke-test recipe, as `cluster.verify = false` does.
+/// skips only that final check, as `cluster.verify = false` does.
 pub fn apply(run: RunArgs, check: bool, no_verify: bool) -> anyhow::Result<ExitCode> {
     let mode = if check { Mode::Plan } else { Mode::Apply };
     let (code, plan) = go(&run, mode, false, no_verify)?;

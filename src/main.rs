@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod cmd_graph;
 mod cmd_kube;
+mod cmd_kubeconfig;
 mod cmd_reset;
 mod cmd_run;
 mod cmd_validate;

@@ -174,25 +174,20 @@ fn check_cluster_structure(g: &TaskGraph, cp: &str, windows: &[&str]) {
     } else {
         assert!(ids_named(g, "runtime-classes").next().is_none());
     }
-    // The smoke test comes last: after every join, and nothing follows it.
-    let smoke: Vec<_> = g
-        .graph
-        .node_indices()
-        .filter(|n| {
-            matches!(&g.task(*n).origin, Origin::Recipe { recipe, .. } if recipe == "smoke-test")
-        })
-        .collect();
-    assert_eq!(smoke.len(), 3, "smoke-test steps");
-    for &s in &smoke {
-        for &j in &joins {
-            assert!(g.reaches(j, s), "{} before {}", g.task(s).id, g.task(j).id);
-        }
+    // The node-ready wait comes last: after every join, and nothing follows it.
+    let ready = node(g, &format!("{cp}/nodes-ready"));
+    for &j in &joins {
+        assert!(
+            g.reaches(j, ready),
+            "{} before {}",
+            g.task(ready).id,
+            g.task(j).id
+        );
     }
-    let ready = node(g, &format!("{cp}/smoke-ready"));
     assert_eq!(
         g.graph.neighbors(ready).count(),
         0,
-        "something follows the smoke test"
+        "something follows the node-ready wait"
     );
     // Every runtime service comes after its configuration file and restarts when it changes.
     for n in ids_named(g, "containerd-config").chain(ids_named(g, "docker-config")) {

@@ -16,6 +16,11 @@
 #   KWIN_ETCD_PEER_PORT         etcd peer port (default: random free)
 #   KWIN_ETCD_DATA_DIR          etcd data dir (default STATE_DIR/etcd; a tmpfs
 #                               path such as /dev/shm/... avoids fsync cost)
+#   KWIN_APISERVER_ADDRESS      address kube-apiserver binds and clients use
+#                               (default 127.0.0.1; must be a local address,
+#                               e.g. one other network namespaces reach);
+#                               it is a SAN of the serving certificate and the
+#                               server of admin.conf
 #   KWIN_APISERVER_EXTRA_ARGS   extra kube-apiserver flags (word-split)
 #   KWIN_APISERVER_TIMEOUT      seconds to wait for /readyz (default 60)
 #   KWIN_APISERVER_SKIP_BUILD   1 = do not call build.sh (binaries must exist)
@@ -106,7 +111,12 @@ for p in "$API_PORT" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT"; do
 done
 ETCD_DATA="${KWIN_ETCD_DATA_DIR:-$STATE/etcd}"
 ETCD_URL="http://127.0.0.1:$ETCD_CLIENT_PORT"
-APISERVER_URL="https://127.0.0.1:$API_PORT"
+API_ADDRESS="${KWIN_APISERVER_ADDRESS:-127.0.0.1}"
+[[ "$API_ADDRESS" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "KWIN_APISERVER_ADDRESS=$API_ADDRESS is not an IPv4 address"
+if [[ "$API_ADDRESS" != 127.0.0.1 ]]; then
+  [[ "$(ip -o -4 addr show)" == *" inet $API_ADDRESS/"* ]] || die "$API_ADDRESS is not an address of this machine"
+fi
+APISERVER_URL="https://$API_ADDRESS:$API_PORT"
 PKI="$STATE/pki"
 
 # ------------------------------------------------------------------ etcd
@@ -136,7 +146,8 @@ echo "$ETCD_PID" >"$STATE/etcd.pid"
 # kubeadm 1.20 rejects a loopback advertiseAddress ("unable to select an IP
 # from lo network interface") and would otherwise probe the host's default
 # route; the service VIP 10.96.0.1 is used instead: it only ends up as a SAN,
-# nothing binds to it. Clients use controlPlaneEndpoint 127.0.0.1:PORT.
+# nothing binds to it. Clients use controlPlaneEndpoint ADDRESS:PORT
+# (127.0.0.1 unless KWIN_APISERVER_ADDRESS says otherwise).
 rm -rf "$PKI" "$STATE/admin.conf"
 cat >"$STATE/kubeadm.yaml" <<EOF
 apiVersion: kubeadm.k8s.io/v1beta2
@@ -153,13 +164,13 @@ kind: ClusterConfiguration
 kubernetesVersion: v1.20.2
 clusterName: kwin-lab
 certificatesDir: $PKI
-controlPlaneEndpoint: 127.0.0.1:$API_PORT
+controlPlaneEndpoint: $API_ADDRESS:$API_PORT
 networking:
   serviceSubnet: 10.96.0.0/12
   podSubnet: 10.244.0.0/16
   dnsDomain: cluster.local
 apiServer:
-  certSANs: ["127.0.0.1", "localhost"]
+  certSANs: ["127.0.0.1", "localhost", "$API_ADDRESS"]
 etcd:
   external:
     endpoints: ["$ETCD_URL"]
@@ -189,9 +200,9 @@ done
 # shellcheck disable=SC2206
 EXTRA=(${KWIN_APISERVER_EXTRA_ARGS:-})
 setsid "$BIN/kube-apiserver" \
-  --advertise-address=127.0.0.1 \
+  --advertise-address="$API_ADDRESS" \
   --endpoint-reconciler-type=none \
-  --bind-address=127.0.0.1 \
+  --bind-address="$API_ADDRESS" \
   --secure-port="$API_PORT" \
   --insecure-port=0 \
   --etcd-servers="$ETCD_URL" \

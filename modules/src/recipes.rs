@@ -21,7 +21,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     recipe!("runtime-class"),
     recipe!("linux-worker"),
     recipe!("windows-worker"),
-    recipe!("smoke-test"),
+    recipe!("cluster-ready"),
 ];
 
 /// The recipes of `kwin reset`: expanded instead of [`RECIPES`], never by `apply`.

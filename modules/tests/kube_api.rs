@@ -721,7 +721,7 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         .plan(ds.as_ref(), &Inputs::new())
         .is_ok_and(|p| p.is_noop()));
 
-    // Every node Ready (smoke-test): lw1 becomes Ready while the step waits.
+    // Every node Ready (cluster-ready): lw1 becomes Ready while the step waits.
     let _ = cache;
     for (name, os) in [
         ("cp1", "linux"),

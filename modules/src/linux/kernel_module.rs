@@ -7,10 +7,13 @@
 //! | `name` | string | required | module name (`br_netfilter`; `-` and `_` are the same) |
 //! | `persist` | bool | `true` | list it in a file under `/etc/modules-load.d` |
 //! | `file` | string | `/etc/modules-load.d/<name>.conf` | the persisted file |
+//! | `present_if` | string | none | absolute path that only the module creates (e.g. `/proc/sys/net/bridge/bridge-nf-call-iptables` for `br_netfilter`): its existence also shows the module is in the running kernel |
 //!
 //! No-op when the module is loaded (`/proc/modules`), built into the kernel
-//! (`modules.builtin`) or present under `/sys/module`, and (with `persist`) the file lists
-//! exactly this module.
+//! (`modules.builtin`), present under `/sys/module`, or `present_if` exists, and (with
+//! `persist`) the file lists exactly this module. `present_if` is for kernels that have the
+//! module built in but ship no `modules.builtin` list and show no `/sys/module/<name>`
+//! (built-in modules without parameters do not appear there), as some VM kernels do.
 //!
 //! Changes: writes the file atomically, then `modprobe <name>`. Where modules cannot be
 //! loaded (a container, a kernel without module support) the step fails with modprobe's
@@ -25,7 +28,7 @@
 
 use super::common::check_abs_path;
 use super::diff::value_diff;
-use super::facts::file::FileFact;
+use super::facts::file::{FileFact, PathState};
 use super::facts::kmod::{normalize, KernelModuleFact};
 use super::managed::ensure_content;
 use super::script::die;
@@ -48,6 +51,8 @@ pub struct KernelModuleParams {
     pub persist: bool,
     /// The persisted file (default `/etc/modules-load.d/<name>.conf`).
     pub file: Option<String>,
+    /// A path only the module creates; existing means the module is in the kernel.
+    pub present_if: Option<String>,
 }
 
 fn yes() -> bool {
@@ -58,6 +63,7 @@ fn yes() -> bool {
 pub struct KernelModule {
     name: String,
     file: Option<String>,
+    present_if: Option<String>,
 }
 
 pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
@@ -82,11 +88,18 @@ pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> 
             ));
         }
     }
+    if let Some(f) = &p.present_if {
+        check_abs_path(f, "present_if")?;
+    }
     let file = p.persist.then(|| {
         p.file
             .unwrap_or_else(|| format!("/etc/modules-load.d/{}.conf", p.name))
     });
-    Ok(Box::new(KernelModule { name: p.name, file }))
+    Ok(Box::new(KernelModule {
+        name: p.name,
+        file,
+        present_if: p.present_if,
+    }))
 }
 
 impl KernelModule {
@@ -107,6 +120,9 @@ impl Module for KernelModule {
         if let Some(f) = &self.file {
             v.push(FactQuery::of(&FileFact::content(f), shell));
         }
+        if let Some(p) = &self.present_if {
+            v.push(FactQuery::of(&FileFact::meta(p), shell));
+        }
         v
     }
 
@@ -116,11 +132,17 @@ impl Module for KernelModule {
             format!("/sys/module/{}", normalize(&self.name)),
         ];
         r.extend(self.file.clone());
+        r.extend(self.present_if.clone());
         r
     }
 
     fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let live = facts.get(&self.live())?;
+        let marker = match &self.present_if {
+            Some(p) => !matches!(facts.get(&FileFact::meta(p))?, PathState::Absent),
+            None => false,
+        };
+        let active = live.active() || marker;
         let mut reasons = Vec::new();
         let mut diff = String::new();
         let mut steps = Vec::new();
@@ -132,7 +154,7 @@ impl Module for KernelModule {
                 steps.extend(w.steps);
             }
         }
-        if !live.active() {
+        if !active {
             reasons.insert(0, "not loaded");
             diff.insert_str(0, &value_diff(None, Some(&format!("loaded {}", self.name))));
             steps.push(Step::Run(format!(
@@ -150,8 +172,10 @@ impl Module for KernelModule {
                 "loaded"
             } else if live.builtin {
                 "built into the kernel"
-            } else {
+            } else if live.in_sysfs {
                 "present in /sys/module"
+            } else {
+                "present (present_if exists)"
             }));
         }
         let n = normalize(&self.name);
@@ -164,7 +188,7 @@ impl Module for KernelModule {
         ];
         touched.extend(self.file.clone());
         Ok(Plan::Change(Change {
-            action: if live.active() {
+            action: if active {
                 Action::Update
             } else {
                 Action::Create
