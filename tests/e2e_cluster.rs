@@ -435,7 +435,49 @@ fn flannel_lab_cluster_converges_then_changes_nothing() {
         "one new token for h3"
     );
     assert_nodes_ready(&c);
-    assert_no_secrets(&c, dir.path(), &[&first, &second, &third]);
+
+    // `kwin reset --yes` takes the cluster down on every host (the workers' Node objects are
+    // drained and deleted, kubeadm's files are gone), a second reset changes nothing, and the
+    // next apply builds the cluster again.
+    let reset = kwin(
+        dir.path(),
+        &["reset", "plan.toml", "--yes", "--output", "json"],
+    );
+    assert_eq!(reset.code, 0, "{reset}");
+    assert!(
+        reset.summary()["changed"].as_u64().unwrap_or(0) > 0,
+        "{reset}"
+    );
+    for h in ["h1", "h2", "h3"] {
+        assert_eq!(
+            c.lab.ssh(
+                h,
+                "ls /etc/kubernetes/kubelet.conf /etc/kubernetes/admin.conf 2>/dev/null | wc -l"
+            )
+            .trim(),
+            "0",
+            "{h} still has kubeadm's files"
+        );
+    }
+    let nodes = c.kubectl(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]);
+    assert!(
+        !nodes.contains("h2") && !nodes.contains("h3"),
+        "workers still registered: {nodes}"
+    );
+    let again = kwin(
+        dir.path(),
+        &["reset", "plan.toml", "--yes", "--output", "json"],
+    );
+    assert_eq!(again.code, 0, "{again}");
+    assert_eq!(again.summary()["changed"], 0, "{again}");
+    let rebuilt = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(rebuilt.code, 0, "{rebuilt}");
+    assert_nodes_ready(&c);
+    assert_no_secrets(
+        &c,
+        dir.path(),
+        &[&first, &second, &third, &reset, &again, &rebuilt],
+    );
 }
 
 #[test]

@@ -60,13 +60,20 @@ lab_apt_install() {
 }
 
 # True if something listens on 127.0.0.1:PORT (or the port is otherwise taken).
+# lab_port_busy PORT [ADDRESS]: something uses ADDRESS:PORT (default 127.0.0.1), or PORT on
+# every address. Another address's PORT is not busy: several tiers on different addresses can
+# all use 6443.
 lab_port_busy() {
-  local port=$1
+  local port=$1 addr=${2:-127.0.0.1} local_addr
   if command -v ss >/dev/null 2>&1; then
-    [[ -n "$(ss -Htan "sport = :$port" 2>/dev/null || true)" ]]
-    return
+    while read -r local_addr; do
+      case "$local_addr" in
+        "$addr:$port" | "0.0.0.0:$port" | "*:$port" | "[::]:$port") return 0 ;;
+      esac
+    done < <(ss -Htan "sport = :$port" 2>/dev/null | awk '{print $4}')
+    return 1
   fi
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null
+  (exec 3<>"/dev/tcp/$addr/$port") 2>/dev/null
 }
 
 # Print N distinct free loopback ports, picked at random below the kernel's

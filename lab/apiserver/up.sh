@@ -106,9 +106,6 @@ read -r P1 P2 P3 < <(lab_free_ports 3) || die "no free loopback ports"
 API_PORT="${KWIN_APISERVER_PORT:-$P1}"
 ETCD_CLIENT_PORT="${KWIN_ETCD_CLIENT_PORT:-$P2}"
 ETCD_PEER_PORT="${KWIN_ETCD_PEER_PORT:-$P3}"
-for p in "$API_PORT" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT"; do
-  lab_port_busy "$p" && die "port 127.0.0.1:$p is in use"
-done
 ETCD_DATA="${KWIN_ETCD_DATA_DIR:-$STATE/etcd}"
 ETCD_URL="http://127.0.0.1:$ETCD_CLIENT_PORT"
 API_ADDRESS="${KWIN_APISERVER_ADDRESS:-127.0.0.1}"
@@ -116,6 +113,10 @@ API_ADDRESS="${KWIN_APISERVER_ADDRESS:-127.0.0.1}"
 if [[ "$API_ADDRESS" != 127.0.0.1 ]]; then
   [[ "$(ip -o -4 addr show)" == *" inet $API_ADDRESS/"* ]] || die "$API_ADDRESS is not an address of this machine"
 fi
+lab_port_busy "$API_PORT" "$API_ADDRESS" && die "port $API_ADDRESS:$API_PORT is in use"
+for p in "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT"; do
+  lab_port_busy "$p" && die "port 127.0.0.1:$p is in use"
+done
 APISERVER_URL="https://$API_ADDRESS:$API_PORT"
 PKI="$STATE/pki"
 

@@ -179,8 +179,10 @@ pub fn load_partial(path: &Path, text: &str) -> Partial {
                 p
             }
         })
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
+        .unwrap_or(Path::new("."));
+    // Absolute, so paths resolved against it (inventory, keys, manifest files) stay right
+    // whatever directory a step or a later command runs in.
+    let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
 
     let inventory = match &file.inventory {
         Some(inv) => match read_inventory(inv, &resolve_path(&base_dir, inv)) {
@@ -442,4 +444,38 @@ fn resolve_host(
         conn,
     };
     (host, errs)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A plan named by a relative path resolves its files to absolute paths, so a manifest
+    /// or key path still holds when used from another directory.
+    #[test]
+    fn base_dir_is_absolute_for_a_relative_plan_path() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let sub = dir.path().join("plans");
+        std::fs::create_dir(&sub).expect("mkdir");
+        std::fs::write(
+            sub.join("p.toml"),
+            "[[hosts]]\nname = \"h1\"\naddress = \"10.0.0.1\"\nos = \"linux\"\n",
+        )
+        .expect("write");
+        let rel = pathdiff(&sub.join("p.toml"));
+        let plan = super::load(&rel).unwrap_or_else(|d| panic!("{d}"));
+        assert!(plan.base_dir.is_absolute(), "{}", plan.base_dir.display());
+        assert_eq!(
+            std::fs::canonicalize(&plan.base_dir).expect("canon"),
+            std::fs::canonicalize(&sub).expect("canon")
+        );
+    }
+
+    /// `p` relative to the current directory (`../..` up to `/`, then down).
+    fn pathdiff(p: &std::path::Path) -> std::path::PathBuf {
+        let cwd = std::env::current_dir().expect("cwd");
+        let mut rel = std::path::PathBuf::new();
+        for _ in cwd.components().skip(1) {
+            rel.push("..");
+        }
+        rel.join(p.strip_prefix("/").expect("absolute"))
+    }
 }
