@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
         .map(|k| FactQuery {
             key: (*k).to_string(),
             command: "true".to_string(),
+            path: None,
         })
         .collect();
     if let Ok(facts) = parse_batch(&queries, &out, NONCE) {

@@ -262,6 +262,13 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
                         return Err(format!("touches {r:?}, expected {want:?}"));
                     }
                 }
+                // `{"paths": [...]}`: these paths themselves, not what is under them.
+                (Some(Value::Object(t)), Touches::Paths(r)) if t.contains_key("paths") => {
+                    let want = strs(t.get("paths"));
+                    if &want != r {
+                        return Err(format!("touches paths {r:?}, expected {want:?}"));
+                    }
+                }
                 (Some(w), t) => return Err(format!("touches {t:?}, expected {w}")),
             }
             for k in o.keys() {

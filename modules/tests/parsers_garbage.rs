@@ -421,6 +421,7 @@ fn queries(n: usize) -> Vec<FactQuery> {
         .map(|i| FactQuery {
             key: format!("k{i}"),
             command: "true".into(),
+            path: None,
         })
         .collect()
 }

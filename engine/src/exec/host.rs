@@ -657,13 +657,20 @@ impl Worker {
     async fn run_batch(&mut self, mut entries: Vec<Pending>, extra: Vec<usize>) {
         let mut backoff = self.backoff();
         loop {
-            let items: Vec<Item> = entries
+            let changes: Vec<(usize, &Change)> = entries
                 .iter()
-                .filter_map(|p| {
-                    p.change.as_ref().map(|c| Item {
-                        steps: run_scripts(c),
-                        verify: self.tasks[p.t].queries.clone(),
-                    })
+                .filter_map(|p| p.change.as_ref().map(|c| (p.t, c)))
+                .collect();
+            let items: Vec<Item> = changes
+                .iter()
+                .enumerate()
+                .map(|(k, (t, c))| Item {
+                    steps: run_scripts(c),
+                    verify: self.tasks[*t].queries.clone(),
+                    // A later change of the batch could disturb the convergence check.
+                    verify_now: changes[k + 1..]
+                        .iter()
+                        .any(|(_, later)| later.touches.may_affect(&self.tasks[*t].reads)),
                 })
                 .collect();
             let last = entries.iter().map(|p| p.t).max().unwrap_or(0);
@@ -971,6 +978,7 @@ impl Worker {
                     vec![Item {
                         steps: std::mem::take(&mut runs),
                         verify: Vec::new(),
+                        verify_now: true,
                     }],
                     Vec::new(),
                 );

@@ -95,11 +95,12 @@ pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> 
 }
 
 impl File {
+    /// With content: the file's hash, and its content only when it differs from the wanted
+    /// one (for the diff), so a file that already matches costs no transfer.
     fn fact(&self) -> FileFact {
-        if self.content.is_some() {
-            FileFact::content(&self.path)
-        } else {
-            FileFact::meta(&self.path)
+        match &self.content {
+            Some(c) => FileFact::content_unless(&self.path, sha256_hex(c)),
+            None => FileFact::meta(&self.path),
         }
     }
 
