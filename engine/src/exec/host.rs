@@ -16,8 +16,9 @@
 //!    and runs alone.
 //!
 //! A batch is ONE script: each task's steps, then that task's facts re-read (convergence
-//! check: planning again must give NoOp, else "did not converge", a bug in the module), then
-//! the facts of later tasks the batch may have touched. The first failing task stops the
+//! check: planning again must give NoOp, else "did not converge", a bug in the module) —
+//! right after its steps when a later change of the batch may touch them, otherwise in the
+//! batch's single end read — and the facts of later tasks the batch may have touched. The first failing task stops the
 //! script and the host; later tasks are skipped. A retryable transport error while a batch
 //! runs: reconnect (with backoff), re-probe, re-plan the batch's tasks — what is now NoOp
 //! was applied — and send the rest again. Facts decide; nothing is re-run blindly.
