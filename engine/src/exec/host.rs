@@ -706,7 +706,10 @@ impl Worker {
                 .run(&what, &batch.script, timeout, LogStdout::Yes)
                 .await
             {
-                Ok(out) => return self.absorb(entries, &batch, &out, &probe_tasks),
+                Ok(out) => {
+                    let unread = self.absorb(entries, &batch, &out, &probe_tasks);
+                    return self.verify_unread(unread).await;
+                }
                 Err(e) if e.is_retryable() => {
                     self.sh.report.warn(
                         Some(&self.host),
@@ -810,13 +813,39 @@ impl Worker {
         }
     }
 
+    /// Re-read and verify tasks whose steps ran but whose facts the batch did not bring back.
+    async fn verify_unread(&mut self, unread: Vec<(usize, Change, Inputs)>) {
+        if unread.is_empty() {
+            return;
+        }
+        let ts: Vec<usize> = unread.iter().map(|u| u.0).collect();
+        match self.reprobe(ts).await {
+            Ok(()) => {
+                for (t, change, inputs) in unread {
+                    self.verify(t, &change, &inputs);
+                }
+            }
+            Err(e) => {
+                for (t, _, _) in unread {
+                    self.fail(
+                        t,
+                        format!("its steps ran, but its facts could not be read again: {e}"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Publish what a batch did. Returns the tasks whose steps ran but whose facts could not be
+    /// read back from the batch's output.
     fn absorb(
         &mut self,
         entries: Vec<Pending>,
         batch: &Batch,
         out: &crate::transport::Output,
         probe_tasks: &[usize],
-    ) {
+    ) -> Vec<(usize, Change, Inputs)> {
+        let mut unread = Vec::new();
         let (results, probe) = batch.parse(out);
         let mut results = results.into_iter();
         for p in entries {
@@ -842,10 +871,9 @@ impl Worker {
                             self.mark_fresh(&[p.t]);
                             self.verify(p.t, &change, &p.inputs);
                         }
-                        Err(e) => self.fail(
-                            p.t,
-                            format!("its steps ran, but its facts could not be read again: {e}"),
-                        ),
+                        // The end read did not arrive (a later task killed the script):
+                        // read them again in a round trip of their own.
+                        Err(_) => unread.push((p.t, change, p.inputs)),
                     }
                 }
                 Some(ItemResult::Failed { exit, out }) => {
@@ -875,6 +903,7 @@ impl Worker {
             ),
             None => {}
         }
+        unread
     }
 
     // ----- changes that do not batch (file puts, reboots) ------------------------------
