@@ -137,6 +137,25 @@ impl Module for TTouch {
     }
 }
 
+/// A step that kills the whole script (not just its own subshell).
+#[derive(Debug)]
+struct TKill;
+
+impl Module for TKill {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        Vec::new()
+    }
+    fn plan(&self, _facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: "always".into(),
+            diff: None,
+            steps: vec![Step::Run("kill -9 $$".into())],
+            touches: Touches::Resources(vec!["/nowhere".into()]),
+        }))
+    }
+}
+
 /// A command that fails.
 #[derive(Debug)]
 struct TFail;
@@ -293,7 +312,7 @@ fn param(p: &serde_json::Value, k: &str) -> String {
 impl Registry for TestRegistry {
     fn names(&self) -> Vec<&'static str> {
         vec![
-            "file", "file_any", "bad", "fail", "touch", "producer", "consumer", "reboot",
+            "file", "file_any", "bad", "fail", "kill", "touch", "producer", "consumer", "reboot",
         ]
     }
     fn build(
@@ -312,6 +331,7 @@ impl Registry for TestRegistry {
                 path: param(p, "path"),
             }),
             "fail" => Box::new(TFail),
+            "kill" => Box::new(TKill),
             "touch" => Box::new(TTouch {
                 path: param(p, "path"),
             }),
@@ -572,6 +592,32 @@ async fn cold_run_batches_changes_and_verifies_in_the_same_round_trip() {
     h1.finish().expect("h1 warm");
     assert_eq!(h1.runs(), 1);
     assert_eq!(summary(&o), (3, 0, 0, 0));
+}
+
+/// A later step kills the batch's script before its end read: the tasks that ran before it
+/// are read again in a round trip of their own and reported as changed, not failed.
+#[tokio::test]
+async fn a_killed_batch_still_verifies_the_tasks_that_ran() {
+    let d = tempfile::tempdir().expect("tmp");
+    let a = d.path().join("a");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("one batch")
+            .contains(w("A"))
+            .contains("kill -9")
+            .sh(),
+    );
+    h1.expect(Expect::run("re-probe").contains("@@kwin").sh());
+    let kill = T {
+        task: Task::new(TaskId::new("h1", "kill"), "kill", serde_json::json!({}))
+            .with_origin(Origin::User { index: 0 }),
+    };
+    let tasks = vec![file("h1", "a", &a, "A"), kill];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(o.status("h1", "a").0, TaskStatus::Changed, "{}", o.json());
+    assert_eq!(o.status("h1", "kill").0, TaskStatus::Failed);
 }
 
 /// A later change of the same batch that touches what an earlier task reads: the earlier
