@@ -73,10 +73,11 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
     let dir = parent_dir(w.path);
     let mut s = format!("p={p}\n");
     if w.make_parents {
+        // `[ -d ]` is a builtin: no process when the directory is there already.
         s.push_str(&format!(
-            "mkdir -p -- {} || {}\n",
-            sh_quote(&dir),
-            die(&format!("cannot create directory {dir}"))
+            "[ -d {d} ] || mkdir -p -- {d} || {}\n",
+            die(&format!("cannot create directory {dir}")),
+            d = sh_quote(&dir),
         ));
     }
     if let Expect::Sha256(h) = &w.expect {
