@@ -135,9 +135,7 @@ params = { path = "/etc/after-broken", content = "x\n" }
     );
 
     // 4. Ctrl-C during a slow step: the step finishes, nothing new starts, the summary and the
-    //    journal say so, exit 130. (The slow command may change anything — an `unless` guard,
-    //    no `changes` — so the task after it is planned only once it ran and is not in the same
-    //    script; a script already sent always runs to its end.)
+    //    journal say so, exit 130.
     let dir = plan_dir(
         &lab,
         &plan(
@@ -146,7 +144,7 @@ params = { path = "/etc/after-broken", content = "x\n" }
 [[tasks]]
 name = "slow"
 module = "command"
-params = { run = "sleep 2; touch /etc/kwin-slow", unless = "test -e /etc/kwin-slow" }
+params = { run = "sleep 2; touch /etc/kwin-slow", creates = "/etc/kwin-slow" }
 
 [[tasks]]
 name = "after-slow"
