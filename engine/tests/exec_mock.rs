@@ -594,6 +594,45 @@ async fn cold_run_batches_changes_and_verifies_in_the_same_round_trip() {
     assert_eq!(summary(&o), (3, 0, 0, 0));
 }
 
+/// A task that waits for a command of its host (an explicit edge) is not sent in the same
+/// script as the command, even when it reads nothing the command touches; an independent
+/// task is.
+#[tokio::test]
+async fn a_task_after_a_command_starts_in_a_later_script() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (p, a, b) = (d.path().join("p"), d.path().join("a"), d.path().join("b"));
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("the command and the independent file")
+            .contains(w("A"))
+            .sh(),
+    );
+    h1.expect(
+        Expect::run("the file that waits for the command")
+            .contains(w("B"))
+            .sh(),
+    );
+    let producer = T {
+        task: Task::new(
+            TaskId::new("h1", "cmd"),
+            "producer",
+            serde_json::json!({ "path": p.display().to_string() }),
+        )
+        .with_origin(Origin::User { index: 0 }),
+    };
+    let tasks = vec![
+        producer,
+        file("h1", "a", &a, "A"),
+        file("h1", "b", &b, "B").after("h1", "cmd"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(h1.runs(), 3, "probe + two batches");
+    assert_eq!(summary(&o), (0, 3, 0, 0), "{}", o.json());
+    assert!(!h1.scripts()[1].contains(&w("B")));
+}
+
 /// A later step kills the batch's script before its end read: the tasks that ran before it
 /// are read again in a round trip of their own and reported as changed, not failed.
 #[tokio::test]

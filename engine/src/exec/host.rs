@@ -5,7 +5,10 @@
 //!
 //! 1. wait for its dependencies (cross-host ones through the board; the pending batch is sent
 //!    first so nobody waits on it); a dependency that failed or was skipped skips the task;
-//! 2. freshness: if a change still pending in the batch may touch what the task reads, send
+//! 2. a task that depends directly on a pending command (`Action::Run`) of this host sends
+//!    the batch first, so it never shares a script with that command (an interrupt while the
+//!    command runs leaves it unstarted);
+//!    freshness: if a change still pending in the batch may touch what the task reads, send
 //!    the batch now (its script re-reads this task's facts at the end); if an already executed
 //!    change may have touched them (or a dependency on another host changed after they were
 //!    read), re-probe; otherwise the facts from the probe stand;
@@ -29,7 +32,7 @@ use super::inputs::last_lines;
 use super::walker::{Done, HostOutcome, Shared};
 use crate::event::{Event, TaskStatus};
 use crate::fact::{self, FactQuery, Facts};
-use crate::module::{Change, Ctx, Inputs, Module, ModuleError, Plan, Step, Touches};
+use crate::module::{Action, Change, Ctx, Inputs, Module, ModuleError, Plan, Step, Touches};
 use crate::secret::Secret;
 use crate::task::TaskId;
 use crate::transport::Shell;
@@ -374,6 +377,22 @@ impl Worker {
         self.pending.iter().any(|p| self.tasks[p.t].node == n)
     }
 
+    /// Whether `t` depends directly on a task of this host whose pending change runs a
+    /// command ([`Action::Run`]).
+    fn waits_on_pending_command(&self, t: usize) -> bool {
+        let node = self.tasks[t].node;
+        self.sh
+            .graph
+            .graph
+            .neighbors_directed(node, Direction::Incoming)
+            .any(|p| {
+                self.pending.iter().any(|q| {
+                    self.tasks[q.t].node == p
+                        && q.change.as_ref().is_some_and(|c| c.action == Action::Run)
+                })
+            })
+    }
+
     /// Wait for dependency `p` on another host (sending the batch first). `None`: cancelled.
     async fn wait_for(&mut self, p: NodeIndex) -> Option<Done> {
         if let Some(d) = self.sh.board.get(p) {
@@ -517,6 +536,20 @@ impl Worker {
             host: self.host.clone(),
             task: self.tasks[t].id.name.clone(),
         });
+
+        // A task that waits for a command of this host (an explicit edge to a pending `run`
+        // change) starts in a later script: a command is user code of unknown effect and
+        // duration, and what waits for it must not be under way already if the run is
+        // interrupted while the command runs.
+        if self.waits_on_pending_command(t) {
+            if let Err(e) = self.flush(Vec::new()).await {
+                self.host_transport_failed(e.clone());
+                return self.fail(t, e);
+            }
+            if let Some(c) = self.stopped.clone() {
+                return self.skip(t, &c);
+            }
+        }
 
         // Freshness of the facts this task reads (a task without facts is never stale).
         let reads = self.tasks[t].reads.clone();
