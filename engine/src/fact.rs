@@ -275,10 +275,12 @@ pub fn parse_batch_for(
     let (path_qs, rest) = split(shell, queries);
     let (mut out_from, mut err_from) = (0usize, 0usize);
     if !path_qs.is_empty() {
+        // Raw bytes: file content and names are answered as they are (a `\r\n` in a file is
+        // content, not a line ending to normalize).
         let begin = format!("\n@@kwin:{nonce}:paths\n");
         let end = format!("\n@@kwin:{nonce}:paths:end\n");
-        let (group, rest) =
-            section(&stdout, begin.as_bytes(), end.as_bytes()).ok_or_else(|| {
+        let (group, _) =
+            section(&out.stdout, begin.as_bytes(), end.as_bytes()).ok_or_else(|| {
                 FactError::Parse(format!(
                     "probe output ended before the answer to `{}` (exit code {}): {}",
                     path_qs[0].0.key,
@@ -286,7 +288,10 @@ pub fn parse_batch_for(
                     last_words(&out.stderr, 400)
                 ))
             })?;
-        out_from = stdout.len() - rest.len();
+        // The other answers follow the group (in the normalized copy too).
+        if let Some(e) = find(&stdout, end.as_bytes()) {
+            out_from = e + end.len();
+        }
         for ((q, _), answer) in path_qs.iter().zip(paths::answers(&path_qs, group, nonce)?) {
             facts.insert(q.key.clone(), answer);
         }

@@ -471,6 +471,7 @@ mod tests {
         std::fs::write(p("differs"), b"old\n").expect("w");
         std::fs::write(p("whole"), b"x\0y").expect("w");
         std::fs::write(p("new\nline"), b"nl").expect("w");
+        std::fs::write(p("crlf\r"), b"a\r\nb\r\n").expect("w");
         std::fs::write(p("big"), vec![b'a'; CONTENT_LIMIT as usize + 1]).expect("w");
         std::fs::create_dir(p("dir")).expect("d");
         std::os::unix::fs::symlink(p("same"), p("link")).expect("l");
@@ -487,6 +488,7 @@ mod tests {
             q(&p("dangling"), PathRead::Meta),
             q(&p("absent"), PathRead::Content),
             q("/it's \"odd\" $(x)", PathRead::Meta),
+            q(&p("crlf\r"), PathRead::ContentUnless(want.clone())),
         ];
         let shells: Vec<&str> = ["/bin/sh", "/bin/dash", "/usr/bin/busybox"]
             .into_iter()
@@ -541,6 +543,12 @@ mod tests {
             assert!(a(7).ends_with("type=dangling\n"), "{shell}: {}", a(7));
             assert_eq!(a(8), "type=absent\n", "{shell}");
             assert_eq!(a(9), "type=absent\n", "{shell}");
+            // Bytes as they are: `\r\n` in content (and `\r` in a name) is not normalized.
+            assert!(
+                a(10).contains(&format!("sha256={}\n", sha(b"a\r\nb\r\n"))),
+                "{shell}"
+            );
+            assert!(a(10).contains("content=YQ0KYg0K\n"), "{shell}: {}", a(10));
         }
     }
 
