@@ -155,11 +155,14 @@ struct Pending<'a> {
 
 type Cached<T> = Option<Result<T, TemplateError>>;
 
+/// Rendered params, shared by every host's task when the template does not read `host`.
+type Rendered = Result<Arc<serde_json::Value>, TreeError>;
+
 /// Renders of templates that do not read `host`, shared by every host.
 struct RenderCache {
     recipe_when: Vec<Cached<bool>>,
     step_when: Vec<Vec<Cached<bool>>>,
-    params: Vec<Vec<Option<Result<Arc<serde_json::Value>, TreeError>>>>,
+    params: Vec<Vec<Option<Rendered>>>,
 }
 
 impl RenderCache {
@@ -384,7 +387,7 @@ impl<'a> Expander<'a> {
         let plan = self.plan;
         let ut = &plan.file.tasks[i];
         let reads_host = tree.reads("host");
-        let mut shared: Option<Result<Arc<serde_json::Value>, TreeError>> = None;
+        let mut shared: Option<Rendered> = None;
         let location = plan.loc(&format!("tasks[{i}]"));
         for (hi, h) in plan.hosts.iter().enumerate() {
             if !selects(&ut.on, h) {

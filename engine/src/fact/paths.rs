@@ -554,7 +554,7 @@ mod tests {
 
     #[test]
     fn one_at_a_time_records_and_failures() {
-        let qs = vec![
+        let qs = [
             q("/a", PathRead::Hash),
             q("/b", PathRead::Content),
             q("/c", PathRead::Meta),
