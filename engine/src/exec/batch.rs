@@ -127,12 +127,14 @@ impl Batch {
         let mut results = Vec::with_capacity(self.items.len());
         let mut stopped = false;
         let mut end_read: Option<Result<Facts, FactError>> = None;
-        let mut end_facts = || -> Result<Facts, FactError> {
-            end_read
-                .get_or_insert_with(|| {
-                    fact::parse_batch_for(self.shell, &self.end, out, &format!("{}e", self.nonce))
-                })
-                .clone()
+        // The answers to `queries` from the end read (parsed once).
+        let mut end_facts = |queries: &[FactQuery]| -> Result<Facts, FactError> {
+            match end_read.get_or_insert_with(|| {
+                fact::parse_batch_for(self.shell, &self.end, out, &format!("{}e", self.nonce))
+            }) {
+                Ok(f) => Ok(f.subset(queries.iter().map(|q| q.key.as_str()))),
+                Err(e) => Err(e.clone()),
+            }
         };
         for (i, item) in self.items.iter().enumerate() {
             if stopped {
@@ -193,7 +195,7 @@ impl Batch {
                     &format!("{}v{i}", self.nonce),
                 )
             } else {
-                end_facts().map(|f| f.subset(item.verify.iter().map(|q| q.key.as_str())))
+                end_facts(&item.verify)
             };
             results.push(ItemResult::Done {
                 out: section,
@@ -203,7 +205,7 @@ impl Batch {
         let probe = if self.probe.is_empty() || stopped {
             None
         } else {
-            Some(end_facts().map(|f| f.subset(self.probe.iter().map(|q| q.key.as_str()))))
+            Some(end_facts(&self.probe))
         };
         (results, probe)
     }
