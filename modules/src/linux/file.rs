@@ -12,8 +12,9 @@
 //! | `state` | `"present"` / `"absent"` | `"present"` | whether the file exists |
 //! | `make_parents` | bool | `true` | create missing parent directories |
 //!
-//! No-op when the file exists with that content (compared by bytes, or by sha256 for files
-//! over 256 KiB) and the given attributes, or is absent when `state = "absent"`.
+//! No-op when the file exists with that content (compared by sha256: the probe sends the
+//! file's content back only when its hash differs, for the diff, and only up to 256 KiB) and
+//! the given attributes, or is absent when `state = "absent"`.
 //!
 //! Changes: writes the content to a temporary file in the same directory, sets mode and owner
 //! on it and renames it over the path (atomic); the write refuses to run if the file changed
