@@ -99,10 +99,21 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
         ));
     };
     if w.content.len() <= EMBED_LIMIT {
+        // The temporary file, without a `mktemp` process: a name unique to this shell (`$$`)
+        // and this content, created private (umask 077) and exclusively (`set -C`: O_EXCL, so
+        // an existing file or link of that name is never written through). The step runs in
+        // its own subshell, so neither setting outlives it.
+        let tag = {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            h.update(w.path.as_bytes());
+            h.update([0]);
+            h.update(w.content);
+            hex::encode(h.finalize())[..12].to_string()
+        };
         s.push_str(&format!(
-            "t=$(mktemp {}) || {}\n",
-            sh_quote(&format!("{}/.kwin-XXXXXX", dir.trim_end_matches('/'))),
-            die(&format!("cannot create a temporary file in {dir}"))
+            "t={}$$-{tag}\numask 077; set -C\n",
+            sh_quote(&format!("{}/.kwin-", dir.trim_end_matches('/'))),
         ));
         s.push_str(&decode_to(w.content, "\"$t\""));
         s.push_str(&format!(
@@ -229,7 +240,10 @@ mod tests {
             panic!("not a run step")
         };
         assert!(s.contains("aGkK\nKWIN_B64"), "{s}");
-        assert!(s.contains("mktemp /etc/.kwin-XXXXXX"), "{s}");
+        // A private temporary file created exclusively, without a `mktemp` process.
+        assert!(s.contains("t=/etc/.kwin-$$-"), "{s}");
+        assert!(s.contains("umask 077; set -C"), "{s}");
+        assert!(!s.contains("mktemp"), "{s}");
         let big = vec![b'x'; EMBED_LIMIT + 1];
         let steps = write_file(&WriteFile {
             path: "/etc/big",
