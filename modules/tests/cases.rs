@@ -73,7 +73,8 @@ fn sh_parses(script: &str) -> Result<(), String> {
     }
 }
 
-/// Contents of the `base64 -d <<'KWIN_B64'` here-documents in a script.
+/// Contents a script writes: its `base64 -d <<'KWIN_B64'` here-documents and its
+/// `printf 'FORMAT' >"$t"` writes.
 fn embedded_payloads(script: &str) -> Result<Vec<Vec<u8>>, String> {
     use base64::Engine;
     let mut out = Vec::new();
@@ -92,6 +93,31 @@ fn embedded_payloads(script: &str) -> Result<Vec<Vec<u8>>, String> {
                 .decode(b64)
                 .map_err(|e| format!("bad base64 in script: {e}"))?,
         );
+        rest = &body[end..];
+    }
+    // Content written by the `printf` builtin: `printf 'FORMAT' >"$t"`, FORMAT of plain
+    // characters and `\ooo` escapes (`script::printf_format`).
+    let mut rest = script;
+    while let Some(i) = rest.find("printf '") {
+        let body = &rest[i + "printf '".len()..];
+        let end = body.find('\'').ok_or("unterminated printf format")?;
+        if body[end + 1..].starts_with(" >\"$t\"") {
+            let f = body[..end].as_bytes();
+            let mut bytes = Vec::new();
+            let mut k = 0;
+            while k < f.len() {
+                if f[k] == b'\\' {
+                    let oct = std::str::from_utf8(f.get(k + 1..k + 4).ok_or("short escape")?)
+                        .map_err(|_| "bad escape")?;
+                    bytes.push(u8::from_str_radix(oct, 8).map_err(|_| "bad octal escape")?);
+                    k += 4;
+                } else {
+                    bytes.push(f[k]);
+                    k += 1;
+                }
+            }
+            out.push(bytes);
+        }
         rest = &body[end..];
     }
     Ok(out)
