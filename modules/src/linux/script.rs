@@ -47,13 +47,14 @@ pub fn decode_to(bytes: &[u8], target: &str) -> String {
 pub const PRINTF_LIMIT: usize = 64 * 1024;
 
 /// `bytes` as a single-quoted `printf` format that prints exactly them: letters, digits and a
-/// few punctuation characters as they are, every other byte as a `\ooo` escape (so no user
-/// text reaches the shell or `printf` as anything but data).
+/// few punctuation characters as they are, every other byte (and a leading `-`) as a `\ooo`
+/// escape, so no user text reaches the shell or `printf` as anything but data.
 pub fn printf_format(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() + 2);
     s.push('\'');
-    for &b in bytes {
-        if b.is_ascii_alphanumeric() || b" ,.:=_/-+@".contains(&b) {
+    for (i, &b) in bytes.iter().enumerate() {
+        // A leading `-` would read as an option of `printf`.
+        if b.is_ascii_alphanumeric() || (b" ,.:=_/-+@".contains(&b) && !(i == 0 && b == b'-')) {
             s.push(char::from(b));
         } else {
             s.push_str(&format!("\\{b:03o}"));
@@ -260,7 +261,10 @@ mod tests {
 
     #[test]
     fn printf_format_prints_every_byte_exactly() {
-        let all: Vec<u8> = (1..=255u8)
+        let all: Vec<u8> = b"-rf "
+            .iter()
+            .copied()
+            .chain(1..=255u8)
             .chain(b"%s%%\\n'\"$(x)`y`".iter().copied())
             .collect();
         let f = printf_format(&all);
