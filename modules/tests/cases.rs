@@ -102,7 +102,7 @@ fn embedded_payloads(script: &str) -> Result<Vec<Vec<u8>>, String> {
         let body = &rest[i + "printf '".len()..];
         let end = body.find('\'').ok_or("unterminated printf format")?;
         if body[end + 1..].starts_with(" >\"$t\"") {
-            let f = body[..end].as_bytes();
+            let f = &body.as_bytes()[..end];
             let mut bytes = Vec::new();
             let mut k = 0;
             while k < f.len() {
