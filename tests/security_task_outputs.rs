@@ -28,6 +28,7 @@ fn file_fact(path: &str) -> FactQuery {
     FactQuery {
         key: format!("file:{path}"),
         command: format!("cat {} 2>/dev/null", sh_quote(path)),
+        path: None,
     }
 }
 

@@ -5,6 +5,15 @@
 //! batches every fact query of a host into ONE script ([`batch_script`]); the answers come back
 //! as delimited sections ([`parse_batch`]). Parsers never do IO, so they are unit-tested on
 //! captured output.
+//!
+//! Questions about paths of POSIX hosts ([`PathQuery`], set by [`Fact::path_query`]) are
+//! answered together, by kind, with a fixed number of processes per probe (see [`paths`]);
+//! every other query runs its own command in a subshell (a fork, no exec), so a failing or
+//! exiting query does not stop the others.
+
+pub mod paths;
+
+pub use paths::{PathQuery, PathRead, CONTENT_LIMIT, STAT_FORMAT};
 
 use crate::transport::{Output, Shell};
 use std::collections::BTreeMap;
@@ -91,13 +100,21 @@ pub trait Fact {
     fn command(&self, shell: Shell) -> String;
     /// Pure parse of the command's output.
     fn parse(&self, out: &FactOutput) -> Result<Self::Output, FactError>;
+    /// For a question about one path of a POSIX host: the path query that answers it together
+    /// with the probe's other path queries. Its answer has the format [`paths`] documents,
+    /// which `command` must print too. Default: none (the command runs on its own).
+    fn path_query(&self) -> Option<PathQuery> {
+        None
+    }
 }
 
-/// One query in a probe: key + command text.
+/// One query in a probe: key + command text (+ the path query, for path facts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FactQuery {
     pub key: String,
     pub command: String,
+    /// Set: on a POSIX host the probe answers this with its path readers, not `command`.
+    pub path: Option<PathQuery>,
 }
 
 impl FactQuery {
@@ -105,8 +122,43 @@ impl FactQuery {
         FactQuery {
             key: fact.key(),
             command: fact.command(shell),
+            path: match shell {
+                Shell::Posix => fact.path_query(),
+                Shell::PowerShell => None,
+            },
         }
     }
+
+    /// A query answered by running `command`.
+    pub fn command(key: impl Into<String>, command: impl Into<String>) -> Self {
+        FactQuery {
+            key: key.into(),
+            command: command.into(),
+            path: None,
+        }
+    }
+}
+
+/// The queries of a batch asked once each (first of equal keys), split into path queries
+/// (POSIX only) and the rest, each with its index in `queries`.
+type Split<'a> = (
+    Vec<(&'a FactQuery, &'a PathQuery)>,
+    Vec<(usize, &'a FactQuery)>,
+);
+
+fn split(shell: Shell, queries: &[FactQuery]) -> Split<'_> {
+    let mut seen = std::collections::HashSet::new();
+    let (mut paths, mut rest) = (Vec::new(), Vec::new());
+    for (i, q) in queries.iter().enumerate() {
+        if !seen.insert(q.key.as_str()) {
+            continue;
+        }
+        match (&q.path, shell) {
+            (Some(p), Shell::Posix) => paths.push((q, p)),
+            _ => rest.push((i, q)),
+        }
+    }
+    (paths, rest)
 }
 
 /// Answers of one probe, by fact key.
@@ -137,6 +189,16 @@ impl Facts {
         let out = self.answers.get(&key).ok_or(FactError::Missing(key))?;
         fact.parse(out)
     }
+    /// The answers to `keys` (those there are).
+    pub fn subset<'a>(&self, keys: impl IntoIterator<Item = &'a str>) -> Facts {
+        let mut f = Facts::new();
+        for k in keys {
+            if let Some(o) = self.answers.get(k) {
+                f.answers.insert(k.to_string(), o.clone());
+            }
+        }
+        f
+    }
     pub fn merge(&mut self, other: Facts) {
         self.answers.extend(other.answers);
     }
@@ -159,20 +221,21 @@ pub fn new_nonce() -> String {
 }
 
 /// One script that answers every query, each answer delimited by markers carrying `nonce`.
-/// Duplicate keys are asked once. Each query runs in its own subshell / script block so one
-/// failing query does not stop the others.
+/// Duplicate keys are asked once. Path queries (POSIX) are answered together by kind (see
+/// [`paths`]); every other query runs in its own subshell / script block so one failing query
+/// does not stop the others.
 pub fn batch_script(shell: Shell, queries: &[FactQuery], nonce: &str) -> String {
-    let mut seen = std::collections::HashSet::new();
+    let (path_qs, rest) = split(shell, queries);
     let mut s = String::new();
     match shell {
         Shell::Posix => {
             // Not `exec </dev/null`: the script itself arrives on stdin (`sh -s`), and the
-            // shell would stop reading it at its input buffer's end. Each query gets its own.
+            // shell would stop reading it at its input buffer's end. Each command gets its own.
             s.push_str("export LC_ALL=C\n");
-            for (i, q) in queries.iter().enumerate() {
-                if !seen.insert(q.key.as_str()) {
-                    continue;
-                }
+            if !path_qs.is_empty() {
+                s.push_str(&paths::script(&path_qs, nonce));
+            }
+            for (i, q) in rest {
                 s.push_str(&format!(
                     "printf '\\n@@kwin:{nonce}:begin:{i}\\n'; printf '\\n@@kwin:{nonce}:begin:{i}\\n' >&2\n(\n{}\n) </dev/null\n__kw_rc=$?\nprintf '\\n@@kwin:{nonce}:end:{i}:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:end:{i}\\n' >&2\n",
                     q.command
@@ -181,10 +244,7 @@ pub fn batch_script(shell: Shell, queries: &[FactQuery], nonce: &str) -> String 
         }
         Shell::PowerShell => {
             s.push_str("$ProgressPreference = 'SilentlyContinue'\n$ErrorActionPreference = 'Stop'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n");
-            for (i, q) in queries.iter().enumerate() {
-                if !seen.insert(q.key.as_str()) {
-                    continue;
-                }
+            for (i, q) in rest {
                 s.push_str(&format!(
                     "[Console]::Out.Write(\"`n@@kwin:{nonce}:begin:{i}`n\"); [Console]::Error.Write(\"`n@@kwin:{nonce}:begin:{i}`n\")\n$__kw_rc = 0\ntry {{ $global:LASTEXITCODE = 0\n& {{\n{}\n}} | Out-String -Stream | ForEach-Object {{ [Console]::Out.Write($_ + \"`n\") }}\nif ($global:LASTEXITCODE) {{ $__kw_rc = $global:LASTEXITCODE }} }} catch {{ [Console]::Error.Write($_.ToString()); $__kw_rc = 1 }}\n[Console]::Out.Write(\"`n@@kwin:{nonce}:end:{i}:$__kw_rc`n\"); [Console]::Error.Write(\"`n@@kwin:{nonce}:end:{i}`n\")\n",
                     q.command
@@ -199,15 +259,44 @@ pub fn batch_script(shell: Shell, queries: &[FactQuery], nonce: &str) -> String 
 /// script died) is an error naming the query. Sections are looked for in order, each after
 /// the previous one (so the split is linear in the output's size), and anywhere if not there.
 pub fn parse_batch(queries: &[FactQuery], out: &Output, nonce: &str) -> Result<Facts, FactError> {
+    parse_batch_for(Shell::Posix, queries, out, nonce)
+}
+
+/// [`parse_batch`] for a script built by [`batch_script`] for `shell`.
+pub fn parse_batch_for(
+    shell: Shell,
+    queries: &[FactQuery],
+    out: &Output,
+    nonce: &str,
+) -> Result<Facts, FactError> {
     let stdout = normalize_newlines(&out.stdout);
     let stderr = normalize_newlines(&out.stderr);
     let mut facts = Facts::new();
-    let mut seen = std::collections::HashSet::new();
+    let (path_qs, rest) = split(shell, queries);
     let (mut out_from, mut err_from) = (0usize, 0usize);
-    for (i, q) in queries.iter().enumerate() {
-        if !seen.insert(q.key.as_str()) {
-            continue;
+    if !path_qs.is_empty() {
+        // Raw bytes: file content and names are answered as they are (a `\r\n` in a file is
+        // content, not a line ending to normalize).
+        let begin = format!("\n@@kwin:{nonce}:paths\n");
+        let end = format!("\n@@kwin:{nonce}:paths:end\n");
+        let (group, _) =
+            section(&out.stdout, begin.as_bytes(), end.as_bytes()).ok_or_else(|| {
+                FactError::Parse(format!(
+                    "probe output ended before the answer to `{}` (exit code {}): {}",
+                    path_qs[0].0.key,
+                    out.exit,
+                    last_words(&out.stderr, 400)
+                ))
+            })?;
+        // The other answers follow the group (in the normalized copy too).
+        if let Some(e) = find(&stdout, end.as_bytes()) {
+            out_from = e + end.len();
         }
+        for ((q, _), answer) in path_qs.iter().zip(paths::answers(&path_qs, group, nonce)?) {
+            facts.insert(q.key.clone(), answer);
+        }
+    }
+    for (i, q) in rest {
         let begin = format!("\n@@kwin:{nonce}:begin:{i}\n");
         let end_prefix = format!("\n@@kwin:{nonce}:end:{i}:");
         let (body, rest) =
@@ -344,22 +433,27 @@ mod tests {
             FactQuery {
                 key: "a".into(),
                 command: "printf 'x\\ny'".into(),
+                path: None,
             },
             FactQuery {
                 key: "b".into(),
                 command: "echo oops >&2; exit 3".into(),
+                path: None,
             },
             FactQuery {
                 key: "a".into(),
                 command: "echo dup".into(),
+                path: None,
             },
             FactQuery {
                 key: "c".into(),
                 command: "printf ''".into(),
+                path: None,
             },
             FactQuery {
                 key: "d".into(),
                 command: "printf 'ends with newline\\n'".into(),
+                path: None,
             },
         ];
         let nonce = new_nonce();
@@ -388,6 +482,7 @@ mod tests {
             .map(|i| FactQuery {
                 key: format!("k{i}"),
                 command: format!("printf '%s' 'answer {i} {}'", "x".repeat(100)),
+                path: None,
             })
             .collect();
         qs.insert(
@@ -395,6 +490,7 @@ mod tests {
             FactQuery {
                 key: "reads-stdin".into(),
                 command: "cat".into(),
+                path: None,
             },
         );
         let nonce = new_nonce();
@@ -476,6 +572,7 @@ mod tests {
         let qs = vec![FactQuery {
             key: "k".into(),
             command: "true".into(),
+            path: None,
         }];
         let out = Output {
             stdout: b"\n@@kwin:n:begin:0\npartial".to_vec(),

@@ -72,9 +72,14 @@ pub struct RebootSpec {
 /// only if one of its facts reads something an earlier change touched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Touches {
-    /// Specific resources: paths (prefix match on `/`-separated or `\`-separated segments) or
-    /// namespaced names like `sysctl:net.ipv4.ip_forward`, `service:kubelet`.
+    /// Specific resources: paths with everything under them (prefix match on `/`-separated
+    /// or `\`-separated segments: writing, replacing or removing a tree) or namespaced names
+    /// like `sysctl:net.ipv4.ip_forward`, `service:kubelet`.
     Resources(Vec<String>),
+    /// These paths themselves, not what is under them: creating a directory (with its missing
+    /// parents, so a read of a parent may change too) or changing its mode or owner leaves
+    /// every answer about the paths below it as it was.
+    Paths(Vec<String>),
     /// Anything (opaque commands).
     Anything,
 }
@@ -87,19 +92,28 @@ impl Touches {
             Touches::Resources(rs) => rs
                 .iter()
                 .any(|t| reads.iter().any(|r| resource_overlaps(t, r))),
+            Touches::Paths(ps) => ps.iter().any(|t| reads.iter().any(|r| path_overlaps(t, r))),
         }
     }
 }
 
+/// Whether a change to path `touched` itself (not below it) may change a read of `read`: the
+/// same path, an ancestor of it (created as a parent), or everything (`*`).
+pub fn path_overlaps(touched: &str, read: &str) -> bool {
+    touched == read || read == "*" || touched == "*" || is_path_prefix(read, touched)
+}
+
+/// `p` is a proper path prefix of `q` (on `/` or `\\` segment boundaries).
+fn is_path_prefix(p: &str, q: &str) -> bool {
+    let is_sep = |c: char| c == '/' || c == '\\';
+    q.len() > p.len()
+        && q.starts_with(p)
+        && (p.ends_with(is_sep) || q[p.len()..].starts_with(is_sep))
+}
+
 /// Two resources overlap when equal or one is a path prefix of the other.
 pub fn resource_overlaps(a: &str, b: &str) -> bool {
-    let is_sep = |c: char| c == '/' || c == '\\';
-    let prefix = |p: &str, q: &str| {
-        q.len() > p.len()
-            && q.starts_with(p)
-            && (p.ends_with(is_sep) || q[p.len()..].starts_with(is_sep))
-    };
-    a == b || a == "*" || b == "*" || prefix(a, b) || prefix(b, a)
+    a == b || a == "*" || b == "*" || is_path_prefix(a, b) || is_path_prefix(b, a)
 }
 
 /// A planned change.
@@ -254,5 +268,19 @@ mod tests {
         assert!(!resource_overlaps("sysctl:a", "sysctl:b"));
         assert!(Touches::Anything.may_affect(&["/x".into()]));
         assert!(!Touches::Resources(vec!["/a".into()]).may_affect(&["/b".into()]));
+    }
+
+    #[test]
+    fn a_path_itself_affects_itself_and_its_parents_not_its_children() {
+        let mkdir = Touches::Paths(vec!["/srv/bench/conf.d".into()]);
+        assert!(mkdir.may_affect(&["/srv/bench/conf.d".into()]));
+        assert!(mkdir.may_affect(&["/srv/bench".into()]));
+        assert!(mkdir.may_affect(&["*".into()]));
+        assert!(!mkdir.may_affect(&["/srv/bench/conf.d/a.conf".into()]));
+        assert!(!mkdir.may_affect(&["/srv/bench/conf.dx".into()]));
+        assert!(!mkdir.may_affect(&["/srv/other".into()]));
+        // Removing the tree affects what is under it.
+        let rm = Touches::Resources(vec!["/srv/bench/conf.d".into()]);
+        assert!(rm.may_affect(&["/srv/bench/conf.d/a.conf".into()]));
     }
 }

@@ -13,6 +13,7 @@ use crate::diag::Location;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// `host/task`, unique in a run.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -58,8 +59,10 @@ pub struct InputRef {
 pub struct Task {
     pub id: TaskId,
     pub module: String,
-    /// Module params after templating (a JSON object).
-    pub params: serde_json::Value,
+    /// Module params after templating (a JSON object). Shared by every host's task of the
+    /// same user task or recipe step when the template does not read `host`.
+    #[serde(serialize_with = "shared_value")]
+    pub params: Arc<serde_json::Value>,
     pub origin: Origin,
     /// Where the task is defined: the plan's `[[tasks]]` entry or the recipe step.
     pub location: Option<Location>,
@@ -73,11 +76,15 @@ pub struct Task {
 
 impl Task {
     /// A task without dependencies.
-    pub fn new(id: TaskId, module: impl Into<String>, params: serde_json::Value) -> Self {
+    pub fn new(
+        id: TaskId,
+        module: impl Into<String>,
+        params: impl Into<Arc<serde_json::Value>>,
+    ) -> Self {
         Task {
             id,
             module: module.into(),
-            params,
+            params: params.into(),
             origin: Origin::User { index: 0 },
             location: None,
             order: Vec::new(),
@@ -90,4 +97,8 @@ impl Task {
         self.origin = origin;
         self
     }
+}
+
+fn shared_value<S: serde::Serializer>(v: &Arc<serde_json::Value>, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(v.as_ref(), s)
 }

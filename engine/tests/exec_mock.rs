@@ -27,6 +27,7 @@ fn file_fact(path: &str) -> FactQuery {
     FactQuery {
         key: format!("file:{path}"),
         command: format!("cat {}", sh_quote(path)),
+        path: None,
     }
 }
 
@@ -111,6 +112,46 @@ impl Module for TBad {
             diff: None,
             steps: vec![Step::Run("true".into())],
             touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
+/// Reads nothing, changes `path` (as a command with `changes` would).
+#[derive(Debug)]
+struct TTouch {
+    path: String,
+}
+
+impl Module for TTouch {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        Vec::new()
+    }
+    fn plan(&self, _facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: "always".into(),
+            diff: None,
+            steps: vec![Step::Run("echo touching".into())],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
+/// A step that kills the whole script (not just its own subshell).
+#[derive(Debug)]
+struct TKill;
+
+impl Module for TKill {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        Vec::new()
+    }
+    fn plan(&self, _facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: "always".into(),
+            diff: None,
+            steps: vec![Step::Run("kill -9 $$".into())],
+            touches: Touches::Resources(vec!["/nowhere".into()]),
         }))
     }
 }
@@ -271,7 +312,7 @@ fn param(p: &serde_json::Value, k: &str) -> String {
 impl Registry for TestRegistry {
     fn names(&self) -> Vec<&'static str> {
         vec![
-            "file", "file_any", "bad", "fail", "producer", "consumer", "reboot",
+            "file", "file_any", "bad", "fail", "kill", "touch", "producer", "consumer", "reboot",
         ]
     }
     fn build(
@@ -290,6 +331,10 @@ impl Registry for TestRegistry {
                 path: param(p, "path"),
             }),
             "fail" => Box::new(TFail),
+            "kill" => Box::new(TKill),
+            "touch" => Box::new(TTouch {
+                path: param(p, "path"),
+            }),
             "producer" => Box::new(TProducer {
                 path: param(p, "path"),
             }),
@@ -525,16 +570,15 @@ async fn cold_run_batches_changes_and_verifies_in_the_same_round_trip() {
         o.status("h1", "a"),
         (TaskStatus::Changed, "create: missing".into())
     );
-    // The batch script re-reads each task's facts right after its own steps.
+    // No later change touches what a task reads: every task's facts are re-read once, in the
+    // batch's end read, after all steps.
     let batch = &h1.scripts()[1];
-    let write_a = batch.find(&w("A")).expect("a");
-    let write_b = batch.find(&w("B")).expect("b");
-    let reread_a = batch[write_a..]
+    let write_c = batch.find(&w("C")).expect("c");
+    let reread_a = batch
         .find(&format!("cat '{}'", a.display()))
-        .or_else(|| batch[write_a..].find(&format!("cat {}", a.display())))
-        .expect("re-read of a")
-        + write_a;
-    assert!(reread_a < write_b, "a is verified before b runs");
+        .or_else(|| batch.find(&format!("cat {}", a.display())))
+        .expect("re-read of a");
+    assert!(reread_a > write_c, "a is re-read in the end read");
 
     // Second run: nothing to do, one round trip.
     let h1 = mock("h1");
@@ -548,6 +592,113 @@ async fn cold_run_batches_changes_and_verifies_in_the_same_round_trip() {
     h1.finish().expect("h1 warm");
     assert_eq!(h1.runs(), 1);
     assert_eq!(summary(&o), (3, 0, 0, 0));
+}
+
+/// A task that waits for a command of its host (an explicit edge) is not sent in the same
+/// script as the command, even when it reads nothing the command touches; an independent
+/// task is.
+#[tokio::test]
+async fn a_task_after_a_command_starts_in_a_later_script() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (p, a, b) = (d.path().join("p"), d.path().join("a"), d.path().join("b"));
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("the command and the independent file")
+            .contains(w("A"))
+            .sh(),
+    );
+    h1.expect(
+        Expect::run("the file that waits for the command")
+            .contains(w("B"))
+            .sh(),
+    );
+    let producer = T {
+        task: Task::new(
+            TaskId::new("h1", "cmd"),
+            "producer",
+            serde_json::json!({ "path": p.display().to_string() }),
+        )
+        .with_origin(Origin::User { index: 0 }),
+    };
+    let tasks = vec![
+        producer,
+        file("h1", "a", &a, "A"),
+        file("h1", "b", &b, "B").after("h1", "cmd"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(h1.runs(), 3, "probe + two batches");
+    assert_eq!(summary(&o), (0, 3, 0, 0), "{}", o.json());
+    assert!(!h1.scripts()[1].contains(&w("B")));
+}
+
+/// A later step kills the batch's script before its end read: the tasks that ran before it
+/// are read again in a round trip of their own and reported as changed, not failed.
+#[tokio::test]
+async fn a_killed_batch_still_verifies_the_tasks_that_ran() {
+    let d = tempfile::tempdir().expect("tmp");
+    let a = d.path().join("a");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("one batch")
+            .contains(w("A"))
+            .contains("kill -9")
+            .sh(),
+    );
+    h1.expect(Expect::run("re-probe").contains("@@kwin").sh());
+    let kill = T {
+        task: Task::new(TaskId::new("h1", "kill"), "kill", serde_json::json!({}))
+            .with_origin(Origin::User { index: 0 }),
+    };
+    let tasks = vec![file("h1", "a", &a, "A"), kill];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(o.status("h1", "a").0, TaskStatus::Changed, "{}", o.json());
+    assert_eq!(o.status("h1", "kill").0, TaskStatus::Failed);
+}
+
+/// A later change of the same batch that touches what an earlier task reads: the earlier
+/// task's facts are re-read right after its own steps, before the later change runs.
+#[tokio::test]
+async fn a_task_is_verified_before_a_later_change_touches_its_facts() {
+    let d = tempfile::tempdir().expect("tmp");
+    let a = d.path().join("a");
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("one batch")
+            .contains(w("A1"))
+            .contains("echo touching")
+            .sh(),
+    );
+    let touch = T {
+        task: Task::new(
+            TaskId::new("h1", "touch"),
+            "touch",
+            serde_json::json!({ "path": a.display().to_string() }),
+        )
+        .with_origin(Origin::User { index: 0 }),
+    };
+    let tasks = vec![file("h1", "a1", &a, "A1"), touch];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(h1.runs(), 2, "probe + one batch");
+    // (`touch` plans a change every time, so it is reported as not converging.)
+    assert_eq!(o.status("h1", "a1").0, TaskStatus::Changed);
+    let batch = &h1.scripts()[1];
+    let write_a1 = batch.find(&w("A1")).expect("a1");
+    let write_a2 = batch.find("echo touching").expect("touch");
+    let reread_a = batch[write_a1..]
+        .find(&format!("cat '{}'", a.display()))
+        .or_else(|| batch[write_a1..].find(&format!("cat {}", a.display())))
+        .expect("re-read of a")
+        + write_a1;
+    assert!(
+        reread_a < write_a2,
+        "a1 is verified before the later change runs"
+    );
 }
 
 #[tokio::test]

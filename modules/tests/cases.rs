@@ -73,7 +73,8 @@ fn sh_parses(script: &str) -> Result<(), String> {
     }
 }
 
-/// Contents of the `base64 -d <<'KWIN_B64'` here-documents in a script.
+/// Contents a script writes: its `base64 -d <<'KWIN_B64'` here-documents and its
+/// `printf 'FORMAT' >"$t"` writes.
 fn embedded_payloads(script: &str) -> Result<Vec<Vec<u8>>, String> {
     use base64::Engine;
     let mut out = Vec::new();
@@ -92,6 +93,31 @@ fn embedded_payloads(script: &str) -> Result<Vec<Vec<u8>>, String> {
                 .decode(b64)
                 .map_err(|e| format!("bad base64 in script: {e}"))?,
         );
+        rest = &body[end..];
+    }
+    // Content written by the `printf` builtin: `printf 'FORMAT' >"$t"`, FORMAT of plain
+    // characters and `\ooo` escapes (`script::printf_format`).
+    let mut rest = script;
+    while let Some(i) = rest.find("printf '") {
+        let body = &rest[i + "printf '".len()..];
+        let end = body.find('\'').ok_or("unterminated printf format")?;
+        if body[end + 1..].starts_with(" >\"$t\"") {
+            let f = &body.as_bytes()[..end];
+            let mut bytes = Vec::new();
+            let mut k = 0;
+            while k < f.len() {
+                if f[k] == b'\\' {
+                    let oct = std::str::from_utf8(f.get(k + 1..k + 4).ok_or("short escape")?)
+                        .map_err(|_| "bad escape")?;
+                    bytes.push(u8::from_str_radix(oct, 8).map_err(|_| "bad octal escape")?);
+                    k += 4;
+                } else {
+                    bytes.push(f[k]);
+                    k += 1;
+                }
+            }
+            out.push(bytes);
+        }
         rest = &body[end..];
     }
     Ok(out)
@@ -260,6 +286,13 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
                     let want = strs(o.get("touches"));
                     if &want != r {
                         return Err(format!("touches {r:?}, expected {want:?}"));
+                    }
+                }
+                // `{"paths": [...]}`: these paths themselves, not what is under them.
+                (Some(Value::Object(t)), Touches::Paths(r)) if t.contains_key("paths") => {
+                    let want = strs(t.get("paths"));
+                    if &want != r {
+                        return Err(format!("touches paths {r:?}, expected {want:?}"));
                     }
                 }
                 (Some(w), t) => return Err(format!("touches {t:?}, expected {w}")),

@@ -225,7 +225,7 @@ fn build(module: &str, params: &Value) -> Box<dyn Module> {
 
 /// A recipe task's module, pointed at the tier (and a private manifest cache).
 fn module_of(t: &Task, tier: &Tier, cache: &Path) -> Box<dyn Module> {
-    let mut p = t.params.clone();
+    let mut p = (*t.params).clone();
     p["kubeconfig"] = json!(tier.kubeconfig());
     if t.module == "kube_apply" {
         p["cache_dir"] = json!(cache.display().to_string());
@@ -240,7 +240,8 @@ fn windows_module(t: &Task, tier: &Tier, cache: &Path) -> Box<dyn Module> {
     let mut t = t.clone();
     let manifest = t.params["manifest"].as_str().expect("manifest").to_string();
     assert!(manifest.contains("hostProcess: true"), "{}", t.id);
-    t.params["manifest"] = json!(manifest.replace("          hostProcess: true\n", ""));
+    std::sync::Arc::make_mut(&mut t.params)["manifest"] =
+        json!(manifest.replace("          hostProcess: true\n", ""));
     module_of(&t, tier, cache)
 }
 
@@ -414,7 +415,7 @@ fn flannel(host: &Host, tier: &Tier, cache: &Path) {
     );
 
     // A patch whose object is not in the manifest is an error, not a silent no-op.
-    let mut p = task(&tasks, "cp1", "flannel").params.clone();
+    let mut p = (*task(&tasks, "cp1", "flannel").params).clone();
     p["kubeconfig"] = json!(tier.kubeconfig());
     p["patches"][0]["name"] = json!("kube-flannel-config");
     let broken = build("kube_apply", &p);
@@ -664,7 +665,7 @@ fn set_status(tier: &Tier, object: &[&str], status: Value) {
 fn waits(host: &Host, tier: &Tier, cache: &Path) {
     let tasks = flannel_plan("vxlan");
     // The DaemonSet has never been looked at by a controller (there is none here).
-    let mut p = task(&tasks, "cp1", "cni-ready").params.clone();
+    let mut p = (*task(&tasks, "cp1", "cni-ready").params).clone();
     p["kubeconfig"] = json!(tier.kubeconfig());
     p["timeout"] = json!("2s");
     p["interval"] = json!(1);
@@ -738,7 +739,7 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         };
         set_status(tier, &["node", name], json!({"conditions": [ready]}));
     }
-    let mut p = task(&tasks, "cp1", "nodes-ready").params.clone();
+    let mut p = (*task(&tasks, "cp1", "nodes-ready").params).clone();
     assert_eq!(p["names"], json!(["cp1", "lw1", "ww1", "ww2"]));
     p["kubeconfig"] = json!(tier.kubeconfig());
     p["timeout"] = json!("60s");
@@ -792,7 +793,7 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
 
 fn join_data(host: &Host, tier: &Tier) -> BTreeMap<String, String> {
     let tasks = flannel_plan("vxlan");
-    let mut p = task(&tasks, "cp1", "join-data").params.clone();
+    let mut p = (*task(&tasks, "cp1", "join-data").params).clone();
     assert_eq!(p["ttl"], "2h");
     let endpoint = format!("127.0.0.1:{}", tier.var("APISERVER_PORT"));
     p["kubeconfig"] = json!(tier.kubeconfig());
@@ -928,7 +929,7 @@ fn join(host: &Host, tier: &Tier, values: &BTreeMap<String, String>) {
         .expect("chmod");
     assert!(chmod.success());
     let tasks = flannel_plan("vxlan");
-    let mut p = task(&tasks, "lw1", "kubeadm-join").params.clone();
+    let mut p = (*task(&tasks, "lw1", "kubeadm-join").params).clone();
     p["kubeadm"] = json!(shim.display().to_string());
     p["creates"] = json!(dir.path().join("kubelet.conf").display().to_string());
     let m = Builtin

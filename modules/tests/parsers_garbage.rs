@@ -429,6 +429,7 @@ fn queries(n: usize) -> Vec<FactQuery> {
         .map(|i| FactQuery {
             key: format!("k{i}"),
             command: "true".into(),
+            path: None,
         })
         .collect()
 }
@@ -471,6 +472,90 @@ proptest! {
             prop_assert!(e.to_string().len() <= MAX_MESSAGE, "{}", e);
         }
     }
+}
+
+/// Path queries (answered together by kind), for the path-probe parser.
+fn path_queries() -> Vec<FactQuery> {
+    use kwin_modules::linux::facts::file::FileFact;
+    let facts = [
+        FileFact::meta("/a"),
+        FileFact::hash("/b"),
+        FileFact::content("/c"),
+        FileFact::content_unless("/d", "0".repeat(64)),
+    ];
+    facts
+        .iter()
+        .map(|f| FactQuery::of(f, kwin_engine::transport::Shell::Posix))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// The path probe's records in any order, number and shape: an error or answers that
+    /// every parser takes without panicking.
+    #[test]
+    fn path_probe_parser_never_panics(
+        pieces in prop::collection::vec(
+            prop_oneof![
+                (0usize..5, prop::sample::select(&["dir", "file", "other", "dangling", "absent", "fifo", ""][..]))
+                    .prop_map(|(j, k)| format!("\n@@kwin:{NONCE}:t:{j}:{k}")),
+                (0usize..5, "[ -~\n]{0,20}").prop_map(|(j, b)| format!("\n@@kwin:{NONCE}:l:{j}\n{b}")),
+                "[0-7]{3}:[0-9]{1,3}:[a-z]{0,4}:[0-9]:[a-z]{0,4}:[0-9]{1,4}"
+                    .prop_map(|l| format!("\n@@kwin:{NONCE}:S\n{l}\n{l}")),
+                ("-?[0-9]{1,2}", "[ -~\n]{0,20}").prop_map(|(c, b)| format!("\n@@kwin:{NONCE}:s:{c}\n{b}")),
+                "[0-9a-f]{60,66}".prop_map(|h| format!("\n@@kwin:{NONCE}:H\n{h}  /b\n\\{h}  /c")),
+                ("-?[0-9]{1,2}", "[ -~\n]{0,70}").prop_map(|(c, b)| format!("\n@@kwin:{NONCE}:h:{c}\n{b}")),
+                (0usize..5, "[ -~\n]{0,20}", "-?[0-9x]{0,2}")
+                    .prop_map(|(j, b, c)| format!("\n@@kwin:{NONCE}:c:{j}\n{b}\n@@kwin:{NONCE}:r:{c}")),
+                prop::collection::vec(any::<u8>(), 0..40)
+                    .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+            ],
+            0..12,
+        ),
+    ) {
+        let stdout = format!(
+            "\n@@kwin:{NONCE}:paths\n{}\n@@kwin:{NONCE}:paths:end\n",
+            pieces.concat()
+        );
+        let qs = path_queries();
+        match parse_batch(&qs, &batch(stdout.as_bytes(), 0), NONCE) {
+            Ok(facts) => {
+                for q in &qs {
+                    if let Some(a) = facts.raw(&q.key) {
+                        let _ = kwin_modules::linux::facts::file::parse_path_state(
+                            &String::from_utf8_lossy(&a.stdout),
+                        );
+                    }
+                }
+            }
+            Err(e) => prop_assert!(e.to_string().len() <= MAX_MESSAGE, "{}", e),
+        }
+    }
+}
+
+#[test]
+fn path_probe_answers_in_the_file_fact_format() {
+    use kwin_modules::linux::facts::file::{FileFact, PathState};
+    let qs = path_queries();
+    let h = "ab".repeat(32);
+    let stdout = format!(
+        "\n@@kwin:{NONCE}:paths\n\n@@kwin:{NONCE}:t:0:dir\n@@kwin:{NONCE}:t:1:file\n@@kwin:{NONCE}:t:2:file\n@@kwin:{NONCE}:t:3:absent\n@@kwin:{NONCE}:S\n755:0:root:0:root:4096\n644:0:root:0:root:2\n600:0:root:0:root:3\n@@kwin:{NONCE}:H\n{h}  /b\n{h}  /c\n@@kwin:{NONCE}:c:2\nhi\n\n@@kwin:{NONCE}:r:0\n@@kwin:{NONCE}:paths:end\n"
+    );
+    let facts = parse_batch(&qs, &batch(stdout.as_bytes(), 0), NONCE).expect("parse");
+    assert!(matches!(
+        facts.get(&FileFact::meta("/a")),
+        Ok(PathState::Dir { .. })
+    ));
+    let Ok(PathState::File(c)) = facts.get(&FileFact::content("/c")) else {
+        panic!("not a file")
+    };
+    assert_eq!(c.text(), Some("hi\n"));
+    assert_eq!(c.sha256.as_deref(), Some(h.as_str()));
+    assert_eq!(
+        facts.get(&FileFact::content_unless("/d", "0".repeat(64))),
+        Ok(PathState::Absent)
+    );
 }
 
 #[test]

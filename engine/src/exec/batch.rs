@@ -4,16 +4,20 @@
 //!
 //! ```text
 //! task 0:  begin marker | each Run step in its own subshell, stop at the first non-zero exit
-//!          | end marker with the exit code | exit the script if non-zero
-//!          | task 0's facts, re-read right after its steps (fact::batch_script, own nonce)
+//!          | end marker with the exit code | on failure: no later task runs
+//!          | task 0's facts, re-read right after its steps, if a later task may touch them
 //! task 1:  ...
-//! probe:   facts of later tasks that the batch's changes may have touched
+//! end:     ONE read (fact::batch_script, own nonce) of the facts of every task not re-read
+//!          yet, and of later tasks that the batch's changes may have touched
 //! ```
 //!
-//! Re-reading a task's facts right after its own steps (not at the end of the batch) means a
-//! later task in the same batch cannot disturb the convergence check. The first failing task
-//! ends the script, so the tasks after it never run and are reported as skipped. Markers carry
-//! a random nonce, so a step's own output cannot forge them.
+//! A task's convergence check must not be disturbed by a later task of the same batch: its
+//! facts are re-read right after its own steps when a later task may touch what it reads
+//! (`Item::verify_now`), otherwise in the single read at the end, which answers all path facts
+//! of the batch with one `stat` and one `sha256sum` (see `fact::paths`). The first failing
+//! task stops the batch (the end read still runs, for the tasks done before it; POSIX), so the
+//! tasks after it never run and are reported as skipped. Markers carry a random nonce, so a
+//! step's own output cannot forge them.
 
 use crate::fact::{self, FactError, FactQuery, Facts};
 use crate::transport::{Output, Shell};
@@ -23,6 +27,9 @@ use crate::transport::{Output, Shell};
 pub(crate) struct Item {
     pub steps: Vec<String>,
     pub verify: Vec<FactQuery>,
+    /// Re-read `verify` right after the steps (a later task of the batch may touch what they
+    /// read); otherwise in the batch's end read. Always right after on PowerShell.
+    pub verify_now: bool,
 }
 
 /// What became of one item.
@@ -54,38 +61,61 @@ pub(crate) struct Section {
 pub(crate) struct Batch {
     pub script: String,
     nonce: String,
+    shell: Shell,
     items: Vec<Item>,
     probe: Vec<FactQuery>,
+    /// Everything the end read asks: deferred verifies and the probe.
+    end: Vec<FactQuery>,
 }
 
 impl Batch {
-    pub fn new(shell: Shell, items: Vec<Item>, probe: Vec<FactQuery>) -> Batch {
+    pub fn new(shell: Shell, mut items: Vec<Item>, probe: Vec<FactQuery>) -> Batch {
         let nonce = fact::new_nonce();
-        let mut s = String::new();
         if shell == Shell::PowerShell {
-            s.push_str("$ProgressPreference = 'SilentlyContinue'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n");
+            for item in &mut items {
+                item.verify_now = true;
+            }
         }
+        let mut s = String::new();
+        match shell {
+            Shell::PowerShell => s.push_str("$ProgressPreference = 'SilentlyContinue'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n"),
+            Shell::Posix => s.push_str("__kw_stop=\n"),
+        }
+        let mut end: Vec<FactQuery> = Vec::new();
         for (i, item) in items.iter().enumerate() {
             match shell {
                 Shell::Posix => posix_item(&mut s, &nonce, i, &item.steps),
                 Shell::PowerShell => ps_item(&mut s, &nonce, i, &item.steps),
             }
-            if !item.verify.is_empty() {
-                s.push_str(&fact::batch_script(
-                    shell,
-                    &item.verify,
-                    &format!("{nonce}v{i}"),
-                ));
+            if item.verify.is_empty() {
+                continue;
+            }
+            if !item.verify_now {
+                end.extend(item.verify.iter().cloned());
+                continue;
+            }
+            let read = fact::batch_script(shell, &item.verify, &format!("{nonce}v{i}"));
+            match shell {
+                Shell::Posix => {
+                    s.push_str(&format!("if [ -z \"$__kw_stop\" ]; then\n{read}fi\n"));
+                }
+                Shell::PowerShell => s.push_str(&read),
             }
         }
-        if !probe.is_empty() {
-            s.push_str(&fact::batch_script(shell, &probe, &format!("{nonce}p")));
+        end.extend(probe.iter().cloned());
+        if !end.is_empty() {
+            s.push_str(&fact::batch_script(shell, &end, &format!("{nonce}e")));
+        }
+        if shell == Shell::Posix {
+            s.push_str("if [ -n \"$__kw_stop\" ]; then exit \"$__kw_stop\"; fi\n");
         }
         Batch {
             script: s,
             nonce,
+            shell,
             items,
             probe,
+            end,
         }
     }
 
@@ -96,6 +126,16 @@ impl Batch {
         let stderr = strip_cr(&out.stderr);
         let mut results = Vec::with_capacity(self.items.len());
         let mut stopped = false;
+        let mut end_read: Option<Result<Facts, FactError>> = None;
+        // The answers to `queries` from the end read (parsed once).
+        let mut end_facts = |queries: &[FactQuery]| -> Result<Facts, FactError> {
+            match end_read.get_or_insert_with(|| {
+                fact::parse_batch_for(self.shell, &self.end, out, &format!("{}e", self.nonce))
+            }) {
+                Ok(f) => Ok(f.subset(queries.iter().map(|q| q.key.as_str()))),
+                Err(e) => Err(e.clone()),
+            }
+        };
         for (i, item) in self.items.iter().enumerate() {
             if stopped {
                 results.push(ItemResult::NotRun);
@@ -147,7 +187,16 @@ impl Batch {
                 results.push(ItemResult::Failed { exit, out: section });
                 continue;
             }
-            let verify = fact::parse_batch(&item.verify, out, &format!("{}v{i}", self.nonce));
+            let verify = if item.verify_now || item.verify.is_empty() {
+                fact::parse_batch_for(
+                    self.shell,
+                    &item.verify,
+                    out,
+                    &format!("{}v{i}", self.nonce),
+                )
+            } else {
+                end_facts(&item.verify)
+            };
             results.push(ItemResult::Done {
                 out: section,
                 verify,
@@ -156,11 +205,7 @@ impl Batch {
         let probe = if self.probe.is_empty() || stopped {
             None
         } else {
-            Some(fact::parse_batch(
-                &self.probe,
-                out,
-                &format!("{}p", self.nonce),
-            ))
+            Some(end_facts(&self.probe))
         };
         (results, probe)
     }
@@ -168,7 +213,7 @@ impl Batch {
 
 fn posix_item(s: &mut String, nonce: &str, i: usize, steps: &[String]) {
     s.push_str(&format!(
-        "printf '\\n@@kwin:{nonce}:task:{i}:begin\\n'; printf '\\n@@kwin:{nonce}:task:{i}:begin\\n' >&2\n__kw_rc=0\n"
+        "if [ -z \"$__kw_stop\" ]; then\nprintf '\\n@@kwin:{nonce}:task:{i}:begin\\n'; printf '\\n@@kwin:{nonce}:task:{i}:begin\\n' >&2\n__kw_rc=0\n"
     ));
     for step in steps {
         s.push_str(&format!(
@@ -176,7 +221,7 @@ fn posix_item(s: &mut String, nonce: &str, i: usize, steps: &[String]) {
         ));
     }
     s.push_str(&format!(
-        "printf '\\n@@kwin:{nonce}:task:{i}:end:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:task:{i}:end\\n' >&2\nif [ \"$__kw_rc\" -ne 0 ]; then exit \"$__kw_rc\"; fi\n"
+        "printf '\\n@@kwin:{nonce}:task:{i}:end:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:task:{i}:end\\n' >&2\nif [ \"$__kw_rc\" -ne 0 ]; then __kw_stop=$__kw_rc; fi\nfi\n"
     ));
 }
 
@@ -243,6 +288,7 @@ mod tests {
         FactQuery {
             key: key.into(),
             command: cmd.into(),
+            path: None,
         }
     }
 
@@ -257,14 +303,17 @@ mod tests {
                 Item {
                     steps: vec![format!("echo one > {fs}"), "echo step2".into()],
                     verify: vec![q("f", &format!("cat {fs}"))],
+                    verify_now: true,
                 },
                 Item {
                     steps: vec!["echo bad >&2; exit 7".into(), "echo never".into()],
                     verify: vec![],
+                    verify_now: true,
                 },
                 Item {
                     steps: vec![format!("echo three > {fs}")],
                     verify: vec![],
+                    verify_now: true,
                 },
             ],
             vec![q("g", "echo probe")],
@@ -304,6 +353,7 @@ mod tests {
                 // A step reading stdin must not eat the rest of the script.
                 steps: vec!["cat; echo read-done".into()],
                 verify: vec![],
+                verify_now: true,
             }],
             vec![q("p", "echo probed")],
         );
@@ -324,6 +374,7 @@ mod tests {
             vec![Item {
                 steps: vec!["kill -9 $$".into()],
                 verify: vec![],
+                verify_now: true,
             }],
             vec![],
         );

@@ -5,7 +5,10 @@
 //!
 //! 1. wait for its dependencies (cross-host ones through the board; the pending batch is sent
 //!    first so nobody waits on it); a dependency that failed or was skipped skips the task;
-//! 2. freshness: if a change still pending in the batch may touch what the task reads, send
+//! 2. a task that depends directly on a pending command (`Action::Run`) of this host sends
+//!    the batch first, so it never shares a script with that command (an interrupt while the
+//!    command runs leaves it unstarted);
+//!    freshness: if a change still pending in the batch may touch what the task reads, send
 //!    the batch now (its script re-reads this task's facts at the end); if an already executed
 //!    change may have touched them (or a dependency on another host changed after they were
 //!    read), re-probe; otherwise the facts from the probe stand;
@@ -16,8 +19,9 @@
 //!    and runs alone.
 //!
 //! A batch is ONE script: each task's steps, then that task's facts re-read (convergence
-//! check: planning again must give NoOp, else "did not converge", a bug in the module), then
-//! the facts of later tasks the batch may have touched. The first failing task stops the
+//! check: planning again must give NoOp, else "did not converge", a bug in the module) —
+//! right after its steps when a later change of the batch may touch them, otherwise in the
+//! batch's single end read — and the facts of later tasks the batch may have touched. The first failing task stops the
 //! script and the host; later tasks are skipped. A retryable transport error while a batch
 //! runs: reconnect (with backoff), re-probe, re-plan the batch's tasks — what is now NoOp
 //! was applied — and send the rest again. Facts decide; nothing is re-run blindly.
@@ -28,7 +32,7 @@ use super::inputs::last_lines;
 use super::walker::{Done, HostOutcome, Shared};
 use crate::event::{Event, TaskStatus};
 use crate::fact::{self, FactQuery, Facts};
-use crate::module::{Change, Ctx, Inputs, Module, ModuleError, Plan, Step, Touches};
+use crate::module::{Action, Change, Ctx, Inputs, Module, ModuleError, Plan, Step, Touches};
 use crate::secret::Secret;
 use crate::task::TaskId;
 use crate::transport::Shell;
@@ -373,6 +377,22 @@ impl Worker {
         self.pending.iter().any(|p| self.tasks[p.t].node == n)
     }
 
+    /// Whether `t` depends directly on a task of this host whose pending change runs a
+    /// command ([`Action::Run`]).
+    fn waits_on_pending_command(&self, t: usize) -> bool {
+        let node = self.tasks[t].node;
+        self.sh
+            .graph
+            .graph
+            .neighbors_directed(node, Direction::Incoming)
+            .any(|p| {
+                self.pending.iter().any(|q| {
+                    self.tasks[q.t].node == p
+                        && q.change.as_ref().is_some_and(|c| c.action == Action::Run)
+                })
+            })
+    }
+
     /// Wait for dependency `p` on another host (sending the batch first). `None`: cancelled.
     async fn wait_for(&mut self, p: NodeIndex) -> Option<Done> {
         if let Some(d) = self.sh.board.get(p) {
@@ -517,6 +537,20 @@ impl Worker {
             task: self.tasks[t].id.name.clone(),
         });
 
+        // A task that waits for a command of this host (an explicit edge to a pending `run`
+        // change) starts in a later script: a command is user code of unknown effect and
+        // duration, and what waits for it must not be under way already if the run is
+        // interrupted while the command runs.
+        if self.waits_on_pending_command(t) {
+            if let Err(e) = self.flush(Vec::new()).await {
+                self.host_transport_failed(e.clone());
+                return self.fail(t, e);
+            }
+            if let Some(c) = self.stopped.clone() {
+                return self.skip(t, &c);
+            }
+        }
+
         // Freshness of the facts this task reads (a task without facts is never stale).
         let reads = self.tasks[t].reads.clone();
         let has_facts = !self.tasks[t].queries.is_empty();
@@ -657,13 +691,20 @@ impl Worker {
     async fn run_batch(&mut self, mut entries: Vec<Pending>, extra: Vec<usize>) {
         let mut backoff = self.backoff();
         loop {
-            let items: Vec<Item> = entries
+            let changes: Vec<(usize, &Change)> = entries
                 .iter()
-                .filter_map(|p| {
-                    p.change.as_ref().map(|c| Item {
-                        steps: run_scripts(c),
-                        verify: self.tasks[p.t].queries.clone(),
-                    })
+                .filter_map(|p| p.change.as_ref().map(|c| (p.t, c)))
+                .collect();
+            let items: Vec<Item> = changes
+                .iter()
+                .enumerate()
+                .map(|(k, (t, c))| Item {
+                    steps: run_scripts(c),
+                    verify: self.tasks[*t].queries.clone(),
+                    // A later change of the batch could disturb the convergence check.
+                    verify_now: changes[k + 1..]
+                        .iter()
+                        .any(|(_, later)| later.touches.may_affect(&self.tasks[*t].reads)),
                 })
                 .collect();
             let last = entries.iter().map(|p| p.t).max().unwrap_or(0);
@@ -698,7 +739,10 @@ impl Worker {
                 .run(&what, &batch.script, timeout, LogStdout::Yes)
                 .await
             {
-                Ok(out) => return self.absorb(entries, &batch, &out, &probe_tasks),
+                Ok(out) => {
+                    let unread = self.absorb(entries, &batch, &out, &probe_tasks);
+                    return self.verify_unread(unread).await;
+                }
                 Err(e) if e.is_retryable() => {
                     self.sh.report.warn(
                         Some(&self.host),
@@ -802,13 +846,39 @@ impl Worker {
         }
     }
 
+    /// Re-read and verify tasks whose steps ran but whose facts the batch did not bring back.
+    async fn verify_unread(&mut self, unread: Vec<(usize, Change, Inputs)>) {
+        if unread.is_empty() {
+            return;
+        }
+        let ts: Vec<usize> = unread.iter().map(|u| u.0).collect();
+        match self.reprobe(ts).await {
+            Ok(()) => {
+                for (t, change, inputs) in unread {
+                    self.verify(t, &change, &inputs);
+                }
+            }
+            Err(e) => {
+                for (t, _, _) in unread {
+                    self.fail(
+                        t,
+                        format!("its steps ran, but its facts could not be read again: {e}"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Publish what a batch did. Returns the tasks whose steps ran but whose facts could not be
+    /// read back from the batch's output.
     fn absorb(
         &mut self,
         entries: Vec<Pending>,
         batch: &Batch,
         out: &crate::transport::Output,
         probe_tasks: &[usize],
-    ) {
+    ) -> Vec<(usize, Change, Inputs)> {
+        let mut unread = Vec::new();
         let (results, probe) = batch.parse(out);
         let mut results = results.into_iter();
         for p in entries {
@@ -834,10 +904,9 @@ impl Worker {
                             self.mark_fresh(&[p.t]);
                             self.verify(p.t, &change, &p.inputs);
                         }
-                        Err(e) => self.fail(
-                            p.t,
-                            format!("its steps ran, but its facts could not be read again: {e}"),
-                        ),
+                        // The end read did not arrive (a later task killed the script):
+                        // read them again in a round trip of their own.
+                        Err(_) => unread.push((p.t, change, p.inputs)),
                     }
                 }
                 Some(ItemResult::Failed { exit, out }) => {
@@ -867,6 +936,7 @@ impl Worker {
             ),
             None => {}
         }
+        unread
     }
 
     // ----- changes that do not batch (file puts, reboots) ------------------------------
@@ -971,6 +1041,7 @@ impl Worker {
                     vec![Item {
                         steps: std::mem::take(&mut runs),
                         verify: Vec::new(),
+                        verify_now: true,
                     }],
                     Vec::new(),
                 );

@@ -165,15 +165,18 @@ pub fn powershell_batch_sample() -> String {
     let q = |k: &str| FactQuery {
         key: k.into(),
         command: "ConvertTo-Json -Compress -InputObject @{ a = 1 }".into(),
+        path: None,
     };
     let items = vec![
         batch::Item {
             steps: vec!["Write-Output 'one'".into()],
             verify: vec![q("a")],
+            verify_now: true,
         },
         batch::Item {
             steps: vec!["$x = 1\nif ($x) { 'two' }".into(), "'three'".into()],
             verify: vec![q("b")],
+            verify_now: true,
         },
     ];
     batch::Batch::new(crate::transport::Shell::PowerShell, items, vec![q("c")]).script

@@ -36,6 +36,7 @@ use crate::template::{self, TemplateError, Tree, TreeError, Value};
 use recipe::{template_diag, CompiledRecipe, Recipe, RefKind, StepRefs};
 use refs::Scope;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Every task of `plan`. `recipes` are (file name, text) pairs.
 pub fn expand(plan: &LoadedPlan, recipes: &[(&str, &str)]) -> Result<Vec<Task>, Diagnostics> {
@@ -182,11 +183,14 @@ struct Pending<'a> {
 
 type Cached<T> = Option<Result<T, TemplateError>>;
 
+/// Rendered params, shared by every host's task when the template does not read `host`.
+type Rendered = Result<Arc<serde_json::Value>, TreeError>;
+
 /// Renders of templates that do not read `host`, shared by every host.
 struct RenderCache {
     recipe_when: Vec<Cached<bool>>,
     step_when: Vec<Vec<Cached<bool>>>,
-    params: Vec<Vec<Option<Result<serde_json::Value, TreeError>>>>,
+    params: Vec<Vec<Option<Rendered>>>,
 }
 
 impl RenderCache {
@@ -363,7 +367,7 @@ impl<'a> Expander<'a> {
                 }
                 let reads_host = st.params.reads("host");
                 let params = match cached(&mut cache.params[ri][st.index], reads_host, || {
-                    st.params.render(cx)
+                    st.params.render(cx).map(Arc::new)
                 }) {
                     Ok(p) => p,
                     Err(e) => {
@@ -411,12 +415,15 @@ impl<'a> Expander<'a> {
         let plan = self.plan;
         let ut = &plan.file.tasks[i];
         let reads_host = tree.reads("host");
-        let mut shared: Option<Result<serde_json::Value, TreeError>> = None;
+        let mut shared: Option<Rendered> = None;
+        let location = plan.loc(&format!("tasks[{i}]"));
         for (hi, h) in plan.hosts.iter().enumerate() {
             if !selects(&ut.on, h) {
                 continue;
             }
-            let params = match cached(&mut shared, reads_host, || tree.render(&contexts[hi])) {
+            let params = match cached(&mut shared, reads_host, || {
+                tree.render(&contexts[hi]).map(Arc::new)
+            }) {
                 Ok(p) => p,
                 Err(e) => {
                     let on = reads_host.then_some(h.name.as_str());
@@ -427,7 +434,7 @@ impl<'a> Expander<'a> {
             };
             let mut task = Task::new(TaskId::new(&h.name, &ut.name), &ut.module, params)
                 .with_origin(Origin::User { index: i });
-            task.location = plan.loc(&format!("tasks[{i}]"));
+            task.location = location.clone();
             self.add(hi, task, Author::User { name: &ut.name }, refs, Some(i));
         }
     }

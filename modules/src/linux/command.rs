@@ -9,7 +9,7 @@
 //! | `removes` | string | none | absolute path; skip when it does not exist |
 //! | `unless` | string | none | sh condition; skip when it exits 0 |
 //! | `onlyif` | string | none | sh condition; skip unless it exits 0 |
-//! | `changes` | list of strings | none | absolute paths the command changes (default: anything) |
+//! | `changes` | list of strings | none | absolute paths the command changes (default: the `creates` path, else anything) |
 //!
 //! At least one guard (`creates`, `removes`, `unless`, `onlyif`) is required: after a run
 //! the guard must say "done", or kwin reports that the task did not converge. `unless` and
@@ -18,8 +18,12 @@
 //! No-op when a guard says so ("`/etc/kubernetes/admin.conf` exists", "`unless` succeeded").
 //!
 //! Changes: runs `run`; a non-zero exit fails the task with that exit code. With `creates`,
-//! the step also fails if the path still does not exist afterwards. What the command changes
-//! is unknown to kwin, so later tasks on the host re-probe, unless `changes` lists it.
+//! the step also fails if the path still does not exist afterwards. The `creates`/`removes`
+//! guards are checked again on the host right before the command runs (inside the batch),
+//! so a command whose path appeared since the probe does not run twice. What the command
+//! changes: the paths in `changes` (and its `creates`/`removes` paths); without `changes`,
+//! its `creates` path when it has one (the command's job is to create it), else anything —
+//! later tasks on the host then read their facts again.
 //!
 //! ```toml
 //! [[tasks]]
@@ -154,10 +158,27 @@ impl Module for Command {
             }
             reasons.push("`onlyif` succeeded".into());
         }
-        let mut script = format!(
-            "/bin/sh -c {} </dev/null || {{ rc=$?; echo \"kwin: command exited with code $rc\" >&2; exit \"$rc\"; }}\n",
+        // The guards again, on the host: a path that appeared (or went) since the facts were
+        // read means the command's work is done.
+        let mut skip = Vec::new();
+        if let Some(c) = &self.creates {
+            skip.push(format!("[ -e {q} ] || [ -L {q} ]", q = sh_quote(c)));
+        }
+        if let Some(r) = &self.removes {
+            skip.push(format!(
+                "! {{ [ -e {q} ] || [ -L {q} ]; }}",
+                q = sh_quote(r)
+            ));
+        }
+        let run = format!(
+            "/bin/sh -c {} </dev/null || {{ rc=$?; echo \"kwin: command exited with code $rc\" >&2; exit \"$rc\"; }}",
             sh_quote(&self.run)
         );
+        let mut script = if skip.is_empty() {
+            format!("{run}\n")
+        } else {
+            format!("if {}; then :; else\n{run}\nfi\n", skip.join(" || "))
+        };
         if let Some(c) = &self.creates {
             script.push_str(&format!(
                 "[ -e {} ] || [ -L {} ] || {}\n",
@@ -166,9 +187,14 @@ impl Module for Command {
                 die(&format!("the command succeeded but did not create {c}"))
             ));
         }
-        let touches = match &self.changes {
-            None => Touches::Anything,
-            Some(ch) => {
+        let touches = match (&self.changes, &self.creates) {
+            (None, Some(c)) => {
+                let mut r = vec![c.clone()];
+                r.extend(self.removes.clone());
+                Touches::Resources(r)
+            }
+            (None, None) => Touches::Anything,
+            (Some(ch), _) => {
                 let mut r = ch.clone();
                 r.extend(self.creates.clone());
                 r.extend(self.removes.clone());

@@ -87,13 +87,19 @@ impl Directory {
         FileFact::meta(&self.path)
     }
 
+    /// Removing the directory touches everything under it; creating it (`mkdir -p`) or
+    /// fixing its mode or owner touches only the path itself and its parents.
     fn change(&self, action: Action, reason: String, diff: String, script: String) -> Plan {
+        let touches = match action {
+            Action::Delete => Touches::Resources(vec![self.path.clone()]),
+            _ => Touches::Paths(vec![self.path.clone()]),
+        };
         Plan::Change(Change {
             action,
             reason,
             diff: Some(diff),
             steps: vec![Step::Run(script)],
-            touches: Touches::Resources(vec![self.path.clone()]),
+            touches,
         })
     }
 }

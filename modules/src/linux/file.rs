@@ -12,8 +12,9 @@
 //! | `state` | `"present"` / `"absent"` | `"present"` | whether the file exists |
 //! | `make_parents` | bool | `true` | create missing parent directories |
 //!
-//! No-op when the file exists with that content (compared by bytes, or by sha256 for files
-//! over 256 KiB) and the given attributes, or is absent when `state = "absent"`.
+//! No-op when the file exists with that content (compared by sha256: the probe sends the
+//! file's content back only when its hash differs, for the diff, and only up to 256 KiB) and
+//! the given attributes, or is absent when `state = "absent"`.
 //!
 //! Changes: writes the content to a temporary file in the same directory, sets mode and owner
 //! on it and renames it over the path (atomic); the write refuses to run if the file changed
@@ -95,11 +96,12 @@ pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> 
 }
 
 impl File {
+    /// With content: the file's hash, and its content only when it differs from the wanted
+    /// one (for the diff), so a file that already matches costs no transfer.
     fn fact(&self) -> FileFact {
-        if self.content.is_some() {
-            FileFact::content(&self.path)
-        } else {
-            FileFact::meta(&self.path)
+        match &self.content {
+            Some(c) => FileFact::content_unless(&self.path, sha256_hex(c)),
+            None => FileFact::meta(&self.path),
         }
     }
 

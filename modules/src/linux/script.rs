@@ -42,6 +42,28 @@ pub fn decode_to(bytes: &[u8], target: &str) -> String {
     s
 }
 
+/// Content up to this size (without NUL bytes) is written by the `printf` builtin; larger
+/// content by `base64 -d`.
+pub const PRINTF_LIMIT: usize = 64 * 1024;
+
+/// `bytes` as a single-quoted `printf` format that prints exactly them: letters, digits and a
+/// few punctuation characters as they are, every other byte (and a leading `-`) as a `\ooo`
+/// escape, so no user text reaches the shell or `printf` as anything but data.
+pub fn printf_format(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() + 2);
+    s.push('\'');
+    for (i, &b) in bytes.iter().enumerate() {
+        // A leading `-` would read as an option of `printf`.
+        if b.is_ascii_alphanumeric() || (b" ,.:=_/-+@".contains(&b) && !(i == 0 && b == b'-')) {
+            s.push(char::from(b));
+        } else {
+            s.push_str(&format!("\\{b:03o}"));
+        }
+    }
+    s.push('\'');
+    s
+}
+
 /// What the file must still be when the step runs, so a change planned against one content
 /// never overwrites another.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,10 +95,11 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
     let dir = parent_dir(w.path);
     let mut s = format!("p={p}\n");
     if w.make_parents {
+        // `[ -d ]` is a builtin: no process when the directory is there already.
         s.push_str(&format!(
-            "mkdir -p -- {} || {}\n",
-            sh_quote(&dir),
-            die(&format!("cannot create directory {dir}"))
+            "[ -d {d} ] || mkdir -p -- {d} || {}\n",
+            die(&format!("cannot create directory {dir}")),
+            d = sh_quote(&dir),
         ));
     }
     if let Expect::Sha256(h) = &w.expect {
@@ -89,26 +112,52 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
             )),
         ));
     }
-    let finish = |s: &mut String| {
+    let finish = |s: &mut String, attrs: &Attrs| {
         let rm = "rm -f -- \"$t\";";
-        s.push_str(&w.attrs.apply_commands_cleanup("\"$t\"", w.path, rm));
+        s.push_str(&attrs.apply_commands_cleanup("\"$t\"", w.path, rm));
         s.push_str(&format!(
             "mv -f -- \"$t\" \"$p\" || {}\n",
             die_after(rm, &format!("cannot replace {}", w.path))
         ));
     };
     if w.content.len() <= EMBED_LIMIT {
+        // The temporary file, without a `mktemp` process: a name unique to this shell (`$$`)
+        // and this content, created private (umask 077) and exclusively (`set -C`: O_EXCL, so
+        // an existing file or link of that name is never written through). The step runs in
+        // its own subshell, so neither setting outlives it.
+        let tag = {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            h.update(w.path.as_bytes());
+            h.update([0]);
+            h.update(w.content);
+            hex::encode(h.finalize())[..12].to_string()
+        };
+        // A mode without execute or special bits, whose group gets nothing the others do not
+        // (the file is the connecting user's until `chown`), is made by the umask: no `chmod`.
+        let direct = w
+            .attrs
+            .mode
+            .filter(|m| m & 0o7111 == 0 && ((m >> 3) & 0o7) & !(m & 0o7) == 0);
+        let umask = direct.map_or(0o077, |m| 0o777 & !m);
         s.push_str(&format!(
-            "t=$(mktemp {}) || {}\n",
-            sh_quote(&format!("{}/.kwin-XXXXXX", dir.trim_end_matches('/'))),
-            die(&format!("cannot create a temporary file in {dir}"))
+            "t={}$$-{tag}\numask {umask:03o}; set -C\n",
+            sh_quote(&format!("{}/.kwin-", dir.trim_end_matches('/'))),
         ));
-        s.push_str(&decode_to(w.content, "\"$t\""));
+        if w.content.len() <= PRINTF_LIMIT && !w.content.contains(&0) {
+            s.push_str(&format!("printf {} >\"$t\"", printf_format(w.content)));
+        } else {
+            s.push_str(&decode_to(w.content, "\"$t\""));
+        }
         s.push_str(&format!(
             " || {}\n",
             die_after("rm -f -- \"$t\";", &format!("cannot write {}", w.path))
         ));
-        finish(&mut s);
+        let mut attrs = w.attrs.clone();
+        if direct.is_some() {
+            attrs.mode = None;
+        }
+        finish(&mut s, &attrs);
         vec![Step::Run(s)]
     } else {
         let base = w.path.rsplit('/').next().unwrap_or("file");
@@ -122,7 +171,7 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
             ));
         }
         s.push_str(&format!("t={}\n", sh_quote(&tmp)));
-        finish(&mut s);
+        finish(&mut s, &w.attrs);
         let mut steps = Vec::new();
         if !pre.is_empty() {
             steps.push(Step::Run(pre));
@@ -211,6 +260,36 @@ mod tests {
     }
 
     #[test]
+    fn printf_format_prints_every_byte_exactly() {
+        let all: Vec<u8> = b"-rf "
+            .iter()
+            .copied()
+            .chain(1..=255u8)
+            .chain(b"%s%%\\n'\"$(x)`y`".iter().copied())
+            .collect();
+        let f = printf_format(&all);
+        assert!(
+            !f.contains("$(") && !f.contains('`') && !f.contains('%'),
+            "{f}"
+        );
+        for sh in ["/bin/sh", "/bin/dash", "/usr/bin/busybox"] {
+            if !std::path::Path::new(sh).exists() {
+                continue;
+            }
+            let mut cmd = std::process::Command::new(sh);
+            if sh.ends_with("busybox") {
+                cmd.arg("sh");
+            }
+            let out = cmd
+                .arg("-c")
+                .arg(format!("printf {f}"))
+                .output()
+                .expect("sh");
+            assert_eq!(out.stdout, all, "{sh}");
+        }
+    }
+
+    #[test]
     fn small_content_is_embedded_large_is_put() {
         let attrs = Attrs {
             mode: Some(0o644),
@@ -227,8 +306,30 @@ mod tests {
         let Step::Run(s) = &small[0] else {
             panic!("not a run step")
         };
-        assert!(s.contains("aGkK\nKWIN_B64"), "{s}");
-        assert!(s.contains("mktemp /etc/.kwin-XXXXXX"), "{s}");
+        assert!(s.contains("printf 'hi\\012' >\"$t\""), "{s}");
+        // The temporary file is created exclusively, without a `mktemp` process, with its
+        // mode (0644) from the umask: no `chmod`.
+        assert!(s.contains("t=/etc/.kwin-$$-"), "{s}");
+        assert!(s.contains("umask 133; set -C"), "{s}");
+        assert!(!s.contains("mktemp") && !s.contains("chmod"), "{s}");
+        // A mode the umask cannot make (group reads, others do not; the file is the
+        // connecting user's until `chown`) starts private and is set by `chmod`.
+        let Step::Run(s) = &write_file(&WriteFile {
+            path: "/etc/x",
+            content: b"x",
+            attrs: Attrs {
+                mode: Some(0o640),
+                ..Attrs::default()
+            },
+            expect: Expect::Any,
+            make_parents: false,
+        })[0] else {
+            panic!("not a run step")
+        };
+        assert!(
+            s.contains("umask 077; set -C") && s.contains("chmod 0640"),
+            "{s}"
+        );
         let big = vec![b'x'; EMBED_LIMIT + 1];
         let steps = write_file(&WriteFile {
             path: "/etc/big",

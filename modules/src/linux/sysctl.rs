@@ -29,7 +29,7 @@ use super::diff::value_diff;
 use super::facts::file::FileFact;
 use super::facts::sysctl::{normalize_value, proc_path, SysctlFact};
 use super::managed::ensure_content;
-use super::script::die;
+use super::script::{die, sha256_hex};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
     parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
@@ -139,13 +139,18 @@ impl Sysctl {
     fn file_content(&self) -> String {
         format!("# managed by kwin\n{} = {}\n", self.key, self.value)
     }
+
+    /// The persisted file: its content is read only when it is not the wanted one.
+    fn file_fact(&self, f: &str) -> FileFact {
+        FileFact::content_unless(f, sha256_hex(self.file_content().as_bytes()))
+    }
 }
 
 impl Module for Sysctl {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         let mut v = vec![FactQuery::of(&self.live(), shell)];
         if let Some(f) = &self.file {
-            v.push(FactQuery::of(&FileFact::content(f), shell));
+            v.push(FactQuery::of(&self.file_fact(f), shell));
         }
         v
     }
@@ -161,7 +166,7 @@ impl Module for Sysctl {
         let mut steps = Vec::new();
 
         if let Some(f) = &self.file {
-            let st = facts.get(&FileFact::content(f))?;
+            let st = facts.get(&self.file_fact(f))?;
             if let Some(w) = ensure_content(f, &st, self.file_content().as_bytes(), 0o644)? {
                 reasons.push(w.reason);
                 diff.push_str(&w.diff);

@@ -301,7 +301,7 @@ fn after(v: &mut V<'_>, i: usize, t: &UserTask, hosts: &[&ResolvedHost], recipe_
         let Some(dep) = tasks.iter().find(|x| x.name == name) else {
             continue;
         };
-        let dep_hosts: Vec<&str> = plan
+        let dep_hosts: std::collections::HashSet<&str> = plan
             .hosts
             .iter()
             .filter(|h| selects(&dep.on, h))
@@ -311,7 +311,7 @@ fn after(v: &mut V<'_>, i: usize, t: &UserTask, hosts: &[&ResolvedHost], recipe_
             Some(h) => vec![h],
             None => hosts.iter().map(|h| h.name.as_str()).collect(),
         };
-        if let Some(missing) = wanted.iter().find(|h| !dep_hosts.contains(h)) {
+        if let Some(missing) = wanted.iter().find(|h| !dep_hosts.contains(**h)) {
             v.at(
                 &path,
                 Diagnostic::error(

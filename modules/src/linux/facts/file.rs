@@ -3,17 +3,21 @@
 //!
 //! Symbolic links are followed (`stat -L`), as `chmod`/`chown` follow them; the resolved
 //! target is reported so writers replace the target, not the link.
+//!
+//! In a probe these facts are answered together by the engine's path readers
+//! ([`kwin_engine::fact::paths`]: one `stat` for every path, one `sha256sum` for every file,
+//! content only where needed); [`Fact::command`] prints the same answer for one path alone.
 
 use super::{b64_decode, kv_get, kv_lines, ok_stdout};
-use kwin_engine::fact::{Fact, FactError, FactOutput};
+use kwin_engine::fact::{Fact, FactError, FactOutput, PathQuery, PathRead, STAT_FORMAT};
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
 
 /// Files up to this size are read whole for diffs; larger ones only hashed.
-pub const CONTENT_LIMIT: u64 = 256 * 1024;
+pub const CONTENT_LIMIT: u64 = kwin_engine::fact::CONTENT_LIMIT;
 
 /// How much to read about a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Detail {
     /// Kind, mode, owner, size.
     Meta,
@@ -21,6 +25,9 @@ pub enum Detail {
     Hash,
     /// Hash + the content of a regular file up to [`CONTENT_LIMIT`].
     Content,
+    /// Hash + the content only when the file's sha256 is not this one (lowercase hex): a
+    /// writer that knows what it wants gets the content for a diff only when it differs.
+    ContentUnless(String),
 }
 
 /// The state of one path.
@@ -48,6 +55,16 @@ impl FileFact {
             path: path.into(),
             detail: Detail::Content,
         }
+    }
+    /// The content only if its sha256 is not `sha256` (the hash of the wanted content).
+    pub fn content_unless(path: impl Into<String>, sha256: impl Into<String>) -> Self {
+        FileFact {
+            path: path.into(),
+            detail: Detail::ContentUnless(sha256.into()),
+        }
+    }
+    fn hashed(&self) -> bool {
+        self.detail != Detail::Meta
     }
 }
 
@@ -129,12 +146,24 @@ impl Fact for FileFact {
     type Output = PathState;
 
     fn key(&self) -> String {
-        let d = match self.detail {
-            Detail::Meta => "meta",
-            Detail::Hash => "sha256",
-            Detail::Content => "content",
-        };
-        format!("file.{d}:{}", self.path)
+        match &self.detail {
+            Detail::Meta => format!("file.meta:{}", self.path),
+            Detail::Hash => format!("file.sha256:{}", self.path),
+            Detail::Content => format!("file.content:{}", self.path),
+            Detail::ContentUnless(h) => format!("file.content-unless:{h}:{}", self.path),
+        }
+    }
+
+    fn path_query(&self) -> Option<PathQuery> {
+        Some(PathQuery {
+            path: self.path.clone(),
+            read: match &self.detail {
+                Detail::Meta => PathRead::Meta,
+                Detail::Hash => PathRead::Hash,
+                Detail::Content => PathRead::Content,
+                Detail::ContentUnless(h) => PathRead::ContentUnless(h.clone()),
+            },
+        })
     }
 
     fn command(&self, _shell: Shell) -> String {
@@ -148,17 +177,21 @@ impl Fact for FileFact {
              else t=absent\n\
              fi\n\
              echo \"type=$t\"\n\
-             case $t in absent|dangling) ;; *) s=$(stat -L -c '%a:%u:%U:%g:%G:%s' -- \"$p\") || exit 1; echo \"stat=$s\" ;; esac\n",
+             case $t in absent|dangling) ;; *) s=$(stat -L -c '{STAT_FORMAT}' -- \"$p\") || exit 1; echo \"stat=$s\" ;; esac\n",
             sh_quote(&self.path)
         );
-        if self.detail >= Detail::Hash {
+        if self.hashed() {
             s.push_str(
                 "if [ \"$t\" = file ]; then h=$(sha256sum < \"$p\") || exit 1; echo \"sha256=${h%% *}\"; fi\n",
             );
         }
-        if self.detail >= Detail::Content {
+        let unless = match &self.detail {
+            Detail::ContentUnless(h) => format!(" && [ \"${{h%% *}}\" != {} ]", sh_quote(h)),
+            _ => String::new(),
+        };
+        if matches!(self.detail, Detail::Content | Detail::ContentUnless(_)) {
             s.push_str(&format!(
-                "if [ \"$t\" = file ] && [ \"${{s##*:}}\" -le {CONTENT_LIMIT} ]; then printf 'content='; base64 < \"$p\" | tr -d '\\n'; echo; fi\n"
+                "if [ \"$t\" = file ] && [ \"${{s##*:}}\" -le {CONTENT_LIMIT} ]{unless}; then printf 'content='; base64 < \"$p\" | tr -d '\\n'; echo; fi\n"
             ));
         }
         s

@@ -1,0 +1,595 @@
+//! Path questions answered together: the probe's path readers.
+//!
+//! A [`PathQuery`] asks what is at one path of a POSIX host (kind, mode, owner, size, and on
+//! request the sha256 and the content). A probe answers all of its path queries with a fixed
+//! number of processes, however many paths it asks about: the kind of each path is found
+//! with shell builtins (`[ -L ]`, `[ -d ]`, ...), ONE `stat` reads every existing path, ONE
+//! `sha256sum` hashes every regular file asked for a hash, and only the files whose content
+//! is needed are read (`head -c`, one each): always for [`PathRead::Content`], and for
+//! [`PathRead::ContentUnless`] only when the file's hash differs from the one given (the
+//! controller knows the hash of the content it wants, so a file that already matches is
+//! never sent back). Only symbolic links cost a `readlink` each. No subshell per path.
+//!
+//! Output (stdout, between `@@kwin:<nonce>:paths` and `@@kwin:<nonce>:paths:end`): records,
+//! each starting with `\n@@kwin:<nonce>:` and a tag, in this order:
+//!
+//! ```text
+//! l:<j>           the resolved target of query j's symbolic link (readlink -f output)
+//! t:<j>:<kind>    dir | file | other | dangling | absent
+//! S               one `stat` line per existing path, in query order
+//!   or s:<rc>     the same one path at a time (when the one call failed for some path)
+//! H               one `sha256sum` line per file asked for a hash, in query order
+//!   or h:<rc>     one file at a time
+//! c:<j>           query j's content (at most CONTENT_LIMIT + 1 bytes), then r:<rc>
+//! ```
+//!
+//! [`answers`] turns that into one [`FactOutput`] per query, in the `key=value` format a
+//! standalone file fact prints (`link=`, `type=`, `stat=`, `sha256=`, `content=`, base64 for
+//! bytes), so parsers do not care how the answer was gathered. Bodies are framed by markers
+//! carrying the run's random nonce, so file content cannot forge them.
+
+use super::{FactError, FactOutput, FactQuery};
+use crate::quote::sh_quote;
+use base64::Engine;
+
+/// Files up to this size are sent back whole; larger ones only hashed.
+pub const CONTENT_LIMIT: u64 = 256 * 1024;
+
+/// `stat` format of a path's attributes: `mode:uid:user:gid:group:size`.
+pub const STAT_FORMAT: &str = "%a:%u:%U:%g:%G:%s";
+
+/// What to read about one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathRead {
+    /// Kind, mode, owner, size.
+    Meta,
+    /// Meta + the sha256 of a regular file.
+    Hash,
+    /// Hash + the content of a regular file up to [`CONTENT_LIMIT`].
+    Content,
+    /// Hash + the content, only when the sha256 (lowercase hex) is not this one.
+    ContentUnless(String),
+}
+
+/// A question about one path of a POSIX host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathQuery {
+    pub path: String,
+    pub read: PathRead,
+}
+
+impl PathQuery {
+    fn hashed(&self) -> bool {
+        self.read != PathRead::Meta
+    }
+}
+
+fn marker(nonce: &str, tag: &str) -> String {
+    format!("\\n@@kwin:{nonce}:{tag}")
+}
+
+/// The script part that answers `qs` (all POSIX path queries, deduplicated by the caller).
+pub(crate) fn script(qs: &[(&FactQuery, &PathQuery)], nonce: &str) -> String {
+    let mut s = format!("printf '{}\\n'\nset --\n", marker(nonce, "paths"));
+    for (j, (_, q)) in qs.iter().enumerate() {
+        let p = sh_quote(&q.path);
+        s.push_str(&format!(
+            "__kw_p={p}\n\
+             if [ -L \"$__kw_p\" ]; then printf '{l}\\n'; readlink -f -- \"$__kw_p\" </dev/null; fi\n\
+             if [ -d \"$__kw_p\" ]; then __kw_k=dir; elif [ -f \"$__kw_p\" ]; then __kw_k=file; elif [ -e \"$__kw_p\" ]; then __kw_k=other; elif [ -L \"$__kw_p\" ]; then __kw_k=dangling; else __kw_k=absent; fi\n\
+             __kw_t{j}=$__kw_k\nprintf '{t}:%s' \"$__kw_k\"\n\
+             case $__kw_k in absent|dangling) ;; *) set -- \"$@\" \"$__kw_p\" ;; esac\n",
+            l = marker(nonce, &format!("l:{j}")),
+            t = marker(nonce, &format!("t:{j}")),
+        ));
+    }
+    // One stat for every existing path; one at a time only if that failed for some.
+    s.push_str(&format!(
+        "if [ $# -gt 0 ]; then\n\
+         if __kw_o=$(stat -L -c '{STAT_FORMAT}' -- \"$@\" 2>/dev/null </dev/null); then printf '{big}\\n%s' \"$__kw_o\"\n\
+         else for __kw_p in \"$@\"; do __kw_o=$(stat -L -c '{STAT_FORMAT}' -- \"$__kw_p\" 2>&1 </dev/null); printf '{one}:%d\\n%s' $? \"$__kw_o\"; done; fi\n\
+         fi\nset --\n",
+        big = marker(nonce, "S"),
+        one = marker(nonce, "s"),
+    ));
+    for (j, (_, q)) in qs.iter().enumerate() {
+        if q.hashed() {
+            s.push_str(&format!(
+                "[ \"$__kw_t{j}\" = file ] && set -- \"$@\" {}\n",
+                sh_quote(&q.path)
+            ));
+        }
+    }
+    s.push_str(&format!(
+        "__kw_h=\nif [ $# -gt 0 ]; then\n\
+         if __kw_h=$(sha256sum -- \"$@\" 2>/dev/null </dev/null); then printf '{big}\\n%s' \"$__kw_h\"\n\
+         else __kw_h=; for __kw_p in \"$@\"; do __kw_o=$(sha256sum -- \"$__kw_p\" 2>&1 </dev/null); printf '{one}:%d\\n%s' $? \"$__kw_o\"; done; fi\n\
+         fi\n",
+        big = marker(nonce, "H"),
+        one = marker(nonce, "h"),
+    ));
+    for (j, (_, q)) in qs.iter().enumerate() {
+        let p = sh_quote(&q.path);
+        let read = format!(
+            "printf '{c}\\n'; head -c {} -- {p} 2>&1 </dev/null; printf '{r}:%d' $?",
+            CONTENT_LIMIT + 1,
+            c = marker(nonce, &format!("c:{j}")),
+            r = marker(nonce, "r"),
+        );
+        match &q.read {
+            PathRead::Content => {
+                s.push_str(&format!("if [ \"$__kw_t{j}\" = file ]; then {read}; fi\n"));
+            }
+            PathRead::ContentUnless(want) => {
+                // The line `sha256sum` printed for this path, if it has this hash.
+                s.push_str(&format!(
+                    "if [ \"$__kw_t{j}\" = file ]; then case \"\n$__kw_h\n\" in *\"\n{} \"{p}\"\n\"*) ;; *) {read} ;; esac; fi\n",
+                    sh_quote_free_hex(want),
+                ));
+            }
+            PathRead::Meta | PathRead::Hash => {}
+        }
+    }
+    let vars: String = (0..qs.len()).map(|j| format!(" __kw_t{j}")).collect();
+    s.push_str(&format!(
+        "printf '{}\\n'\nunset __kw_p __kw_k __kw_o __kw_h{vars}\nset --\n",
+        marker(nonce, "paths:end")
+    ));
+    s
+}
+
+/// `want` if it is plain hex (a sha256), else a string no `sha256sum` line contains.
+fn sh_quote_free_hex(want: &str) -> String {
+    if !want.is_empty() && want.bytes().all(|b| b.is_ascii_hexdigit()) {
+        format!("{} ", want.to_ascii_lowercase())
+    } else {
+        "not-a-hash ".into()
+    }
+}
+
+/// One record of the group's output: its tag and body.
+struct Record<'a> {
+    tag: &'a str,
+    body: &'a [u8],
+}
+
+fn records<'a>(group: &'a [u8], prefix: &[u8]) -> Result<Vec<Record<'a>>, FactError> {
+    let mut out = Vec::new();
+    let mut rest = group;
+    // Whatever precedes the first record is not ours (there is none when all went well).
+    match super::find(rest, prefix) {
+        Some(i) => rest = &rest[i + prefix.len()..],
+        None => return Ok(out),
+    }
+    loop {
+        let (chunk, next) = match super::find(rest, prefix) {
+            Some(i) => (&rest[..i], Some(&rest[i + prefix.len()..])),
+            None => (rest, None),
+        };
+        let tag_end = chunk
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(chunk.len());
+        let tag = std::str::from_utf8(&chunk[..tag_end])
+            .map_err(|_| FactError::Parse("path probe: a record tag is not UTF-8".into()))?;
+        let body = chunk.get(tag_end + 1..).unwrap_or(&[]);
+        out.push(Record { tag, body });
+        match next {
+            Some(n) => rest = n,
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The answer to one query while it is being put together.
+#[derive(Default)]
+struct Answer {
+    link: Option<Vec<u8>>,
+    kind: Option<String>,
+    stat: Option<Result<String, String>>,
+    hash: Option<Result<String, String>>,
+    content: Option<Result<Vec<u8>, String>>,
+}
+
+fn lines(body: &[u8]) -> Vec<&[u8]> {
+    if body.is_empty() {
+        return Vec::new();
+    }
+    body.split(|&b| b == b'\n').collect()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).trim().to_string()
+}
+
+/// The sha256 at the start of a `sha256sum` line (`\` first when the name was escaped).
+fn hash_of(line: &[u8]) -> Result<String, String> {
+    let l = line.strip_prefix(b"\\").unwrap_or(line);
+    match l.get(..64) {
+        Some(h) if h.iter().all(u8::is_ascii_hexdigit) && l.get(64) == Some(&b' ') => {
+            Ok(String::from_utf8_lossy(h).to_ascii_lowercase())
+        }
+        _ => Err(format!("unexpected sha256sum output `{}`", text(line))),
+    }
+}
+
+/// The hashes of one `sha256sum` call's output for `paths`, in order. A line is `HASH  NAME`;
+/// GNU escapes a name holding a newline or backslash (and starts the line with `\`), busybox
+/// prints it raw, so a raw name is skipped by its known length, not up to the next newline.
+fn hash_lines<'a>(
+    body: &[u8],
+    paths: impl Iterator<Item = &'a str>,
+) -> Result<Vec<Result<String, String>>, FactError> {
+    let mut rest = body;
+    let mut out = Vec::new();
+    for p in paths {
+        if rest.is_empty() {
+            break;
+        }
+        let escaped = rest.first() == Some(&b'\\');
+        let h = hash_of(rest.get(..66 + usize::from(escaped)).unwrap_or(rest));
+        let after = 66 + usize::from(escaped);
+        let name_end = if escaped {
+            rest.get(after..)
+                .and_then(|r| r.iter().position(|&b| b == b'\n'))
+                .map(|i| after + i)
+                .unwrap_or(rest.len())
+        } else if rest.get(after..after + p.len()) == Some(p.as_bytes()) {
+            after + p.len()
+        } else {
+            return Err(FactError::Parse(format!(
+                "path probe: unexpected sha256sum output for `{p}`"
+            )));
+        };
+        out.push(h);
+        rest = rest.get(name_end + 1..).unwrap_or(&[]);
+    }
+    if !rest.is_empty() {
+        out.push(Err("more sha256sum output than files".into()));
+    }
+    Ok(out)
+}
+
+/// Split the group's output (`group`: the bytes between its begin and end markers) into one
+/// answer per query. Malformed output is an error, never a panic.
+pub(crate) fn answers(
+    qs: &[(&FactQuery, &PathQuery)],
+    group: &[u8],
+    nonce: &str,
+) -> Result<Vec<FactOutput>, FactError> {
+    let bad = |what: &str| FactError::Parse(format!("path probe: {what}"));
+    let prefix = format!("\n@@kwin:{nonce}:");
+    let mut ans: Vec<Answer> = qs.iter().map(|_| Answer::default()).collect();
+    let recs = records(group, prefix.as_bytes())?;
+    let mut stat_rr: Vec<Result<String, String>> = Vec::new();
+    let mut hash_rr: Vec<Result<String, String>> = Vec::new();
+    let mut big_stat: Option<&[u8]> = None;
+    let mut big_hash: Option<&[u8]> = None;
+    let mut open_content: Option<(usize, &[u8])> = None;
+    let idx = |s: &str| -> Result<usize, FactError> {
+        s.parse::<usize>()
+            .ok()
+            .filter(|&j| j < qs.len())
+            .ok_or_else(|| bad(&format!("bad query index `{s}`")))
+    };
+    let rc = |s: &str| -> Result<i32, FactError> {
+        s.parse::<i32>()
+            .map_err(|_| bad(&format!("bad exit code `{s}`")))
+    };
+    for r in recs {
+        let mut parts = r.tag.splitn(3, ':');
+        let head = parts.next().unwrap_or("");
+        match head {
+            "l" => {
+                let j = idx(parts.next().unwrap_or(""))?;
+                let b = r.body.strip_suffix(b"\n").unwrap_or(r.body);
+                ans[j].link = (!b.is_empty()).then(|| b.to_vec());
+            }
+            "t" => {
+                let j = idx(parts.next().unwrap_or(""))?;
+                let kind = parts.next().unwrap_or("");
+                if !matches!(kind, "dir" | "file" | "other" | "dangling" | "absent") {
+                    return Err(bad(&format!("unknown kind `{kind}`")));
+                }
+                ans[j].kind = Some(kind.to_string());
+            }
+            "S" => big_stat = Some(r.body),
+            "s" => {
+                let code = rc(parts.next().unwrap_or(""))?;
+                let b = text(r.body);
+                stat_rr.push(if code == 0 { Ok(b) } else { Err(b) });
+            }
+            "H" => big_hash = Some(r.body),
+            "h" => {
+                let code = rc(parts.next().unwrap_or(""))?;
+                hash_rr.push(if code == 0 {
+                    hash_of(r.body.trim_ascii())
+                } else {
+                    Err(text(r.body))
+                });
+            }
+            "c" => open_content = Some((idx(parts.next().unwrap_or(""))?, r.body)),
+            "r" => {
+                let code = rc(parts.next().unwrap_or(""))?;
+                let (j, body) = open_content
+                    .take()
+                    .ok_or_else(|| bad("an exit code without content"))?;
+                ans[j].content = Some(if code == 0 {
+                    Ok(body.to_vec())
+                } else {
+                    Err(text(body))
+                });
+            }
+            "paths" => {}
+            other => return Err(bad(&format!("unknown record `{other}`"))),
+        }
+    }
+    // Which queries went to stat and to sha256sum, in order.
+    let stated: Vec<usize> = (0..qs.len())
+        .filter(|&j| matches!(ans[j].kind.as_deref(), Some("dir" | "file" | "other")))
+        .collect();
+    if let Some(body) = big_stat {
+        stat_rr = lines(body).into_iter().map(|l| Ok(text(l))).collect();
+    }
+    if stat_rr.len() != stated.len() {
+        return Err(bad(&format!(
+            "{} stat answers for {} paths",
+            stat_rr.len(),
+            stated.len()
+        )));
+    }
+    for (&j, st) in stated.iter().zip(stat_rr) {
+        ans[j].stat = Some(st);
+    }
+    let hashed: Vec<usize> = (0..qs.len())
+        .filter(|&j| qs[j].1.hashed() && ans[j].kind.as_deref() == Some("file"))
+        .collect();
+    if let Some(body) = big_hash {
+        hash_rr = hash_lines(body, hashed.iter().map(|&j| qs[j].1.path.as_str()))?;
+    }
+    if hash_rr.len() != hashed.len() {
+        return Err(bad(&format!(
+            "{} hashes for {} files",
+            hash_rr.len(),
+            hashed.len()
+        )));
+    }
+    for (&j, h) in hashed.iter().zip(hash_rr) {
+        ans[j].hash = Some(h);
+    }
+    qs.iter().zip(ans).map(|((_, q), a)| render(q, a)).collect()
+}
+
+/// One answer in the standalone file fact's `key=value` format.
+fn render(q: &PathQuery, a: Answer) -> Result<FactOutput, FactError> {
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let kind = a
+        .kind
+        .ok_or_else(|| FactError::Parse(format!("path probe: no answer for `{}`", q.path)))?;
+    let mut out = String::new();
+    if let Some(l) = &a.link {
+        out.push_str(&format!("link={}\n", b64(l)));
+    }
+    out.push_str(&format!("type={kind}\n"));
+    let failed = |out: String, stderr: String| FactOutput {
+        stdout: out.into_bytes(),
+        stderr: stderr.into_bytes(),
+        exit: 1,
+    };
+    if matches!(kind.as_str(), "absent" | "dangling") {
+        return Ok(FactOutput {
+            stdout: out.into_bytes(),
+            ..FactOutput::default()
+        });
+    }
+    match a.stat {
+        Some(Ok(s)) => out.push_str(&format!("stat={s}\n")),
+        Some(Err(e)) => return Ok(failed(out, e)),
+        None => {}
+    }
+    if kind == "file" && q.hashed() {
+        match a.hash {
+            Some(Ok(h)) => out.push_str(&format!("sha256={h}\n")),
+            Some(Err(e)) => return Ok(failed(out, e)),
+            None => {}
+        }
+        match a.content {
+            Some(Ok(c)) if c.len() as u64 <= CONTENT_LIMIT => {
+                out.push_str(&format!("content={}\n", b64(&c)));
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Ok(failed(out, e)),
+            None if q.read == PathRead::Content => {
+                return Err(FactError::Parse(format!(
+                    "path probe: no content for `{}`",
+                    q.path
+                )))
+            }
+            None => {}
+        }
+    }
+    Ok(FactOutput {
+        stdout: out.into_bytes(),
+        ..FactOutput::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{batch_script, parse_batch, FactQuery};
+    use super::*;
+    use crate::transport::{Output, Shell};
+
+    fn q(path: &str, read: PathRead) -> FactQuery {
+        FactQuery {
+            key: format!("{read:?}:{path}"),
+            command: "exit 99".into(),
+            path: Some(PathQuery {
+                path: path.into(),
+                read,
+            }),
+        }
+    }
+
+    fn sh_stdin(shell: &str, script: &str) -> Output {
+        use std::io::Write;
+        let mut child = std::process::Command::new(shell)
+            .arg("-s")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(script.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("wait");
+        Output {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit: out.status.code().unwrap_or(-1),
+        }
+    }
+
+    fn sha(b: &[u8]) -> String {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(b))
+    }
+
+    fn answer(out: &FactOutput) -> String {
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn every_kind_of_path_in_one_group() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = |n: &str| d.path().join(n).display().to_string();
+        std::fs::write(p("same"), b"wanted\n").expect("w");
+        std::fs::write(p("differs"), b"old\n").expect("w");
+        std::fs::write(p("whole"), b"x\0y").expect("w");
+        std::fs::write(p("new\nline"), b"nl").expect("w");
+        std::fs::write(p("crlf\r"), b"a\r\nb\r\n").expect("w");
+        std::fs::write(p("big"), vec![b'a'; CONTENT_LIMIT as usize + 1]).expect("w");
+        std::fs::create_dir(p("dir")).expect("d");
+        std::os::unix::fs::symlink(p("same"), p("link")).expect("l");
+        std::os::unix::fs::symlink(p("nowhere"), p("dangling")).expect("l");
+        let want = sha(b"wanted\n");
+        let qs = vec![
+            q(&p("same"), PathRead::ContentUnless(want.clone())),
+            q(&p("differs"), PathRead::ContentUnless(want.clone())),
+            q(&p("whole"), PathRead::Content),
+            q(&p("new\nline"), PathRead::ContentUnless(want.clone())),
+            q(&p("big"), PathRead::Content),
+            q(&p("dir"), PathRead::Meta),
+            q(&p("link"), PathRead::Hash),
+            q(&p("dangling"), PathRead::Meta),
+            q(&p("absent"), PathRead::Content),
+            q("/it's \"odd\" $(x)", PathRead::Meta),
+            q(&p("crlf\r"), PathRead::ContentUnless(want.clone())),
+        ];
+        let shells: Vec<&str> = ["/bin/sh", "/bin/dash", "/usr/bin/busybox"]
+            .into_iter()
+            .filter(|s| std::path::Path::new(s).exists())
+            .collect();
+        for shell in shells {
+            let nonce = super::super::new_nonce();
+            let script = batch_script(Shell::Posix, &qs, &nonce);
+            let out = if shell.ends_with("busybox") {
+                let mut o = std::process::Command::new(shell);
+                o.arg("sh").arg("-c").arg(&script);
+                let o = o.output().expect("busybox");
+                Output {
+                    stdout: o.stdout,
+                    stderr: o.stderr,
+                    exit: o.status.code().unwrap_or(-1),
+                }
+            } else {
+                sh_stdin(shell, &script)
+            };
+            assert!(!script.contains("exit 99"), "path queries run no command");
+            let f = parse_batch(&qs, &out, &nonce).expect("parse");
+            let a = |i: usize| answer(f.raw(&qs[i].key).expect("answer"));
+            assert!(a(0).starts_with("type=file\nstat="), "{shell}: {}", a(0));
+            assert!(
+                a(0).contains(&format!("sha256={want}\n")),
+                "{shell}: {}",
+                a(0)
+            );
+            assert!(
+                !a(0).contains("content="),
+                "{shell}: matching content is not sent"
+            );
+            assert!(a(1).contains("content=b2xkCg==\n"), "{shell}: {}", a(1));
+            assert!(a(2).contains("content=eAB5\n"), "{shell}: {}", a(2));
+            assert!(
+                a(3).contains(&format!("sha256={}\n", sha(b"nl"))),
+                "{shell}: {}",
+                a(3)
+            );
+            assert!(
+                a(4).contains("sha256=") && !a(4).contains("content="),
+                "{shell}"
+            );
+            assert!(a(5).starts_with("type=dir\nstat="), "{shell}: {}", a(5));
+            assert!(a(6).starts_with("link="), "{shell}: {}", a(6));
+            assert!(
+                a(6).contains(&format!("sha256={want}\n")),
+                "{shell}: {}",
+                a(6)
+            );
+            assert!(a(7).ends_with("type=dangling\n"), "{shell}: {}", a(7));
+            assert_eq!(a(8), "type=absent\n", "{shell}");
+            assert_eq!(a(9), "type=absent\n", "{shell}");
+            // Bytes as they are: `\r\n` in content (and `\r` in a name) is not normalized.
+            assert!(
+                a(10).contains(&format!("sha256={}\n", sha(b"a\r\nb\r\n"))),
+                "{shell}"
+            );
+            assert!(a(10).contains("content=YQ0KYg0K\n"), "{shell}: {}", a(10));
+        }
+    }
+
+    #[test]
+    fn one_at_a_time_records_and_failures() {
+        let qs = [
+            q("/a", PathRead::Hash),
+            q("/b", PathRead::Content),
+            q("/c", PathRead::Meta),
+        ];
+        let pq: Vec<(&FactQuery, &PathQuery)> = qs
+            .iter()
+            .map(|q| (q, q.path.as_ref().expect("path")))
+            .collect();
+        let n = "n";
+        let h = "a".repeat(64);
+        let group = format!(
+            "\n@@kwin:n:t:0:file\n@@kwin:n:t:1:file\n@@kwin:n:t:2:dir\
+             \n@@kwin:n:s:0\n644:0:root:0:root:3\n@@kwin:n:s:1\nstat: cannot statx '/b': Permission denied\
+             \n@@kwin:n:s:0\n755:0:root:0:root:4096\n@@kwin:n:H\n{h}  /a\n{h}  /b\
+             \n@@kwin:n:c:1\nxyz\n@@kwin:n:r:0"
+        );
+        let ans = answers(&pq, group.as_bytes(), n).expect("parse");
+        assert_eq!(
+            answer(&ans[0]),
+            format!("type=file\nstat=644:0:root:0:root:3\nsha256={h}\n")
+        );
+        assert_eq!(ans[1].exit, 1);
+        assert!(String::from_utf8_lossy(&ans[1].stderr).contains("Permission denied"));
+        assert_eq!(answer(&ans[2]), "type=dir\nstat=755:0:root:0:root:4096\n");
+        // Garbage is an error, never a panic.
+        for bad in [
+            "\n@@kwin:n:t:0:fifo",
+            "\n@@kwin:n:t:9:file",
+            "\n@@kwin:n:t:0:file\n@@kwin:n:t:1:absent\n@@kwin:n:t:2:absent\n@@kwin:n:S\n1\n2",
+            "\n@@kwin:n:r:0",
+            "\n@@kwin:n:zz",
+            "\n@@kwin:n:t:0:file\n@@kwin:n:t:1:absent\n@@kwin:n:t:2:absent\n@@kwin:n:S\nx\n@@kwin:n:H\nshort",
+        ] {
+            assert!(answers(&pq, bad.as_bytes(), n).is_err(), "{bad:?}");
+        }
+        assert!(answers(&pq, b"", n).is_err(), "no kinds");
+    }
+}
