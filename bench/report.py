@@ -4,7 +4,7 @@
     bench/report.py RUN_DIR [--out bench/results/DATE.md] [--title TEXT] [--notes FILE]
 
 Medians over repetitions per (N, delay, tool, mode); ratios of kwin to Ansible, pyinfra and the
-floor; the goals of the performance issue checked against the numbers. Several run directories
+floor; the performance goals checked against the numbers. Several run directories
 may be given (e.g. one per N); their runs are pooled.
 """
 
