@@ -94,31 +94,9 @@ fn parse_url(s: &str) -> Result<String, String> {
 
 /// `90`, `90s`, `15m`, `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("`{s}` is not a duration (e.g. 90s, 15m, 1h30m)");
-    let s = s.trim();
-    if s.is_empty() {
-        return Err(bad());
-    }
-    let (mut total, mut num) = (0u64, String::new());
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return Err(bad()),
-        };
-        let n: u64 = num.parse().map_err(|_| bad())?;
-        total = total.saturating_add(n.saturating_mul(unit));
-        num.clear();
-    }
-    if !num.is_empty() {
-        total = total.saturating_add(num.parse::<u64>().map_err(|_| bad())?);
-    }
-    Ok(Duration::from_secs(total))
+    kwin_modules::kube::duration_secs(s)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{s}` is not a duration (e.g. 90s, 15m, 1h30m)"))
 }
 
 /// `kwin verify plan.toml`.

@@ -79,20 +79,11 @@ pub(crate) fn check_abs(field: &str, p: &str) -> Result<(), ParamError> {
     Ok(())
 }
 
-/// Duration params like `"5m"`, `"90s"`, `"1h30m"`, or a number of seconds.
-pub(crate) fn parse_duration(field: &str, v: &serde_json::Value) -> Result<u64, ParamError> {
-    let bad = || {
-        ParamError::at(
-            field,
-            format!("`{v}` is not a duration (e.g. \"90s\", \"5m\", \"1h30m\")"),
-        )
-    };
-    if let Some(n) = v.as_u64() {
-        return Ok(n);
-    }
-    let s = v.as_str().ok_or_else(bad)?.trim();
+/// Seconds in a duration like `"5m"`, `"90s"`, `"1h30m"` or `"90"`; `None` if it is not one.
+pub fn duration_secs(s: &str) -> Option<u64> {
+    let s = s.trim();
     if s.is_empty() {
-        return Err(bad());
+        return None;
     }
     let mut total: u64 = 0;
     let mut num = String::new();
@@ -105,16 +96,30 @@ pub(crate) fn parse_duration(field: &str, v: &serde_json::Value) -> Result<u64, 
             'h' => 3600,
             'm' => 60,
             's' => 1,
-            _ => return Err(bad()),
+            _ => return None,
         };
-        let n: u64 = num.parse().map_err(|_| bad())?;
+        let n: u64 = num.parse().ok()?;
         total = total.saturating_add(n.saturating_mul(unit));
         num.clear();
     }
     if !num.is_empty() {
-        total = total.saturating_add(num.parse::<u64>().map_err(|_| bad())?);
+        total = total.saturating_add(num.parse::<u64>().ok()?);
     }
-    Ok(total)
+    Some(total)
+}
+
+/// Duration params like `"5m"`, `"90s"`, `"1h30m"`, or a number of seconds.
+pub(crate) fn parse_duration(field: &str, v: &serde_json::Value) -> Result<u64, ParamError> {
+    let bad = || {
+        ParamError::at(
+            field,
+            format!("`{v}` is not a duration (e.g. \"90s\", \"5m\", \"1h30m\")"),
+        )
+    };
+    if let Some(n) = v.as_u64() {
+        return Ok(n);
+    }
+    duration_secs(v.as_str().ok_or_else(bad)?).ok_or_else(bad)
 }
 
 #[cfg(test)]
