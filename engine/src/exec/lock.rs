@@ -79,14 +79,19 @@ impl Lock {
             f.write_all(&bytes).map_err(io)?;
         }
         let result = (|| {
-            for _ in 0..2 {
+            for _ in 0..4 {
                 match std::fs::hard_link(&tmp, &path) {
                     Ok(()) => return Ok(()),
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        let seen = std::fs::read(&path).ok();
-                        let holder = seen
-                            .as_deref()
-                            .and_then(|s| serde_json::from_slice::<LockInfo>(s).ok());
+                        // Released between the link and this read: try to link again. A
+                        // missing file must never count as an unreadable lock, or its
+                        // takeover could replace a lock another run has just linked.
+                        let seen = match std::fs::read(&path) {
+                            Ok(b) => b,
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                            Err(e) => return Err(io(e)),
+                        };
+                        let holder = serde_json::from_slice::<LockInfo>(&seen).ok();
                         let stale = match &holder {
                             Some(h) => h.hostname == info.hostname && !pid_alive(h.pid),
                             None => true,
@@ -114,7 +119,7 @@ impl Lock {
                         let guard = state_dir.join("lock.takeover");
                         match std::fs::hard_link(&tmp, &guard) {
                             Ok(()) => {
-                                let still = std::fs::read(&path).ok() == seen;
+                                let still = std::fs::read(&path).ok().as_deref() == Some(&seen[..]);
                                 let replaced = if still {
                                     std::fs::copy(&tmp, path.with_extension("takeover-new"))
                                         .and_then(|_| {
