@@ -16,10 +16,8 @@
 
 use crate::cmd_validate::print_diagnostics;
 use crate::{OutputFormat, RunArgs};
-use kwin_engine::exec::connect::{connection_secrets, transport_for, ConnectOptions};
-use kwin_engine::expand::context::{defaults, node_ip};
-use kwin_engine::plan::{LoadedPlan, Role};
-use kwin_engine::secret::Scrubber;
+use kwin_engine::expand::context::{defaults, host_port, node_ip};
+use kwin_engine::plan::LoadedPlan;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,22 +48,14 @@ pub fn kubeconfig(run: RunArgs, out: Option<PathBuf>) -> anyhow::Result<ExitCode
         );
     };
     let name = cluster.name.clone();
-    let Some(cp) = plan
-        .hosts
-        .iter()
-        .find(|h| h.role == Some(Role::ControlPlane))
-    else {
+    let Some(cp) = crate::control_plane::first(&plan) else {
         anyhow::bail!("the plan has no host with role = \"control-plane\"");
     };
     let endpoint = match &cluster.control_plane_endpoint {
         Some(e) => e.clone(),
         None => {
             let a = node_ip(cp).unwrap_or_else(|| cp.address.clone());
-            if a.contains(':') {
-                format!("[{a}]:{}", defaults::API_SERVER_PORT)
-            } else {
-                format!("{a}:{}", defaults::API_SERVER_PORT)
-            }
+            host_port(&a, defaults::API_SERVER_PORT)
         }
     };
     let path = out.unwrap_or_else(|| plan.base_dir.join(format!("{name}.kubeconfig")));
@@ -103,18 +93,8 @@ fn fetch(
     cp: &kwin_engine::plan::ResolvedHost,
     run: &RunArgs,
 ) -> anyhow::Result<Value> {
-    let state_dir = plan.base_dir.join(".kwin");
-    kwin_engine::exec::state::private_dir(&state_dir)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", state_dir.display()))?;
-    let scrubber = Scrubber::new();
-    for s in connection_secrets(cp) {
-        scrubber.add(&s);
-    }
-    let opts = ConnectOptions {
-        accept_new_host_keys: run.accept_new_host_keys,
-        known_hosts: state_dir.join("known_hosts"),
-    };
-    let made = transport_for(cp, &opts, &scrubber);
+    let crate::control_plane::ControlPlane { made, scrubber, .. } =
+        crate::control_plane::transport(plan, cp, run)?;
     let t = made.transport.clone();
     let script = format!(
         "[ -r {ADMIN_CONF} ] || {{ echo '{ADMIN_CONF} does not exist: is the cluster initialised (kwin apply)?' >&2; exit 1; }}\n\

@@ -22,7 +22,6 @@ use crate::cmd_validate::print_diagnostics;
 use crate::{OutputFormat, RunArgs};
 use kwin_engine::event::{CheckResult, Event, EventSink, Mode};
 use kwin_engine::exec::conn::{Backoff, Conn, LogStdout};
-use kwin_engine::exec::connect::{connection_secrets, transport_for, ConnectOptions};
 use kwin_engine::exec::logs::HostLog;
 use kwin_engine::plan::model::{Os, Role};
 use kwin_engine::plan::LoadedPlan;
@@ -124,27 +123,17 @@ pub fn run_verify(plan: &LoadedPlan, run: &RunArgs, args: &VerifyArgs) -> anyhow
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let Some(cp) = plan
-        .hosts
-        .iter()
-        .find(|h| h.role == Some(Role::ControlPlane))
-    else {
+    let Some(cp) = crate::control_plane::first(plan) else {
         anyhow::bail!("the plan has no control plane to run the checks from");
     };
-    let state_dir = plan.base_dir.join(".kwin");
-    kwin_engine::exec::state::private_dir(&state_dir)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", state_dir.display()))?;
+    let crate::control_plane::ControlPlane {
+        made,
+        scrubber,
+        state_dir,
+        ..
+    } = crate::control_plane::transport(plan, cp, run)?;
     let settings = &plan.file.settings;
     let run_id = kwin_engine::exec::state::new_run_id();
-    let scrubber = Scrubber::new();
-    for s in connection_secrets(cp) {
-        scrubber.add(&s);
-    }
-    let copts = ConnectOptions {
-        accept_new_host_keys: run.accept_new_host_keys,
-        known_hosts: state_dir.join("known_hosts"),
-    };
-    let made = transport_for(cp, &copts, &scrubber);
     let (log, log_err) = HostLog::open(
         &state_dir.join("logs").join(&run_id),
         &cp.name,
@@ -170,7 +159,7 @@ pub fn run_verify(plan: &LoadedPlan, run: &RunArgs, args: &VerifyArgs) -> anyhow
         dns_domain: cluster
             .dns_domain
             .clone()
-            .unwrap_or_else(|| "cluster.local".into()),
+            .unwrap_or_else(|| kwin_engine::expand::context::defaults::DNS_DOMAIN.into()),
         linux_workers: plan
             .hosts
             .iter()

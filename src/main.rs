@@ -11,6 +11,7 @@ mod cmd_reset;
 mod cmd_run;
 mod cmd_validate;
 mod cmd_verify;
+mod control_plane;
 mod output;
 mod prepare;
 

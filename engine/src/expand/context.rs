@@ -216,7 +216,8 @@ pub fn node_ip(h: &ResolvedHost) -> Option<String> {
 }
 
 /// `addr:port`, bracketing IPv6 addresses.
-fn host_port(addr: &str, port: u16) -> String {
+/// `addr:port`, with an IPv6 address in brackets.
+pub fn host_port(addr: &str, port: u16) -> String {
     if addr.contains(':') {
         format!("[{addr}]:{port}")
     } else {
