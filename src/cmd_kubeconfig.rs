@@ -14,7 +14,6 @@
 //! The kubeconfig holds the admin client key: it is never printed or logged; only the path,
 //! context and server are reported.
 
-use crate::cmd_validate::print_diagnostics;
 use crate::{OutputFormat, RunArgs};
 use kwin_engine::expand::context::{defaults, host_port, node_ip};
 use kwin_engine::plan::LoadedPlan;
@@ -29,18 +28,11 @@ const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn kubeconfig(run: RunArgs, out: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let plan = match crate::prepare::prepare(&run.plan) {
-        Ok(p) => {
-            if !p.warnings.is_empty() && run.output == OutputFormat::Human {
-                print_diagnostics(&p.warnings, run.output);
-            }
-            p.plan
-        }
-        Err(d) => {
-            print_diagnostics(&d, run.output);
-            return Ok(ExitCode::from(1));
-        }
+    let Some(prepared) = crate::prepare::reported(crate::prepare::prepare(&run.plan), run.output)
+    else {
+        return Ok(ExitCode::from(1));
     };
+    let plan = prepared.plan;
     let Some(cluster) = &plan.file.cluster else {
         anyhow::bail!(
             "{} has no [cluster]: there is no kubeconfig to fetch",

@@ -12,7 +12,6 @@
 //! Asks for the cluster name on the terminal unless `--yes`; without a terminal and without
 //! `--yes` it refuses.
 
-use crate::cmd_validate::print_diagnostics;
 use crate::prepare::{prepare_with, Checksums, UserTasks};
 use crate::{OutputFormat, RunArgs};
 use kwin_engine::event::Mode;
@@ -20,22 +19,16 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 pub fn reset(run: RunArgs, yes: bool) -> anyhow::Result<ExitCode> {
-    let prepared = match prepare_with(
+    let prepared = prepare_with(
         &run.plan,
         kwin_modules::recipes::RESET_RECIPES,
         UserTasks::Leave,
         false,
         Checksums::Known,
-    ) {
-        Ok(p) => p,
-        Err(d) => {
-            print_diagnostics(&d, run.output);
-            return Ok(ExitCode::from(1));
-        }
+    );
+    let Some(prepared) = crate::prepare::reported(prepared, run.output) else {
+        return Ok(ExitCode::from(1));
     };
-    if !prepared.warnings.is_empty() && run.output == OutputFormat::Human {
-        print_diagnostics(&prepared.warnings, run.output);
-    }
     let plan = prepared.plan;
     let Some(cluster) = &plan.file.cluster else {
         if run.output == OutputFormat::Human {

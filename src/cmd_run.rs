@@ -8,8 +8,7 @@
 //! Exit codes: 0 success; 1 any failure; 2 `plan --detailed-exitcode` with changes pending;
 //! 130 interrupted.
 
-use crate::cmd_validate::print_diagnostics;
-use crate::{OutputFormat, RunArgs};
+use crate::RunArgs;
 use kwin_engine::event::{Event, EventSink, Mode};
 use kwin_engine::exec::connect::{connection_secrets, transport_for, ConnectOptions};
 use kwin_engine::exec::lock::Lock;
@@ -52,34 +51,27 @@ pub fn apply(run: RunArgs, check: bool, no_verify: bool) -> anyhow::Result<ExitC
 
 /// Load, validate, expand and build the graph; print diagnostics. `None`: stop with exit 1.
 fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph)> {
-    match crate::prepare::prepare_with(
-        &run.plan,
-        kwin_modules::recipes::RECIPES,
-        crate::prepare::UserTasks::Include,
-        no_verify,
-        crate::prepare::Checksums::Fetch,
-    ) {
-        Ok(p) => {
-            if !p.warnings.is_empty() && run.output == OutputFormat::Human {
-                print_diagnostics(&p.warnings, run.output);
-            }
-            if !p.fetched.is_empty() {
-                // stderr: JSON output on stdout stays events only.
-                let files: Vec<&str> = p.fetched.iter().map(|(f, _)| f.as_str()).collect();
-                eprintln!(
-                    "checksums: {} fetched from the upstream checksum files and recorded in .kwin/{}: {}",
-                    files.len(),
-                    kwin_engine::checksums::RECORD_FILE,
-                    files.join(", ")
-                );
-            }
-            Some((p.plan, p.graph))
-        }
-        Err(d) => {
-            print_diagnostics(&d, run.output);
-            None
-        }
+    let p = crate::prepare::reported(
+        crate::prepare::prepare_with(
+            &run.plan,
+            kwin_modules::recipes::RECIPES,
+            crate::prepare::UserTasks::Include,
+            no_verify,
+            crate::prepare::Checksums::Fetch,
+        ),
+        run.output,
+    )?;
+    if !p.fetched.is_empty() {
+        // stderr: JSON output on stdout stays events only.
+        let files: Vec<&str> = p.fetched.iter().map(|(f, _)| f.as_str()).collect();
+        eprintln!(
+            "checksums: {} fetched from the upstream checksum files and recorded in .kwin/{}: {}",
+            files.len(),
+            kwin_engine::checksums::RECORD_FILE,
+            files.join(", ")
+        );
     }
+    Some((p.plan, p.graph))
 }
 
 /// Run the plan; the exit code, and the plan once it loaded.

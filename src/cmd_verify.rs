@@ -18,7 +18,6 @@
 //!
 //! Exit 0 only when every check passed.
 
-use crate::cmd_validate::print_diagnostics;
 use crate::{OutputFormat, RunArgs};
 use kwin_engine::event::{CheckResult, Event, EventSink, Mode};
 use kwin_engine::exec::conn::{Backoff, Conn, LogStdout};
@@ -100,19 +99,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// `kwin verify plan.toml`.
 pub fn verify(run: RunArgs, args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    let plan = match crate::prepare::prepare(&run.plan) {
-        Ok(p) => {
-            if !p.warnings.is_empty() && run.output == OutputFormat::Human {
-                print_diagnostics(&p.warnings, run.output);
-            }
-            p.plan
-        }
-        Err(d) => {
-            print_diagnostics(&d, run.output);
-            return Ok(ExitCode::from(1));
-        }
+    let Some(prepared) = crate::prepare::reported(crate::prepare::prepare(&run.plan), run.output)
+    else {
+        return Ok(ExitCode::from(1));
     };
-    run_verify(&plan, &run, &args)
+    run_verify(&prepared.plan, &run, &args)
 }
 
 /// Verify the cluster of a loaded plan (also called by `kwin apply`).

@@ -203,3 +203,23 @@ fn fetch_all(
     };
     runtime.block_on(checksums::fetch(wanted, Duration::from_secs(20)))
 }
+
+/// The prepared plan, its warnings printed (human output only); or `None` with every
+/// diagnostic printed — the caller exits 1.
+pub fn reported(
+    result: Result<Prepared, Diagnostics>,
+    output: crate::OutputFormat,
+) -> Option<Prepared> {
+    match result {
+        Ok(p) => {
+            if !p.warnings.is_empty() && output == crate::OutputFormat::Human {
+                crate::cmd_validate::print_diagnostics(&p.warnings, output);
+            }
+            Some(p)
+        }
+        Err(d) => {
+            crate::cmd_validate::print_diagnostics(&d, output);
+            None
+        }
+    }
+}
