@@ -324,6 +324,10 @@ fn api_tier() {
     let Some(tier) = tier_or_skip() else {
         return;
     };
+    // kubectl's discovery cache is per API server address: another tier that used this port
+    // before (with the Calico CRDs) must not tell kubectl that kinds are served here.
+    let kube_cache = tempfile::tempdir().expect("kubectl cache dir");
+    std::env::set_var("KUBECACHEDIR", kube_cache.path());
     let host = Host::new(&tier);
     let cache = tempfile::tempdir().expect("cache dir");
     flannel(&host, &tier, cache.path());

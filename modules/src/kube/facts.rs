@@ -167,6 +167,15 @@ fn pending_reason(stderr: &str) -> Option<String> {
                 "kind {kind} ({version}) is not served yet (its CustomResourceDefinition is not installed)"
             ));
         }
+        // kubectl with a discovery cache from before the CRD went away (or from another
+        // API server that had it): Error from server (NotFound): the server could not find
+        // the requested resource (patch installations.operator.tigera.io default)
+        if let Some(rest) = line.split("could not find the requested resource (").nth(1) {
+            let resource = rest.split_whitespace().nth(1).unwrap_or("this resource");
+            return Some(format!(
+                "kind {resource} is not served yet (its CustomResourceDefinition is not installed)"
+            ));
+        }
     }
     None
 }
@@ -457,6 +466,17 @@ diff -u -N /tmp/LIVE-1/v1.Namespace..new-ns /tmp/MERGED-2/v1.Namespace..new-ns\n
         );
         let crd = parse_diff(&out("kwin: diff 1\r\n", "", 0));
         assert!(matches!(crd, Ok(DiffState::Differs(_))), "{crd:?}");
+        let stale = parse_diff(&out(
+            "kwin: diff 2\n",
+            "Error from server (NotFound): the server could not find the requested resource (patch installations.operator.tigera.io default)\n",
+            0,
+        ));
+        assert_eq!(
+            stale,
+            Ok(DiffState::Pending(
+                "kind installations.operator.tigera.io is not served yet (its CustomResourceDefinition is not installed)".into()
+            ))
+        );
         let st = parse_diff(&out(
             "kwin: diff 2\n",
             "error: resource mapping not found for name: \"default\" namespace: \"\" from \"m.yaml\": no matches for kind \"Installation\" in version \"operator.tigera.io/v1\"\nensure CRDs are installed first\n",
