@@ -54,7 +54,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// One name or several.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Names {
     One(String),
@@ -62,7 +62,7 @@ pub enum Names {
 }
 
 /// Params of `package`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PackageParams {
     /// Package name(s).
@@ -76,6 +76,11 @@ pub struct PackageParams {
     pub hold: Option<bool>,
     /// Repository to install from.
     pub repository: Option<Repository>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(PackageParams)
 }
 
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ use kwin_engine::quote::sh_quote;
 use serde::Deserialize;
 
 /// A package repository, as written in a plan.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Repository {
     /// File name stem: `[A-Za-z0-9_.-]+` (e.g. `kubernetes`).

@@ -37,7 +37,7 @@ use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 enum StartMode {
     #[default]
@@ -46,7 +46,7 @@ enum StartMode {
     Disabled,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 enum RunState {
     #[default]
@@ -56,7 +56,7 @@ enum RunState {
     Unchanged,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     name: String,
@@ -74,6 +74,11 @@ struct Params {
     restart_on: Vec<String>,
     #[serde(default = "yes")]
     restart_on_failure: bool,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 fn yes() -> bool {
