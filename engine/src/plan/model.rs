@@ -221,6 +221,11 @@ pub struct Proxy {
     /// the cluster domain and the hosts' addresses.
     #[serde(default)]
     pub no_proxy: Vec<String>,
+    /// Environment variable holding the proxy credentials, `user:password` (never in the
+    /// plan text; refused with Windows hosts).
+    pub credentials_env: Option<String>,
+    /// File whose first line is the proxy credentials, `user:password`, relative to the plan.
+    pub credentials_file: Option<String>,
 }
 
 /// `[defaults.linux]` and `[defaults.windows]`.
