@@ -207,6 +207,10 @@ pub struct Artifacts {
     /// Extra or overriding SHA-256 checksums (64 hex digits), by artifact file name.
     #[serde(default)]
     pub sha256: BTreeMap<String, String>,
+    /// Extra or overriding OpenPGP fingerprints (40 hex digits) of signing keys, by key file
+    /// name (`"Release.key"`).
+    #[serde(default)]
+    pub openpgp: BTreeMap<String, String>,
 }
 
 /// `[proxy]`: an HTTP(S) proxy the hosts reach the internet through.

@@ -662,6 +662,24 @@ fn artifacts_and_proxy(v: &mut V<'_>) {
             );
         }
     }
+    for (name, fp) in &f.artifacts.openpgp {
+        if crate::checksums::normalize_fingerprint(fp).is_none() {
+            let path = PlanPath::root()
+                .key("artifacts")
+                .key("openpgp")
+                .key(name)
+                .to_string();
+            v.at(
+                &path,
+                Diagnostic::error(
+                    "bad-checksum",
+                    format!(
+                        "fingerprint of `{name}` is not an OpenPGP fingerprint (40 hex digits)"
+                    ),
+                ),
+            );
+        }
+    }
     if let Some(p) = &f.proxy {
         for (key, val) in [("http", &p.http), ("https", &p.https)] {
             let Some(u) = val else { continue };
