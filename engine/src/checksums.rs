@@ -642,6 +642,103 @@ mod tests {
         assert_eq!(w[1].file, "other.exe");
     }
 
+    const TABLE: &str = r#"
+[[artifact]]
+url = "https://raw.githubusercontent.com/o/r/{version}/m.yml"
+source = "test"
+[artifact.sha256]
+"v1.0.0" = "3dd03954565808eaeb3a7ffc0e8cb7886a64a9aa94b2bfdfbdc6e2ed94842e49"
+
+[[signing_key]]
+url = "https://pkgs.example/{minor}/deb/Release.key"
+fingerprint = "DE15B14486CD377B9E876E1A234654DA9A296436"
+source = "test"
+"#;
+
+    fn plan_file(mirror: Option<&str>) -> crate::plan::PlanFile {
+        let mut f: crate::plan::PlanFile = toml::from_str("").expect("empty plan");
+        f.artifacts.mirror = mirror.map(str::to_string);
+        f
+    }
+
+    #[test]
+    fn known_digests_answer_by_upstream_url_also_under_a_mirror() {
+        let known = Arc::new(Known::parse(TABLE).expect("table"));
+        let c = Checksums::for_plan(&plan_file(None), BTreeMap::new(), known.clone());
+        let url = "https://raw.githubusercontent.com/o/r/v1.0.0/m.yml";
+        assert_eq!(c.lookup("m.yml", None, Some(url)).as_deref(), Some(A));
+        assert_eq!(
+            c.lookup(
+                "m.yml",
+                None,
+                Some("https://raw.githubusercontent.com/o/r/v2.0.0/m.yml")
+            ),
+            None
+        );
+        // under a mirror, the URL maps back to the upstream one
+        let c = Checksums::for_plan(
+            &plan_file(Some("http://mirror.lab:8080/")),
+            BTreeMap::new(),
+            known,
+        );
+        assert_eq!(
+            c.lookup(
+                "m.yml",
+                None,
+                Some("http://mirror.lab:8080/raw.githubusercontent.com/o/r/v1.0.0/m.yml")
+            )
+            .as_deref(),
+            Some(A)
+        );
+        assert_eq!(
+            c.fingerprint(
+                "Release.key",
+                "http://mirror.lab:8080/pkgs.example/v1.31/deb/Release.key"
+            )
+            .as_deref(),
+            Some("DE15B14486CD377B9E876E1A234654DA9A296436")
+        );
+        assert_eq!(
+            c.fingerprint("Release.key", "https://pkgs.example/latest/deb/Release.key"),
+            None
+        );
+        let w = c.wanted();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].kind, WantedKind::OpenPgp);
+    }
+
+    #[test]
+    fn a_record_fetched_over_http_is_no_answer() {
+        let mut rec = BTreeMap::new();
+        rec.insert(
+            "http://m/kubelet.exe.sha256".to_string(),
+            Recorded {
+                file: "kubelet.exe".into(),
+                sha256: A.into(),
+            },
+        );
+        let c = Checksums::new(BTreeMap::new(), rec);
+        assert_eq!(
+            c.lookup("kubelet.exe", Some("http://m/kubelet.exe.sha256"), None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_bad_table_is_refused() {
+        assert!(Known::parse("[[artifact]]\nurl = \"https://x/{version}\"\nsource = \"s\"\n[artifact.sha256]\n\"1\" = \"abc\"\n").is_err());
+        assert!(Known::parse("[[artifact]]\nurl = \"https://x/y\"\nsource = \"s\"\n").is_err());
+        assert!(Known::parse(
+            "[[signing_key]]\nurl = \"https://x/k\"\nfingerprint = \"de15\"\nsource = \"s\"\n"
+        )
+        .is_err());
+        assert_eq!(
+            normalize_fingerprint("0xde15 b144 86cd 377b 9e87  6e1a 2346 54da 9a29 6436")
+                .as_deref(),
+            Some("DE15B14486CD377B9E876E1A234654DA9A296436")
+        );
+    }
+
     #[test]
     fn record_round_trip_and_bad_record() {
         let dir = tempfile::tempdir().expect("tmp");

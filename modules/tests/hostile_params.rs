@@ -690,12 +690,27 @@ fn posix_code_at(script: &str, hostile: &str) -> Vec<String> {
     out
 }
 
+/// The hostile suffixes whose scripts also run in the sandbox (every suffix gets the grammar
+/// check, which covers every branch): one of each way a running script mangles a value —
+/// closed quotes with a command substitution, backslash sequences (dash's `echo`), `%` formats
+/// (`printf`), a NUL — to keep the run short.
+fn runs_in_sandbox(hostile: &str) -> bool {
+    hostile.starts_with('\'')
+        || hostile.starts_with('\\')
+        || hostile.starts_with('%')
+        || hostile.contains('\0')
+}
+
 /// Problems of one POSIX script run with `hostile` in one parameter.
 fn check_posix(sb: &Sandbox, script: &str, hostile: &str) -> Vec<String> {
-    if let Err(e) = sh_n(script) {
-        return vec![format!("sh -n rejects it: {e}")];
-    }
     let mut problems = posix_code_at(script, hostile);
+    if !runs_in_sandbox(hostile) {
+        return problems;
+    }
+    if let Err(e) = sh_n(script) {
+        problems.push(format!("sh -n rejects it: {e}"));
+        return problems;
+    }
     let (calls, stdout, stderr) = sb.run(script);
     for c in &calls {
         if c.first().map(String::as_str) == Some(CANARY) {
@@ -941,6 +956,7 @@ fn every_string_parameter_of_every_module_is_quoted_or_refused() {
     }
     let total = jobs.len();
     let ran = run_jobs(&sb, jobs, &mut problems);
+
     eprintln!(
         "{modules} modules, {params} parameter values × {} hostile suffixes: {refused} refused, \
          {total} scripts, {ran} of them holding the value as text checked",

@@ -141,7 +141,7 @@ impl Repository {
             line.push_str(c);
         }
         let check = match (&self.key_sha256, &self.key_fingerprint) {
-            (None, None) => "unchecked".to_string(),
+            (None, None) => "sha256 unchecked".to_string(),
             (Some(h), None) => format!("sha256 {h}"),
             (None, Some(f)) => format!("fingerprint {f}"),
             (Some(h), Some(f)) => format!("sha256 {h} fingerprint {f}"),
