@@ -23,6 +23,7 @@ pub mod preflight;
 pub mod reboot;
 pub mod registry_value;
 pub mod service;
+mod service_script;
 
 /// Module names implemented for Windows hosts.
 pub const NAMES: &[&str] = &[
