@@ -287,7 +287,10 @@ fn native_quote_checker_catches_quotes() {
         "& tar.exe -xzf \"C:\\a\"\"b.tgz\"",
         "icacls.exe C:\\x --a=\"b\"c",
     ] {
-        assert!(!native_args_with_quotes(bad).is_empty(), "not caught: {bad}");
+        assert!(
+            !native_args_with_quotes(bad).is_empty(),
+            "not caught: {bad}"
+        );
     }
     for good in [
         "& tar.exe -xzf 'C:\\Program Files\\a.tgz' -C \"C:\\x\"",

@@ -570,9 +570,11 @@ mod tests {
             .parse(&out("{\"state\":\"Stopped\",\"depends_on\":\"containerd\",\"image_path\":\"x\",\"exists\":true,\"start\":3,\"display_name\":\"k\"}"))
             .expect("parse");
         assert_eq!(s.depends_on, ["containerd"]);
-        let s = ServiceFact { name: "kubelet".into() }
-            .parse(&out("{\"exists\":false}"))
-            .expect("parse");
+        let s = ServiceFact {
+            name: "kubelet".into(),
+        }
+        .parse(&out("{\"exists\":false}"))
+        .expect("parse");
         assert!(!s.exists && s.start == -1);
     }
 

@@ -18,6 +18,7 @@ pub mod feature;
 pub mod file;
 pub mod firewall_rule;
 pub mod hotfix;
+mod no_proxy;
 pub mod path_entry;
 pub mod preflight;
 pub mod reboot;

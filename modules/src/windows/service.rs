@@ -231,7 +231,11 @@ impl Service {
             check_path(&format!("binaries.{i}.src"), &b.src)?;
             check_path(&format!("binaries.{i}.dest"), &b.dest)?;
         }
-        if p.args.iter().chain(&p.wrapper).any(|a| a.contains(['\n', '\r', '\0'])) {
+        if p.args
+            .iter()
+            .chain(&p.wrapper)
+            .any(|a| a.contains(['\n', '\r', '\0']))
+        {
             return Err(ParamError::at(
                 "args",
                 "arguments cannot contain line breaks",
@@ -504,7 +508,9 @@ impl Module for Service {
                     script.push_str(&format!("Start-Service -Name {n}\n"));
                 }
                 RunState::Unchanged => {
-                    script.push_str(&format!("if ($kwinWasRunning) {{ Start-Service -Name {n} }}\n"));
+                    script.push_str(&format!(
+                        "if ($kwinWasRunning) {{ Start-Service -Name {n} }}\n"
+                    ));
                 }
                 RunState::Stopped => {}
             }
@@ -596,7 +602,10 @@ mod tests {
         );
         assert_eq!(win_arg(""), "\"\"");
         assert_eq!(
-            image_path("C:\\Program Files\\containerd\\bin\\containerd.exe", &["--run-service".into()]),
+            image_path(
+                "C:\\Program Files\\containerd\\bin\\containerd.exe",
+                &["--run-service".into()]
+            ),
             "\"C:\\Program Files\\containerd\\bin\\containerd.exe\" --run-service"
         );
     }
