@@ -6,8 +6,9 @@
 //! { "params": {...},
 //!   "facts": { "<fact key>": { "stdout": "<json the fact printed>", "exit": 0 } },
 //!   "expect": "noop" | { "change": { "action": "create", "steps_contain": ["..."], "steps_in_order": ["...", "..."], "steps_lack": ["..."], "diff_contains": ["..."] } }
-//!            | { "error": "text" } | { "param_error": "text" } }
+//!            | { "noop_warning": "text" } | { "error": "text" } | { "param_error": "text" } }
 //! ```
+//! `"noop"` is a no-op without a warning; `noop_warning` a no-op whose warning contains the text.
 //! The facts given must be exactly the facts the module asks for. Fact outputs are in the shape
 //! Windows PowerShell 5.1 prints for kwin's fact scripts (`ConvertTo-Json -Compress`).
 
@@ -55,6 +56,7 @@ enum ExpectObj {
         #[serde(default)]
         diff_contains: Vec<String>,
     },
+    NoopWarning(String),
     Error(String),
     ParamError(String),
 }
@@ -131,7 +133,13 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
     };
     let plan = m.plan(&facts, &ctx);
     match (&case.expect, plan) {
-        (Expect::Word(w), Ok(Plan::NoOp { .. })) if w == "noop" => Ok(()),
+        (Expect::Word(w), Ok(Plan::NoOp { warning: None, .. })) if w == "noop" => Ok(()),
+        (
+            Expect::Obj(ExpectObj::NoopWarning(want)),
+            Ok(Plan::NoOp {
+                warning: Some(got), ..
+            }),
+        ) if got.contains(want.as_str()) => Ok(()),
         (
             Expect::Obj(ExpectObj::Change {
                 action,

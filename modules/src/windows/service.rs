@@ -267,6 +267,11 @@ impl Service {
         })
     }
 
+    /// The image path kwin registers (and compares with the stored `ImagePath`).
+    pub fn command_line(&self) -> &str {
+        &self.command_line
+    }
+
     fn fact(&self) -> ServiceFact {
         ServiceFact {
             name: self.name.clone(),
