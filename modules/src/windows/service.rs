@@ -511,11 +511,13 @@ impl Module for Service {
                         diff.push(format!("+ running {}", self.name));
                     }
                     script.push_str(&format!("Start-Service -Name {n}\n"));
+                    script.push_str(script::start_dependents());
                 }
                 RunState::Unchanged => {
                     script.push_str(&format!(
                         "if ($kwinWasRunning) {{ Start-Service -Name {n} }}\n"
                     ));
+                    script.push_str(script::start_dependents());
                 }
                 RunState::Stopped => {}
             }
@@ -530,7 +532,9 @@ impl Module for Service {
                                 "restart to apply the new configuration".into()
                             });
                             diff.push(format!("~ restart {}", self.name));
+                            script.push_str(&script::capture_dependents(&self.name));
                             script.push_str(&format!("Restart-Service -Name {n} -Force\n"));
+                            script.push_str(script::start_dependents());
                         } else {
                             why.push(if st.exists {
                                 format!("not running ({})", st.state)
@@ -557,7 +561,9 @@ impl Module for Service {
                             "restart to apply the new configuration".into()
                         });
                         diff.push(format!("~ restart {}", self.name));
+                        script.push_str(&script::capture_dependents(&self.name));
                         script.push_str(&format!("Restart-Service -Name {n} -Force\n"));
+                        script.push_str(script::start_dependents());
                     }
                 }
             }

@@ -83,12 +83,29 @@ pub(super) fn failure_actions(name: &str) -> String {
     )
 }
 
+/// Remember the running services that depend on `name` in `$kwinDependents`: `Stop-Service
+/// -Force` stops them too ("stop a service even if that service has dependent services",
+/// reference/5.1/Microsoft.PowerShell.Management/Stop-Service.md), and nothing starts them
+/// again by itself (kubelet depends on containerd).
+pub(super) fn capture_dependents(name: &str) -> String {
+    format!(
+        "$kwinDependents = @(Get-Service -Name {n} -DependentServices | Where-Object {{ $_.Status -eq 'Running' }} | ForEach-Object {{ $_.Name }})\n",
+        n = ps_quote(name)
+    )
+}
+
+/// Start again what [`capture_dependents`] found running.
+pub(super) fn start_dependents() -> &'static str {
+    "foreach ($d in $kwinDependents) { Start-Service -Name $d }\n"
+}
+
 /// Stop the service if it runs (remembering it in `$kwinWasRunning`) and wait until no
 /// process runs from one of `dests` any more (the SCM reports Stopped when the service
 /// process says so; a wrapper such as kube-log-runner exits just after its child).
 pub(super) fn stop_for_replace(name: &str, exists: bool, dests: &[&str]) -> String {
-    let mut s = String::from("$kwinWasRunning = $false\n");
+    let mut s = String::from("$kwinWasRunning = $false\n$kwinDependents = @()\n");
     if exists {
+        s.push_str(&capture_dependents(name));
         s.push_str(&format!(
             "$s = Get-Service -Name {n} -ErrorAction SilentlyContinue\n\
              if ($s -and $s.Status -ne 'Stopped') {{ $kwinWasRunning = $true; Stop-Service -Name {n} -Force }}\n",
