@@ -28,11 +28,27 @@ const BASE: &str = "tests/plans/good/every-key.toml";
 /// Keys the CLI reads into the executor's options (not the template context): the file that
 /// reads them and the text that shows it.
 const EXECUTOR_OPTIONS: &[(&str, &str, &str)] = &[
-    ("settings.parallelism", "src/cmd_run.rs", "settings.parallelism"),
-    ("settings.step_timeout", "src/cmd_run.rs", "settings.step_timeout"),
+    (
+        "settings.parallelism",
+        "src/cmd_run.rs",
+        "settings.parallelism",
+    ),
+    (
+        "settings.step_timeout",
+        "src/cmd_run.rs",
+        "settings.step_timeout",
+    ),
     ("settings.retries", "src/cmd_run.rs", "settings.retries"),
-    ("settings.retry_delay", "src/cmd_run.rs", "settings.retry_delay"),
-    ("settings.allow_reboot", "src/cmd_run.rs", "settings.allow_reboot"),
+    (
+        "settings.retry_delay",
+        "src/cmd_run.rs",
+        "settings.retry_delay",
+    ),
+    (
+        "settings.allow_reboot",
+        "src/cmd_run.rs",
+        "settings.allow_reboot",
+    ),
 ];
 
 /// Keys that only validation reads, and why that is all they need.
@@ -51,9 +67,21 @@ const WINRM_ON_LINUX: &str = "a WinRM key: Linux hosts have no WinRM transport; 
 /// a value in `[defaults.<os>]` is overridden by the same key on a host, and `password_env`
 /// wins over `password_file`.
 const IN_EFFECT: &[(&str, &[&str])] = &[
-    ("defaults.windows.password_file", &["defaults.windows.password_env"]),
-    ("defaults.linux.password_file", &["defaults.linux.password_env"]),
-    ("hosts[].password_file", &["defaults.windows.password_env", "defaults.linux.password_env"]),
+    (
+        "defaults.windows.password_file",
+        &["defaults.windows.password_env"],
+    ),
+    (
+        "defaults.linux.password_file",
+        &["defaults.linux.password_env"],
+    ),
+    (
+        "hosts[].password_file",
+        &[
+            "defaults.windows.password_env",
+            "defaults.linux.password_env",
+        ],
+    ),
 ];
 
 /// Values to change a key to where the schema alone does not give one (a string key that
@@ -119,7 +147,10 @@ fn resolve<'a>(root: &'a Json, s: &'a Json) -> &'a Json {
         return resolve(root, &root["$defs"][name]);
     }
     if let Some(any) = s.get("anyOf").and_then(|a| a.as_array()) {
-        if let Some(non_null) = any.iter().find(|x| x.get("type") != Some(&Json::from("null"))) {
+        if let Some(non_null) = any
+            .iter()
+            .find(|x| x.get("type") != Some(&Json::from("null")))
+        {
             return resolve(root, non_null);
         }
     }
@@ -163,7 +194,10 @@ fn fields(root: &Json, s: &Json, path: Vec<Seg>, out: &mut Vec<Field>) {
 fn enum_values(root: &Json, s: &Json) -> Vec<String> {
     let s = resolve(root, s);
     if let Some(e) = s.get("enum").and_then(|e| e.as_array()) {
-        return e.iter().filter_map(|x| x.as_str().map(str::to_string)).collect();
+        return e
+            .iter()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect();
     }
     if let Some(one) = s.get("oneOf").and_then(|o| o.as_array()) {
         return one
@@ -229,7 +263,10 @@ fn candidates(root: &Json, f: &Field, current: Option<&Toml>) -> Vec<Toml> {
 fn alternative(root: &Json, f: &Field, current: Option<&Toml>) -> Option<Toml> {
     let name = f.name();
     if let Some((_, v)) = ALTERNATIVES.iter().find(|(k, _)| *k == name) {
-        if current.is_none() || !matches!(current, Some(Toml::String(_))) || name == "tasks[].inputs" {
+        if current.is_none()
+            || !matches!(current, Some(Toml::String(_)))
+            || name == "tasks[].inputs"
+        {
             let doc: toml::Table = toml::from_str(&format!("v = {v}")).expect("alternative");
             return doc.get("v").cloned();
         }
@@ -238,30 +275,40 @@ fn alternative(root: &Json, f: &Field, current: Option<&Toml>) -> Option<Toml> {
     let enums = enum_values(root, &f.schema);
     if !enums.is_empty() {
         let cur = current.and_then(|c| c.as_str()).unwrap_or("");
-        return enums
-            .into_iter()
-            .find(|e| e != cur)
-            .map(Toml::String);
+        return enums.into_iter().find(|e| e != cur).map(Toml::String);
     }
     if is_type(s, "boolean") {
-        return Some(Toml::Boolean(!current.and_then(|c| c.as_bool()).unwrap_or(false)));
+        return Some(Toml::Boolean(
+            !current.and_then(|c| c.as_bool()).unwrap_or(false),
+        ));
     }
     if is_type(s, "integer") {
         let min = s.get("minimum").and_then(|m| m.as_i64()).unwrap_or(1);
         return Some(Toml::Integer(
-            current.and_then(|c| c.as_integer()).map(|n| n + 1).unwrap_or(min.max(1)),
+            current
+                .and_then(|c| c.as_integer())
+                .map(|n| n + 1)
+                .unwrap_or(min.max(1)),
         ));
     }
     if is_type(s, "string") {
-        return current.and_then(|c| c.as_str()).map(|c| Toml::String(mutate_str(c)));
+        return current
+            .and_then(|c| c.as_str())
+            .map(|c| Toml::String(mutate_str(c)));
     }
     if is_type(s, "array") {
         let items = resolve(root, &s["items"]);
         let item_enums = enum_values(root, &s["items"]);
-        let mut arr = current.and_then(|c| c.as_array()).cloned().unwrap_or_default();
+        let mut arr = current
+            .and_then(|c| c.as_array())
+            .cloned()
+            .unwrap_or_default();
         if !item_enums.is_empty() {
             let have: Vec<&str> = arr.iter().filter_map(|x| x.as_str()).collect();
-            let add = item_enums.iter().find(|e| !have.contains(&e.as_str()))?.clone();
+            let add = item_enums
+                .iter()
+                .find(|e| !have.contains(&e.as_str()))?
+                .clone();
             arr.push(Toml::String(add));
             return Some(Toml::Array(arr));
         }
@@ -277,7 +324,10 @@ fn alternative(root: &Json, f: &Field, current: Option<&Toml>) -> Option<Toml> {
         return None;
     }
     if is_type(s, "object") {
-        let mut map = current.and_then(|c| c.as_table()).cloned().unwrap_or_default();
+        let mut map = current
+            .and_then(|c| c.as_table())
+            .cloned()
+            .unwrap_or_default();
         match map.iter().next().map(|(k, v)| (k.clone(), v.clone())) {
             Some((k, Toml::String(v))) => {
                 map.insert(format!("{k}x"), Toml::String(v));
@@ -300,7 +350,9 @@ fn set(root: &Json, f: &Field, at: &[Seg], v: &mut Toml, which: usize) -> bool {
     match at {
         [] => unreachable!(),
         [Seg::Key(k)] => {
-            let Some(t) = v.as_table_mut() else { return false };
+            let Some(t) = v.as_table_mut() else {
+                return false;
+            };
             match candidates(root, f, t.get(k)).into_iter().nth(which) {
                 Some(new) => {
                     t.insert(k.clone(), new);
@@ -310,14 +362,18 @@ fn set(root: &Json, f: &Field, at: &[Seg], v: &mut Toml, which: usize) -> bool {
             }
         }
         [Seg::Key(k), rest @ ..] => {
-            let Some(t) = v.as_table_mut() else { return false };
+            let Some(t) = v.as_table_mut() else {
+                return false;
+            };
             let child = t
                 .entry(k.clone())
                 .or_insert_with(|| Toml::Table(toml::Table::new()));
             set(root, f, rest, child, which)
         }
         [Seg::Each, rest @ ..] => {
-            let Some(a) = v.as_array_mut() else { return false };
+            let Some(a) = v.as_array_mut() else {
+                return false;
+            };
             let mut any = false;
             for item in a.iter_mut() {
                 any |= set(root, f, rest, item, which);
@@ -405,8 +461,11 @@ fn fingerprint(text: &str) -> String {
     for w in first.wanted() {
         pins.entry(w.file).or_insert_with(|| "0".repeat(64));
     }
-    match kwin_engine::expand::expand_with(&plan, recipes, &Checksums::new(pins, Default::default()))
-    {
+    match kwin_engine::expand::expand_with(
+        &plan,
+        recipes,
+        &Checksums::new(pins, Default::default()),
+    ) {
         Ok(tasks) => {
             for t in tasks {
                 out.push_str(&format!(
@@ -442,7 +501,11 @@ fn every_plan_key_is_used_or_listed_with_a_reason() {
     let mut wrongly_listed = Vec::new();
     let mut no_alternative = Vec::new();
     let fields = all_fields();
-    assert!(fields.len() > 60, "only {} keys found in the schema", fields.len());
+    assert!(
+        fields.len() > 60,
+        "only {} keys found in the schema",
+        fields.len()
+    );
     for f in &fields {
         let name = f.name();
         let start = in_effect(&base_doc, f);
@@ -499,7 +562,10 @@ fn listed_keys_exist_and_executor_options_are_read() {
         assert!(!why.is_empty());
     }
     for (k, _) in ALTERNATIVES {
-        assert!(names.contains(&k.to_string()), "ALTERNATIVES names {k}, not a plan key");
+        assert!(
+            names.contains(&k.to_string()),
+            "ALTERNATIVES names {k}, not a plan key"
+        );
     }
 }
 

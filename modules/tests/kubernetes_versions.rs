@@ -120,7 +120,10 @@ fn without_cluster_key(example: &str, key: &str) -> Vec<Task> {
     let path = ps_corpus::workspace().join(example);
     let mut doc: toml::Table =
         toml::from_str(&std::fs::read_to_string(&path).expect("example")).expect("toml");
-    doc["cluster"].as_table_mut().expect("[cluster]").remove(key);
+    doc["cluster"]
+        .as_table_mut()
+        .expect("[cluster]")
+        .remove(key);
     let plan = kwin_engine::plan::load_str(&path, &toml::to_string(&doc).expect("toml"))
         .unwrap_or_else(|d| panic!("{d}"));
     expand_with_sums(&plan, kwin_modules::recipes::RECIPES).unwrap_or_else(|d| panic!("{d}"))
@@ -172,8 +175,15 @@ fn windows_runtime_classes_decides_the_runtime_class_step() {
             !has(&without_cluster_key(example, "windows_runtime_classes")),
             "{example}: runtime classes are created though windows_runtime_classes defaults to false"
         );
-        assert!(!has(&with_cluster_key(example, "windows_runtime_classes", false)));
+        assert!(!has(&with_cluster_key(
+            example,
+            "windows_runtime_classes",
+            false
+        )));
         let on = with_cluster_key(example, "windows_runtime_classes", true);
-        assert!(has(&on), "{example}: windows_runtime_classes = true creates none");
+        assert!(
+            has(&on),
+            "{example}: windows_runtime_classes = true creates none"
+        );
     }
 }
