@@ -226,9 +226,14 @@ fn template_error(msg: String) -> minijinja::Error {
 /// The text of a flag value: strings as they are, numbers and booleans as minijinja prints
 /// them (`false`, `110`).
 fn flag_value_text(v: &Value) -> String {
-    v.as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| v.to_string())
+    if let Some(s) = v.as_str() {
+        return s.to_string();
+    }
+    if v.kind() == minijinja::value::ValueKind::Bool {
+        // minijinja prints `True`; command lines take `true`.
+        return v.is_true().to_string();
+    }
+    v.to_string()
 }
 
 /// `flag(component, '--name', value)` renders one command-line flag (`--name=value`, or
@@ -771,5 +776,75 @@ transport = "local"
                 .as_deref(),
             Some("a")
         );
+    }
+
+    #[test]
+    fn flag_functions_check_the_version_table() {
+        let env_for = |k8s: &str| {
+            let mut env = crate::template::environment();
+            add_flag_functions(
+                &mut env,
+                ComponentVersions {
+                    kubernetes: Some(k8s.into()),
+                    flannel: Some("v0.26.7".into()),
+                    containerd: Some("1.7.29".into()),
+                },
+            );
+            env
+        };
+        let eval = |k8s: &str, expr: &str| {
+            let env = env_for(k8s);
+            let e = env.compile_expression(expr).expect("compiles");
+            e.eval(minijinja::context! {}).map(|v| v.to_string())
+        };
+        let pod_infra =
+            "flag('kubelet', '--pod-infra-container-image', 'registry.k8s.io/pause:3.10')";
+        assert_eq!(
+            eval("1.34.2", pod_infra).expect("1.34 takes it"),
+            "--pod-infra-container-image=registry.k8s.io/pause:3.10"
+        );
+        let err = eval("1.35.0", pod_infra)
+            .expect_err("1.35 refuses it")
+            .to_string();
+        assert!(
+            err.contains("removed in 1.35") && err.contains("#133779"),
+            "{err}"
+        );
+        let supported = "flag_supported('kubelet', '--pod-infra-container-image')";
+        assert_eq!(eval("1.34.2", supported).expect("ok"), "True");
+        assert_eq!(eval("1.35.0", supported).expect("ok"), "False");
+        assert_eq!(
+            eval("1.31.4", "flag('kubelet', '--cgroups-per-qos', false)").expect("ok"),
+            "--cgroups-per-qos=false"
+        );
+        assert_eq!(
+            eval("1.31.4", "flag('kubelet', '--windows-service')").expect("ok"),
+            "--windows-service"
+        );
+        assert_eq!(
+            eval("1.31.4", "flag('kubelet', '--resolv-conf', '')").expect("ok"),
+            "--resolv-conf="
+        );
+        for bad in [
+            "flag('kubelet', '--no-such-flag', 'x')",
+            "flag('kubelet', '--node-ip')",
+            "flag('kubelet', '--node-ip', none)",
+            "flag('kubelet', '--windows-service', 'yes')",
+            "flag('kubelett', '--node-ip', 'x')",
+            "flag_supported('kubelet', '--no-such-flag')",
+        ] {
+            assert!(eval("1.31.4", bad).is_err(), "{bad} should be refused");
+        }
+        assert_eq!(
+            eval("1.31.4", "flag('flanneld', '--kube-subnet-mgr')").expect("ok"),
+            "--kube-subnet-mgr"
+        );
+        // Without [cluster] there is no version to check against.
+        let mut env = crate::template::environment();
+        add_flag_functions(&mut env, ComponentVersions::default());
+        let e = env
+            .compile_expression("flag('kubelet', '--node-ip', 'x')")
+            .expect("compiles");
+        assert!(e.eval(minijinja::context! {}).is_err());
     }
 }

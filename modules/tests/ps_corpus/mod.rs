@@ -242,6 +242,56 @@ pub fn module_case_scripts() -> Vec<Script> {
     out
 }
 
+/// Every kube module case's scripts (facts, steps, output), in the case's shell (POSIX or
+/// PowerShell), for checks that are not about PowerShell (command-line flags).
+pub fn kube_case_scripts_all_shells() -> Vec<Script> {
+    let mut out = Vec::new();
+    for (module, path) in cases("kube_cases") {
+        let case = read_case(&path);
+        let shell = match case.shell.as_deref() {
+            Some("powershell") => Shell::PowerShell,
+            _ => Shell::Posix,
+        };
+        let Ok(m) = kwin_modules::Builtin.build(&module, shell, &case.params) else {
+            continue;
+        };
+        let mut inputs = Inputs::new();
+        for (k, v) in &case.inputs {
+            inputs.insert(k.clone(), Secret::new(v.clone()));
+        }
+        let origin = path
+            .strip_prefix(workspace())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        for q in m.facts(shell) {
+            out.push(Script::new(
+                format!("{origin}: fact {}", q.key),
+                q.command.clone(),
+            ));
+        }
+        if let Some(o) = m.output(shell) {
+            out.push(Script::new(format!("{origin}: output"), o));
+        }
+        let Some(facts) = case_facts(m.as_ref(), shell, &case.facts) else {
+            continue;
+        };
+        let ctx = Ctx {
+            shell,
+            host: "h1",
+            inputs: &inputs,
+        };
+        if let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) {
+            for (i, s) in c.steps.iter().enumerate() {
+                if let Step::Run(script) = s {
+                    out.push(Script::new(format!("{origin}: step {i}"), script.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// For each fact kind (the key's prefix before `:`), the answer a fresh host gives: taken
 /// from the first `create` case of `tests/windows_cases/` that asks for it.
 pub fn fresh_host_answers() -> BTreeMap<String, CaseFact> {
