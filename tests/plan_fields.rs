@@ -11,7 +11,6 @@
 //! and expanded again; a key whose change leaves the template context of every host, every
 //! task and every connection as they were is unused.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kwin_engine::checksums::Checksums;
@@ -454,18 +453,10 @@ fn fingerprint(text: &str) -> String {
     for h in &plan.hosts {
         out.push_str(&format!("host: {h:?}\n"));
     }
-    let recipes = kwin_modules::recipes::RECIPES;
-    let first = Checksums::new(plan.file.artifacts.sha256.clone(), Default::default());
-    let _ = kwin_engine::expand::expand_with(&plan, recipes, &first);
-    let mut pins: BTreeMap<String, String> = plan.file.artifacts.sha256.clone();
-    for w in first.wanted() {
-        pins.entry(w.file).or_insert_with(|| "0".repeat(64));
-    }
-    match kwin_engine::expand::expand_with(
-        &plan,
-        recipes,
-        &Checksums::new(pins, Default::default()),
-    ) {
+    // Checksums the plan does not pin stay empty: expansion still renders every URL and file
+    // name they belong to, which is what a changed key would show in.
+    let sums = Checksums::new(plan.file.artifacts.sha256.clone(), Default::default());
+    match kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums) {
         Ok(tasks) => {
             for t in tasks {
                 out.push_str(&format!(
