@@ -135,6 +135,14 @@ fn the_profile_catches_powershell_7_syntax() {
             "parameter",
         ),
         ("Join-String -InputObject 'a'", "unknown-command"),
+        (
+            "'x' | Out-File -FilePath 'a' -Encoding utf8NoBOM",
+            "parameter-value",
+        ),
+        (
+            "Set-Content -Path 'a' -Value 'x' -Encoding:'utf8BOM'",
+            "parameter-value",
+        ),
     ] {
         let r = rules(script);
         assert!(r.contains(&rule), "`{script}`: expected {rule}, got {r:?}");
@@ -143,6 +151,11 @@ fn the_profile_catches_powershell_7_syntax() {
 
 #[test]
 fn the_profile_checks_cmdlets_and_parameter_names() {
+    // Documented values pass, in any case.
+    assert_eq!(
+        findings("'x' | Out-File -FilePath 'a' -Encoding ascii"),
+        Vec::<String>::new()
+    );
     // Full names pass; aliases and abbreviations of parameters do not.
     assert_eq!(
         findings("Get-Service -Name 'x' -ErrorAction SilentlyContinue"),

@@ -106,6 +106,21 @@ def param_aliases(block):
     return out
 
 
+def accepted_values(block):
+    """`Accepted values: A, B` (PlatyPS 1) or an `AcceptedValues:` list (PlatyPS 2024-05-01)."""
+    m = re.search(r"^Accepted values:[ \t]*(.*)$", block, re.M)
+    if m and m.group(1).strip():
+        return [v.strip() for v in m.group(1).split(",") if v.strip()]
+    m = re.search(r"^AcceptedValues:[ \t]*$", block, re.M)
+    out = []
+    if m:
+        for line in block[m.end():].splitlines()[1:]:
+            if not line.startswith("- "):
+                break
+            out.append(line[2:].strip())
+    return out
+
+
 def provider_dynamic_parameters(repo):
     """{cmdlet: [(parameter, provider)]} from the `## Dynamic parameters` sections of the 5.1
     about_*_Provider topics: provider parameters (New-Item -Address in WSMan:, -File in the
@@ -137,7 +152,7 @@ def parse(text):
     if not re.fullmatch(r"[A-Za-z]+-[A-Za-z0-9]+", title) or "## SYNTAX" not in text:
         return None
     params_section = text.split("## PARAMETERS", 1)
-    params, palias, common = [], [], False
+    params, palias, common, values = [], [], False, []
     if len(params_section) == 2:
         body = re.split(r"\n## ", params_section[1], 1)[0]
         for block in re.split(r"\n### ", "\n" + body)[1:]:
@@ -149,9 +164,12 @@ def parse(text):
                 params.append(name)
                 for a in param_aliases(block):
                     palias.append(f"{name}={a}")
+                accepted = accepted_values(block)
+                if accepted:
+                    values.append(f"{name}=" + "|".join(accepted))
     if "[<CommonParameters>]" in text:
         common = True
-    return title, fields.get("Module Name", ""), aliases, params, palias, common
+    return title, fields.get("Module Name", ""), aliases, params, palias, common, values
 
 
 def main():
@@ -168,11 +186,11 @@ def main():
         got = parse(git(repo, "show", f"HEAD:{path}"))
         if got is None:
             return
-        title, module, aliases, params, palias, common = got
+        title, module, aliases, params, palias, common, values = got
         key = title.lower()
         if key in rows:  # first source wins (5.1 reference before the Server docs)
             return
-        rows[key] = (title, module, availability, params, aliases, palias, common, path)
+        rows[key] = (title, module, availability, params, aliases, palias, common, path, values)
 
     for path in files(a.powershell_docs, "reference/5.1"):
         if path.split("/")[2] in PS51_SKIP:
@@ -214,14 +232,14 @@ def main():
     out.write(f"# source: MicrosoftDocs/windows-powershell-docs {win_commit} docset/winserver2019-ps: {', '.join(WS2019_MODULES)}\n")
     out.write(f"# source: MicrosoftDocs/windows-powershell-docs {win_commit} docset/winserver2025-ps/HostNetworkingService (availability `import`: not documented for Windows Server 2019)\n")
     out.write(f"# common parameters: {about}; left out (added in PowerShell 7): {', '.join(left_out)}\n")
-    out.write("\t".join(["<common>", "", "5.1", ",".join(c.split("=")[0] for c in common), "", ",".join(common), "n", about]) + "\n")
+    out.write("\t".join(["<common>", "", "5.1", ",".join(c.split("=")[0] for c in common), "", ",".join(common), "n", about, ""]) + "\n")
     out.write("# dynamic parameters: reference/5.1/*/About/about_*_Provider.md, `## Dynamic parameters` (written Name@Provider)\n")
-    out.write("# columns: cmdlet, module, availability (5.1 | ws2019 | import), parameters, cmdlet aliases, parameter aliases (Param=Alias), common parameters (y/n), source path\n")
+    out.write("# columns: cmdlet, module, availability (5.1 | ws2019 | import), parameters, cmdlet aliases, parameter aliases (Param=Alias), common parameters (y/n), source path, accepted values (Param=A|B;...)\n")
     for key in sorted(rows):
-        title, module, availability, params, aliases, palias, common, path = rows[key]
+        title, module, availability, params, aliases, palias, common, path, values = rows[key]
         out.write("\t".join([
             title, module, availability, ",".join(params), ",".join(aliases),
-            ",".join(palias), "y" if common else "n", path,
+            ",".join(palias), "y" if common else "n", path, ";".join(values),
         ]) + "\n")
 
 

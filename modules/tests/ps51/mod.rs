@@ -19,6 +19,8 @@
 //! - `parameter`: every named parameter of a cmdlet is one of its documented parameters or a
 //!   common parameter, written out in full (no alias, no prefix): what 5.1 accepts and what a
 //!   reader can look up.
+//! - `parameter-value`: a literal value of a parameter whose documentation lists its accepted
+//!   values is one of them (`-Encoding utf8NoBOM` is PowerShell 6+; 5.1 takes `UTF8`).
 //! - `native-quote`: no argument of a native command contains `"`. Windows PowerShell 5.1
 //!   does not escape embedded quotes when it builds a native command line
 //!   (PowerShell/PowerShell#1995, fixed only in 7.3 with `$PSNativeCommandArgumentPassing`),
@@ -43,6 +45,8 @@ pub struct Cmdlet {
     pub param_aliases: HashMap<String, String>,
     pub common: bool,
     pub source: String,
+    /// Parameter (lowercase) → its documented accepted values.
+    pub accepted: HashMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -92,7 +96,7 @@ pub fn table() -> Table {
             continue;
         }
         let f: Vec<&str> = line.split('\t').collect();
-        assert_eq!(f.len(), 8, "cmdlets.tsv: bad row `{line}`");
+        assert_eq!(f.len(), 9, "cmdlets.tsv: bad row `{line}`");
         if f[0] == "<common>" {
             t.common = split_list(f[3]);
             t.common_aliases = alias_map(f[5]);
@@ -112,6 +116,16 @@ pub fn table() -> Table {
                 param_aliases: alias_map(f[5]),
                 common: f[6] == "y",
                 source: f[7].to_string(),
+                accepted: f[8]
+                    .split(';')
+                    .filter_map(|pv| {
+                        let (p, vs) = pv.split_once('=')?;
+                        Some((
+                            p.to_ascii_lowercase(),
+                            vs.split('|').map(str::to_string).collect(),
+                        ))
+                    })
+                    .collect(),
             },
         );
     }
@@ -442,6 +456,57 @@ fn arguments(n: Node) -> Vec<Node> {
     out
 }
 
+/// Named parameters of a command given a literal value (a bare word or a string literal),
+/// as `-Name value` or `-Name:value`: (parameter node, name, value).
+fn literal_param_values<'t>(n: Node<'t>, src: &str) -> Vec<(Node<'t>, String, String)> {
+    let mut out = Vec::new();
+    let mut c = n.walk();
+    for ch in n.children(&mut c) {
+        if ch.kind() != "command_elements" {
+            continue;
+        }
+        let mut c2 = ch.walk();
+        let els: Vec<Node> = ch.children(&mut c2).collect();
+        for (i, el) in els.iter().enumerate() {
+            if el.kind() != "command_parameter" {
+                continue;
+            }
+            let name = text(*el, src)
+                .trim()
+                .trim_start_matches('-')
+                .trim_end_matches(':')
+                .to_string();
+            // The value: inside the `:` separator, or the next element after blanks.
+            let mut value = None;
+            for next in &els[i + 1..] {
+                match next.kind() {
+                    "command_argument_sep" => {
+                        if let Some(v) = next.named_child(0) {
+                            value = Some(v);
+                            break;
+                        }
+                    }
+                    "command_parameter" | "redirection" | "stop_parsing" => break,
+                    _ => {
+                        value = Some(*next);
+                        break;
+                    }
+                }
+            }
+            let Some(v) = value else { continue };
+            let literal = if v.kind() == "generic_token" {
+                Some(text(v, src).to_string())
+            } else {
+                as_string_literal(v, src).and_then(|l| literal_value(l, src))
+            };
+            if let Some(l) = literal {
+                out.push((*el, name, l));
+            }
+        }
+    }
+    out
+}
+
 fn is_native_name(name: &str) -> bool {
     let l = name.to_ascii_lowercase();
     [".exe", ".com", ".bat", ".cmd"]
@@ -557,6 +622,23 @@ fn command(
                             line: line(*node),
                             rule: "parameter",
                             message: f,
+                        });
+                    }
+                }
+                for (node, p, value) in literal_param_values(n, src) {
+                    let Some(accepted) = c.accepted.get(&p.to_ascii_lowercase()) else {
+                        continue;
+                    };
+                    if !accepted.iter().any(|a| a.eq_ignore_ascii_case(&value)) {
+                        findings.push(Finding {
+                            line: line(node),
+                            rule: "parameter-value",
+                            message: format!(
+                                "`{}` -{p} {value}: Windows PowerShell 5.1 accepts {} ({})",
+                                c.name,
+                                accepted.join(", "),
+                                c.source
+                            ),
                         });
                     }
                 }
