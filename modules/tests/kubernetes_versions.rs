@@ -381,11 +381,14 @@ fn flags_in_text(text: &str) -> Vec<(&'static str, String)> {
 fn task_flags(t: &Task) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if t.module == "service" {
-        if let Some(c) = t.params["binary"].as_str().and_then(component_of) {
-            for a in t.params["args"].as_array().into_iter().flatten() {
-                if let Some(f) = a.as_str().and_then(flag_of) {
-                    out.push((c, f));
-                }
+        // The binary, or a program a wrapper (kube-log-runner) starts among the arguments.
+        let mut current = t.params["binary"].as_str().and_then(component_of);
+        for a in t.params["args"].as_array().into_iter().flatten() {
+            let Some(a) = a.as_str() else { continue };
+            if let Some(c) = component_of(a) {
+                current = Some(c);
+            } else if let (Some(c), Some(f)) = (current, flag_of(a)) {
+                out.push((c, f));
             }
         }
     }
