@@ -55,8 +55,9 @@ pub struct Cluster {
     /// Cluster name (lowercase letters, digits and `-`); the kubeadm clusterName, the
     /// kubeconfig context and the file name `kwin kubeconfig` writes.
     pub name: String,
-    /// Kubernetes version, full `x.y.z` (e.g. "1.31.4"). kubeadm, kubelet, kubectl and the
-    /// Windows kubelet/kube-proxy binaries are all installed at exactly this version.
+    /// Kubernetes version, full `x.y.z` (e.g. "1.31.4"), of a minor kwin knows (1.29 to 1.37).
+    /// kubeadm, kubelet, kubectl and the Windows kubelet/kube-proxy binaries are all installed
+    /// at exactly this version.
     pub kubernetes_version: String,
     /// Pod (cluster) CIDR, IPv4. Each node gets a /24 from it. Default 10.244.0.0/16.
     #[schemars(extend("default" = "10.244.0.0/16"))]
@@ -81,9 +82,9 @@ pub struct Cluster {
     /// tolerate it (Windows workloads) are scheduled there. Default true.
     #[schemars(extend("default" = true))]
     pub windows_taint: Option<bool>,
-    /// Create a RuntimeClass per Windows Server version found on the workers (`windows-2019`,
-    /// `windows-2022`) carrying the matching nodeSelector (`node.kubernetes.io/windows-build`)
-    /// and the toleration. Default false.
+    /// Create the RuntimeClasses `windows-2019`, `windows-2022` and `windows-2025`, each
+    /// carrying the nodeSelector of its Windows Server build (`node.kubernetes.io/windows-build`)
+    /// and, with `windows_taint`, the toleration. Default false.
     #[schemars(extend("default" = false))]
     pub windows_runtime_classes: Option<bool>,
     /// Deploy test workloads after apply and check connectivity (`kwin verify`). Default true.
@@ -193,7 +194,7 @@ pub struct Runtime {
     /// Where containerd comes from on Linux: "package" (default) or "release".
     pub containerd_source: Option<ContainerdSource>,
     /// Pause (sandbox) image pinned in the runtime config, e.g. "registry.k8s.io/pause:3.10".
-    /// Default: the one kubeadm uses for the Kubernetes version.
+    /// Default: the one kubeadm uses for the Kubernetes minor (kwin's version table).
     pub sandbox_image: Option<String>,
 }
 
