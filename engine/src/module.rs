@@ -254,6 +254,12 @@ impl ParamError {
 pub trait Registry: Send + Sync {
     /// Module names, for did-you-mean and docs.
     fn names(&self) -> Vec<&'static str>;
+    /// The JSON Schema of the params of module `name` on a host speaking `shell` (derived from
+    /// the module's own parameter type), or `None` if there is no such module there or the
+    /// registry does not describe it. Tests walk it to reach every parameter of every module.
+    fn params_schema(&self, _name: &str, _shell: Shell) -> Option<serde_json::Value> {
+        None
+    }
     /// Build the module `name` for a host speaking `shell` from its params (a JSON object).
     /// Unknown names and modules not available for that shell are errors.
     fn build(

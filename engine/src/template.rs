@@ -12,10 +12,10 @@
 //!
 //! Invariants: an undefined variable or attribute is an error (never an empty string); user text
 //! reaches a shell only through the `sh` and `ps` filters (built on `quote::sh_quote` and
-//! `quote::ps_quote`). Errors name the undefined value and the line inside the template; the
+//! `quote::ps_quote`), a systemd unit file only through `systemd` (`quote::systemd_quote`). Errors name the undefined value and the line inside the template; the
 //! caller adds the file and step.
 
-use crate::quote::{ps_quote, sh_quote};
+use crate::quote::{ps_quote, sh_quote, systemd_quote};
 use base64::Engine as _;
 use minijinja::value::ValueKind;
 use minijinja::{
@@ -35,6 +35,7 @@ pub fn environment<'src>() -> Environment<'src> {
     env.add_filter("sh", sh_filter);
     env.add_filter("ps", ps_filter);
     env.add_filter("b64", b64_filter);
+    env.add_filter("systemd", systemd_filter);
     env
 }
 
@@ -69,6 +70,12 @@ fn ps_filter(v: Value) -> Result<String, Error> {
         .map(|w| ps_quote(w))
         .collect::<Vec<_>>()
         .join(" "))
+}
+
+/// One double-quoted systemd unit-file word (`Environment={{ ('A=' ~ x) | systemd }}`).
+fn systemd_filter(v: Value) -> Result<String, Error> {
+    let s = words("systemd", &v)?.join(" ");
+    systemd_quote(&s).map_err(|e| Error::new(ErrorKind::InvalidOperation, e))
 }
 
 fn b64_filter(v: Value) -> Result<String, Error> {

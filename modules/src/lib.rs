@@ -30,6 +30,15 @@ impl Registry for Builtin {
         v
     }
 
+    fn params_schema(&self, name: &str, shell: Shell) -> Option<serde_json::Value> {
+        let schema = match shell {
+            Shell::Posix => linux::params_schema(name),
+            Shell::PowerShell => windows::params_schema(name),
+        }
+        .or_else(|| kube::params_schema(name, shell))?;
+        Some(schema.to_value())
+    }
+
     fn build(
         &self,
         name: &str,

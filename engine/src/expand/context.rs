@@ -127,11 +127,20 @@ pub struct VersionsCtx {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProxyCtx {
     pub enabled: bool,
+    /// The URLs as the plan writes them (never with credentials).
     pub http: Option<String>,
     pub https: Option<String>,
     /// The plan's list plus localhost, the pod and service CIDRs, the cluster domain and every
     /// host's address.
     pub no_proxy: Vec<String>,
+    /// Whether the plan names proxy credentials (`credentials_env` / `credentials_file`).
+    pub credentials: bool,
+    /// With credentials: `http` / `https` with `user:password@` in them (percent-encoded). A
+    /// secret: recipes write it only to `env_file`, mode 0600.
+    pub http_auth: Option<String>,
+    pub https_auth: Option<String>,
+    /// The root-only environment file for the URLs with credentials (`/etc/kwin/proxy.env`).
+    pub env_file: String,
 }
 
 /// `artifacts`: where downloads come from. With a mirror every base is `<mirror>/<site>`.
@@ -610,11 +619,34 @@ impl RecipeContext {
                             push_unique(&mut no_proxy, ip);
                         }
                     }
+                    // Read like every secret: from the environment or a file the plan names.
+                    let creds = plan.proxy_credentials().and_then(|(src, key)| {
+                        crate::plan::proxy::ProxyCredentials::read(&src)
+                            .map_err(|e| {
+                                diags.push(
+                                    Diagnostic::error(
+                                        "proxy-credentials",
+                                        format!("cannot read the proxy credentials: {e}"),
+                                    )
+                                    .at(plan.loc(key)),
+                                )
+                            })
+                            .ok()
+                    });
+                    let auth = |u: &Option<String>| {
+                        u.as_ref().and_then(|u| {
+                            creds.as_ref().map(|c| c.url_with(u).expose().to_string())
+                        })
+                    };
                     ProxyCtx {
                         enabled: p.http.is_some() || p.https.is_some(),
                         http: p.http.clone(),
                         https: p.https.clone(),
                         no_proxy,
+                        credentials: creds.is_some(),
+                        http_auth: auth(&p.http),
+                        https_auth: auth(&p.https),
+                        env_file: crate::plan::proxy::ENV_FILE.to_string(),
                     }
                 }
                 None => ProxyCtx {
@@ -622,6 +654,10 @@ impl RecipeContext {
                     http: None,
                     https: None,
                     no_proxy: Vec::new(),
+                    credentials: false,
+                    http_auth: None,
+                    https_auth: None,
+                    env_file: crate::plan::proxy::ENV_FILE.to_string(),
                 },
             };
 

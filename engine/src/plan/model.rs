@@ -226,6 +226,10 @@ pub struct Artifacts {
     /// Extra or overriding SHA-256 checksums (64 hex digits), by artifact file name.
     #[serde(default)]
     pub sha256: BTreeMap<String, String>,
+    /// Extra or overriding OpenPGP fingerprints (40 hex digits) of signing keys, by key file
+    /// name (`"Release.key"`).
+    #[serde(default)]
+    pub openpgp: BTreeMap<String, String>,
 }
 
 /// `[proxy]`: an HTTP(S) proxy the hosts reach the internet through.
@@ -240,6 +244,11 @@ pub struct Proxy {
     /// the cluster domain and the hosts' addresses.
     #[serde(default)]
     pub no_proxy: Vec<String>,
+    /// Environment variable holding the proxy credentials, `user:password` (never in the
+    /// plan text; refused with Windows hosts).
+    pub credentials_env: Option<String>,
+    /// File whose first line is the proxy credentials, `user:password`, relative to the plan.
+    pub credentials_file: Option<String>,
 }
 
 /// `[defaults.linux]` and `[defaults.windows]`.

@@ -41,7 +41,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `download`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DownloadParams {
     /// Source URL.
@@ -56,6 +56,11 @@ pub struct DownloadParams {
     pub owner: Option<String>,
     /// Owning group.
     pub group: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(DownloadParams)
 }
 
 #[derive(Debug, Clone)]

@@ -42,7 +42,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `file`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileParams {
     /// Absolute path of the file.
@@ -61,6 +61,11 @@ pub struct FileParams {
     /// Create missing parent directories (default `true`).
     #[serde(default = "yes")]
     pub make_parents: bool,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(FileParams)
 }
 
 fn yes() -> bool {

@@ -41,7 +41,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `kernel_module`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KernelModuleParams {
     /// Module name.
@@ -53,6 +53,11 @@ pub struct KernelModuleParams {
     pub file: Option<String>,
     /// A path only the module creates; existing means the module is in the kernel.
     pub present_if: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(KernelModuleParams)
 }
 
 fn yes() -> bool {

@@ -40,7 +40,7 @@ use regex::Regex;
 use serde::Deserialize;
 
 /// Params of `line_in_file`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LineInFileParams {
     /// Absolute path of the file.
@@ -55,6 +55,11 @@ pub struct LineInFileParams {
     /// Create a missing file when `present` (default `true`).
     #[serde(default = "yes")]
     pub create: bool,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(LineInFileParams)
 }
 
 fn yes() -> bool {

@@ -24,7 +24,7 @@ pub fn die(msg: &str) -> String {
 pub fn die_after(cleanup: &str, msg: &str) -> String {
     let sep = if cleanup.is_empty() { "" } else { " " };
     format!(
-        "{{ {cleanup}{sep}echo {} >&2; exit 1; }}",
+        "{{ {cleanup}{sep}printf '%s\\n' {} >&2; exit 1; }}",
         sh_quote(&format!("kwin: {msg}"))
     )
 }
@@ -255,7 +255,7 @@ mod tests {
     fn die_quotes_user_text() {
         assert_eq!(
             die("cannot write /tmp/it's"),
-            "{ echo 'kwin: cannot write /tmp/it'\\''s' >&2; exit 1; }"
+            "{ printf '%s\\n' 'kwin: cannot write /tmp/it'\\''s' >&2; exit 1; }"
         );
     }
 

@@ -54,7 +54,7 @@ const UNIT_DIRS: &[&str] = &[
     "/usr/lib/systemd/system",
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RunState {
     Running,
@@ -62,7 +62,7 @@ pub enum RunState {
 }
 
 /// Params of `service`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceParams {
     /// Unit name.
@@ -74,6 +74,11 @@ pub struct ServiceParams {
     /// Restart when one of these files changed.
     #[serde(default)]
     pub restart_on: Vec<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(ServiceParams)
 }
 
 #[derive(Debug, Clone)]

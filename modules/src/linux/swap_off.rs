@@ -35,12 +35,17 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `swap_off`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SwapOffParams {
     /// The fstab to edit (default `/etc/fstab`).
     #[serde(default = "default_fstab")]
     pub fstab: String,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(SwapOffParams)
 }
 
 fn default_fstab() -> String {

@@ -39,7 +39,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// A value as written in a plan: text or a number.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RawValue {
     Text(String),
@@ -47,7 +47,7 @@ pub enum RawValue {
 }
 
 /// Params of `sysctl`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SysctlParams {
     /// Kernel parameter name.
@@ -59,6 +59,11 @@ pub struct SysctlParams {
     pub persist: bool,
     /// The persisted file (default `/etc/sysctl.d/99-kwin-<key>.conf`).
     pub file: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(SysctlParams)
 }
 
 fn yes() -> bool {

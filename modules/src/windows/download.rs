@@ -30,7 +30,7 @@ use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     url: String,
@@ -38,6 +38,11 @@ struct Params {
     sha256: String,
     proxy: Option<String>,
     no_proxy: Option<Vec<String>>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]

@@ -29,13 +29,18 @@ const EMBED_LIMIT: usize = 256 * 1024;
 /// Current content is read back for a diff up to this size.
 const DIFF_LIMIT: u64 = 256 * 1024;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     path: String,
     content: Option<String>,
     #[serde(default)]
     state: State,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]

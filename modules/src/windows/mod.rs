@@ -44,6 +44,27 @@ pub const NAMES: &[&str] = &[
     "windows_feature",
 ];
 
+/// The parameters' JSON Schema of a Windows module, or `None` if `name` is not one.
+pub fn params_schema(name: &str) -> Option<schemars::Schema> {
+    Some(match name {
+        "archive" => archive::params_schema(),
+        "command" => command::params_schema(),
+        "directory" => directory::params_schema(),
+        "download" => download::params_schema(),
+        "env_var" => env_var::params_schema(),
+        "file" => file::params_schema(),
+        "firewall_rule" => firewall_rule::params_schema(),
+        "hotfix" => hotfix::params_schema(),
+        "path_entry" => path_entry::params_schema(),
+        "preflight" => preflight::params_schema(),
+        "reboot" => reboot::params_schema(),
+        "registry_value" => registry_value::params_schema(),
+        "service" => service::params_schema(),
+        "windows_feature" => feature::params_schema(),
+        _ => return None,
+    })
+}
+
 /// Build a Windows module, or `None` if `name` is not one.
 pub fn build(
     name: &str,
@@ -72,7 +93,7 @@ pub fn build(
 }
 
 /// `present` / `absent`, the common `state` parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
     #[default]

@@ -51,7 +51,7 @@ use kwin_engine::module::{
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 enum OnJoined {
     #[default]
@@ -59,7 +59,7 @@ enum OnJoined {
     Drain,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     #[serde(default = "default_down")]
@@ -70,6 +70,11 @@ struct Params {
     joined: Option<String>,
     #[serde(default)]
     on_joined: OnJoined,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 fn default_down() -> u64 {

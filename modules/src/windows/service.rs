@@ -56,7 +56,7 @@ use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 enum StartMode {
     #[default]
@@ -95,7 +95,7 @@ fn start_name(v: i64) -> String {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 enum RunState {
     #[default]
@@ -105,14 +105,14 @@ enum RunState {
     Unchanged,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct BinaryParam {
     src: String,
     dest: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     name: String,
@@ -134,6 +134,11 @@ struct Params {
     restart_on_failure: bool,
     #[serde(default)]
     binaries: Vec<BinaryParam>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 fn yes() -> bool {
@@ -231,15 +236,13 @@ impl Service {
             check_path(&format!("binaries.{i}.src"), &b.src)?;
             check_path(&format!("binaries.{i}.dest"), &b.dest)?;
         }
-        if p.args
-            .iter()
-            .chain(&p.wrapper)
-            .any(|a| a.contains(['\n', '\r', '\0']))
-        {
-            return Err(ParamError::at(
-                "args",
-                "arguments cannot contain line breaks",
-            ));
+        for (field, list) in [("args", &p.args), ("wrapper", &p.wrapper)] {
+            if let Some(i) = list.iter().position(|a| a.contains(['\n', '\r', '\0'])) {
+                return Err(ParamError::at(
+                    format!("{field}.{i}"),
+                    "arguments cannot contain line breaks or NUL",
+                ));
+            }
         }
         let command_line = match p.wrapper.split_first() {
             None => image_path(&p.binary, &p.args),

@@ -681,8 +681,20 @@ fn artifacts_and_proxy(v: &mut V<'_>) {
                 "artifacts.mirror",
                 Diagnostic::error(
                     "bad-url",
-                    format!("artifacts.mirror \"{m}\" is not valid: {why}"),
+                    format!(
+                        "artifacts.mirror \"{}\" is not valid: {why}",
+                        syntax::url_without_userinfo(m)
+                    ),
                 ),
+            );
+        } else if syntax::url_userinfo(m).is_some() {
+            v.at(
+                "artifacts.mirror",
+                Diagnostic::error(
+                    "bad-url",
+                    "artifacts.mirror holds credentials (`user@` / `user:password@`): they would reach every host's scripts and kwin's logs",
+                )
+                .with_hint("serve the mirror without credentials, or restrict it by network"),
             );
         }
     }
@@ -702,18 +714,123 @@ fn artifacts_and_proxy(v: &mut V<'_>) {
             );
         }
     }
+    for (name, fp) in &f.artifacts.openpgp {
+        if crate::checksums::normalize_fingerprint(fp).is_none() {
+            let path = PlanPath::root()
+                .key("artifacts")
+                .key("openpgp")
+                .key(name)
+                .to_string();
+            v.at(
+                &path,
+                Diagnostic::error(
+                    "bad-checksum",
+                    format!(
+                        "fingerprint of `{name}` is not an OpenPGP fingerprint (40 hex digits)"
+                    ),
+                ),
+            );
+        }
+    }
     if let Some(p) = &f.proxy {
         for (key, val) in [("http", &p.http), ("https", &p.https)] {
-            if let Some(u) = val {
-                if let Err(why) = syntax::http_url(u) {
+            let Some(u) = val else { continue };
+            let shown = syntax::url_without_userinfo(u);
+            if let Err(why) = syntax::http_url(u) {
+                v.at(
+                    &format!("proxy.{key}"),
+                    Diagnostic::error(
+                        "bad-url",
+                        format!(
+                            "proxy.{key} \"{}\" is not valid: {why}",
+                            shown.escape_debug()
+                        ),
+                    ),
+                );
+            } else if syntax::url_userinfo(u).is_some() {
+                v.at(
+                    &format!("proxy.{key}"),
+                    Diagnostic::error(
+                        "proxy-credentials",
+                        format!(
+                            "proxy.{key} \"{shown}\" holds credentials: plan text is shown, logged and written readable to every user"
+                        ),
+                    )
+                    .with_hint("put `user:password` in an environment variable or a file and name it: proxy.credentials_env = \"KWIN_PROXY_CREDENTIALS\" or proxy.credentials_file = \"secrets/proxy\""),
+                );
+            }
+        }
+        for (i, e) in p.no_proxy.iter().enumerate() {
+            if let Err(why) = syntax::no_proxy_entry(e) {
+                let path = PlanPath::root()
+                    .key("proxy")
+                    .key("no_proxy")
+                    .index(i)
+                    .to_string();
+                v.at(
+                    &path,
+                    Diagnostic::error(
+                        "bad-no-proxy",
+                        format!(
+                            "proxy.no_proxy entry \"{}\" is not valid: {why}",
+                            e.escape_debug()
+                        ),
+                    ),
+                );
+            }
+        }
+        let cred_key = match (&p.credentials_env, &p.credentials_file) {
+            (Some(_), Some(_)) => {
+                v.at(
+                    "proxy.credentials_file",
+                    Diagnostic::error(
+                        "proxy-credentials",
+                        "give proxy.credentials_env or proxy.credentials_file, not both",
+                    ),
+                );
+                Some("proxy.credentials_env")
+            }
+            (Some(var), None) => {
+                if var.is_empty() || var.contains(['=', ' ', '\t', '\0']) {
                     v.at(
-                        &format!("proxy.{key}"),
+                        "proxy.credentials_env",
                         Diagnostic::error(
-                            "bad-url",
-                            format!("proxy.{key} \"{u}\" is not valid: {why}"),
+                            "bad-env-var",
+                            format!(
+                                "`credentials_env` = \"{var}\" is not an environment variable name"
+                            ),
                         ),
                     );
                 }
+                Some("proxy.credentials_env")
+            }
+            (None, Some(_)) => Some("proxy.credentials_file"),
+            (None, None) => None,
+        };
+        if let Some(key) = cred_key {
+            if p.http.is_none() && p.https.is_none() {
+                v.at(
+                    key,
+                    Diagnostic::error(
+                        "proxy-credentials",
+                        "proxy credentials without proxy.http or proxy.https",
+                    ),
+                );
+            }
+            if v.plan.file.cluster.is_some()
+                && v.plan
+                    .hosts
+                    .iter()
+                    .any(|h| h.os == crate::plan::Os::Windows)
+            {
+                v.at(
+                    key,
+                    Diagnostic::error(
+                        "proxy-credentials",
+                        "proxy credentials with Windows hosts: kwin sets the proxy on Windows as machine environment variables, which every local user can read",
+                    )
+                    .with_hint("give the Windows hosts a proxy that needs no credentials (e.g. one that authorises by address)"),
+                );
             }
         }
     }
