@@ -118,6 +118,8 @@ pub struct ClusterCtx {
     pub has_windows: bool,
     /// Lifetime of the bootstrap token workers join with.
     pub token_ttl: String,
+    /// What to do about a reboot Windows waits for on a joined Windows worker: "report".
+    pub windows_pending_reboot: String,
 }
 
 /// `cni`: pod network.
@@ -445,6 +447,10 @@ impl RecipeContext {
                 api_server_port: api_port,
                 dns_domain: dns_domain.clone(),
                 verify: c.verify.unwrap_or(true),
+                windows_pending_reboot: match c.windows_pending_reboot.unwrap_or_default() {
+                    crate::plan::model::PendingReboot::Report => "report".into(),
+                    crate::plan::model::PendingReboot::Drain => "drain".into(),
+                },
                 control_planes: plan
                     .hosts
                     .iter()

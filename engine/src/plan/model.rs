@@ -89,6 +89,24 @@ pub struct Cluster {
     /// Deploy test workloads after apply and check connectivity (`kwin verify`). Default true.
     #[schemars(extend("default" = true))]
     pub verify: Option<bool>,
+    /// What kwin does when Windows waits for a reboot on a Windows worker that has joined
+    /// (Windows Update, servicing): `report` (default) names the host and the reasons in a
+    /// warning at the end of the apply and restarts nothing; `drain` (drain the node, restart,
+    /// uncordon) is not implemented yet and refused. Before the join kwin restarts a node only
+    /// for the Containers feature it installed.
+    #[schemars(extend("default" = "report"))]
+    pub windows_pending_reboot: Option<PendingReboot>,
+}
+
+/// `cluster.windows_pending_reboot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PendingReboot {
+    /// Warn, naming the host and why; restart nothing.
+    #[default]
+    Report,
+    /// Drain the node, restart it, uncordon it (not implemented: refused by validation).
+    Drain,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
