@@ -25,6 +25,7 @@ const CNI: &str = "4444444444444444444444444444444444444444444444444444444444444
 const LOG_RUNNER: &str = "6666666666666666666666666666666666666666666666666666666666666666";
 const CRICTL: &str = "7777777777777777777777777777777777777777777777777777777777777777";
 const PINNED: &str = "5555555555555555555555555555555555555555555555555555555555555555";
+const KUBE_PROXY: &str = "8888888888888888888888888888888888888888888888888888888888888888";
 
 /// A CA made for one test and a server certificate for 127.0.0.1 it signed (openssl).
 struct TestCa {
@@ -218,6 +219,10 @@ fn upstream_files() -> BTreeMap<String, String> {
         KUBEADM.to_string(),
     );
     f.insert(
+        "/dl.k8s.io/v1.31.4/bin/windows/amd64/kube-proxy.exe.sha256".into(),
+        format!("{KUBE_PROXY}\n"),
+    );
+    f.insert(
         "/github.com/containerd/containerd/releases/download/v1.7.24/containerd-1.7.24-windows-amd64.tar.gz.sha256sum".into(),
         format!("{CONTAINERD}  containerd-1.7.24-windows-amd64.tar.gz\n"),
     );
@@ -237,8 +242,9 @@ fn upstream_files() -> BTreeMap<String, String> {
     f
 }
 
-/// A flannel cluster with one Windows worker; hosts on a closed loopback port (never reached:
-/// every test here is about what happens before, or fails fast on connect).
+/// A Calico cluster with one Windows worker (flannel's Windows build would need pins: it publishes
+/// no checksum file); hosts on a closed loopback port (never reached: every test here is about
+/// what happens before, or fails fast on connect).
 fn plan(dir: &Path, mirror: &str, extra: &str) -> PathBuf {
     let p = dir.join("plan.toml");
     std::fs::write(
@@ -250,7 +256,7 @@ name = "sums"
 kubernetes_version = "1.31.4"
 
 [cni]
-plugin = "flannel"
+plugin = "calico"
 
 [versions]
 containerd = "1.7.24"
@@ -348,13 +354,15 @@ fn plan_fetches_records_and_reuses_upstream_checksums() {
     let out = kwin(&["plan", ps], &ca);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("checksums: 6 fetched"),
+        stderr.contains("checksums: 7 fetched"),
         "stderr: {stderr}\nstdout: {}",
         String::from_utf8_lossy(&out.stdout)
     );
     let rec = dir.path().join(".kwin/checksums.toml");
     let text = std::fs::read_to_string(&rec).expect("record written");
-    for v in [KUBELET, KUBEADM, CONTAINERD, CNI, LOG_RUNNER, CRICTL] {
+    for v in [
+        KUBELET, KUBEADM, CONTAINERD, CNI, LOG_RUNNER, CRICTL, KUBE_PROXY,
+    ] {
         assert!(text.contains(v), "{v} not in {text}");
     }
     use std::os::unix::fs::PermissionsExt;
@@ -376,6 +384,10 @@ fn plan_fetches_records_and_reuses_upstream_checksums() {
     assert_eq!(
         expanded_sha256(&p, "ww1/containerd-unpack").as_deref(),
         Some(CONTAINERD)
+    );
+    assert_eq!(
+        expanded_sha256(&p, "ww1/kube-proxy-download").as_deref(),
+        Some(KUBE_PROXY)
     );
 
     // second run: recorded, nothing fetched
@@ -402,7 +414,7 @@ fn a_pin_in_the_plan_wins_and_is_not_fetched() {
     );
     let out = kwin(&["plan", p.to_str().expect("utf-8")], &ca);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("checksums: 5 fetched"), "{stderr}");
+    assert!(stderr.contains("checksums: 6 fetched"), "{stderr}");
     assert!(!m
         .hits
         .lock()
@@ -667,7 +679,7 @@ role = "worker"
     };
     let plans = [
         base("[cni]\nplugin = \"flannel\"\n", true),
-        base("[cni]\nplugin = \"flannel\"\nbackend = \"host-gw\"\n", true),
+        base("[cni]\nplugin = \"flannel\"\nbackend = \"host-gw\"\n", false),
         base("[cni]\nplugin = \"calico\"\n", true),
         base(
             "[cni]\nplugin = \"flannel\"\n[runtime]\ncontainerd_source = \"release\"\n",

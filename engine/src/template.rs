@@ -36,6 +36,7 @@ pub fn environment<'src>() -> Environment<'src> {
     env.add_filter("ps", ps_filter);
     env.add_filter("b64", b64_filter);
     env.add_filter("systemd", systemd_filter);
+    env.add_filter("sha256", sha256_filter);
     env
 }
 
@@ -81,6 +82,14 @@ fn systemd_filter(v: Value) -> Result<String, Error> {
 fn b64_filter(v: Value) -> Result<String, Error> {
     let s = words("b64", &v)?.join(" ");
     Ok(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()))
+}
+
+/// Lower-case hex SHA-256 of a text (UTF-8): a fingerprint of rendered content, e.g. a pod
+/// template annotation that changes, and so rolls a DaemonSet, when a script it runs changes.
+fn sha256_filter(v: Value) -> Result<String, Error> {
+    use sha2::{Digest, Sha256};
+    let s = words("sha256", &v)?.join(" ");
+    Ok(hex::encode(Sha256::digest(s.as_bytes())))
 }
 
 /// A template that failed to compile or render.
@@ -452,6 +461,12 @@ mod tests {
             Some(serde_json::json!("aGk="))
         );
         assert!(render("{{ none_value | sh }}").is_err());
+        assert_eq!(
+            render("{{ 'abc' | sha256 }}").ok(),
+            Some(serde_json::json!(
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+            ))
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     recipe!("runtime-docker"),
     recipe!("kube-packages"),
     recipe!("control-plane"),
+    recipe!("kube-proxy-windows"),
     recipe!("cni-flannel"),
     recipe!("cni-calico"),
     recipe!("runtime-class"),

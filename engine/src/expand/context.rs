@@ -6,7 +6,7 @@
 //! context of 1,000 hosts is linear.
 //!
 //! Variables (see the structs below for every field):
-//! `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts` (only with `[cluster]`),
+//! `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts`, `windows` (only with `[cluster]`),
 //! `host`, `first_control_plane` (none without a control plane), `hosts` (every host).
 
 use crate::diag::{Diagnostic, Diagnostics};
@@ -44,6 +44,53 @@ pub mod pinned {
     pub const CALICO: &str = "v3.29.7";
     pub const CNI_PLUGINS: &str = "v1.6.2";
     pub const CRI_DOCKERD: &str = "0.3.17";
+}
+
+/// `windows`: what Windows nodes of every cluster share, one value for every recipe that names
+/// it (the pod network's files on the node, the image the Windows DaemonSets run on).
+pub mod windows {
+    /// CNI plugin binaries: containerd's `bin_dir`, the CNI plugins' unpack, the flannel and
+    /// kube-proxy DaemonSets' scripts, Calico's Installation, reset. The Windows CNIs agree on
+    /// it: tigera/operator pkg/render/windows.go `DefaultWindowsCNIDirectories` ("/opt/cni/bin"
+    /// on the system drive) and sig-windows-tools hostprocess/flannel/flanneld/
+    /// flannel-overlay.yml at 03f99247 (`CNI_BIN_PATH`); projectcalico/calico#6122.
+    pub const CNI_BIN_DIR: &str = r"C:\opt\cni\bin";
+    /// CNI network configurations: containerd's `conf_dir` (same sources, "/etc/cni/net.d",
+    /// `CNI_CONFIG_PATH`).
+    pub const CNI_CONF_DIR: &str = r"C:\etc\cni\net.d";
+    /// The image of kwin's Windows DaemonSets: Microsoft's empty host-process base image
+    /// (microsoft/windows-host-process-containers-base-image README at d7c1101); the
+    /// programs they run are release binaries kwin installs on the node.
+    pub const HOST_PROCESS_IMAGE: &str =
+        "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0";
+    /// flannel's CNI plugin for Windows (flannel-io/cni-plugin; the version kube-flannel.yml
+    /// v0.26.7 runs on Linux).
+    pub const FLANNEL_CNI_PLUGIN: &str = "v1.6.2-flannel1";
+    /// microsoft/windows-container-networking (sdnoverlay.exe, the delegate flannel's Windows
+    /// CNI configuration names).
+    pub const SDN_CNI: &str = "v0.3.1";
+}
+
+/// `windows` (with `[cluster]`).
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowsCtx {
+    pub cni_bin_dir: &'static str,
+    pub cni_conf_dir: &'static str,
+    pub host_process_image: &'static str,
+    pub flannel_cni_plugin: &'static str,
+    pub sdn_cni: &'static str,
+}
+
+impl WindowsCtx {
+    fn new() -> Self {
+        WindowsCtx {
+            cni_bin_dir: windows::CNI_BIN_DIR,
+            cni_conf_dir: windows::CNI_CONF_DIR,
+            host_process_image: windows::HOST_PROCESS_IMAGE,
+            flannel_cni_plugin: windows::FLANNEL_CNI_PLUGIN,
+            sdn_cni: windows::SDN_CNI,
+        }
+    }
 }
 
 /// `cluster`: effective cluster settings.
@@ -686,6 +733,7 @@ impl RecipeContext {
             shared.push(("versions", Value::from_serialize(&versions)));
             shared.push(("proxy", Value::from_serialize(&proxy)));
             shared.push(("artifacts", Value::from_serialize(&artifacts)));
+            shared.push(("windows", Value::from_serialize(WindowsCtx::new())));
         }
 
         let host_values: Vec<Value> = hosts.iter().map(Value::from_serialize).collect();
@@ -781,6 +829,8 @@ transport = "local"
         assert_eq!(get("cluster.control_plane_endpoint"), "192.168.1.10:6443");
         assert_eq!(get("cni.vni"), "4096");
         assert_eq!(get("versions.containerd"), pinned::CONTAINERD);
+        assert_eq!(get("windows.cni_bin_dir"), r"C:\opt\cni\bin");
+        assert_eq!(get("windows.cni_conf_dir"), r"C:\etc\cni\net.d");
         assert_eq!(get("host.is_first_control_plane").to_lowercase(), "true");
         assert_eq!(
             get("host.cri_socket"),

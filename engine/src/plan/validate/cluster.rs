@@ -466,7 +466,21 @@ fn cni(v: &mut V<'_>) {
                 "cni-backend",
                 format!("flannel has no `{}` backend", backend_name(s.backend)),
             )
-            .with_hint("flannel backends: \"vxlan\" (Windows: win-overlay) or \"host-gw\" (Windows: win-bridge)"),
+            .with_hint("flannel backends: \"vxlan\" (Linux and Windows) or \"host-gw\" (Linux only)"),
+        ),
+        // No upstream flannel setup runs host-gw (l2bridge) on Windows with containerd: the
+        // HostProcess manifests sig-windows-tools shipped (hostprocess/flannel, 2021-2025) were
+        // VXLAN overlay only, and its one host-gw manifest (kubeadm/flannel/flannel-host-gw.yml)
+        // was the Docker-era rancher/wins layout, removed in ee59f5d (2023), whose l2bridge
+        // setup made an Overlay network and left the bridge's host endpoint and routes to
+        // scripts for dockershim. Refused rather than rendered half right.
+        (CniPlugin::Flannel, CniBackend::HostGw) if windows => v.at(
+            backend_path,
+            Diagnostic::error(
+                "flannel-windows-host-gw",
+                "flannel host-gw does not work with Windows nodes: no upstream flannel host-gw (l2bridge) setup exists for Windows on containerd",
+            )
+            .with_hint("use backend = \"vxlan\" (VNI 4096, UDP 4789), the overlay Windows flannel supports, or keep host-gw for a Linux-only cluster"),
         ),
         (CniPlugin::Calico, CniBackend::HostGw) => v.at(
             backend_path,
