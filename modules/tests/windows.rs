@@ -61,6 +61,10 @@ enum Expect {
     Obj(ExpectObj),
 }
 
+/// The plan nonce every case is planned with, so the scripts (and the temporary names derived
+/// from it) are the same on every run.
+const CASE_NONCE: &str = "0123456789abcdef0123456789abcdef";
+
 fn assert_ps_clean(what: &str, script: &str) {
     let errs = ps_syntax_errors(script);
     assert!(
@@ -115,6 +119,7 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
         shell: Shell::PowerShell,
         host: "ww1",
         inputs: &inputs,
+        nonce: CASE_NONCE,
     };
     let plan = m.plan(&facts, &ctx);
     match (&case.expect, plan) {

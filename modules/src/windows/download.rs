@@ -2,9 +2,9 @@
 //!
 //! Parameters: `url`, `dest` (absolute path), `sha256` (64 hex digits, required), `proxy`
 //! (optional URL; default: the machine `HTTPS_PROXY`/`HTTP_PROXY` variable if set).
-//! No-op when `dest` exists with that SHA-256. Changes: downloads to `dest.kwin-download`,
-//! checks the hash (a mismatch deletes the temp file and fails with both hashes), then renames
-//! over `dest`. Large artifacts (kubelet.exe, containerd) travel this way, not through WinRM.
+//! No-op when `dest` exists with that SHA-256. Changes: downloads to a temporary file with an
+//! unguessable name beside `dest`, checks the hash (a mismatch deletes the temp file and fails
+//! with both hashes) and that it is still a plain file, then renames over `dest`. Large artifacts (kubelet.exe, containerd) travel this way, not through WinRM.
 //!
 //! ```toml
 //! [[tasks]]
@@ -62,7 +62,15 @@ pub(crate) fn check_url(field: &str, u: &str) -> Result<(), ParamError> {
 }
 
 /// Script downloading `url` to `dest` with hash check and atomic rename.
-pub(crate) fn download_script(url: &str, dest: &str, sha256: &str, proxy: Option<&str>) -> String {
+/// The temporary file is `tmp` (a [`crate::temp_name`]) in `dest`'s directory, and is checked
+/// to be a plain file (no link or junction put in its place) before the rename.
+pub(crate) fn download_script(
+    url: &str,
+    dest: &str,
+    sha256: &str,
+    proxy: Option<&str>,
+    tmp: &str,
+) -> String {
     let proxy_line = match proxy {
         Some(p) => format!("$px = {}", ps_quote(p)),
         None => "$px = [Environment]::GetEnvironmentVariable('HTTPS_PROXY', 'Machine')\nif (-not $px) { $px = [Environment]::GetEnvironmentVariable('HTTP_PROXY', 'Machine') }".to_string(),
@@ -72,15 +80,20 @@ pub(crate) fn download_script(url: &str, dest: &str, sha256: &str, proxy: Option
          $u = {u}\n$d = {d}\n$want = '{sha256}'\n{proxy_line}\n\
          $dir = [IO.Path]::GetDirectoryName($d)\n\
          if ($dir -and -not (Test-Path -LiteralPath $dir)) {{ New-Item -ItemType Directory -Force -Path $dir | Out-Null }}\n\
-         $t = $d + '.kwin-download'\n\
+         $t = [IO.Path]::Combine($dir, {tmp})\n\
          $a = @{{ Uri = $u; OutFile = $t; UseBasicParsing = $true }}\n\
          if ($px) {{ $a['Proxy'] = $px }}\n\
          Invoke-WebRequest @a\n\
          $h = (Get-FileHash -LiteralPath $t -Algorithm SHA256).Hash.ToLowerInvariant()\n\
          if ($h -ne $want) {{ Remove-Item -LiteralPath $t -Force; throw \"checksum mismatch for ${{u}}: expected $want, got $h\" }}\n\
+         if ((Get-Item -LiteralPath $t -Force).Attributes -band ([IO.FileAttributes]::ReparsePoint -bor [IO.FileAttributes]::Directory)) {{ throw {replaced} }}\n\
          Move-Item -LiteralPath $t -Destination $d -Force",
         u = ps_quote(url),
-        d = ps_quote(dest)
+        d = ps_quote(dest),
+        tmp = ps_quote(tmp),
+        replaced = ps_quote(&format!(
+            "the temporary file for {dest} was replaced by a link or directory; refusing"
+        )),
     )
 }
 
@@ -115,7 +128,7 @@ impl Module for Download {
     fn reads(&self) -> Vec<String> {
         vec![path_resource(&self.dest)]
     }
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: PathState = facts.get(&self.fact())?;
         if st.dir {
             return Err(ModuleError::Precondition(format!(
@@ -152,6 +165,7 @@ impl Module for Download {
                 &self.dest,
                 &self.sha256,
                 self.proxy.as_deref(),
+                &crate::temp_name(ctx.nonce, &self.dest),
             ))],
             touches: Touches::Resources(vec![path_resource(&self.dest)]),
         }))
