@@ -103,7 +103,7 @@ pub fn wildcard_violations(script: &str) -> Vec<String> {
                 continue;
             }
             for (n, arg) in &args {
-                if !n.eq_ignore_ascii_case(param) || literal_with.is_some_and(|l| has(l)) {
+                if !n.eq_ignore_ascii_case(param) || literal_with.is_some_and(&has) {
                     continue;
                 }
                 let arg = arg.clone().unwrap_or_default();
