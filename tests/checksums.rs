@@ -16,6 +16,8 @@ const KUBELET: &str = "111111111111111111111111111111111111111111111111111111111
 const KUBEADM: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 const CONTAINERD: &str = "3333333333333333333333333333333333333333333333333333333333333333";
 const CNI: &str = "4444444444444444444444444444444444444444444444444444444444444444";
+const LOG_RUNNER: &str = "6666666666666666666666666666666666666666666666666666666666666666";
+const CRICTL: &str = "7777777777777777777777777777777777777777777777777777777777777777";
 const PINNED: &str = "5555555555555555555555555555555555555555555555555555555555555555";
 
 /// Serves `files` (URL path → body) over HTTP/1.1 on loopback, counting requests per path.
@@ -78,6 +80,15 @@ fn upstream_files() -> BTreeMap<String, String> {
     f.insert(
         "/github.com/containernetworking/plugins/releases/download/v1.6.1/cni-plugins-windows-amd64-v1.6.1.tgz.sha256".into(),
         format!("{CNI}  cni-plugins-windows-amd64-v1.6.1.tgz\n"),
+    );
+    // kube-log-runner with rotation (1.34+) for a 1.31 cluster; crictl of the cluster's minor.
+    f.insert(
+        "/dl.k8s.io/v1.34.0/bin/windows/amd64/kube-log-runner.exe.sha256".into(),
+        LOG_RUNNER.to_string(),
+    );
+    f.insert(
+        "/github.com/kubernetes-sigs/cri-tools/releases/download/v1.31.0/crictl-v1.31.0-windows-amd64.tar.gz.sha256".into(),
+        CRICTL.to_string(),
     );
     f
 }
@@ -185,13 +196,13 @@ fn plan_fetches_records_and_reuses_upstream_checksums() {
     let out = kwin(&["plan", ps]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("checksums: 4 fetched"),
+        stderr.contains("checksums: 6 fetched"),
         "stderr: {stderr}\nstdout: {}",
         String::from_utf8_lossy(&out.stdout)
     );
     let rec = dir.path().join(".kwin/checksums.toml");
     let text = std::fs::read_to_string(&rec).expect("record written");
-    for v in [KUBELET, KUBEADM, CONTAINERD, CNI] {
+    for v in [KUBELET, KUBEADM, CONTAINERD, CNI, LOG_RUNNER, CRICTL] {
         assert!(text.contains(v), "{v} not in {text}");
     }
     use std::os::unix::fs::PermissionsExt;
@@ -238,7 +249,7 @@ fn a_pin_in_the_plan_wins_and_is_not_fetched() {
     );
     let out = kwin(&["plan", p.to_str().expect("utf-8")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("checksums: 3 fetched"), "{stderr}");
+    assert!(stderr.contains("checksums: 5 fetched"), "{stderr}");
     assert!(!m
         .hits
         .lock()

@@ -131,13 +131,29 @@ pub struct Change {
 /// The result of planning one task on one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    NoOp { why: String },
+    /// Nothing to do. `warning`: something the user must act on that the module chose not to
+    /// act on (e.g. a reboot Windows waits for on a joined node); the engine reports it as a
+    /// warning for the host, once per planned task, and it does not fail the run.
+    NoOp {
+        why: String,
+        warning: Option<String>,
+    },
     Change(Change),
 }
 
 impl Plan {
     pub fn noop(why: impl Into<String>) -> Self {
-        Plan::NoOp { why: why.into() }
+        Plan::NoOp {
+            why: why.into(),
+            warning: None,
+        }
+    }
+    /// Nothing to do, but tell the user `warning`.
+    pub fn noop_warning(why: impl Into<String>, warning: impl Into<String>) -> Self {
+        Plan::NoOp {
+            why: why.into(),
+            warning: Some(warning.into()),
+        }
     }
     pub fn is_noop(&self) -> bool {
         matches!(self, Plan::NoOp { .. })

@@ -215,7 +215,7 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
     };
     match (expect, &plan) {
         (Value::String(s), Plan::NoOp { .. }) if s == "noop" => Ok(()),
-        (Value::Object(o), Plan::NoOp { why }) if o.contains_key("noop") => {
+        (Value::Object(o), Plan::NoOp { why, .. }) if o.contains_key("noop") => {
             let w = o["noop"].as_str().unwrap_or("");
             if why.contains(w) {
                 Ok(())

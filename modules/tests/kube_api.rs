@@ -990,7 +990,7 @@ fn init(host: &Host, tier: &Tier) {
         &json!({"config": "/etc/kubernetes/kubeadm-config.yaml", "creates": tier.kubeconfig()}),
     );
     match host.plan(m.as_ref(), &Inputs::new()) {
-        Ok(Plan::NoOp { why }) => assert!(why.contains("healthy"), "{why}"),
+        Ok(Plan::NoOp { why, .. }) => assert!(why.contains("healthy"), "{why}"),
         other => panic!("initialised cluster: {other:?}"),
     }
     // The same admin kubeconfig pointing at a port nobody listens on: a clear failure, never

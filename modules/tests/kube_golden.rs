@@ -97,6 +97,13 @@ fn render(variant: &str, tasks: &[Task]) -> BTreeMap<String, String> {
                     out.insert(name("kustomization.txt"), k);
                 }
             }
+            // A Windows service: the image path the SCM stores (what New-Service registers and
+            // the stored ImagePath is compared with).
+            "service" if windows => {
+                let m = kwin_modules::windows::service::Service::new(p)
+                    .unwrap_or_else(|e| panic!("{}: {e}", t.id));
+                out.insert(name("cmdline"), format!("{}\n", m.command_line()));
+            }
             "kube_wait" => {
                 let m = kwin_modules::kube::wait::KubeWait::new(p)
                     .unwrap_or_else(|e| panic!("{}: {e}", t.id));

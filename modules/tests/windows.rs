@@ -5,9 +5,10 @@
 //! ```json
 //! { "params": {...},
 //!   "facts": { "<fact key>": { "stdout": "<json the fact printed>", "exit": 0 } },
-//!   "expect": "noop" | { "change": { "action": "create", "steps_contain": ["..."], "steps_lack": ["..."], "diff_contains": ["..."] } }
-//!            | { "error": "text" } | { "param_error": "text" } }
+//!   "expect": "noop" | { "change": { "action": "create", "steps_contain": ["..."], "steps_in_order": ["...", "..."], "steps_lack": ["..."], "diff_contains": ["..."] } }
+//!            | { "noop_warning": "text" } | { "error": "text" } | { "param_error": "text" } }
 //! ```
+//! `"noop"` is a no-op without a warning; `noop_warning` a no-op whose warning contains the text.
 //! The facts given must be exactly the facts the module asks for. Fact outputs are in the shape
 //! Windows PowerShell 5.1 prints for kwin's fact scripts (`ConvertTo-Json -Compress`).
 
@@ -18,7 +19,9 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+mod ps_native;
 mod ps_syntax;
+use ps_native::native_args_with_quotes;
 use ps_syntax::ps_syntax_errors;
 
 #[derive(Deserialize)]
@@ -45,11 +48,15 @@ enum ExpectObj {
         action: String,
         #[serde(default)]
         steps_contain: Vec<String>,
+        /// Each must appear after the one before it in the steps' text.
+        #[serde(default)]
+        steps_in_order: Vec<String>,
         #[serde(default)]
         steps_lack: Vec<String>,
         #[serde(default)]
         diff_contains: Vec<String>,
     },
+    NoopWarning(String),
     Error(String),
     ParamError(String),
 }
@@ -71,6 +78,14 @@ fn assert_ps_clean(what: &str, script: &str) {
         errs.is_empty(),
         "{what}: PowerShell syntax errors:\n{}\n--- script ---\n{script}",
         errs.join("\n")
+    );
+    // Windows PowerShell 5.1 passes native-command arguments without escaping embedded `"`
+    // (see ps_native): no module script may hand one to a native command.
+    let quoted = native_args_with_quotes(script);
+    assert!(
+        quoted.is_empty(),
+        "{what}: a `\"` reaches a native command (Windows PowerShell 5.1 does not escape it):\n{}\n--- script ---\n{script}",
+        quoted.join("\n")
     );
 }
 
@@ -127,11 +142,18 @@ fn run_case(module: &str, path: &Path, scripts: &mut Vec<(String, String)>) -> R
     };
     let plan = m.plan(&facts, &ctx);
     match (&case.expect, plan) {
-        (Expect::Word(w), Ok(Plan::NoOp { .. })) if w == "noop" => Ok(()),
+        (Expect::Word(w), Ok(Plan::NoOp { warning: None, .. })) if w == "noop" => Ok(()),
+        (
+            Expect::Obj(ExpectObj::NoopWarning(want)),
+            Ok(Plan::NoOp {
+                warning: Some(got), ..
+            }),
+        ) if got.contains(want.as_str()) => Ok(()),
         (
             Expect::Obj(ExpectObj::Change {
                 action,
                 steps_contain,
+                steps_in_order,
                 steps_lack,
                 diff_contains,
             }),
@@ -155,6 +177,17 @@ fn run_case(module: &str, path: &Path, scripts: &mut Vec<(String, String)>) -> R
             for want in steps_contain {
                 if !all.contains(want.as_str()) {
                     return Err(format!("steps lack `{want}`:\n{all}"));
+                }
+            }
+            let mut from = 0;
+            for want in steps_in_order {
+                match all[from..].find(want.as_str()) {
+                    Some(i) => from += i + want.len(),
+                    None => {
+                        return Err(format!(
+                            "steps lack `{want}` after the previous ordered step:\n{all}"
+                        ))
+                    }
                 }
             }
             for unwanted in steps_lack {
@@ -312,6 +345,30 @@ fn wildcard_checker_catches_patterns() {
          $n = 'kubelet'\nStop-Service -Name $n -Force"
     )
     .is_empty());
+}
+
+#[test]
+fn native_quote_checker_catches_quotes() {
+    // The check itself must be able to fail, and must not flag what 5.1 passes intact.
+    for bad in [
+        "$o = & sc.exe create 'kubelet' binPath= '\"C:\\k\\kubelet.exe\" --v=2' start= auto",
+        "sc.exe failure kubelet \"a`\"b\"",
+        "& tar.exe -xzf \"C:\\a\"\"b.tgz\"",
+        "icacls.exe C:\\x --a=\"b\"c",
+    ] {
+        assert!(
+            !native_args_with_quotes(bad).is_empty(),
+            "not caught: {bad}"
+        );
+    }
+    for good in [
+        "& tar.exe -xzf 'C:\\Program Files\\a.tgz' -C \"C:\\x\"",
+        "sc.exe failure 'kubelet' reset= 0 actions= restart/10000",
+        "New-Service -Name 'k' -BinaryPathName '\"C:\\k\\k.exe\" --v=2'",
+        "throw \"sc.exe failed: $o\"",
+    ] {
+        assert!(native_args_with_quotes(good).is_empty(), "flagged: {good}");
+    }
 }
 
 #[test]

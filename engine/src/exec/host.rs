@@ -231,7 +231,7 @@ impl Worker {
         let task = &self.tasks[t];
         let sc = &self.sh.scrubber;
         let (change, action, reason, diff) = match plan {
-            Plan::NoOp { why } => (false, None, why.clone(), None),
+            Plan::NoOp { why, .. } => (false, None, why.clone(), None),
             Plan::Change(c) => (
                 true,
                 Some(c.action.to_string()),
@@ -248,6 +248,15 @@ impl Worker {
             reason: sc.scrub(&reason),
             diff,
         });
+        if let Plan::NoOp {
+            warning: Some(w), ..
+        } = plan
+        {
+            self.sh.report.warn(
+                Some(&self.host),
+                format!("{}: {}", task.id.name, sc.scrub(w)),
+            );
+        }
     }
 
     /// Emit `host_finished` and hand back the totals.
@@ -605,7 +614,7 @@ impl Worker {
         };
         self.emit_planned(t, &plan);
         match plan {
-            Plan::NoOp { why } => {
+            Plan::NoOp { why, .. } => {
                 if self.pending.is_empty() {
                     self.finish(t, TaskStatus::Ok, Some(why));
                 } else {

@@ -50,7 +50,7 @@ pub(crate) async fn work(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -
             Ok(plan) => {
                 w.emit_planned(t, &plan);
                 match plan {
-                    Plan::NoOp { why } => w.finish(t, TaskStatus::Ok, Some(why)),
+                    Plan::NoOp { why, .. } => w.finish(t, TaskStatus::Ok, Some(why)),
                     Plan::Change(c) => w.finish(
                         t,
                         TaskStatus::Changed,

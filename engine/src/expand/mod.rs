@@ -67,6 +67,9 @@ pub fn expand_with(
     });
     let s = sums.clone();
     env.add_function("sha256_pin", move |file: &str| s.pin(file));
+    // `flag(component, '--name', value)` / `flag_supported(component, '--name')`: flags
+    // checked against the per-version flag table (plan/versions.toml).
+    context::add_flag_functions(&mut env, ctx.component_versions.clone());
     let mut diags = Diagnostics::default();
     let compiled: Vec<CompiledRecipe> = set
         .recipes

@@ -19,6 +19,7 @@ pub mod spans;
 pub mod structure;
 pub mod syntax;
 pub mod validate;
+pub mod versions;
 
 pub use load::{load, load_str};
 pub use model::*;

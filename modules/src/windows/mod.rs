@@ -18,11 +18,13 @@ pub mod feature;
 pub mod file;
 pub mod firewall_rule;
 pub mod hotfix;
+mod no_proxy;
 pub mod path_entry;
 pub mod preflight;
 pub mod reboot;
 pub mod registry_value;
 pub mod service;
+mod service_script;
 
 /// Module names implemented for Windows hosts.
 pub const NAMES: &[&str] = &[
