@@ -190,6 +190,16 @@ pub struct Ctx<'a> {
     /// The host's plan name.
     pub host: &'a str,
     pub inputs: &'a Inputs,
+    /// Random text the engine draws for every `plan` call ([`new_plan_nonce`]). Modules
+    /// derive the names of the temporary files their steps create from it, so nobody on the
+    /// host can guess a name and plant something there first; tests pass a fixed value, so
+    /// the steps of a plan stay a pure function of params, facts and this context.
+    pub nonce: &'a str,
+}
+
+/// A fresh [`Ctx::nonce`]: 128 random bits as 32 lowercase hex digits.
+pub fn new_plan_nonce() -> String {
+    crate::fact::new_nonce()
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]

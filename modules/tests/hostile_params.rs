@@ -404,6 +404,7 @@ fn scripts_of(
             shell,
             host: "h1",
             inputs,
+            nonce: "0123456789abcdef0123456789abcdef",
         };
         if let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) {
             for (i, s) in c.steps.iter().enumerate() {

@@ -163,10 +163,12 @@ impl Host {
         let script = batch_script(Shell::Posix, &queries, &nonce);
         let out = self.run(&script);
         let facts = parse_batch(&queries, &out, &nonce).expect("parse probe");
+        let nonce = kwin_engine::module::new_plan_nonce();
         let ctx = Ctx {
             shell: Shell::Posix,
             host: "cp1",
             inputs,
+            nonce: &nonce,
         };
         m.plan(&facts, &ctx)
     }

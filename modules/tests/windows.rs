@@ -68,6 +68,10 @@ enum Expect {
     Obj(ExpectObj),
 }
 
+/// The plan nonce every case is planned with, so the scripts (and the temporary names derived
+/// from it) are the same on every run.
+const CASE_NONCE: &str = "0123456789abcdef0123456789abcdef";
+
 fn assert_ps_clean(what: &str, script: &str) {
     let errs = ps_syntax_errors(script);
     assert!(
@@ -85,7 +89,7 @@ fn assert_ps_clean(what: &str, script: &str) {
     );
 }
 
-fn run_case(module: &str, path: &Path) -> Result<(), String> {
+fn run_case(module: &str, path: &Path, scripts: &mut Vec<(String, String)>) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let case: Case = serde_json::from_str(&text).map_err(|e| format!("bad case file: {e}"))?;
     let built = kwin_modules::windows::build(module, &case.params).ok_or("unknown module")?;
@@ -106,6 +110,10 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
     let queries = m.facts(Shell::PowerShell);
     for q in &queries {
         assert_ps_clean(&format!("fact {}", q.key), &q.command);
+        scripts.push((
+            format!("{}: fact {}", path.display(), q.key),
+            q.command.clone(),
+        ));
     }
     let asked: BTreeSet<&str> = queries.iter().map(|q| q.key.as_str()).collect();
     let given: BTreeSet<&str> = case.facts.keys().map(String::as_str).collect();
@@ -130,6 +138,7 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
         shell: Shell::PowerShell,
         host: "ww1",
         inputs: &inputs,
+        nonce: CASE_NONCE,
     };
     let plan = m.plan(&facts, &ctx);
     match (&case.expect, plan) {
@@ -159,6 +168,7 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
                     Step::Run(script) => {
                         assert_ps_clean(&format!("{}: step", path.display()), script);
                         all.push_str(script);
+                        scripts.push((format!("{}: step", path.display()), script.clone()));
                     }
                     Step::Put { path, .. } => all.push_str(&format!("<put {path}>")),
                     Step::Reboot(_) => all.push_str("<reboot>"),
@@ -200,9 +210,11 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
     }
 }
 
-#[test]
-fn windows_cases() {
+/// Every PowerShell script the cases produce (facts and steps), by where it came from; the
+/// failures of cases that did not run.
+fn case_scripts() -> (Vec<(String, String)>, Vec<String>, usize) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/windows_cases");
+    let mut scripts = Vec::new();
     let mut failures = Vec::new();
     let mut count = 0;
     let mut dirs: Vec<_> = std::fs::read_dir(&root)
@@ -223,11 +235,17 @@ fn windows_cases() {
             .filter(|f| f.extension().is_some_and(|e| e == "json"))
         {
             count += 1;
-            if let Err(e) = run_case(&module, &f) {
+            if let Err(e) = run_case(&module, &f, &mut scripts) {
                 failures.push(format!("{}: {e}", f.display()));
             }
         }
     }
+    (scripts, failures, count)
+}
+
+#[test]
+fn windows_cases() {
+    let (_, failures, count) = case_scripts();
     assert!(count >= 40, "only {count} cases found");
     assert!(
         failures.is_empty(),
@@ -284,6 +302,49 @@ fn engine_powershell_scripts_are_valid_powershell() {
         "winrm get",
         &scripts::powershell_get_script("C:\\k\\a b.txt"),
     );
+}
+
+/// No script a case produces gives a plan value to a parameter that reads it as a wildcard
+/// pattern (`ps_syntax::wildcards` has the table and its sources): a firewall rule named
+/// `kwin-*` must remove that rule, not every rule whose name starts with `kwin-`.
+#[test]
+fn no_plan_value_reaches_a_wildcard_parameter() {
+    use ps_syntax::wildcards::wildcard_violations;
+    let (scripts, _, _) = case_scripts();
+    assert!(scripts.len() > 50, "{} scripts", scripts.len());
+    let mut bad = Vec::new();
+    for (what, script) in &scripts {
+        for v in wildcard_violations(script) {
+            bad.push(format!("{what}: {v}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn wildcard_checker_catches_patterns() {
+    use ps_syntax::wildcards::wildcard_violations;
+    // The check itself must be able to fail.
+    assert_eq!(
+        wildcard_violations("Remove-NetFirewallRule -Name 'kwin-*'").len(),
+        1
+    );
+    assert_eq!(
+        wildcard_violations("$n = 'a[1]'\nStop-Service -Name $n -Force").len(),
+        1
+    );
+    assert_eq!(wildcard_violations("Stop-Service -Name $unknown").len(), 1);
+    assert_eq!(
+        wildcard_violations("Move-Item -Path $t -Destination $p -Force").len(),
+        2
+    );
+    assert!(wildcard_violations(
+        "Remove-NetFirewallRule -Name ([WildcardPattern]::Escape('kwin-*'))\n\
+         Remove-ItemProperty -LiteralPath 'HKLM:\\x' -Name 'a*'\n\
+         Move-Item -LiteralPath $t -Destination $p -Force\n\
+         $n = 'kubelet'\nStop-Service -Name $n -Force"
+    )
+    .is_empty());
 }
 
 #[test]

@@ -589,10 +589,12 @@ impl Worker {
         let mut inputs = Inputs::new();
         let mut asked = 0;
         let plan = loop {
+            let nonce = crate::module::new_plan_nonce();
             let ctx = Ctx {
                 shell: self.shell,
                 host: &self.host,
                 inputs: &inputs,
+                nonce: &nonce,
             };
             match module.plan(&self.facts, &ctx) {
                 Ok(p) => break p,
@@ -647,10 +649,12 @@ impl Worker {
         let Ok(module) = self.tasks[t].module.clone() else {
             return;
         };
+        let nonce = crate::module::new_plan_nonce();
         let ctx = Ctx {
             shell: self.shell,
             host: &self.host,
             inputs,
+            nonce: &nonce,
         };
         let name = self.tasks[t].module_name.clone();
         match module.plan(&self.facts, &ctx) {
@@ -796,10 +800,12 @@ impl Worker {
             let Ok(module) = self.tasks[p.t].module.clone() else {
                 continue;
             };
+            let nonce = crate::module::new_plan_nonce();
             let ctx = Ctx {
                 shell: self.shell,
                 host: &self.host,
                 inputs: &p.inputs,
+                nonce: &nonce,
             };
             match module.plan(&self.facts, &ctx) {
                 Ok(Plan::NoOp { .. }) => {
@@ -987,10 +993,12 @@ impl Worker {
                     let Ok(module) = self.tasks[t].module.clone() else {
                         return;
                     };
+                    let nonce = crate::module::new_plan_nonce();
                     let ctx = Ctx {
                         shell: self.shell,
                         host: &self.host,
                         inputs: &inputs,
+                        nonce: &nonce,
                     };
                     match module.plan(&self.facts, &ctx) {
                         Ok(Plan::NoOp { .. }) => {

@@ -39,10 +39,12 @@ pub(crate) async fn work(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -
                 continue;
             }
         };
+        let nonce = crate::module::new_plan_nonce();
         let ctx = Ctx {
             shell: w.shell,
             host: &w.host,
             inputs: &inputs,
+            nonce: &nonce,
         };
         match module.plan(&w.facts, &ctx) {
             Ok(plan) => {

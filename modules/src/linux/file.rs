@@ -152,7 +152,7 @@ impl Module for File {
         vec![self.path.clone()]
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st = facts.get(&self.fact())?;
         let q = sh_quote(&self.path);
         match (self.state, st) {
@@ -187,6 +187,7 @@ impl Module for File {
                     attrs,
                     expect: Expect::Any,
                     make_parents: self.make_parents,
+                    nonce: ctx.nonce,
                 });
                 Ok(self.change_steps(
                     Action::Create,
@@ -233,6 +234,7 @@ impl Module for File {
                             .map(Expect::Sha256)
                             .unwrap_or(Expect::Any),
                         make_parents: false,
+                        nonce: ctx.nonce,
                     });
                     let mut diff = content_diff(&self.path, Some(&info), want);
                     diff.push_str(&attr_diff(&diffs));

@@ -141,7 +141,7 @@ impl Module for KernelModule {
         r
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let live = facts.get(&self.live())?;
         let marker = match &self.present_if {
             Some(p) => !matches!(facts.get(&FileFact::meta(p))?, PathState::Absent),
@@ -153,7 +153,9 @@ impl Module for KernelModule {
         let mut steps = Vec::new();
         if let Some(f) = &self.file {
             let st = facts.get(&FileFact::content(f))?;
-            if let Some(w) = ensure_content(f, &st, self.file_content().as_bytes(), 0o644)? {
+            if let Some(w) =
+                ensure_content(f, &st, self.file_content().as_bytes(), 0o644, ctx.nonce)?
+            {
                 reasons.push(w.reason);
                 diff.push_str(&w.diff);
                 steps.extend(w.steps);

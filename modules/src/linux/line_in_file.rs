@@ -189,7 +189,7 @@ impl Module for LineInFile {
         vec![self.path.clone()]
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let touches = Touches::Resources(vec![self.path.clone()]);
         let info = match facts.get(&self.fact())? {
             PathState::File(f) => f,
@@ -218,6 +218,7 @@ impl Module for LineInFile {
                         },
                         expect: Expect::Any,
                         make_parents: false,
+                        nonce: ctx.nonce,
                     }),
                     touches,
                 }));
@@ -266,6 +267,7 @@ impl Module for LineInFile {
                 .map(Expect::Sha256)
                 .unwrap_or(Expect::Any),
             make_parents: false,
+            nonce: ctx.nonce,
         });
         let mut touched = vec![self.path.clone()];
         touched.extend(info.link_target.clone());

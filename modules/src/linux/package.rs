@@ -179,7 +179,7 @@ impl Package {
         r
     }
 
-    fn plan_present(&self, facts: &Facts, pk: &Packages) -> Result<Plan, ModuleError> {
+    fn plan_present(&self, facts: &Facts, pk: &Packages, nonce: &str) -> Result<Plan, ModuleError> {
         let m = pk.manager;
         let mut reasons: Vec<String> = Vec::new();
         let mut diff = String::new();
@@ -196,6 +196,7 @@ impl Package {
                         &list,
                         repo.apt_list().as_bytes(),
                         0o644,
+                        nonce,
                     )?;
                     let ring_missing = !matches!(ring, PathState::File(_));
                     if list_w.is_some() || ring_missing {
@@ -230,6 +231,7 @@ impl Package {
                         &st,
                         repo.dnf_repo().as_bytes(),
                         0o644,
+                        nonce,
                     )? {
                         repo_changed = true;
                         reasons.push(format!("repository {} not configured", repo.name));
@@ -473,7 +475,7 @@ impl Module for Package {
         self.resources()
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let pk = facts.get(&self.packages_fact())?;
         match pk.manager {
             Manager::Apt | Manager::Dnf => {}
@@ -488,7 +490,7 @@ impl Module for Package {
             }
         }
         match self.state {
-            State::Present => self.plan_present(facts, &pk),
+            State::Present => self.plan_present(facts, &pk, ctx.nonce),
             State::Absent => self.plan_absent(&pk),
         }
     }

@@ -180,7 +180,7 @@ impl Module for Service {
         r
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let u = match facts.get(&self.unit())? {
             Systemd::Absent => {
                 return Err(ModuleError::Unsupported(format!(
@@ -285,7 +285,7 @@ impl Module for Service {
             _ => {}
         }
         if let (Some(now), Some(st)) = (&record_now, &record_state) {
-            if let Some(w) = ensure_content(&self.record, st, now.as_bytes(), 0o644)? {
+            if let Some(w) = ensure_content(&self.record, st, now.as_bytes(), 0o644, ctx.nonce)? {
                 if reasons.is_empty() {
                     reasons.push("restart record out of date".into());
                 }

@@ -164,7 +164,7 @@ impl Module for Sysctl {
         self.resources()
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let live = facts.get(&self.live())?;
         let mut reasons = Vec::new();
         let mut diff = String::new();
@@ -172,7 +172,9 @@ impl Module for Sysctl {
 
         if let Some(f) = &self.file {
             let st = facts.get(&self.file_fact(f))?;
-            if let Some(w) = ensure_content(f, &st, self.file_content().as_bytes(), 0o644)? {
+            if let Some(w) =
+                ensure_content(f, &st, self.file_content().as_bytes(), 0o644, ctx.nonce)?
+            {
                 reasons.push(w.reason);
                 diff.push_str(&w.diff);
                 steps.extend(w.steps);

@@ -7,9 +7,9 @@
 //! directly; the plan says which way each download goes. The machine variables are read as
 //! facts (re-read after an `env_var` step changed them), so the decision is made, and shown,
 //! before anything runs.
-//! No-op when `dest` exists with that SHA-256. Changes: downloads to `dest.kwin-download`,
-//! checks the hash (a mismatch deletes the temp file and fails with both hashes), then renames
-//! over `dest`. Large artifacts (kubelet.exe, containerd) travel this way, not through WinRM.
+//! No-op when `dest` exists with that SHA-256. Changes: downloads to a temporary file with an
+//! unguessable name beside `dest`, checks the hash (a mismatch deletes the temp file and fails
+//! with both hashes) and that it is still a plain file, then renames over `dest`. Large artifacts (kubelet.exe, containerd) travel this way, not through WinRM.
 //!
 //! ```toml
 //! [[tasks]]
@@ -78,8 +78,15 @@ pub(crate) fn check_url(field: &str, u: &str) -> Result<(), ParamError> {
 }
 
 /// Script downloading `url` to `dest` with hash check and atomic rename, through `proxy` or
-/// directly.
-pub(crate) fn download_script(url: &str, dest: &str, sha256: &str, proxy: Option<&str>) -> String {
+/// directly. The temporary file is `tmp` (a [`crate::temp_name`]) in `dest`'s directory, and is
+/// checked to be a plain file (no link or junction put in its place) before the rename.
+pub(crate) fn download_script(
+    url: &str,
+    dest: &str,
+    sha256: &str,
+    proxy: Option<&str>,
+    tmp: &str,
+) -> String {
     let proxy_line = match proxy {
         Some(p) => format!("$px = {}", ps_quote(p)),
         None => "$px = $null".to_string(),
@@ -89,15 +96,20 @@ pub(crate) fn download_script(url: &str, dest: &str, sha256: &str, proxy: Option
          $u = {u}\n$d = {d}\n$want = '{sha256}'\n{proxy_line}\n\
          $dir = [IO.Path]::GetDirectoryName($d)\n\
          if ($dir -and -not (Test-Path -LiteralPath $dir)) {{ New-Item -ItemType Directory -Force -Path $dir | Out-Null }}\n\
-         $t = $d + '.kwin-download'\n\
+         $t = [IO.Path]::Combine($dir, {tmp})\n\
          $a = @{{ Uri = $u; OutFile = $t; UseBasicParsing = $true }}\n\
          if ($px) {{ $a['Proxy'] = $px }}\n\
          Invoke-WebRequest @a\n\
          $h = (Get-FileHash -LiteralPath $t -Algorithm SHA256).Hash.ToLowerInvariant()\n\
          if ($h -ne $want) {{ Remove-Item -LiteralPath $t -Force; throw \"checksum mismatch for ${{u}}: expected $want, got $h\" }}\n\
+         if ((Get-Item -LiteralPath $t -Force).Attributes -band ([IO.FileAttributes]::ReparsePoint -bor [IO.FileAttributes]::Directory)) {{ throw {replaced} }}\n\
          Move-Item -LiteralPath $t -Destination $d -Force",
         u = ps_quote(url),
-        d = ps_quote(dest)
+        d = ps_quote(dest),
+        tmp = ps_quote(tmp),
+        replaced = ps_quote(&format!(
+            "the temporary file for {dest} was replaced by a link or directory; refusing"
+        )),
     )
 }
 
@@ -170,7 +182,7 @@ impl Module for Download {
         v.extend(PROXY_VARS.iter().map(|n| format!("env:{n}")));
         v
     }
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: PathState = facts.get(&self.fact())?;
         if st.dir {
             return Err(ModuleError::Precondition(format!(
@@ -208,6 +220,7 @@ impl Module for Download {
                 &self.dest,
                 &self.sha256,
                 proxy.as_deref(),
+                &crate::temp_name(ctx.nonce, &self.dest),
             ))],
             touches: Touches::Resources(vec![path_resource(&self.dest)]),
         }))

@@ -352,7 +352,7 @@ impl Fact for FirewallRuleFact {
              \x20 $pf = $r | Get-NetFirewallPortFilter\n\
              \x20 ConvertTo-Json -Compress -InputObject @{{ exists = $true; enabled = [string]$r.Enabled; direction = [string]$r.Direction; action = [string]$r.Action; protocol = [string]$pf.Protocol; local_port = (@($pf.LocalPort) -join ',') }}\n\
              }} else {{ ConvertTo-Json -Compress -InputObject @{{ exists = $false }} }}",
-            n = ps_quote(&self.name)
+            n = super::ps_wildcard_literal(&self.name)
         )
     }
     fn parse(&self, out: &FactOutput) -> Result<FirewallRuleState, FactError> {

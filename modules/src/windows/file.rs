@@ -2,8 +2,9 @@
 //!
 //! Parameters: `path` (absolute Windows path), `content` (text, written as UTF-8 bytes exactly
 //! as given, no BOM, no newline conversion), `state` = "present" (default) | "absent".
-//! No-op when the file's SHA-256 equals the content's. Changes: writes a temp file beside the
-//! target and renames it over (atomic on NTFS); creates missing parent directories.
+//! No-op when the file's SHA-256 equals the content's. Changes: writes a new temporary file with
+//! an unguessable name beside the target, checks it is still that plain file with that content,
+//! and renames it over (atomic on NTFS); creates missing parent directories.
 //!
 //! ```toml
 //! [[tasks]]
@@ -85,18 +86,45 @@ pub(crate) fn content_diff(path: &str, old: Option<&[u8]>, new: &[u8]) -> String
         .to_string()
 }
 
-/// Script that writes `content` to `path` atomically (temp file + rename).
-pub(crate) fn write_script(path: &str, content: &[u8]) -> String {
+/// Script that writes `content` to `path` atomically: a new file beside it, named by
+/// [`crate::temp_name`] (unguessable: nothing can be planted there first) and created with
+/// `FileMode.CreateNew` ("If the file already exists, an IOException exception is thrown",
+/// learn.microsoft.com/dotnet/api/system.io.filemode, .NET Framework 4.x as in Windows
+/// PowerShell 5.1), then checked to be a plain file
+/// holding exactly `content` (not a reparse point: a link or junction put in its place) and
+/// renamed over `path`.
+pub(crate) fn write_script(path: &str, content: &[u8], nonce: &str) -> String {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(content);
     format!(
         "$p = {p}\n\
          $d = [IO.Path]::GetDirectoryName($p)\n\
          if ($d -and -not (Test-Path -LiteralPath $d)) {{ New-Item -ItemType Directory -Force -Path $d | Out-Null }}\n\
-         $t = $p + '.kwin-tmp'\n\
-         [IO.File]::WriteAllBytes($t, [Convert]::FromBase64String('{b64}'))\n\
+         $t = [IO.Path]::Combine($d, {tmp})\n\
+         $b = [Convert]::FromBase64String('{b64}')\n\
+         $f = [IO.File]::Open($t, [IO.FileMode]::CreateNew, [IO.FileAccess]::Write, [IO.FileShare]::None)\n\
+         try {{ $f.Write($b, 0, $b.Length) }} finally {{ $f.Dispose() }}\n\
+         {check}\n\
          Move-Item -LiteralPath $t -Destination $p -Force",
-        p = ps_quote(path)
+        p = ps_quote(path),
+        tmp = ps_quote(&crate::temp_name(nonce, path)),
+        check = temp_check("$t", &hex::encode(Sha256::digest(content)), path),
+    )
+}
+
+/// PowerShell that throws unless the file named by `var` is a plain file (no reparse point, no
+/// directory) whose SHA-256 is `sha256`: what a step created is what it moves into place.
+pub(crate) fn temp_check(var: &str, sha256: &str, shown: &str) -> String {
+    format!(
+        "$i = Get-Item -LiteralPath {var} -Force\n\
+         if ($i.Attributes -band ([IO.FileAttributes]::ReparsePoint -bor [IO.FileAttributes]::Directory)) {{ throw {} }}\n\
+         if ((Get-FileHash -LiteralPath {var} -Algorithm SHA256).Hash.ToLowerInvariant() -ne '{sha256}') {{ Remove-Item -LiteralPath {var} -Force; throw {} }}",
+        ps_quote(&format!(
+            "the temporary file for {shown} was replaced by a link or directory; refusing"
+        )),
+        ps_quote(&format!(
+            "the temporary file for {shown} does not hold what was written; refusing"
+        )),
     )
 }
 
@@ -109,7 +137,7 @@ impl Module for File {
         vec![path_resource(&self.path)]
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: PathState = facts.get(&self.fact())?;
         let touches = Touches::Resources(vec![path_resource(&self.path)]);
         match (&self.state, &self.content) {
@@ -151,7 +179,7 @@ impl Module for File {
                     (Action::Create, "missing")
                 };
                 let steps = if content.len() <= EMBED_LIMIT {
-                    vec![step(write_script(&self.path, content))]
+                    vec![step(write_script(&self.path, content, ctx.nonce))]
                 } else {
                     vec![Step::Put {
                         path: self.path.clone(),

@@ -16,7 +16,7 @@
 //! ```
 
 use super::facts::{FirewallRuleFact, FirewallRuleState};
-use super::{step, State};
+use super::{ps_wildcard_literal, step, State};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
     parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
@@ -190,7 +190,10 @@ impl Module for FirewallRule {
                 }
                 let mut script = String::new();
                 if st.exists {
-                    script.push_str(&format!("Remove-NetFirewallRule -Name {n}\n"));
+                    script.push_str(&format!(
+                        "Remove-NetFirewallRule -Name {}\n",
+                        ps_wildcard_literal(&self.name)
+                    ));
                 }
                 script.push_str(&format!(
                     "New-NetFirewallRule -Name {n} -DisplayName {n} -Direction {dir} -Action {act} -Protocol {proto} -LocalPort {} -Enabled True | Out-Null",
@@ -221,7 +224,10 @@ impl Module for FirewallRule {
                 action: Action::Delete,
                 reason: "present".into(),
                 diff: Some(format!("- {have}")),
-                steps: vec![step(format!("Remove-NetFirewallRule -Name {n}"))],
+                steps: vec![step(format!(
+                    "Remove-NetFirewallRule -Name {}",
+                    ps_wildcard_literal(&self.name)
+                ))],
                 touches,
             })),
         }

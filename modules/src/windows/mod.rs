@@ -111,6 +111,19 @@ pub(crate) fn step(body: impl AsRef<str>) -> kwin_engine::module::Step {
     kwin_engine::module::Step::Run(format!("{STEP_PRELUDE}{}", body.as_ref()))
 }
 
+/// `value` for a parameter that reads a wildcard pattern (`Get-NetFirewallRule -Name`,
+/// `Remove-NetFirewallRule -Name`: "Wildcard characters are accepted", windows-powershell-docs
+/// `docset/winserver2019-ps/NetSecurity/Remove-NetFirewallRule.md`): escaped on the host by
+/// `[WildcardPattern]::Escape` (as PowerShell-Docs `reference/5.1/.../about_Switch.md` uses
+/// it), so `kwin-*` matches the one rule of that name. Not for parameters that are literal
+/// already (`-LiteralPath`, and what it makes literal): see `tests/ps_syntax/wildcards.rs`.
+pub(crate) fn ps_wildcard_literal(value: &str) -> String {
+    format!(
+        "([WildcardPattern]::Escape({}))",
+        kwin_engine::quote::ps_quote(value)
+    )
+}
+
 /// Validate a Windows absolute path (drive or UNC); returns it unchanged.
 pub(crate) fn check_path(field: &str, p: &str) -> Result<(), ParamError> {
     let b = p.as_bytes();

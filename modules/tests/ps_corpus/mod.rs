@@ -183,6 +183,7 @@ fn module_scripts(
         shell: Shell::PowerShell,
         host: "ww1",
         inputs,
+        nonce: "0123456789abcdef0123456789abcdef",
     };
     if let Ok(Plan::Change(c)) = m.plan(facts, &ctx) {
         for (i, s) in c.steps.iter().enumerate() {
@@ -280,6 +281,7 @@ pub fn kube_case_scripts_all_shells() -> Vec<Script> {
             shell,
             host: "h1",
             inputs: &inputs,
+            nonce: "0123456789abcdef0123456789abcdef",
         };
         if let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) {
             for (i, s) in c.steps.iter().enumerate() {
