@@ -679,7 +679,10 @@ role = "worker"
     };
     let plans = [
         base("[cni]\nplugin = \"flannel\"\n", true),
-        base("[cni]\nplugin = \"flannel\"\nbackend = \"host-gw\"\n", false),
+        base(
+            "[cni]\nplugin = \"flannel\"\nbackend = \"host-gw\"\n",
+            false,
+        ),
         base("[cni]\nplugin = \"calico\"\n", true),
         base(
             "[cni]\nplugin = \"flannel\"\n[runtime]\ncontainerd_source = \"release\"\n",
