@@ -337,6 +337,82 @@ pub fn parse_batch_for(
     Ok(facts)
 }
 
+/// A batched script's output (from [`batch_script`]) as the host log may show it: the
+/// content of files whose mode gives group and others no read access, and the whole answer
+/// of every query whose key `sensitive` names, replaced by its size and hash
+/// ([`crate::secret::sensitive_hash`]). Everything else stays byte for byte.
+pub fn redact_for_log(
+    shell: Shell,
+    queries: &[FactQuery],
+    out: &Output,
+    nonce: &str,
+    sensitive: &dyn Fn(&str) -> bool,
+) -> Output {
+    let (path_qs, rest) = split(shell, queries);
+    let mut stdout = out.stdout.clone();
+    let mut stderr = out.stderr.clone();
+    if !path_qs.is_empty() {
+        let begin = format!("\n@@kwin:{nonce}:paths\n");
+        let end = format!("\n@@kwin:{nonce}:paths:end\n");
+        let keys: Vec<&str> = path_qs.iter().map(|(q, _)| q.key.as_str()).collect();
+        stdout = replace_section(&stdout, begin.as_bytes(), end.as_bytes(), |group| {
+            paths::redact_group(&path_qs, group, nonce, &|j| {
+                keys.get(j).is_some_and(|k| sensitive(k))
+            })
+        });
+    }
+    for (i, q) in rest {
+        if !sensitive(&q.key) {
+            continue;
+        }
+        let begin = format!("\n@@kwin:{nonce}:begin:{i}\n");
+        let hidden = |b: &[u8]| {
+            format!(
+                "({} bytes of a sensitive answer, {}, not logged)",
+                b.len(),
+                crate::secret::sensitive_hash(b)
+            )
+            .into_bytes()
+        };
+        stdout = replace_section(
+            &stdout,
+            begin.as_bytes(),
+            format!("\n@@kwin:{nonce}:end:{i}:").as_bytes(),
+            hidden,
+        );
+        stderr = replace_section(
+            &stderr,
+            begin.as_bytes(),
+            format!("\n@@kwin:{nonce}:end:{i}\n").as_bytes(),
+            hidden,
+        );
+    }
+    Output {
+        stdout,
+        stderr,
+        exit: out.exit,
+    }
+}
+
+/// `hay` with the body of the first `begin` … `end` section replaced by `f(body)`; `hay`
+/// itself when there is no such section. An unterminated section is replaced up to the end.
+pub(crate) fn replace_section(
+    hay: &[u8],
+    begin: &[u8],
+    end: &[u8],
+    f: impl FnOnce(&[u8]) -> Vec<u8>,
+) -> Vec<u8> {
+    let Some(b) = find(hay, begin).map(|b| b + begin.len()) else {
+        return hay.to_vec();
+    };
+    let e = find(&hay[b..], end).map_or(hay.len(), |e| b + e);
+    let mut v = Vec::with_capacity(hay.len());
+    v.extend_from_slice(&hay[..b]);
+    v.extend_from_slice(&f(&hay[b..e]));
+    v.extend_from_slice(&hay[e..]);
+    v
+}
+
 /// The last whole words of `b` within `n` bytes (lossy UTF-8, trimmed).
 fn last_words(b: &[u8], n: usize) -> String {
     let t = String::from_utf8_lossy(tail(b, n)).into_owned();
@@ -425,6 +501,75 @@ mod tests {
             stderr: out.stderr,
             exit: out.status.code().unwrap_or(-1),
         }
+    }
+
+    #[test]
+    fn the_log_form_of_a_probe_hides_private_files_and_sensitive_answers() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().expect("tmp");
+        let file = |name: &str, text: &str, mode: u32| {
+            let p = d.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            p.display().to_string()
+        };
+        let private = file("private", "password=Hunter2private\n", 0o600);
+        // Group members may read it: not private by mode.
+        let group = file("group", "shared=GroupCanRead\n", 0o640);
+        let public = file("public", "motd: hello world\n", 0o644);
+        let marked = file("marked", "token=Hunter2marked\n", 0o644);
+        let q = |p: &str| FactQuery {
+            key: format!("content:{p}"),
+            command: "exit 99".into(),
+            path: Some(PathQuery {
+                path: p.to_string(),
+                read: PathRead::Content,
+            }),
+        };
+        let queries = vec![
+            q(&private),
+            q(&group),
+            q(&public),
+            q(&marked),
+            FactQuery::command(
+                "registry",
+                "echo value=Hunter2registry; echo oops Hunter2err >&2",
+            ),
+            FactQuery::command("other", "echo value=plain"),
+        ];
+        let nonce = new_nonce();
+        let out = run_sh(&batch_script(Shell::Posix, &queries, &nonce));
+        let facts = parse_batch(&queries, &out, &nonce).expect("parse");
+        assert_eq!(facts.len(), 6);
+        let sensitive = |k: &str| k == format!("content:{marked}") || k == "registry";
+        let shown = redact_for_log(Shell::Posix, &queries, &out, &nonce, &sensitive);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&shown.stdout),
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        assert!(!text.contains("Hunter2"), "{text}");
+        assert!(
+            text.contains("motd: hello world")
+                && text.contains("value=plain")
+                && text.contains("shared=GroupCanRead"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "({} bytes of content, {}, not logged)",
+                "password=Hunter2private\n".len(),
+                crate::secret::sensitive_hash(b"password=Hunter2private\n")
+            )),
+            "{text}"
+        );
+        // The log form still parses as the same facts, but for what it hides.
+        let again = parse_batch(&queries, &shown, &nonce).expect("parse the log form");
+        assert_eq!(again.raw("other"), facts.raw("other"));
+        assert_eq!(
+            again.raw(&format!("content:{public}")),
+            facts.raw(&format!("content:{public}"))
+        );
     }
 
     #[test]

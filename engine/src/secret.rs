@@ -43,6 +43,22 @@ impl fmt::Display for Secret {
     }
 }
 
+/// Marks a diff line that shows a hash instead of content; such lines are shown as they are.
+pub const SENSITIVE_MARK: &str = "(sensitive)";
+
+/// How sensitive content shows in diffs, events and logs: `sha256:<first 16 hex digits>…
+/// (sensitive)`. Enough to tell two contents apart, nothing of the content itself.
+pub fn sensitive_hash(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sensitive_digest(&hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+/// [`sensitive_hash`] of content known by its SHA-256 (lowercase hex) only.
+pub fn sensitive_digest(sha256_hex: &str) -> String {
+    let short = sha256_hex.get(..16).unwrap_or(sha256_hex);
+    format!("sha256:{short}… {SENSITIVE_MARK}")
+}
+
 /// The forms `v` takes as text inside what kwin builds: itself; the inside of `sh_quote`
 /// (`'\''`) and of `ps_quote` (doubled quotes); the inside of `printf_format` (octal
 /// escapes, a leading `-` escaped too), as the Linux file writer embeds small contents; JSON
@@ -156,8 +172,7 @@ fn matcher(patterns: &[String]) -> Option<AhoCorasick> {
 
 fn is_base64_line(l: &str) -> bool {
     !l.is_empty()
-        && l
-            .bytes()
+        && l.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=')
 }
 
@@ -368,11 +383,21 @@ mod tests {
     #[test]
     fn scrubber_knows_the_printf_form_of_the_file_writer() {
         // A file content that holds the secret, as the Linux file writer sends it.
-        for content in [format!("password={PW}\n"), format!("{PW}\n"), format!("-{PW}")] {
-            let script = format!("printf {} >\"$t\"", crate::quote::printf_format(content.as_bytes()));
+        for content in [
+            format!("password={PW}\n"),
+            format!("{PW}\n"),
+            format!("-{PW}"),
+        ] {
+            let script = format!(
+                "printf {} >\"$t\"",
+                crate::quote::printf_format(content.as_bytes())
+            );
             let shown = scrubbed(&script);
             assert!(shown.contains("***"), "{shown}");
-            assert!(!shown.contains("w$rd") && !shown.contains("\\042w"), "{shown}");
+            assert!(
+                !shown.contains("w$rd") && !shown.contains("\\042w"),
+                "{shown}"
+            );
         }
         // A secret starting with `-` at the start of the content (escaped as `\055`).
         let sc = Scrubber::new();
@@ -409,8 +434,14 @@ mod tests {
             let shown = scrubbed(&script);
             assert!(shown.contains("***"), "pad {pad}: {shown}");
             let joined: String = shown.lines().collect();
-            assert!(!joined.contains(&b64(PW.as_bytes())[4..12]), "pad {pad}: {shown}");
-            assert!(shown.starts_with("{ base64 -d") && shown.ends_with("KWIN_B64\n}"), "{shown}");
+            assert!(
+                !joined.contains(&b64(PW.as_bytes())[4..12]),
+                "pad {pad}: {shown}"
+            );
+            assert!(
+                shown.starts_with("{ base64 -d") && shown.ends_with("KWIN_B64\n}"),
+                "{shown}"
+            );
         }
     }
 
@@ -418,7 +449,10 @@ mod tests {
     fn scrubber_knows_the_powershell_encodings() {
         // `-EncodedCommand`: base64 of UTF-16LE text, of a script holding the quoted secret.
         let script = format!("$p = {}; Do-Something $p", crate::quote::ps_quote(PW));
-        let shown = scrubbed(&format!("powershell.exe -EncodedCommand {}", b64(&utf16(&script))));
+        let shown = scrubbed(&format!(
+            "powershell.exe -EncodedCommand {}",
+            b64(&utf16(&script))
+        ));
         assert!(shown.contains("***"), "{shown}");
         // The WinRM run wrapper: base64 of the script's UTF-8 text.
         let shown = scrubbed(&format!("FromBase64String('{}')", b64(script.as_bytes())));

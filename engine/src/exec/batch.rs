@@ -30,6 +30,8 @@ pub(crate) struct Item {
     /// Re-read `verify` right after the steps (a later task of the batch may touch what they
     /// read); otherwise in the batch's end read. Always right after on PowerShell.
     pub verify_now: bool,
+    /// A sensitive task: its steps and their output are left out of the host log.
+    pub sensitive: bool,
 }
 
 /// What became of one item.
@@ -60,6 +62,9 @@ pub(crate) struct Section {
 #[derive(Debug, Clone)]
 pub(crate) struct Batch {
     pub script: String,
+    /// `script` as the host log shows it: each sensitive task's steps replaced by a comment
+    /// with their size and hash.
+    pub log_script: String,
     nonce: String,
     shell: Shell,
     items: Vec<Item>,
@@ -76,41 +81,15 @@ impl Batch {
                 item.verify_now = true;
             }
         }
-        let mut s = String::new();
-        match shell {
-            Shell::PowerShell => s.push_str("$ProgressPreference = 'SilentlyContinue'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n"),
-            Shell::Posix => s.push_str("__kw_stop=\n"),
-        }
-        let mut end: Vec<FactQuery> = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            match shell {
-                Shell::Posix => posix_item(&mut s, &nonce, i, &item.steps),
-                Shell::PowerShell => ps_item(&mut s, &nonce, i, &item.steps),
-            }
-            if item.verify.is_empty() {
-                continue;
-            }
-            if !item.verify_now {
-                end.extend(item.verify.iter().cloned());
-                continue;
-            }
-            let read = fact::batch_script(shell, &item.verify, &format!("{nonce}v{i}"));
-            match shell {
-                Shell::Posix => {
-                    s.push_str(&format!("if [ -z \"$__kw_stop\" ]; then\n{read}fi\n"));
-                }
-                Shell::PowerShell => s.push_str(&read),
-            }
-        }
-        end.extend(probe.iter().cloned());
-        if !end.is_empty() {
-            s.push_str(&fact::batch_script(shell, &end, &format!("{nonce}e")));
-        }
-        if shell == Shell::Posix {
-            s.push_str("if [ -n \"$__kw_stop\" ]; then exit \"$__kw_stop\"; fi\n");
-        }
+        let (script, end) = build(shell, &items, &probe, &nonce, false);
+        let log_script = if items.iter().any(|i| i.sensitive) {
+            build(shell, &items, &probe, &nonce, true).0
+        } else {
+            script.clone()
+        };
         Batch {
-            script: s,
+            script,
+            log_script,
             nonce,
             shell,
             items,
@@ -119,6 +98,130 @@ impl Batch {
         }
     }
 
+    /// `out` as the host log shows it: the step output of sensitive tasks (but for kwin's own
+    /// `kwin: ` messages) and the answers `sensitive` names, or that read files private by
+    /// mode, replaced by their size and hash.
+    pub fn log_output(&self, out: &Output, sensitive: &dyn Fn(&str) -> bool) -> Output {
+        let mut o = out.clone();
+        for (i, item) in self.items.iter().enumerate() {
+            if item.sensitive {
+                let begin = format!("\n@@kwin:{}:task:{i}:begin\n", self.nonce);
+                let end = format!("\n@@kwin:{}:task:{i}:end", self.nonce);
+                o.stdout =
+                    fact::replace_section(&o.stdout, begin.as_bytes(), end.as_bytes(), |b| {
+                        hidden_output(b)
+                    });
+                o.stderr =
+                    fact::replace_section(&o.stderr, begin.as_bytes(), end.as_bytes(), |b| {
+                        hidden_output(b)
+                    });
+            }
+            if item.verify_now && !item.verify.is_empty() {
+                o = fact::redact_for_log(
+                    self.shell,
+                    &item.verify,
+                    &o,
+                    &format!("{}v{i}", self.nonce),
+                    sensitive,
+                );
+            }
+        }
+        if !self.end.is_empty() {
+            o = fact::redact_for_log(
+                self.shell,
+                &self.end,
+                &o,
+                &format!("{}e", self.nonce),
+                sensitive,
+            );
+        }
+        o
+    }
+}
+
+/// A sensitive task's step output as logged: its size and hash, and kwin's own `kwin: `
+/// lines (which name paths and reasons, never content).
+pub(crate) fn hidden_output(b: &[u8]) -> Vec<u8> {
+    if b.is_empty() {
+        return Vec::new();
+    }
+    let mut v = format!(
+        "({} bytes of a sensitive task's output, {}, not logged)",
+        b.len(),
+        crate::secret::sensitive_hash(b)
+    )
+    .into_bytes();
+    for line in b.split(|&c| c == b'\n') {
+        if line.starts_with(b"kwin: ") {
+            v.push(b'\n');
+            v.extend_from_slice(line);
+        }
+    }
+    v
+}
+
+/// The script of a batch (with `redact`: as logged) and the queries of its end read.
+fn build(
+    shell: Shell,
+    items: &[Item],
+    probe: &[FactQuery],
+    nonce: &str,
+    redact: bool,
+) -> (String, Vec<FactQuery>) {
+    let mut s = String::new();
+    match shell {
+        Shell::PowerShell => s.push_str("$ProgressPreference = 'SilentlyContinue'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n"),
+        Shell::Posix => s.push_str("__kw_stop=\n"),
+    }
+    let mut end: Vec<FactQuery> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let hidden;
+        let steps: &[String] = if redact && item.sensitive {
+            hidden = item
+                .steps
+                .iter()
+                .map(|st| {
+                    format!(
+                        "# ({} bytes of a sensitive task's step, {}, not logged)",
+                        st.len(),
+                        crate::secret::sensitive_hash(st.as_bytes())
+                    )
+                })
+                .collect::<Vec<_>>();
+            &hidden
+        } else {
+            &item.steps
+        };
+        match shell {
+            Shell::Posix => posix_item(&mut s, nonce, i, steps),
+            Shell::PowerShell => ps_item(&mut s, nonce, i, steps),
+        }
+        if item.verify.is_empty() {
+            continue;
+        }
+        if !item.verify_now {
+            end.extend(item.verify.iter().cloned());
+            continue;
+        }
+        let read = fact::batch_script(shell, &item.verify, &format!("{nonce}v{i}"));
+        match shell {
+            Shell::Posix => {
+                s.push_str(&format!("if [ -z \"$__kw_stop\" ]; then\n{read}fi\n"));
+            }
+            Shell::PowerShell => s.push_str(&read),
+        }
+    }
+    end.extend(probe.iter().cloned());
+    if !end.is_empty() {
+        s.push_str(&fact::batch_script(shell, &end, &format!("{nonce}e")));
+    }
+    if shell == Shell::Posix {
+        s.push_str("if [ -n \"$__kw_stop\" ]; then exit \"$__kw_stop\"; fi\n");
+    }
+    (s, end)
+}
+
+impl Batch {
     /// Results per item, in order, and the trailing probe's facts (`None` without a probe or
     /// when the script stopped early).
     pub fn parse(&self, out: &Output) -> (Vec<ItemResult>, Option<Result<Facts, FactError>>) {
@@ -304,16 +407,19 @@ mod tests {
                     steps: vec![format!("echo one > {fs}"), "echo step2".into()],
                     verify: vec![q("f", &format!("cat {fs}"))],
                     verify_now: true,
+                    sensitive: false,
                 },
                 Item {
                     steps: vec!["echo bad >&2; exit 7".into(), "echo never".into()],
                     verify: vec![],
                     verify_now: true,
+                    sensitive: false,
                 },
                 Item {
                     steps: vec![format!("echo three > {fs}")],
                     verify: vec![],
                     verify_now: true,
+                    sensitive: false,
                 },
             ],
             vec![q("g", "echo probe")],
@@ -354,6 +460,7 @@ mod tests {
                 steps: vec!["cat; echo read-done".into()],
                 verify: vec![],
                 verify_now: true,
+                sensitive: false,
             }],
             vec![q("p", "echo probed")],
         );
@@ -375,10 +482,69 @@ mod tests {
                 steps: vec!["kill -9 $$".into()],
                 verify: vec![],
                 verify_now: true,
+                sensitive: false,
             }],
             vec![],
         );
         let (res, _) = b.parse(&sh(&b.script));
         assert!(matches!(res[0], ItemResult::Died { .. }), "{res:?}");
+    }
+
+    #[test]
+    fn the_log_form_leaves_out_a_sensitive_tasks_steps_and_output() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = dir.path().join("f");
+        let fs = f.display().to_string();
+        let b = Batch::new(
+            Shell::Posix,
+            vec![
+                Item {
+                    steps: vec![format!("echo plain-step > {fs}.plain; echo plain-out")],
+                    verify: vec![],
+                    verify_now: true,
+                    sensitive: false,
+                },
+                Item {
+                    steps: vec![format!(
+                        "printf 'Hunter2step' > {fs}; echo Hunter2out; echo 'kwin: a message' >&2"
+                    )],
+                    verify: vec![q("f", &format!("cat {fs}"))],
+                    verify_now: true,
+                    sensitive: true,
+                },
+            ],
+            vec![q("g", &format!("cat {fs}"))],
+        );
+        assert!(b.script.contains("Hunter2step"));
+        assert!(!b.log_script.contains("Hunter2"), "{}", b.log_script);
+        assert!(b.log_script.contains("plain-step"), "{}", b.log_script);
+        assert!(
+            b.log_script
+                .contains("bytes of a sensitive task's step, sha256:"),
+            "{}",
+            b.log_script
+        );
+        let out = sh(&b.script);
+        let (res, probe) = b.parse(&out);
+        assert!(matches!(res[1], ItemResult::Done { .. }), "{res:?}");
+        assert!(probe.is_some());
+        let sensitive = |k: &str| k == "f" || k == "g";
+        let shown = b.log_output(&out, &sensitive);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&shown.stdout),
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        assert!(!text.contains("Hunter2"), "{text}");
+        assert!(
+            text.contains("plain-out") && text.contains("kwin: a message"),
+            "{text}"
+        );
+        // The log form still parses: markers and exit codes are untouched.
+        let (res, _) = b.parse(&shown);
+        assert!(
+            res.iter().all(|r| matches!(r, ItemResult::Done { .. })),
+            "{res:?}"
+        );
     }
 }

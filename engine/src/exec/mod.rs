@@ -172,11 +172,13 @@ pub fn powershell_batch_sample() -> String {
             steps: vec!["Write-Output 'one'".into()],
             verify: vec![q("a")],
             verify_now: true,
+            sensitive: false,
         },
         batch::Item {
             steps: vec!["$x = 1\nif ($x) { 'two' }".into(), "'three'".into()],
             verify: vec![q("b")],
             verify_now: true,
+            sensitive: false,
         },
     ];
     batch::Batch::new(crate::transport::Shell::PowerShell, items, vec![q("c")]).script

@@ -133,7 +133,12 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
                 .ok_or_else(|| format!("host `{}` is not part of this run", t.id.host))?;
             run.registry
                 .build(&t.module, conn.shell(), &t.params)
-                .map(Arc::from)
+                .map(|mut m| {
+                    if t.sensitive {
+                        m.mark_sensitive();
+                    }
+                    Arc::from(m)
+                })
                 .map_err(|e| match &e.path {
                     Some(p) => format!("invalid params for module `{}`: {p}: {e}", t.module),
                     None => format!("invalid params for module `{}`: {e}", t.module),

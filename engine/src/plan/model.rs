@@ -390,6 +390,13 @@ pub struct UserTask {
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub params: BTreeMap<String, toml::Value>,
+    /// Keep what the task writes and reads out of diffs, events, the journal and logs: they
+    /// show `sha256:… (sensitive)` instead (Terraform's `sensitive`, Ansible's `no_log`).
+    /// Default false; file writes whose mode gives group and others no read access are
+    /// sensitive anyway.
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    pub sensitive: bool,
 }
 
 /// `[settings]`: how the engine runs.
