@@ -113,6 +113,9 @@ pub fn run_graph(
     options.retries = settings.retries.unwrap_or(3);
     options.retry_delay = Duration::from_secs(settings.retry_delay.unwrap_or(2));
     options.allow_reboot = settings.allow_reboot.unwrap_or(true);
+    if let Some(mib) = settings.output_budget_mib {
+        options.output_budget = mib.saturating_mul(1 << 20);
+    }
     options.accept_new_host_keys = run.accept_new_host_keys;
 
     let (sink, rx) = EventSink::channel();

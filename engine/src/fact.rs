@@ -340,15 +340,22 @@ pub fn parse_batch_for(
 /// A batched script's output (from [`batch_script`]) as the host log may show it: the
 /// content of files whose mode gives group and others no read access, and the whole answer
 /// of every query whose key `sensitive` names, replaced by its size and hash
-/// ([`crate::secret::sensitive_hash`]). Everything else stays byte for byte.
+/// ([`crate::secret::sensitive_hash`]). Everything else stays byte for byte. `None` when
+/// nothing can need hiding (no file content read, no sensitive query): log `out` as it is.
 pub fn redact_for_log(
     shell: Shell,
     queries: &[FactQuery],
     out: &Output,
     nonce: &str,
     sensitive: &dyn Fn(&str) -> bool,
-) -> Output {
+) -> Option<Output> {
     let (path_qs, rest) = split(shell, queries);
+    let reads_content = path_qs
+        .iter()
+        .any(|(_, p)| matches!(p.read, PathRead::Content | PathRead::ContentUnless(_)));
+    if !reads_content && !rest.iter().any(|(_, q)| sensitive(&q.key)) {
+        return None;
+    }
     let mut stdout = out.stdout.clone();
     let mut stderr = out.stderr.clone();
     if !path_qs.is_empty() {
@@ -387,11 +394,11 @@ pub fn redact_for_log(
             hidden,
         );
     }
-    Output {
+    Some(Output {
         stdout,
         stderr,
         exit: out.exit,
-    }
+    })
 }
 
 /// `hay` with the body of the first `begin` … `end` section replaced by `f(body)`; `hay`
@@ -448,7 +455,7 @@ fn tail(b: &[u8], n: usize) -> &[u8] {
 }
 
 fn normalize_newlines(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if b.windows(2).any(|w| w == b"\r\n") {
+    if find(b, b"\r\n").is_some() {
         let mut v = Vec::with_capacity(b.len());
         let mut i = 0;
         while i < b.len() {
@@ -473,17 +480,10 @@ fn section<'a>(hay: &'a [u8], begin: &[u8], end: &[u8]) -> Option<(&'a [u8], &'a
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let (&first, rest) = needle.split_first()?;
-    let last_start = hay.len().checked_sub(needle.len())?;
-    let mut i = 0;
-    while i <= last_start {
-        let j = i + hay[i..=last_start].iter().position(|&b| b == first)?;
-        if &hay[j + 1..j + needle.len()] == rest {
-            return Some(j);
-        }
-        i = j + 1;
+    if needle.is_empty() {
+        return None;
     }
-    None
+    memchr::memmem::find(hay, needle)
 }
 
 #[cfg(test)]
@@ -542,7 +542,8 @@ mod tests {
         let facts = parse_batch(&queries, &out, &nonce).expect("parse");
         assert_eq!(facts.len(), 6);
         let sensitive = |k: &str| k == format!("content:{marked}") || k == "registry";
-        let shown = redact_for_log(Shell::Posix, &queries, &out, &nonce, &sensitive);
+        let shown = redact_for_log(Shell::Posix, &queries, &out, &nonce, &sensitive)
+            .expect("content is read");
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&shown.stdout),

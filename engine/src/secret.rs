@@ -10,6 +10,7 @@
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine as _;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
@@ -220,28 +221,43 @@ impl Scrubber {
 
     /// `text` with every known secret replaced by `***`.
     pub fn scrub(&self, text: &str) -> String {
+        self.scrub_cow(text).into_owned()
+    }
+
+    /// [`Scrubber::scrub`] without a copy when nothing is replaced.
+    pub fn scrub_cow<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let forms = match self.forms.read() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
         let Some(m) = &forms.matcher else {
-            return text.to_string();
+            return Cow::Borrowed(text);
         };
         let unwrapped = match &forms.base64_matcher {
             Some(b) => scrub_wrapped_base64(text, b),
             None => None,
         };
-        let text = unwrapped.as_deref().unwrap_or(text);
-        if !m.is_match(text) {
-            return text.to_string();
+        match unwrapped {
+            Some(u) if m.is_match(&u) => Cow::Owned(m.replace_all(&u, &vec!["***"; forms.all.len()])),
+            Some(u) => Cow::Owned(u),
+            None if m.is_match(text) => {
+                Cow::Owned(m.replace_all(text, &vec!["***"; forms.all.len()]))
+            }
+            None => Cow::Borrowed(text),
         }
-        let stars = vec!["***"; forms.all.len()];
-        m.replace_all(text, &stars)
     }
 
     /// Lossy UTF-8 decode and scrub, for remote output.
     pub fn scrub_bytes(&self, bytes: &[u8]) -> String {
         self.scrub(&String::from_utf8_lossy(bytes))
+    }
+
+    /// [`Scrubber::scrub_bytes`] without a copy when the bytes are UTF-8 and hold no secret.
+    pub fn scrub_bytes_cow<'t>(&self, bytes: &'t [u8]) -> Cow<'t, str> {
+        match String::from_utf8_lossy(bytes) {
+            Cow::Borrowed(t) => self.scrub_cow(t),
+            Cow::Owned(t) => Cow::Owned(self.scrub_cow(&t).into_owned()),
+        }
     }
 }
 

@@ -98,13 +98,51 @@ impl Batch {
         }
     }
 
+    /// The nonce of the batch's markers (`transport::output::Keep::sections`).
+    pub fn nonce(&self) -> &str {
+        &self.nonce
+    }
+
+    /// Items whose step output the run's output budget cut, with how many bytes were not
+    /// kept (both streams).
+    pub fn cuts(&self, out: &Output) -> Vec<(usize, u64)> {
+        let mut cuts: Vec<(usize, u64)> = Vec::new();
+        let cut = format!("\n@@kwin:{}:cut:", self.nonce);
+        let begin = format!("\n@@kwin:{}:task:", self.nonce);
+        for stream in [&out.stdout, &out.stderr] {
+            let mut from = 0;
+            while let Some(at) = find(&stream[from..], cut.as_bytes()).map(|i| from + i) {
+                let n: u64 = stream[at + cut.len()..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .fold(0u64, |acc, &b| acc.saturating_mul(10).saturating_add(u64::from(b - b'0')));
+                // The item: the last begin marker before the cut.
+                let item = rfind(&stream[..at], begin.as_bytes()).and_then(|b| {
+                    let rest = &stream[b + begin.len()..at];
+                    let digits: Vec<u8> = rest.iter().copied().take_while(u8::is_ascii_digit).collect();
+                    std::str::from_utf8(&digits).ok()?.parse::<usize>().ok()
+                });
+                if let Some(i) = item {
+                    match cuts.iter_mut().find(|c| c.0 == i) {
+                        Some(c) => c.1 += n,
+                        None => cuts.push((i, n)),
+                    }
+                }
+                from = at + cut.len();
+            }
+        }
+        cuts
+    }
+
     /// `out` as the host log shows it: the step output of sensitive tasks (but for kwin's own
     /// `kwin: ` messages) and the answers `sensitive` names, or that read files private by
     /// mode, replaced by their size and hash.
-    pub fn log_output(&self, out: &Output, sensitive: &dyn Fn(&str) -> bool) -> Output {
-        let mut o = out.clone();
+    /// `None`: log `out` as it is.
+    pub fn log_output(&self, out: &Output, sensitive: &dyn Fn(&str) -> bool) -> Option<Output> {
+        let mut o: Option<Output> = None;
         for (i, item) in self.items.iter().enumerate() {
             if item.sensitive {
+                let o = o.get_or_insert_with(|| out.clone());
                 let begin = format!("\n@@kwin:{}:task:{i}:begin\n", self.nonce);
                 let end = format!("\n@@kwin:{}:task:{i}:end", self.nonce);
                 o.stdout =
@@ -117,23 +155,20 @@ impl Batch {
                     });
             }
             if item.verify_now && !item.verify.is_empty() {
-                o = fact::redact_for_log(
-                    self.shell,
-                    &item.verify,
-                    &o,
-                    &format!("{}v{i}", self.nonce),
-                    sensitive,
-                );
+                let nonce = format!("{}v{i}", self.nonce);
+                let cur = o.as_ref().unwrap_or(out);
+                if let Some(r) = fact::redact_for_log(self.shell, &item.verify, cur, &nonce, sensitive)
+                {
+                    o = Some(r);
+                }
             }
         }
         if !self.end.is_empty() {
-            o = fact::redact_for_log(
-                self.shell,
-                &self.end,
-                &o,
-                &format!("{}e", self.nonce),
-                sensitive,
-            );
+            let nonce = format!("{}e", self.nonce);
+            let cur = o.as_ref().unwrap_or(out);
+            if let Some(r) = fact::redact_for_log(self.shell, &self.end, cur, &nonce, sensitive) {
+                o = Some(r);
+            }
         }
         o
     }
@@ -268,16 +303,16 @@ impl Batch {
                 stopped = true;
                 results.push(ItemResult::Died {
                     out: Section {
-                        stdout: stdout[body_start..].to_vec(),
-                        stderr: err_section(&stderr),
+                        stdout: without_cut_lines(stdout[body_start..].to_vec(), &self.nonce),
+                        stderr: without_cut_lines(err_section(&stderr), &self.nonce),
                     },
                     script_exit: out.exit,
                 });
                 continue;
             };
             let section = Section {
-                stdout: stdout[body_start..e].to_vec(),
-                stderr: err_section(&stderr),
+                stdout: without_cut_lines(stdout[body_start..e].to_vec(), &self.nonce),
+                stderr: without_cut_lines(err_section(&stderr), &self.nonce),
             };
             let rest = &stdout[e + marker.len()..];
             let code_end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
@@ -342,7 +377,35 @@ fn ps_item(s: &mut String, nonce: &str, i: usize, steps: &[String]) {
     ));
 }
 
-fn strip_cr(b: &[u8]) -> Vec<u8> {
+fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    memchr::memmem::rfind(hay, needle)
+}
+
+/// A section's output without the budget's cut lines (they are the executor's business).
+fn without_cut_lines(b: Vec<u8>, nonce: &str) -> Vec<u8> {
+    let cut = format!("@@kwin:{nonce}:cut:");
+    if find(&b, cut.as_bytes()).is_none() {
+        return b;
+    }
+    let mut v = Vec::with_capacity(b.len());
+    let mut first = true;
+    for line in b.split(|&c| c == b'\n') {
+        if line.starts_with(cut.as_bytes()) {
+            continue;
+        }
+        if !first {
+            v.push(b'\n');
+        }
+        v.extend_from_slice(line);
+        first = false;
+    }
+    v
+}
+
+fn strip_cr(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if find(b, b"\r\n").is_none() {
+        return std::borrow::Cow::Borrowed(b);
+    }
     let mut v = Vec::with_capacity(b.len());
     for (i, &c) in b.iter().enumerate() {
         if c == b'\r' && b.get(i + 1) == Some(&b'\n') {
@@ -350,14 +413,14 @@ fn strip_cr(b: &[u8]) -> Vec<u8> {
         }
         v.push(c);
     }
-    v
+    std::borrow::Cow::Owned(v)
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || hay.len() < needle.len() {
+    if needle.is_empty() {
         return None;
     }
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 #[cfg(test)]
@@ -529,7 +592,7 @@ mod tests {
         assert!(matches!(res[1], ItemResult::Done { .. }), "{res:?}");
         assert!(probe.is_some());
         let sensitive = |k: &str| k == "f" || k == "g";
-        let shown = b.log_output(&out, &sensitive);
+        let shown = b.log_output(&out, &sensitive).expect("a sensitive item");
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&shown.stdout),

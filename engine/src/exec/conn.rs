@@ -11,6 +11,7 @@
 //! (probes) are; apply batches are not — the host worker re-probes and lets facts decide.
 
 use super::logs::HostLog;
+use crate::transport::output::Keep;
 use crate::transport::{Output, Shell, Transport, TransportError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -58,8 +59,8 @@ pub enum LogStdout {
     TaskOutputs,
 }
 
-/// Redacts a run's output for the host log.
-pub type Redact<'a> = &'a (dyn Fn(&Output) -> Output + Send + Sync);
+/// Redacts a run's output for the host log (`None`: log it as it is).
+pub type Redact<'a> = &'a (dyn Fn(&Output) -> Option<Output> + Send + Sync);
 
 /// How a run shows in the host log when it differs from what was sent and received: a
 /// sensitive task's steps, answers and output are left out (see `Batch::log_script`,
@@ -71,6 +72,9 @@ pub struct LogAs<'a> {
     pub script: Option<&'a str>,
     /// The output as logged.
     pub output: Option<Redact<'a>>,
+    /// What of the output is kept at all (a batch's step output counts against the run's
+    /// output budget); `None`: everything, up to `MAX_OUTPUT` per stream.
+    pub keep: Option<&'a Keep>,
 }
 
 impl LogAs<'_> {
@@ -79,6 +83,7 @@ impl LogAs<'_> {
             stdout,
             script: None,
             output: None,
+            keep: None,
         }
     }
 }
@@ -192,7 +197,10 @@ impl Conn {
         if log_stdout == LogStdout::Yes {
             self.log.entry(&header, &[("$ ", logged_script.as_bytes())]);
         }
-        let r = self.transport.run(script_sent, timeout).await;
+        let r = match log.keep {
+            Some(keep) => self.transport.run_keeping(script_sent, timeout, keep).await,
+            None => self.transport.run(script_sent, timeout).await,
+        };
         let ms = t.elapsed().as_millis();
         if log_stdout == LogStdout::TaskOutputs {
             if let Ok(out) = &r {
@@ -204,7 +212,7 @@ impl Conn {
         }
         match &r {
             Ok(out) => {
-                let redacted = log.output.map(|f| f(out));
+                let redacted = log.output.and_then(|f| f(out));
                 let out = redacted.as_ref().unwrap_or(out);
                 let hidden = format!("({} bytes of task outputs, not logged)", out.stdout.len());
                 let stdout: &[u8] = match log_stdout {

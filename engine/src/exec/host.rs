@@ -28,6 +28,7 @@
 
 use super::batch::{Batch, Item, ItemResult, Section};
 use super::conn::{Backoff, Conn, LogAs, LogStdout};
+use crate::transport::output::Keep;
 use super::inputs::last_lines;
 use super::walker::{Done, HostOutcome, Shared};
 use crate::event::{Event, TaskStatus};
@@ -329,6 +330,7 @@ impl Worker {
                     stdout: LogStdout::Yes,
                     script: None,
                     output: Some(&redact),
+                    keep: None,
                 },
             )
             .await
@@ -772,6 +774,7 @@ impl Worker {
             let keys = self.sensitive_keys();
             let redact =
                 |out: &crate::transport::Output| batch.log_output(out, &|k| keys.contains(k));
+            let keep = Keep::sections(batch.nonce(), self.sh.budget.clone());
             match self
                 .conn
                 .run_logged(
@@ -782,11 +785,18 @@ impl Worker {
                         stdout: LogStdout::Yes,
                         script: Some(&batch.log_script),
                         output: Some(&redact),
+                        keep: Some(&keep),
                     },
                 )
                 .await
             {
                 Ok(out) => {
+                    let tasks: Vec<usize> = entries
+                        .iter()
+                        .filter(|p| p.change.is_some())
+                        .map(|p| p.t)
+                        .collect();
+                    self.warn_cuts(&batch, &out, &tasks);
                     let unread = self.absorb(entries, &batch, &out, &probe_tasks);
                     return self.verify_unread(unread).await;
                 }
@@ -876,6 +886,25 @@ impl Worker {
             }
         }
         self.host_transport_failed(err);
+    }
+
+    /// A warning for each task of `batch` (its items are `tasks`, in order) whose output the
+    /// run's output budget cut.
+    fn warn_cuts(&self, batch: &Batch, out: &crate::transport::Output, tasks: &[usize]) {
+        for (item, bytes) in batch.cuts(out) {
+            let Some(&t) = tasks.get(item) else {
+                continue;
+            };
+            self.sh.report.warn(
+                Some(&self.host),
+                format!(
+                    "{}: {bytes} bytes of its output were not kept: the run's output budget of {} MiB (settings.output_budget_mib) is spent; the task's result does not depend on them, and its log keeps the last {} bytes",
+                    self.tasks[t].id.name,
+                    self.sh.budget.limit() >> 20,
+                    crate::transport::output::TAIL,
+                ),
+            );
+        }
     }
 
     /// Why a step failed: its exit code and the last lines of its output (of a sensitive
@@ -1020,7 +1049,7 @@ impl Worker {
                 ..change.clone()
             };
             let sensitive = self.is_sensitive(t);
-            match self.exec_steps(&head, sensitive).await {
+            match self.exec_steps(t, &head, sensitive).await {
                 Ok(()) => break,
                 Err(StepErr::Failed(msg)) => {
                     self.executed.push(change.touches.clone());
@@ -1087,7 +1116,12 @@ impl Worker {
         self.verify(t, &change, &inputs);
     }
 
-    async fn exec_steps(&mut self, change: &Change, sensitive: bool) -> Result<(), StepErr> {
+    async fn exec_steps(
+        &mut self,
+        t: usize,
+        change: &Change,
+        sensitive: bool,
+    ) -> Result<(), StepErr> {
         let opts = self.sh.opts.clone();
         let mut runs: Vec<String> = Vec::new();
         let steps = change.steps.iter().map(Some).chain(std::iter::once(None));
@@ -1107,6 +1141,7 @@ impl Worker {
                     }],
                     Vec::new(),
                 );
+                let keep = Keep::sections(batch.nonce(), self.sh.budget.clone());
                 let redact = |out: &crate::transport::Output| batch.log_output(out, &|_| false);
                 let out = self
                     .conn
@@ -1118,10 +1153,12 @@ impl Worker {
                             stdout: LogStdout::Yes,
                             script: Some(&batch.log_script),
                             output: Some(&redact),
+                            keep: Some(&keep),
                         },
                     )
                     .await
                     .map_err(StepErr::Transport)?;
+                self.warn_cuts(&batch, &out, &[t]);
                 match batch.parse(&out).0.into_iter().next() {
                     Some(ItemResult::Done { .. }) => {}
                     Some(ItemResult::Failed { exit, out }) => {

@@ -64,6 +64,9 @@ pub struct RunOptions {
     pub allow_reboot: bool,
     /// How often to poll a rebooting host.
     pub reboot_poll: Duration,
+    /// Bytes of step output the run keeps in memory and logs, all hosts together
+    /// (`settings.output_budget_mib`); past it, step output is cut (see `transport::output`).
+    pub output_budget: u64,
 }
 
 impl RunOptions {
@@ -81,6 +84,7 @@ impl RunOptions {
             plan: PathBuf::new(),
             allow_reboot: true,
             reboot_poll: Duration::from_secs(2),
+            output_budget: crate::transport::output::DEFAULT_OUTPUT_BUDGET,
         }
     }
 }

@@ -80,6 +80,8 @@ pub struct Shared {
     pub opts: RunOptions,
     pub cancel: Cancel,
     pub permits: Arc<Semaphore>,
+    /// The run's output budget, shared by every host.
+    pub budget: Arc<crate::transport::output::OutputBudget>,
 }
 
 /// Per-host totals.
@@ -165,6 +167,7 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
         opts: opts.clone(),
         cancel: run.cancel.clone(),
         permits: Arc::new(Semaphore::new(opts.parallelism.max(1))),
+        budget: crate::transport::output::OutputBudget::new(opts.output_budget),
     });
 
     let mut summary = RunSummary {
