@@ -433,7 +433,10 @@ params = {{ run = "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijk
             .find(|e| e["event"] == "task_finished" && e["host"] == host.as_str())
             .unwrap_or_else(|| panic!("no task_finished for {host}:\n{stdout}"));
         assert_eq!(t["status"], "changed", "{host}: {t}");
-        assert!(dir.path().join(&host).exists(), "{host} did not run to the end");
+        assert!(
+            dir.path().join(&host).exists(),
+            "{host} did not run to the end"
+        );
     }
     // What was kept: the budget plus bounded overhead, not 8 x 60 MiB.
     let budget: u64 = 64 << 20;
@@ -471,7 +474,14 @@ params = {{ run = "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijk
         .find(|p| p.ends_with(format!("{cut_host}.log")))
         .expect("the cut host's log");
     let text = std::fs::read_to_string(&log).expect("log");
-    assert!(text.contains("output budget"), "{}", &text[..text.len().min(4000)]);
+    assert!(
+        text.contains("output budget"),
+        "{}",
+        &text[..text.len().min(4000)]
+    );
     // The tail of the step's output is kept (for error messages).
-    assert!(text.contains(&format!("flood-done-{cut_host}")), "no tail kept");
+    assert!(
+        text.contains(&format!("flood-done-{cut_host}")),
+        "no tail kept"
+    );
 }

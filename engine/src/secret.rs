@@ -238,7 +238,9 @@ impl Scrubber {
             None => None,
         };
         match unwrapped {
-            Some(u) if m.is_match(&u) => Cow::Owned(m.replace_all(&u, &vec!["***"; forms.all.len()])),
+            Some(u) if m.is_match(&u) => {
+                Cow::Owned(m.replace_all(&u, &vec!["***"; forms.all.len()]))
+            }
             Some(u) => Cow::Owned(u),
             None if m.is_match(text) => {
                 Cow::Owned(m.replace_all(text, &vec!["***"; forms.all.len()]))

@@ -115,11 +115,17 @@ impl Batch {
                 let n: u64 = stream[at + cut.len()..]
                     .iter()
                     .take_while(|b| b.is_ascii_digit())
-                    .fold(0u64, |acc, &b| acc.saturating_mul(10).saturating_add(u64::from(b - b'0')));
+                    .fold(0u64, |acc, &b| {
+                        acc.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+                    });
                 // The item: the last begin marker before the cut.
                 let item = rfind(&stream[..at], begin.as_bytes()).and_then(|b| {
                     let rest = &stream[b + begin.len()..at];
-                    let digits: Vec<u8> = rest.iter().copied().take_while(u8::is_ascii_digit).collect();
+                    let digits: Vec<u8> = rest
+                        .iter()
+                        .copied()
+                        .take_while(u8::is_ascii_digit)
+                        .collect();
                     std::str::from_utf8(&digits).ok()?.parse::<usize>().ok()
                 });
                 if let Some(i) = item {
@@ -157,7 +163,8 @@ impl Batch {
             if item.verify_now && !item.verify.is_empty() {
                 let nonce = format!("{}v{i}", self.nonce);
                 let cur = o.as_ref().unwrap_or(out);
-                if let Some(r) = fact::redact_for_log(self.shell, &item.verify, cur, &nonce, sensitive)
+                if let Some(r) =
+                    fact::redact_for_log(self.shell, &item.verify, cur, &nonce, sensitive)
                 {
                     o = Some(r);
                 }

@@ -28,7 +28,6 @@
 
 use super::batch::{Batch, Item, ItemResult, Section};
 use super::conn::{Backoff, Conn, LogAs, LogStdout};
-use crate::transport::output::Keep;
 use super::inputs::last_lines;
 use super::walker::{Done, HostOutcome, Shared};
 use crate::event::{Event, TaskStatus};
@@ -36,6 +35,7 @@ use crate::fact::{self, FactQuery, Facts};
 use crate::module::{Action, Change, Ctx, Inputs, Module, ModuleError, Plan, Step, Touches};
 use crate::secret::Secret;
 use crate::task::TaskId;
+use crate::transport::output::Keep;
 use crate::transport::Shell;
 use petgraph::graph::NodeIndex;
 use petgraph::Direction;

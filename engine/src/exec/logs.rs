@@ -64,9 +64,9 @@ impl HostLog {
         // may keep, and is not built a second time in memory.
         let mut w = std::io::BufWriter::with_capacity(64 * 1024, f);
         let mut write = || -> std::io::Result<()> {
-            write!(
+            writeln!(
                 w,
-                "[+{}.{:03}s] {}\n",
+                "[+{}.{:03}s] {}",
                 t.as_secs(),
                 t.subsec_millis(),
                 self.scrubber.scrub(header)

@@ -32,6 +32,7 @@ pub mod lock;
 pub mod logs;
 pub(crate) mod plan_only;
 pub mod reboot;
+pub mod retention;
 pub mod state;
 pub(crate) mod walker;
 
@@ -67,6 +68,9 @@ pub struct RunOptions {
     /// Bytes of step output the run keeps in memory and logs, all hosts together
     /// (`settings.output_budget_mib`); past it, step output is cut (see `transport::output`).
     pub output_budget: u64,
+    /// Old runs' logs and journals kept (`settings.keep_runs`, `settings.logs_limit_mib`);
+    /// pruned when the run starts.
+    pub retention: retention::Retention,
 }
 
 impl RunOptions {
@@ -85,6 +89,7 @@ impl RunOptions {
             allow_reboot: true,
             reboot_poll: Duration::from_secs(2),
             output_budget: crate::transport::output::DEFAULT_OUTPUT_BUDGET,
+            retention: retention::Retention::default(),
         }
     }
 }

@@ -110,6 +110,9 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
         tasks: graph.len(),
     });
 
+    for e in super::retention::prune(&opts.state_dir, &opts.retention, &opts.run_id) {
+        report.warn(None, e);
+    }
     let logs_dir = opts.state_dir.join("logs").join(&opts.run_id);
     let mut conns = HashMap::new();
     let mut log_warned = false;

@@ -86,7 +86,11 @@ impl Transport for LocalTransport {
                 drop(stdin);
                 r
             };
-            let (w, out, err) = tokio::join!(write, read_bounded(stdout, keep), read_bounded(stderr, keep));
+            let (w, out, err) = tokio::join!(
+                write,
+                read_bounded(stdout, keep),
+                read_bounded(stderr, keep)
+            );
             w.map_err(|e| TransportError::Local(format!("writing script: {e}")))?;
             let status = child
                 .wait()

@@ -113,7 +113,11 @@ impl Sections {
         match &mut self.state {
             State::Outside => buf.extend_from_slice(b),
             State::Inside { cut, tail } => {
-                let granted = if *cut == 0 { self.budget.take(b.len()) } else { 0 };
+                let granted = if *cut == 0 {
+                    self.budget.take(b.len())
+                } else {
+                    0
+                };
                 buf.extend_from_slice(&b[..granted]);
                 let rest = &b[granted..];
                 if rest.is_empty() {
@@ -305,7 +309,9 @@ mod tests {
         let n = "feed";
         let budget = OutputBudget::new(100);
         let keep = Keep::sections(n, budget.clone());
-        let body: Vec<u8> = (0..50_000u32).flat_map(|i| format!("{i}\n").into_bytes()).collect();
+        let body: Vec<u8> = (0..50_000u32)
+            .flat_map(|i| format!("{i}\n").into_bytes())
+            .collect();
         let mut stream = section(n, 0, &body, 3);
         stream.extend(b"\n@@kwin:feede:begin:0\nnot a step: kept whole\n".iter());
         stream.extend(section(n, 1, b"later step", 0));
@@ -314,19 +320,32 @@ mod tests {
             let keep = Keep::sections(n, budget.clone());
             let kept = collect(&keep, &stream, chunk);
             let text = String::from_utf8_lossy(&kept);
-            assert!(kept.len() < 100 + 2 * TAIL + 600, "chunk {chunk}: {}", kept.len());
+            assert!(
+                kept.len() < 100 + 2 * TAIL + 600,
+                "chunk {chunk}: {}",
+                kept.len()
+            );
             // The head up to the budget, the cut line, the tail, the end marker and code.
-            assert!(text.starts_with(&format!("\n@@kwin:{n}:task:0:begin\n0\n1\n2\n")), "{text}");
+            assert!(
+                text.starts_with(&format!("\n@@kwin:{n}:task:0:begin\n0\n1\n2\n")),
+                "{text}"
+            );
             let cut = body.len() - 100 - TAIL;
             assert!(
                 text.contains(&format!("\n@@kwin:{n}:cut:{cut} bytes of output not kept")),
                 "chunk {chunk}: {text}"
             );
-            assert!(text.contains("49999\n\n@@kwin:feed:task:0:end:3\n"), "{text}");
+            assert!(
+                text.contains("49999\n\n@@kwin:feed:task:0:end:3\n"),
+                "{text}"
+            );
             assert!(text.contains("not a step: kept whole"), "{text}");
             // The budget is spent: the next section is cut from its first byte.
             assert!(text.contains(&format!("@@kwin:{n}:cut:0 bytes")), "{text}");
-            assert!(text.contains("later step\n@@kwin:feed:task:1:end:0\n"), "{text}");
+            assert!(
+                text.contains("later step\n@@kwin:feed:task:1:end:0\n"),
+                "{text}"
+            );
             assert_eq!(budget.take(1), 0);
         }
         drop(keep);
@@ -355,6 +374,9 @@ mod tests {
         let kept = collect(&keep, &section(n, 0, &body, 0), 777);
         let text = String::from_utf8_lossy(&kept);
         assert!(text.contains(&format!("@@kwin:{n}:cut:")), "{text}");
-        assert!(text.ends_with(&format!("@@kwin:{n}:task:0:end:0\n")), "{text}");
+        assert!(
+            text.ends_with(&format!("@@kwin:{n}:task:0:end:0\n")),
+            "{text}"
+        );
     }
 }
