@@ -136,11 +136,18 @@ fn base64_cores(bytes: &[u8]) -> Vec<String> {
 
 /// Every form of `v` the scrubber replaces (see the module docs): the text forms, and base64
 /// of each text form as UTF-8 (the WinRM run wrapper, `decode_to`, the `b64` filter, the
-/// Windows file writer, upload chunks, Basic auth) and as UTF-16LE (`-EncodedCommand`).
+/// Windows file writer, upload chunks, Basic auth) and as UTF-16LE (`-EncodedCommand`), and
+/// base64 of those base64 forms (a WinRM `Send` carries the run wrapper's or an upload's
+/// base64 text base64-encoded again).
 pub fn encoded_forms(v: &str) -> Vec<String> {
     let mut forms = Vec::new();
     for t in text_forms(v) {
-        forms.extend(base64_cores(t.as_bytes()));
+        for core in base64_cores(t.as_bytes()) {
+            if core.len() >= 2 * MIN_SECRET_LEN {
+                forms.extend(base64_cores(core.as_bytes()));
+            }
+            forms.push(core);
+        }
         let utf16: Vec<u8> = t.encode_utf16().flat_map(u16::to_le_bytes).collect();
         forms.extend(base64_cores(&utf16));
         forms.push(t);
@@ -478,6 +485,19 @@ mod tests {
         // The doubled-quote literal itself, as a PowerShell error quotes the line.
         let shown = scrubbed(&script);
         assert_eq!(shown, "$p = '***'; Do-Something $p");
+    }
+
+    #[test]
+    fn scrubber_knows_the_winrm_send_encoding() {
+        // A WinRM `Send` carries the run wrapper (base64 of the script) base64-encoded again.
+        let script = format!("$p = {}", crate::quote::ps_quote(PW));
+        let wrapper = format!("FromBase64String('{}')", b64(script.as_bytes()));
+        let envelope = format!(
+            "<rsp:Stream Name=\"stdin\">{}</rsp:Stream>",
+            b64(wrapper.as_bytes())
+        );
+        let shown = scrubbed(&envelope);
+        assert!(shown.contains("***"), "{shown}");
     }
 
     #[test]
