@@ -8,8 +8,9 @@
 //! (so no YAML is parsed here). The result names cluster, user and context after
 //! `cluster.name` (`<name>`, `<name>-admin`, `<name>`), and its server is
 //! `https://<control_plane_endpoint>`. Default file: `<cluster name>.kubeconfig` next to the
-//! plan. The file is written through a temporary file (0600) and a rename, so an existing
-//! file keeps no looser mode.
+//! plan. The file is written through a new, randomly named temporary file (0600 from the
+//! start, `O_EXCL`) and a rename (`state::write_private`), so an existing file keeps no looser
+//! mode and nothing planted in a shared directory receives the key.
 //!
 //! The kubeconfig holds the admin client key: it is never printed or logged; only the path,
 //! context and server are reported.

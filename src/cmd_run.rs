@@ -150,6 +150,9 @@ pub fn run_graph(
     };
 
     let scrubber = Scrubber::new();
+    for s in plan.plan_secrets() {
+        scrubber.add(&s);
+    }
     let copts = ConnectOptions {
         accept_new_host_keys: run.accept_new_host_keys,
         known_hosts: state_dir.join("known_hosts"),

@@ -340,9 +340,12 @@ impl Ctx {
         let host = self.host.clone();
         let kc = self.kubeconfig.clone();
         let script = format!(
-            "[ -r {kc} ] || {{ echo '{kc} does not exist: is this host a control plane that ran kubeadm init?' >&2; exit 1; }}\n{}",
+            "[ -r {q} ] || {{ printf '%s\\n' {msg} >&2; exit 1; }}\n{}",
             v::get_json(&kc, "nodes", None),
-            kc = kwin_engine::quote::sh_quote(&kc)
+            q = kwin_engine::quote::sh_quote(&kc),
+            msg = kwin_engine::quote::sh_quote(&format!(
+                "{kc} does not exist: is this host a control plane that ran kubeadm init?"
+            )),
         );
         let out = self.sh("verify nodes", &script).await;
         let json = match out {

@@ -31,6 +31,9 @@ pub fn transport(
     kwin_engine::exec::state::private_dir(&state_dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", state_dir.display()))?;
     let scrubber = Scrubber::new();
+    for s in plan.plan_secrets() {
+        scrubber.add(&s);
+    }
     for s in connection_secrets(host) {
         scrubber.add(&s);
     }

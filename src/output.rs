@@ -70,6 +70,8 @@ struct Human {
     rows: BTreeMap<String, HostRow>,
     /// `kwin verify`: one row per check, printed as a table at its summary.
     checks: Vec<CheckRow>,
+    /// Warnings about a host, repeated after the summary so a run ends with them.
+    host_warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +107,7 @@ impl Human {
             host_bars: BTreeMap::new(),
             rows: BTreeMap::new(),
             checks: Vec::new(),
+            host_warnings: Vec::new(),
         }
     }
 
@@ -258,7 +261,11 @@ impl Human {
                 }
             }
             Event::Warning { host, message } => match host {
-                Some(h) => self.line(format!("warning: {h}: {message}")),
+                Some(h) => {
+                    let l = format!("warning: {h}: {message}");
+                    self.line(l.clone());
+                    self.host_warnings.push(l);
+                }
                 None => self.line(format!("warning: {message}")),
             },
             Event::Check {
@@ -326,6 +333,9 @@ impl Human {
                     last.push_str(" (no changes)");
                 }
                 self.line(last);
+                for w in std::mem::take(&mut self.host_warnings) {
+                    self.line(w);
+                }
             }
         }
     }
@@ -477,6 +487,34 @@ mod tests {
         assert!(lines
             .iter()
             .any(|l| l.starts_with("w2 ") && l.ends_with("host failed")));
+    }
+
+    #[test]
+    fn host_warnings_are_repeated_after_the_summary() {
+        let lines = render(
+            Mode::Apply,
+            vec![
+                Event::Warning {
+                    host: Some("ww1".into()),
+                    message: "reboot: a reboot is pending (windows-update)".into(),
+                },
+                finished(
+                    "ww1",
+                    "reboot",
+                    TaskStatus::Ok,
+                    "joined: reboot left to you",
+                ),
+                summary(1, 0, 0, 0),
+            ],
+        );
+        assert_eq!(
+            lines[0],
+            "warning: ww1: reboot: a reboot is pending (windows-update)"
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("warning: ww1: reboot: a reboot is pending (windows-update)")
+        );
     }
 
     #[test]

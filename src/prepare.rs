@@ -1,16 +1,19 @@
 //! The front half of every command: load → validate → expand → graph, with every diagnostic
 //! collected (warnings are returned alongside the result, errors stop before expansion).
 //!
-//! Artifact checksums (engine `checksums`): the plan's pins and `.kwin/checksums.toml` answer
-//! `sha256_of`; [`prepare_run`] (plan, apply) fetches the upstream checksum files still missing
-//! on the controller, records them and expands again. A download with neither a pin nor a
-//! published checksum file is an error for every command, before any host is contacted.
+//! Artifact checksums (engine `checksums`): the plan's pins, kwin's digests
+//! (`plans/digests.toml`) and `.kwin/checksums.toml` answer `sha256_of` / `openpgp_of`; for plan
+//! and apply the upstream checksum files still missing are fetched on the controller (https
+//! only), recorded, and the plan expanded again. A download with neither a pin nor a published
+//! checksum file is an error for every command, before any host is contacted; so is one whose
+//! checksum file would come over a plain-HTTP `artifacts.mirror`.
 
-use kwin_engine::checksums::{self, Checksums as SumSet, Wanted};
+use kwin_engine::checksums::{self, Checksums as SumSet, Known, Wanted, WantedKind};
 use kwin_engine::diag::{Diagnostic, Diagnostics};
 use kwin_engine::graph::TaskGraph;
 use kwin_engine::plan::LoadedPlan;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// A plan ready to run, and the warnings met on the way.
@@ -86,7 +89,9 @@ pub fn prepare_with(
     let record = checksums::record_path(&plan.base_dir.join(".kwin"));
     let recorded = checksums::load_record(&record)
         .map_err(|e| fail(Diagnostics(vec![Diagnostic::error("artifact-checksum", e)])))?;
-    let mut sums = SumSet::new(plan.file.artifacts.sha256.clone(), recorded);
+    let known = known_digests()
+        .map_err(|e| fail(Diagnostics(vec![Diagnostic::error("artifact-checksum", e)])))?;
+    let mut sums = SumSet::for_plan(&plan.file, recorded, known);
     let mut tasks = expand(&sums).map_err(fail)?;
     let mut fetched = Vec::new();
     let wanted = sums.wanted();
@@ -94,6 +99,15 @@ pub fn prepare_with(
         let unpinnable: Vec<&Wanted> = wanted.iter().filter(|w| w.sums_url.is_none()).collect();
         if !unpinnable.is_empty() {
             return Err(fail(unpinnable_diags(&plan, &unpinnable)));
+        }
+        if let Some(m) = plan
+            .file
+            .artifacts
+            .mirror
+            .as_deref()
+            .filter(|m| m.starts_with("http://"))
+        {
+            return Err(fail(http_mirror_diags(&plan, m, &wanted)));
         }
         if fetch {
             let got = fetch_all(&wanted);
@@ -134,7 +148,7 @@ pub fn prepare_with(
                         format!("cannot record fetched checksums: {e}"),
                     )]))
                 })?;
-            let sums = SumSet::new(plan.file.artifacts.sha256.clone(), sums.recorded().clone());
+            let sums = sums.with_records(sums.recorded().clone());
             tasks = expand(&sums).map_err(fail)?;
             let still = sums.wanted();
             if !still.is_empty() {
@@ -158,23 +172,73 @@ pub fn prepare_with(
     })
 }
 
+/// kwin's own digests (`plans/digests.toml`), parsed once.
+fn known_digests() -> Result<Arc<Known>, String> {
+    static KNOWN: OnceLock<Result<Arc<Known>, String>> = OnceLock::new();
+    KNOWN
+        .get_or_init(|| Known::parse(kwin_modules::recipes::DIGESTS).map(Arc::new))
+        .clone()
+}
+
 fn unpinnable_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {
+    let at = || plan.loc("artifacts").or_else(|| plan.loc("cluster"));
     Diagnostics(
         wanted
             .iter()
             .map(|w| {
+                let what = w
+                    .url
+                    .as_deref()
+                    .map(|u| format!("`{}` ({u})", w.file))
+                    .unwrap_or_else(|| format!("`{}`", w.file));
+                match w.kind {
+                    WantedKind::Sha256 => Diagnostic::error(
+                        "artifact-checksum",
+                        format!(
+                            "{what} has no published checksum file, and neither the plan nor kwin pins its SHA-256"
+                        ),
+                    )
+                    .with_hint(format!(
+                        "add its SHA-256 to the plan: [artifacts.sha256] \"{}\" = \"<64 hex digits>\"",
+                        w.file
+                    )),
+                    WantedKind::OpenPgp => Diagnostic::error(
+                        "artifact-checksum",
+                        format!(
+                            "signing key {what}: neither the plan nor kwin pins its OpenPGP fingerprint"
+                        ),
+                    )
+                    .with_hint(format!(
+                        "add the key's fingerprint to the plan: [artifacts.openpgp] \"{}\" = \"<40 hex digits>\"",
+                        w.file
+                    )),
+                }
+                .at(at())
+            })
+            .collect(),
+    )
+}
+
+/// A plain-HTTP mirror would serve the checksum files too: refused for every checksum that
+/// is not pinned (by the plan or kwin).
+fn http_mirror_diags(plan: &LoadedPlan, mirror: &str, wanted: &[Wanted]) -> Diagnostics {
+    Diagnostics(
+        wanted
+            .iter()
+            .filter(|w| w.sums_url.is_some())
+            .map(|w| {
                 Diagnostic::error(
-                    "artifact-checksum",
+                    "mirror-http",
                     format!(
-                        "`{}` has no published checksum file, and the plan pins none",
+                        "artifacts.mirror \"{mirror}\" is plain HTTP, and `{}` has no pinned SHA-256: its checksum file would come over the same unauthenticated connection as the file",
                         w.file
                     ),
                 )
                 .with_hint(format!(
-                    "add its SHA-256 to the plan: [artifacts.sha256] \"{}\" = \"<64 hex digits>\"",
+                    "pin it: [artifacts.sha256] \"{}\" = \"<64 hex digits>\" (from the upstream's checksum file, read over https), or serve the mirror over https",
                     w.file
                 ))
-                .at(plan.loc("artifacts").or_else(|| plan.loc("cluster")))
+                .at(plan.loc("artifacts.mirror"))
             })
             .collect(),
     )

@@ -1,12 +1,18 @@
 //! Artifact checksums end to end: `kwin plan` fetches the upstream checksum files a plan needs
-//! (here from a mirror served by a small HTTP server on loopback, laid out like the upstream
-//! sites), records them in `.kwin/checksums.toml`, and the tasks carry them; pins win; a missing,
-//! broken or unreachable checksum file stops the run before any host is contacted, naming the
-//! artifact and its URL; `kwin validate` never fetches.
+//! (here from a mirror served over HTTPS by a small server on loopback, laid out like the
+//! upstream sites, its certificate from a CA made for the test and trusted through
+//! `SSL_CERT_FILE`), records them in `.kwin/checksums.toml`, and the tasks carry them; pins win;
+//! a missing, broken or unreachable checksum file stops the run before any host is contacted,
+//! naming the artifact and its URL; `kwin validate` never fetches.
+//!
+//! Checksum files come only over HTTPS: a plain-HTTP mirror is refused unless every download
+//! has a pinned digest, a redirect from https to http is refused, and a record fetched over
+//! http earlier is not trusted. Every URL the recipes render with kwin's default versions has a
+//! digest (kwin's or the plan's) or an https checksum file.
 
 use kwin_engine::checksums;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,49 +22,190 @@ const KUBELET: &str = "111111111111111111111111111111111111111111111111111111111
 const KUBEADM: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 const CONTAINERD: &str = "3333333333333333333333333333333333333333333333333333333333333333";
 const CNI: &str = "4444444444444444444444444444444444444444444444444444444444444444";
+const LOG_RUNNER: &str = "6666666666666666666666666666666666666666666666666666666666666666";
+const CRICTL: &str = "7777777777777777777777777777777777777777777777777777777777777777";
 const PINNED: &str = "5555555555555555555555555555555555555555555555555555555555555555";
+const KUBE_PROXY: &str = "8888888888888888888888888888888888888888888888888888888888888888";
 
-/// Serves `files` (URL path → body) over HTTP/1.1 on loopback, counting requests per path.
+/// A CA made for one test and a server certificate for 127.0.0.1 it signed (openssl).
+struct TestCa {
+    dir: tempfile::TempDir,
+    config: Arc<rustls::ServerConfig>,
+}
+
+impl TestCa {
+    fn new() -> TestCa {
+        use rustls::pki_types::pem::PemObject;
+        let dir = tempfile::tempdir().expect("tmp");
+        let d = dir.path();
+        std::fs::write(
+            d.join("ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .expect("ext");
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        for args in [
+            [
+                &["req", "-x509"][..],
+                &ec[..],
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=kwin test CA",
+                    "-addext",
+                    "basicConstraints=critical,CA:TRUE",
+                    "-addext",
+                    "keyUsage=critical,keyCertSign,cRLSign",
+                ][..],
+            ]
+            .concat(),
+            [
+                &["req"][..],
+                &ec[..],
+                &[
+                    "-keyout",
+                    "srv.key",
+                    "-out",
+                    "srv.csr",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                ][..],
+            ]
+            .concat(),
+            vec![
+                "x509",
+                "-req",
+                "-in",
+                "srv.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "srv.pem",
+                "-days",
+                "2",
+                "-extfile",
+                "ext",
+            ],
+        ] {
+            let out = Command::new("openssl")
+                .args(&args)
+                .current_dir(d)
+                .output()
+                .expect("openssl (the test makes its own CA)");
+            assert!(out.status.success(), "openssl {args:?}: {out:?}");
+        }
+        let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(d.join("srv.pem"))
+            .expect("srv.pem")
+            .collect::<Result<_, _>>()
+            .expect("certs");
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(d.join("srv.key")).expect("key");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("server config");
+        TestCa {
+            dir,
+            config: Arc::new(config),
+        }
+    }
+
+    fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+}
+
+/// Serves `files` (URL path → body; a body `302 <url>` is a redirect there) over HTTP/1.1 on
+/// loopback — over TLS when given a server config — counting requests per path.
 struct Mirror {
-    port: u16,
+    url: String,
     hits: Arc<Mutex<BTreeMap<String, usize>>>,
 }
 
-fn serve(files: BTreeMap<String, String>) -> Mirror {
+fn answer(stream: &mut (impl Read + Write), files: &BTreeMap<String, String>) -> Option<String> {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    loop {
+        let mut header = String::new();
+        match reader.read_line(&mut header) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if header.trim().is_empty() => break,
+            Ok(_) => {}
+        }
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let resp = match files.get(&path) {
+        Some(body) if body.starts_with("302 ") => format!(
+            "HTTP/1.1 302 Found\r\nLocation: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            &body[4..]
+        ),
+        Some(body) => format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+        None => {
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+        }
+    };
+    let stream = reader.into_inner();
+    let _ = stream.write_all(resp.as_bytes());
+    let _ = stream.flush();
+    Some(path)
+}
+
+fn serve(files: BTreeMap<String, String>, tls: Option<&TestCa>) -> Mirror {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let hits: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
     let h = hits.clone();
+    let config = tls.map(|t| t.config.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut line = String::new();
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            if reader.read_line(&mut line).is_err() {
-                continue;
-            }
-            loop {
-                let mut header = String::new();
-                match reader.read_line(&mut header) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) if header.trim().is_empty() => break,
-                    Ok(_) => {}
+            let Ok(stream) = stream else { continue };
+            let path = match &config {
+                Some(c) => {
+                    let Ok(conn) = rustls::ServerConnection::new(c.clone()) else {
+                        continue;
+                    };
+                    let mut tls = rustls::StreamOwned::new(conn, stream);
+                    let p = answer(&mut tls, &files);
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                    p
                 }
-            }
-            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-            *h.lock().expect("lock").entry(path.clone()).or_default() += 1;
-            let resp = match files.get(&path) {
-                Some(body) => format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                ),
-                None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                    .to_string(),
+                None => {
+                    let mut stream = stream;
+                    answer(&mut stream, &files)
+                }
             };
-            let _ = stream.write_all(resp.as_bytes());
+            if let Some(path) = path {
+                *h.lock().expect("lock").entry(path).or_default() += 1;
+            }
         }
     });
-    Mirror { port, hits }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    Mirror {
+        url: format!("{scheme}://127.0.0.1:{port}"),
+        hits,
+    }
 }
 
 fn upstream_files() -> BTreeMap<String, String> {
@@ -72,6 +219,10 @@ fn upstream_files() -> BTreeMap<String, String> {
         KUBEADM.to_string(),
     );
     f.insert(
+        "/dl.k8s.io/v1.31.4/bin/windows/amd64/kube-proxy.exe.sha256".into(),
+        format!("{KUBE_PROXY}\n"),
+    );
+    f.insert(
         "/github.com/containerd/containerd/releases/download/v1.7.24/containerd-1.7.24-windows-amd64.tar.gz.sha256sum".into(),
         format!("{CONTAINERD}  containerd-1.7.24-windows-amd64.tar.gz\n"),
     );
@@ -79,12 +230,22 @@ fn upstream_files() -> BTreeMap<String, String> {
         "/github.com/containernetworking/plugins/releases/download/v1.6.1/cni-plugins-windows-amd64-v1.6.1.tgz.sha256".into(),
         format!("{CNI}  cni-plugins-windows-amd64-v1.6.1.tgz\n"),
     );
+    // kube-log-runner with rotation (1.34+) for a 1.31 cluster; crictl of the cluster's minor.
+    f.insert(
+        "/dl.k8s.io/v1.34.0/bin/windows/amd64/kube-log-runner.exe.sha256".into(),
+        LOG_RUNNER.to_string(),
+    );
+    f.insert(
+        "/github.com/kubernetes-sigs/cri-tools/releases/download/v1.31.0/crictl-v1.31.0-windows-amd64.tar.gz.sha256".into(),
+        CRICTL.to_string(),
+    );
     f
 }
 
-/// A flannel cluster with one Windows worker; hosts on a closed loopback port (never reached:
-/// every test here is about what happens before, or fails fast on connect).
-fn plan(dir: &Path, port: u16, extra: &str) -> PathBuf {
+/// A Calico cluster with one Windows worker (flannel's Windows build would need pins: it publishes
+/// no checksum file); hosts on a closed loopback port (never reached: every test here is about
+/// what happens before, or fails fast on connect).
+fn plan(dir: &Path, mirror: &str, extra: &str) -> PathBuf {
     let p = dir.join("plan.toml");
     std::fs::write(
         &p,
@@ -95,14 +256,14 @@ name = "sums"
 kubernetes_version = "1.31.4"
 
 [cni]
-plugin = "flannel"
+plugin = "calico"
 
 [versions]
 containerd = "1.7.24"
 cni_plugins = "v1.6.1"
 
 [artifacts]
-mirror = "http://127.0.0.1:{port}"
+mirror = "{mirror}"
 {extra}
 
 [settings]
@@ -138,9 +299,11 @@ connect_timeout = 2
     p
 }
 
-fn kwin(args: &[&str]) -> std::process::Output {
+fn kwin(args: &[&str], ca: &TestCa) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_kwin"))
         .args(args)
+        .env("SSL_CERT_FILE", ca.ca_file())
+        .env_remove("SSL_CERT_DIR")
         .env("KWIN_TEST_WINRM_PASSWORD", "Passw0rd-for-a-closed-port")
         .env_remove("HTTPS_PROXY")
         .env_remove("HTTP_PROXY")
@@ -151,12 +314,17 @@ fn kwin(args: &[&str]) -> std::process::Output {
         .expect("run kwin")
 }
 
+/// kwin's own digests.
+fn known() -> Arc<checksums::Known> {
+    Arc::new(checksums::Known::parse(kwin_modules::recipes::DIGESTS).expect("plans/digests.toml"))
+}
+
 /// The sha256 param of `task` after expanding `plan` with its recorded checksums.
 fn expanded_sha256(plan: &Path, task: &str) -> Option<String> {
     let loaded = kwin_engine::plan::load(plan).expect("load");
     let rec = checksums::load_record(&checksums::record_path(&loaded.base_dir.join(".kwin")))
         .expect("record");
-    let sums = checksums::Checksums::new(loaded.file.artifacts.sha256.clone(), rec);
+    let sums = checksums::Checksums::for_plan(&loaded.file, rec, known());
     let tasks = kwin_engine::expand::expand_with(&loaded, kwin_modules::recipes::RECIPES, &sums)
         .expect("expand");
     let t = tasks
@@ -171,27 +339,30 @@ fn expanded_sha256(plan: &Path, task: &str) -> Option<String> {
 
 #[test]
 fn plan_fetches_records_and_reuses_upstream_checksums() {
-    let m = serve(upstream_files());
+    let ca = TestCa::new();
+    let m = serve(upstream_files(), Some(&ca));
     let dir = tempfile::tempdir().expect("tmp");
-    let p = plan(dir.path(), m.port, "");
+    let p = plan(dir.path(), &m.url, "");
     let ps = p.to_str().expect("utf-8");
 
     // validate and graph: no network
-    let v = kwin(&["validate", ps]);
+    let v = kwin(&["validate", ps], &ca);
     assert!(v.status.success(), "{v:?}");
     assert!(m.hits.lock().expect("lock").is_empty(), "validate fetched");
     assert!(!dir.path().join(".kwin/checksums.toml").exists());
 
-    let out = kwin(&["plan", ps]);
+    let out = kwin(&["plan", ps], &ca);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("checksums: 4 fetched"),
+        stderr.contains("checksums: 7 fetched"),
         "stderr: {stderr}\nstdout: {}",
         String::from_utf8_lossy(&out.stdout)
     );
     let rec = dir.path().join(".kwin/checksums.toml");
     let text = std::fs::read_to_string(&rec).expect("record written");
-    for v in [KUBELET, KUBEADM, CONTAINERD, CNI] {
+    for v in [
+        KUBELET, KUBEADM, CONTAINERD, CNI, LOG_RUNNER, CRICTL, KUBE_PROXY,
+    ] {
         assert!(text.contains(v), "{v} not in {text}");
     }
     use std::os::unix::fs::PermissionsExt;
@@ -214,10 +385,14 @@ fn plan_fetches_records_and_reuses_upstream_checksums() {
         expanded_sha256(&p, "ww1/containerd-unpack").as_deref(),
         Some(CONTAINERD)
     );
+    assert_eq!(
+        expanded_sha256(&p, "ww1/kube-proxy-download").as_deref(),
+        Some(KUBE_PROXY)
+    );
 
     // second run: recorded, nothing fetched
     let before: usize = m.hits.lock().expect("lock").values().sum();
-    let out = kwin(&["plan", ps]);
+    let out = kwin(&["plan", ps], &ca);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("fetched"), "{stderr}");
     let after: usize = m.hits.lock().expect("lock").values().sum();
@@ -226,19 +401,20 @@ fn plan_fetches_records_and_reuses_upstream_checksums() {
 
 #[test]
 fn a_pin_in_the_plan_wins_and_is_not_fetched() {
-    let m = serve(upstream_files());
+    let ca = TestCa::new();
+    let m = serve(upstream_files(), Some(&ca));
     let dir = tempfile::tempdir().expect("tmp");
     let p = plan(
         dir.path(),
-        m.port,
+        &m.url,
         &format!(
             "sha256 = {{ \"kubelet.exe\" = \"{}\" }}",
             PINNED.to_uppercase()
         ),
     );
-    let out = kwin(&["plan", p.to_str().expect("utf-8")]);
+    let out = kwin(&["plan", p.to_str().expect("utf-8")], &ca);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("checksums: 3 fetched"), "{stderr}");
+    assert!(stderr.contains("checksums: 6 fetched"), "{stderr}");
     assert!(!m
         .hits
         .lock()
@@ -259,10 +435,11 @@ fn a_broken_or_missing_checksum_file_stops_before_any_host() {
         "<html>rate limited</html>".into(),
     );
     files.remove("/github.com/containernetworking/plugins/releases/download/v1.6.1/cni-plugins-windows-amd64-v1.6.1.tgz.sha256");
-    let m = serve(files);
+    let ca = TestCa::new();
+    let m = serve(files, Some(&ca));
     let dir = tempfile::tempdir().expect("tmp");
-    let p = plan(dir.path(), m.port, "");
-    let out = kwin(&["apply", p.to_str().expect("utf-8")]);
+    let p = plan(dir.path(), &m.url, "");
+    let out = kwin(&["apply", p.to_str().expect("utf-8")], &ca);
     assert_eq!(out.status.code(), Some(1));
     let all = format!(
         "{}{}",
@@ -291,15 +468,281 @@ fn an_unreachable_mirror_is_named() {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
+    let ca = TestCa::new();
     let dir = tempfile::tempdir().expect("tmp");
-    let p = plan(dir.path(), port, "");
-    let out = kwin(&["plan", p.to_str().expect("utf-8")]);
+    let p = plan(dir.path(), &format!("https://127.0.0.1:{port}"), "");
+    let out = kwin(&["plan", p.to_str().expect("utf-8")], &ca);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(&format!(
-            "http://127.0.0.1:{port}/dl.k8s.io/v1.31.4/bin/windows/amd64/kubelet.exe.sha256: cannot connect"
+            "https://127.0.0.1:{port}/dl.k8s.io/v1.31.4/bin/windows/amd64/kubelet.exe.sha256: cannot connect"
         )),
         "{stderr}"
+    );
+}
+
+fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_plain_http_mirror_needs_every_digest_pinned() {
+    // The same files, over plain HTTP: the checksum files would come over the same
+    // unauthenticated connection as the artifacts.
+    let ca = TestCa::new();
+    let m = serve(upstream_files(), None);
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = plan(dir.path(), &m.url, "");
+    let ps = p.to_str().expect("utf-8");
+    let mut refused: Vec<String> = Vec::new();
+    for cmd in ["validate", "plan", "apply"] {
+        let out = kwin(&[cmd, ps], &ca);
+        let all = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {all}");
+        let prefix = format!(
+            "error[mirror-http]: artifacts.mirror \"{}\" is plain HTTP, and `",
+            m.url
+        );
+        refused = all
+            .lines()
+            .filter_map(|l| l.split_once(prefix.as_str()))
+            .filter_map(|(_, rest)| rest.split_once('`').map(|(f, _)| f.to_string()))
+            .collect();
+        for file in [
+            "kubelet.exe",
+            "kubeadm.exe",
+            "containerd-1.7.24-windows-amd64.tar.gz",
+            "cni-plugins-windows-amd64-v1.6.1.tgz",
+        ] {
+            assert!(
+                refused.iter().any(|f| f == file),
+                "{cmd}: {file} not refused: {all}"
+            );
+        }
+        assert!(!all.contains("cannot connect to 127.0.0."), "{cmd}: {all}");
+    }
+    assert!(m.hits.lock().expect("lock").is_empty(), "fetched over http");
+    assert!(!dir.path().join(".kwin/checksums.toml").exists());
+
+    // With every one of those downloads pinned in the plan, the http mirror is accepted: the
+    // manifests and the apt key have kwin's digests.
+    let pins: Vec<String> = refused
+        .iter()
+        .map(|f| format!("\"{f}\" = \"{PINNED}\""))
+        .collect();
+    let p = plan(
+        dir.path(),
+        &m.url,
+        &format!("sha256 = {{ {} }}", pins.join(", ")),
+    );
+    let out = kwin(&["validate", p.to_str().expect("utf-8")], &ca);
+    assert!(out.status.success(), "{}", output_text(&out));
+}
+
+#[test]
+fn a_checksum_recorded_from_http_is_not_trusted() {
+    // A record an earlier kwin made over a plain-HTTP mirror: not an answer.
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir().expect("tmp");
+    let mirror = "http://127.0.0.1:9";
+    let p = plan(dir.path(), mirror, "");
+    let mut rec = BTreeMap::new();
+    for (file, sum, path) in [
+        (
+            "kubelet.exe",
+            KUBELET,
+            "/dl.k8s.io/v1.31.4/bin/windows/amd64/kubelet.exe.sha256",
+        ),
+        (
+            "kubeadm.exe",
+            KUBEADM,
+            "/dl.k8s.io/v1.31.4/bin/windows/amd64/kubeadm.exe.sha256",
+        ),
+    ] {
+        rec.insert(
+            format!("{mirror}{path}"),
+            checksums::Recorded {
+                file: file.into(),
+                sha256: sum.into(),
+            },
+        );
+    }
+    kwin_engine::exec::state::private_dir(&dir.path().join(".kwin")).expect("state dir");
+    checksums::save_record(&checksums::record_path(&dir.path().join(".kwin")), &rec)
+        .expect("record");
+    assert_eq!(expanded_sha256(&p, "ww1/kubelet-download"), None);
+    let out = kwin(&["validate", p.to_str().expect("utf-8")], &ca);
+    let all = output_text(&out);
+    assert!(
+        all.contains("`kubelet.exe` has no pinned SHA-256")
+            && all.contains("`kubeadm.exe` has no pinned SHA-256"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_redirect_from_https_to_http_is_refused() {
+    let ca = TestCa::new();
+    let plain = serve(upstream_files(), None);
+    let mut files = upstream_files();
+    let kubelet = "/dl.k8s.io/v1.31.4/bin/windows/amd64/kubelet.exe.sha256";
+    files.insert(kubelet.into(), format!("302 {}{kubelet}", plain.url));
+    let m = serve(files, Some(&ca));
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = plan(dir.path(), &m.url, "");
+    let out = kwin(&["plan", p.to_str().expect("utf-8")], &ca);
+    let all = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("cannot get the checksum of `kubelet.exe`")
+            && all.contains(&format!("redirected to {}{kubelet}", plain.url))
+            && all.contains("only over https"),
+        "{all}"
+    );
+    assert!(
+        plain.hits.lock().expect("lock").is_empty(),
+        "followed to http"
+    );
+    assert!(!dir.path().join(".kwin/checksums.toml").exists());
+}
+
+/// Every string under `v` that looks like a URL, with the path of keys to it.
+fn urls(v: &serde_json::Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, String)>) {
+    match v {
+        serde_json::Value::String(s) if s.starts_with("http://") || s.starts_with("https://") => {
+            out.push((path.clone(), s.clone()))
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                path.push(i.to_string());
+                urls(x, path, out);
+                path.pop();
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                path.push(k.clone());
+                urls(x, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The value at `path` in `v`.
+fn at<'a>(v: &'a serde_json::Value, path: &[String]) -> &'a serde_json::Value {
+    path.iter().fold(v, |v, k| match v {
+        serde_json::Value::Array(a) => k
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| a.get(i))
+            .unwrap_or(&serde_json::Value::Null),
+        _ => v.get(k).unwrap_or(&serde_json::Value::Null),
+    })
+}
+
+#[test]
+fn every_default_url_has_a_digest_or_an_https_checksum_file() {
+    // Plans that together take every branch of the recipes that downloads something, with
+    // kwin's default versions (and no mirror, no pins, no record). Downloads other work
+    // streams add to the recipes are rendered and checked the same way.
+    let base = |extra: &str, windows: bool| {
+        format!(
+            r#"
+[cluster]
+name = "lab"
+kubernetes_version = "1.31.4"
+{extra}
+[[hosts]]
+name = "cp1"
+address = "192.168.56.10"
+os = "linux"
+role = "control-plane"
+[[hosts]]
+name = "lw1"
+address = "192.168.56.11"
+os = "linux"
+role = "worker"
+{}"#,
+            if windows {
+                "[[hosts]]\nname = \"ww1\"\naddress = \"192.168.56.21\"\nos = \"windows\"\nrole = \"worker\"\npassword_env = \"KWIN_WINDOWS_PASSWORD\"\n"
+            } else {
+                ""
+            }
+        )
+    };
+    let plans = [
+        base("[cni]\nplugin = \"flannel\"\n", true),
+        base(
+            "[cni]\nplugin = \"flannel\"\nbackend = \"host-gw\"\n",
+            false,
+        ),
+        base("[cni]\nplugin = \"calico\"\n", true),
+        base(
+            "[cni]\nplugin = \"flannel\"\n[runtime]\ncontainerd_source = \"release\"\n",
+            false,
+        ),
+        base(
+            "[cni]\nplugin = \"calico\"\n[runtime]\nlinux = \"docker\"\ncri_dockerd = true\n",
+            false,
+        ),
+    ];
+    let mut seen = 0;
+    let mut problems = Vec::new();
+    for text in &plans {
+        let plan = kwin_engine::plan::load_str(Path::new("/lab/plan.toml"), text)
+            .unwrap_or_else(|d| panic!("{d}"));
+        let sums = checksums::Checksums::for_plan(&plan.file, BTreeMap::new(), known());
+        let tasks = kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums)
+            .unwrap_or_else(|d| panic!("{d}"));
+        let wanted = sums.wanted();
+        for t in &tasks {
+            let mut found = Vec::new();
+            urls(&t.params, &mut Vec::new(), &mut found);
+            for (path, url) in found {
+                seen += 1;
+                let key = path.last().map(String::as_str).unwrap_or("");
+                let parent = &path[..path.len() - 1];
+                let sibling = |k: &str| {
+                    let mut p = parent.to_vec();
+                    p.push(k.to_string());
+                    at(&t.params, &p).as_str().map(str::to_string)
+                };
+                let ok = match key {
+                    // a download, an archive or a manifest: its SHA-256, or an https checksum
+                    // file to fetch it from
+                    "url" if parent.last().map(String::as_str) != Some("repository") => {
+                        let file = url.rsplit('/').next().unwrap_or("");
+                        sibling("sha256").is_some_and(|h| h.len() == 64)
+                            || wanted.iter().any(|w| {
+                                w.file == file
+                                    && w.sums_url
+                                        .as_deref()
+                                        .is_some_and(|u| u.starts_with("https://"))
+                            })
+                    }
+                    // a package repository: its metadata is verified by the package manager
+                    // with the key, and the key by its fingerprint
+                    "url" => sibling("key_fingerprint").is_some_and(|f| f.len() == 40),
+                    "key_url" => sibling("key_fingerprint").is_some_and(|f| f.len() == 40),
+                    _ => false,
+                };
+                if !ok {
+                    problems.push(format!("{} `{}` = {url}", t.id, path.join(".")));
+                }
+            }
+        }
+    }
+    assert!(seen >= 12, "only {seen} URLs rendered");
+    assert!(
+        problems.is_empty(),
+        "URLs the recipes render with neither a digest (plans/digests.toml or the plan) nor an https checksum file:\n{}",
+        problems.join("\n")
     );
 }

@@ -182,6 +182,14 @@ fn filled_in_plan_validates_clean() {
             "WW1_CERT",
             "6f:3a:1c:0e:98:7b:52:d4:11:aa:09:3e:7c:5d:2b:80:44:91:fe:63:0d:8c:b7:21:5a:e9:34:c6:70:1f:ad:02",
         ),
+        (
+            "FLANNEL_WINDOWS_SHA256",
+            "4f2c6e1b9d0a3857c6e4b2a19f0d8e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f10",
+        ),
+        (
+            "WINDOWS_CNI_SHA256",
+            "a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8",
+        ),
         ("WW2_PUBLIC", "20.1.2.22"),
         ("WW2_PRIVATE", "10.10.1.7"),
         (

@@ -751,6 +751,12 @@ const PINS: &str = r#"
 "runc.amd64" = "6666666666666666666666666666666666666666666666666666666666666666"
 "containerd.service" = "7777777777777777777777777777777777777777777777777777777777777777"
 "cri-dockerd-0.3.17.amd64.tgz" = "8888888888888888888888888888888888888888888888888888888888888888"
+"kube-log-runner.exe" = "9999999999999999999999999999999999999999999999999999999999999999"
+"crictl-v1.31.0-windows-amd64.tar.gz" = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+"kube-proxy.exe" = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+"flannel-v0.26.2-windows-amd64.tar.gz" = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+"cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz" = "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+"windows-container-networking-cni-amd64-v0.3.1.zip" = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
 "#;
 
 /// `text` without its `[artifacts.sha256]` table (up to the next blank line): PINS replaces it.

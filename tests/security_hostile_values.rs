@@ -399,6 +399,7 @@ fn hostile_values_stay_inside_powershell_string_literals() {
                 shell: Shell::PowerShell,
                 host: "w1",
                 inputs: &inputs,
+                nonce: "0123456789abcdef0123456789abcdef",
             };
             if let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) {
                 for (i, s) in c.steps.iter().enumerate() {

@@ -205,3 +205,113 @@ fn files_kwin_writes_locally_are_private() {
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// `kwin kubeconfig`, the journal and `checksums.toml` are written by
+/// `state::write_private`. In a directory another user can write (a shared project
+/// directory, `/tmp`), a file or link planted at the temporary name must never receive the
+/// bytes, nor end up at the target: the temporary file is new (`O_EXCL`), 0600 from the start,
+/// and its name cannot be guessed. Before, the name was `<target>.tmp<pid>`, opened with
+/// `O_TRUNC` and without `O_EXCL`: the admin key went into the planted 0666 file.
+#[test]
+fn a_file_planted_at_a_local_temporary_name_never_gets_the_bytes() {
+    use kwin_engine::exec::state::write_private;
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let secret = b"client-key-data: LS0tLS1CRUdJTi...\n";
+
+    // A world-writable file at the old temporary name.
+    let target = dir.path().join("lab.kubeconfig");
+    let planted = target.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&planted, b"").expect("plant");
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    write_private(&target, secret).expect("write");
+    let left = std::fs::read(&planted)
+        .unwrap_or_else(|e| panic!("the planted file is gone (moved into place?): {e}"));
+    assert_eq!(left, b"", "bytes went into the planted file");
+    let meta = std::fs::symlink_metadata(&target).expect("target");
+    assert!(meta.file_type().is_file());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_ne!(
+        meta.ino(),
+        std::fs::metadata(&planted).expect("planted").ino(),
+        "the planted file was moved into place"
+    );
+    assert_eq!(std::fs::read(&target).expect("target"), secret);
+
+    // A link at the old temporary name, to a file the planter reads.
+    let target = dir.path().join("checksums.toml");
+    let planted = target.with_extension(format!("tmp{}", std::process::id()));
+    let loot = dir.path().join("loot");
+    std::fs::write(&loot, b"").expect("loot");
+    std::os::unix::fs::symlink(&loot, &planted).expect("symlink");
+    write_private(&target, secret).expect("write");
+    assert_eq!(
+        std::fs::read(&loot).expect("loot"),
+        b"",
+        "bytes went through the planted link"
+    );
+    assert!(std::fs::symlink_metadata(&target)
+        .expect("target")
+        .file_type()
+        .is_file());
+    assert_eq!(std::fs::read(&target).expect("target"), secret);
+
+    // Nothing is left behind but what was planted.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let pid = std::process::id();
+    let mut want = vec![
+        "checksums.toml".to_string(),
+        format!("checksums.tmp{pid}"),
+        "lab.kubeconfig".to_string(),
+        format!("lab.tmp{pid}"),
+        "loot".to_string(),
+    ];
+    want.sort();
+    assert_eq!(names, want);
+}
+
+/// `.kwin/` made by another user in a shared plan directory (or a link to their directory) is
+/// refused before anything is written into it: its owner could read the logs and plant host
+/// keys. Needs root (to make a directory owned by another uid).
+#[test]
+fn a_state_directory_of_another_user_is_refused() {
+    if !security_common::is_root() {
+        eprintln!("skipped: needs root to create a directory owned by another user");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        dir.path().join("plan.toml"),
+        "[[hosts]]\nname = \"s1\"\nos = \"linux\"\naddress = \"127.0.0.1\"\nport = 9\nuser = \"root\"\nconnect_timeout = 1\n\n[settings]\nretries = 0\n",
+    )
+    .expect("plan");
+    let state = dir.path().join(".kwin");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::os::unix::fs::chown(&state, Some(65534), Some(65534)).expect("chown");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let r = kwin(dir.path(), &["apply", "plan.toml"]);
+    assert_ne!(r.code, 0, "{}", r.out);
+    assert!(r.out.contains("belongs to uid 65534"), "{}", r.out);
+    assert!(
+        std::fs::read_dir(&state).expect("ls").next().is_none(),
+        "kwin wrote into a directory of another user"
+    );
+
+    // A link named `.kwin` is refused too, even to a directory of kwin's own user.
+    std::fs::remove_dir(&state).expect("rmdir");
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    std::os::unix::fs::symlink(elsewhere.path(), &state).expect("symlink");
+    let r = kwin(dir.path(), &["apply", "plan.toml"]);
+    assert_ne!(r.code, 0, "{}", r.out);
+    assert!(r.out.contains("symbolic link"), "{}", r.out);
+    assert!(std::fs::read_dir(elsewhere.path())
+        .expect("ls")
+        .next()
+        .is_none());
+}

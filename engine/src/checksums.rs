@@ -1,24 +1,33 @@
-//! Artifact checksums: where the SHA-256 of every download comes from.
+//! Artifact checksums: where the SHA-256 (or, for a signing key, the OpenPGP fingerprint) of
+//! every download comes from.
 //!
-//! Recipes ask with `sha256_of('file-name', 'checksum-file-url')` for a checksum they need (the
-//! second argument is left out when the upstream publishes no checksum file), or with
-//! `sha256_pin('file-name')` for one that is optional (the plan's pin or none). The answer to
+//! Recipes ask with `sha256_of('file-name', 'checksum-file-url', url='artifact-url')` for a
+//! checksum they need (the checksum-file URL is left out when the upstream publishes none), and
+//! with `openpgp_of('file-name', 'key-url')` for a signing key's fingerprint. The answer to
 //! `sha256_of`, in this order:
 //!
 //! 1. the plan's pin, `[artifacts.sha256]`, by file name — always wins;
-//! 2. a checksum recorded earlier from the upstream's published checksum file,
-//!    `.kwin/checksums.toml` next to the plan, by checksum-file URL;
-//! 3. nothing yet: the request is remembered ([`Checksums::wanted`]). `kwin plan` / `kwin apply`
-//!    then fetch the missing checksum files on the controller ([`fetch`]), record them, and
-//!    expand again; `kwin validate` and `kwin graph` never touch the network.
+//! 2. kwin's own digests (`plans/digests.toml`, [`Known`]), by the artifact's upstream URL
+//!    (with a mirror, the URL under the mirror maps back to the upstream one): each comes from
+//!    a source readable without trusting the download's site (a git tag's blob, another
+//!    project's reviewed table), cited there;
+//! 3. a checksum recorded earlier from the upstream's published checksum file,
+//!    `.kwin/checksums.toml` next to the plan, by checksum-file URL — only `https://` ones;
+//! 4. nothing yet: the request is remembered ([`Checksums::wanted`]). `kwin plan` / `kwin apply`
+//!    then fetch the missing checksum files on the controller ([`fetch`]: `https://` only, and
+//!    a redirect must stay on https), record them, and expand again; `kwin validate` and
+//!    `kwin graph` never touch the network.
 //!
-//! A request without a checksum-file URL and without a pin cannot be satisfied: the run stops
-//! before connecting to any host, naming the file and the `[artifacts.sha256]` line to add.
+//! `openpgp_of` answers from `[artifacts.openpgp]`, then [`Known`]; there is no checksum file
+//! for a key. A request neither answers cannot be satisfied: the run stops before connecting
+//! to any host, naming the file and the plan line to add. With a plain-HTTP mirror, a
+//! checksum that would have to be fetched is refused at validation too (`src/prepare.rs`): the
+//! checksum file would come over the same unauthenticated channel as the artifact.
 //!
-//! Trust: a checksum file fetched over HTTPS from the upstream (or the plan's mirror) proves the
+//! Trust: a checksum file fetched over HTTPS from the upstream (or an https mirror) proves the
 //! artifact a host downloads is the one the upstream published, byte for byte; it does not
-//! protect against a compromised upstream. A pin in the plan (or a reviewed
-//! `.kwin/checksums.toml` kept with the plan) fixes the artifacts for every future run.
+//! protect against a compromised upstream. kwin's digests and a pin in the plan (or a reviewed
+//! `.kwin/checksums.toml` kept with the plan) fix the artifacts for every run.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,18 +50,161 @@ pub struct Recorded {
     pub sha256: String,
 }
 
+/// What a recipe asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WantedKind {
+    Sha256,
+    /// An OpenPGP key's fingerprint (`openpgp_of`).
+    OpenPgp,
+}
+
 /// A checksum a recipe asked for and nobody knew.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Wanted {
+    pub kind: WantedKind,
     pub file: String,
     /// The upstream's checksum file, when it publishes one.
     pub sums_url: Option<String>,
+    /// The artifact's own URL, when the recipe gave it.
+    pub url: Option<String>,
+}
+
+/// Digests kwin ships (`plans/digests.toml`): SHA-256 of artifacts by upstream URL and
+/// version, and signing-key fingerprints by key URL.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    artifacts: Vec<KnownArtifact>,
+    keys: Vec<KnownKey>,
+}
+
+/// An artifact whose upstream URL has `{version}` in it, with its SHA-256 per version.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KnownArtifact {
+    url: String,
+    #[allow(dead_code)] // documentation of the digests, read by people
+    source: String,
+    sha256: BTreeMap<String, String>,
+}
+
+/// A signing key whose URL may have `{minor}` (`v1.31`) in it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KnownKey {
+    url: String,
+    fingerprint: String,
+    #[allow(dead_code)]
+    source: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KnownFile {
+    #[serde(default)]
+    artifact: Vec<KnownArtifact>,
+    #[serde(default)]
+    signing_key: Vec<KnownKey>,
+}
+
+/// Whether `s` is a minor version as pkgs.k8s.io writes it: `v1.31`.
+fn is_minor(s: &str) -> bool {
+    s.strip_prefix('v')
+        .and_then(|r| r.split_once('.'))
+        .is_some_and(|(a, b)| {
+            !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        })
+}
+
+impl Known {
+    /// Parse the table; every digest must be 64 hex digits, every fingerprint 40.
+    pub fn parse(text: &str) -> Result<Known, String> {
+        let f: KnownFile = toml::from_str(text).map_err(|e| format!("digests: {e}"))?;
+        for a in &f.artifact {
+            if !a.url.contains("{version}") {
+                return Err(format!("digests: {} has no {{version}}", a.url));
+            }
+            for (v, h) in &a.sha256 {
+                if !is_sha256(h) || h.bytes().any(|b| b.is_ascii_uppercase()) {
+                    return Err(format!(
+                        "digests: {} version {v}: not 64 lower-case hex digits",
+                        a.url
+                    ));
+                }
+            }
+        }
+        for k in &f.signing_key {
+            if normalize_fingerprint(&k.fingerprint).as_deref() != Some(k.fingerprint.as_str()) {
+                return Err(format!(
+                    "digests: key {}: fingerprint is not 40 upper-case hex digits",
+                    k.url
+                ));
+            }
+        }
+        Ok(Known {
+            artifacts: f.artifact,
+            keys: f.signing_key,
+        })
+    }
+
+    /// kwin's SHA-256 of the artifact at upstream `url`.
+    pub fn sha256(&self, url: &str) -> Option<&str> {
+        self.artifacts.iter().find_map(|a| {
+            a.sha256
+                .iter()
+                .find(|(v, _)| a.url.replace("{version}", v) == url)
+                .map(|(_, h)| h.as_str())
+        })
+    }
+
+    /// kwin's fingerprint of the signing key at upstream `url`.
+    pub fn fingerprint(&self, url: &str) -> Option<&str> {
+        self.keys.iter().find_map(|k| {
+            let hit = match k.url.split_once("{minor}") {
+                Some((pre, post)) => url
+                    .strip_prefix(pre)
+                    .and_then(|r| r.strip_suffix(post))
+                    .is_some_and(is_minor),
+                None => k.url == url,
+            };
+            hit.then_some(k.fingerprint.as_str())
+        })
+    }
+
+    /// Every (upstream URL, SHA-256) the table holds, for tests.
+    pub fn all_sha256(&self) -> Vec<(String, String)> {
+        self.artifacts
+            .iter()
+            .flat_map(|a| {
+                a.sha256
+                    .iter()
+                    .map(move |(v, h)| (a.url.replace("{version}", v), h.clone()))
+            })
+            .collect()
+    }
+}
+
+/// An OpenPGP v4 fingerprint as 40 upper-case hex digits (spaces and a `0x` prefix dropped),
+/// or `None` if it is not one.
+pub fn normalize_fingerprint(s: &str) -> Option<String> {
+    let t: String = s
+        .trim()
+        .trim_start_matches("0x")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    (t.len() == 40 && t.bytes().all(|b| b.is_ascii_hexdigit())).then(|| t.to_ascii_uppercase())
 }
 
 /// The checksums known to one expansion, and what was asked for in vain.
 #[derive(Debug, Clone, Default)]
 pub struct Checksums {
     pins: BTreeMap<String, String>,
+    openpgp_pins: BTreeMap<String, String>,
+    known: Arc<Known>,
+    mirror: Option<String>,
     recorded: BTreeMap<String, Recorded>,
     wanted: Arc<Mutex<BTreeSet<Wanted>>>,
 }
@@ -67,33 +219,93 @@ impl Checksums {
         Checksums {
             pins,
             recorded,
-            wanted: Arc::default(),
+            ..Checksums::default()
         }
     }
 
+    /// Everything the plan says (pins, mirror) and kwin knows, with the records so far.
+    pub fn for_plan(
+        file: &crate::plan::PlanFile,
+        recorded: BTreeMap<String, Recorded>,
+        known: Arc<Known>,
+    ) -> Self {
+        let mut c = Checksums::new(file.artifacts.sha256.clone(), recorded);
+        c.openpgp_pins = file
+            .artifacts
+            .openpgp
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    normalize_fingerprint(v).unwrap_or_else(|| v.clone()),
+                )
+            })
+            .collect();
+        c.known = known;
+        c.mirror = file.artifacts.mirror.clone();
+        c
+    }
+
+    /// The upstream URL of `url`: under the plan's mirror (`<mirror>/<site>/...`) it is
+    /// `https://<site>/...`; any other URL is itself.
+    pub fn upstream_url(&self, url: &str) -> String {
+        if let Some(m) = &self.mirror {
+            let m = m.trim_end_matches('/');
+            if let Some(rest) = url.strip_prefix(m).and_then(|r| r.strip_prefix('/')) {
+                return format!("https://{rest}");
+            }
+        }
+        url.to_string()
+    }
+
     /// The answer to `sha256_pin(file)`: the plan's pin or none, for artifacts whose checksum is
-    /// optional (manifests applied from a URL). Never remembered as wanted.
+    /// optional. Never remembered as wanted.
     pub fn pin(&self, file: &str) -> Option<String> {
         self.pins.get(file).cloned()
     }
 
-    /// The answer to `sha256_of(file, sums_url)`; a miss is remembered.
-    pub fn lookup(&self, file: &str, sums_url: Option<&str>) -> Option<String> {
+    /// The answer to `sha256_of(file, sums_url, url=...)`; a miss is remembered.
+    pub fn lookup(&self, file: &str, sums_url: Option<&str>, url: Option<&str>) -> Option<String> {
         if let Some(pin) = self.pins.get(file) {
             return Some(pin.clone());
         }
-        if let Some(r) = sums_url.and_then(|u| self.recorded.get(u)) {
+        if let Some(h) = url.and_then(|u| self.known.sha256(&self.upstream_url(u))) {
+            return Some(h.to_string());
+        }
+        // Only checksums that came over https are trusted.
+        if let Some(r) = sums_url
+            .filter(|u| u.starts_with("https://"))
+            .and_then(|u| self.recorded.get(u))
+        {
             if r.file == file {
                 return Some(r.sha256.clone());
             }
         }
+        self.want(WantedKind::Sha256, file, sums_url, url);
+        None
+    }
+
+    /// The answer to `openpgp_of(file, url)`: the plan's pin, else kwin's; a miss is remembered.
+    pub fn fingerprint(&self, file: &str, url: &str) -> Option<String> {
+        if let Some(pin) = self.openpgp_pins.get(file) {
+            return Some(pin.clone());
+        }
+        if let Some(f) = self.known.fingerprint(&self.upstream_url(url)) {
+            return Some(f.to_string());
+        }
+        self.want(WantedKind::OpenPgp, file, None, Some(url));
+        None
+    }
+
+    fn want(&self, kind: WantedKind, file: &str, sums_url: Option<&str>, url: Option<&str>) {
         if let Ok(mut w) = self.wanted.lock() {
             w.insert(Wanted {
+                kind,
                 file: file.to_string(),
                 sums_url: sums_url.map(str::to_string),
+                url: url.map(str::to_string),
             });
         }
-        None
     }
 
     /// Every lookup that found nothing, sorted.
@@ -111,6 +323,15 @@ impl Checksums {
 
     pub fn record(&mut self, sums_url: String, r: Recorded) {
         self.recorded.insert(sums_url, r);
+    }
+
+    /// The same knowledge with new records and nothing wanted yet.
+    pub fn with_records(&self, recorded: BTreeMap<String, Recorded>) -> Self {
+        Checksums {
+            recorded,
+            wanted: Arc::default(),
+            ..self.clone()
+        }
     }
 }
 
@@ -220,9 +441,25 @@ pub async fn fetch(
     wanted: &[Wanted],
     timeout: Duration,
 ) -> Vec<Result<(String, Recorded), FetchError>> {
+    // https only, and a redirect must stay on https: a checksum file that could come over
+    // plain HTTP proves nothing about the artifact.
+    let policy = reqwest::redirect::Policy::custom(|attempt| {
+        if attempt.url().scheme() != "https" {
+            let to = attempt.url().to_string();
+            attempt.error(format!(
+                "redirected to {to}: checksum files are fetched only over https"
+            ))
+        } else if attempt.previous().len() >= 10 {
+            attempt.error("more than 10 redirects")
+        } else {
+            attempt.follow()
+        }
+    });
     let client = match reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
+        .https_only(true)
+        .redirect(policy)
         .user_agent(concat!("kwin/", env!("CARGO_PKG_VERSION")))
         .build()
     {
@@ -285,8 +522,8 @@ pub async fn fetch(
 }
 
 async fn fetch_one(client: &reqwest::Client, url: &str, file: &str) -> Result<String, String> {
-    if !(url.starts_with("https://") || url.starts_with("http://")) {
-        return Err("not an http(s) URL".to_string());
+    if !url.starts_with("https://") {
+        return Err("checksum files are fetched only over https".to_string());
     }
     let mut resp = client.get(url).send().await.map_err(|e| describe(&e))?;
     let status = resp.status();
@@ -383,26 +620,123 @@ mod tests {
         );
         let c = Checksums::new(pins, rec);
         assert_eq!(
-            c.lookup("kubelet.exe", Some("https://m/kubelet.exe.sha256"))
+            c.lookup("kubelet.exe", Some("https://m/kubelet.exe.sha256"), None)
                 .as_deref(),
             Some(A)
         );
         assert_eq!(
-            c.lookup("kubeadm.exe", Some("https://m/kubeadm.exe.sha256"))
+            c.lookup("kubeadm.exe", Some("https://m/kubeadm.exe.sha256"), None)
                 .as_deref(),
             Some(B)
         );
         // a record for another file name under that URL does not answer
         assert_eq!(
-            c.lookup("other.exe", Some("https://m/kubeadm.exe.sha256")),
+            c.lookup("other.exe", Some("https://m/kubeadm.exe.sha256"), None),
             None
         );
-        assert_eq!(c.lookup("containerd.service", None), None);
+        assert_eq!(c.lookup("containerd.service", None, None), None);
         let w = c.wanted();
         assert_eq!(w.len(), 2);
         assert_eq!(w[0].file, "containerd.service");
         assert_eq!(w[0].sums_url, None);
         assert_eq!(w[1].file, "other.exe");
+    }
+
+    const TABLE: &str = r#"
+[[artifact]]
+url = "https://raw.githubusercontent.com/o/r/{version}/m.yml"
+source = "test"
+[artifact.sha256]
+"v1.0.0" = "3dd03954565808eaeb3a7ffc0e8cb7886a64a9aa94b2bfdfbdc6e2ed94842e49"
+
+[[signing_key]]
+url = "https://pkgs.example/{minor}/deb/Release.key"
+fingerprint = "DE15B14486CD377B9E876E1A234654DA9A296436"
+source = "test"
+"#;
+
+    fn plan_file(mirror: Option<&str>) -> crate::plan::PlanFile {
+        let mut f: crate::plan::PlanFile = toml::from_str("").expect("empty plan");
+        f.artifacts.mirror = mirror.map(str::to_string);
+        f
+    }
+
+    #[test]
+    fn known_digests_answer_by_upstream_url_also_under_a_mirror() {
+        let known = Arc::new(Known::parse(TABLE).expect("table"));
+        let c = Checksums::for_plan(&plan_file(None), BTreeMap::new(), known.clone());
+        let url = "https://raw.githubusercontent.com/o/r/v1.0.0/m.yml";
+        assert_eq!(c.lookup("m.yml", None, Some(url)).as_deref(), Some(A));
+        assert_eq!(
+            c.lookup(
+                "m.yml",
+                None,
+                Some("https://raw.githubusercontent.com/o/r/v2.0.0/m.yml")
+            ),
+            None
+        );
+        // under a mirror, the URL maps back to the upstream one
+        let c = Checksums::for_plan(
+            &plan_file(Some("http://mirror.lab:8080/")),
+            BTreeMap::new(),
+            known,
+        );
+        assert_eq!(
+            c.lookup(
+                "m.yml",
+                None,
+                Some("http://mirror.lab:8080/raw.githubusercontent.com/o/r/v1.0.0/m.yml")
+            )
+            .as_deref(),
+            Some(A)
+        );
+        assert_eq!(
+            c.fingerprint(
+                "Release.key",
+                "http://mirror.lab:8080/pkgs.example/v1.31/deb/Release.key"
+            )
+            .as_deref(),
+            Some("DE15B14486CD377B9E876E1A234654DA9A296436")
+        );
+        assert_eq!(
+            c.fingerprint("Release.key", "https://pkgs.example/latest/deb/Release.key"),
+            None
+        );
+        let w = c.wanted();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].kind, WantedKind::OpenPgp);
+    }
+
+    #[test]
+    fn a_record_fetched_over_http_is_no_answer() {
+        let mut rec = BTreeMap::new();
+        rec.insert(
+            "http://m/kubelet.exe.sha256".to_string(),
+            Recorded {
+                file: "kubelet.exe".into(),
+                sha256: A.into(),
+            },
+        );
+        let c = Checksums::new(BTreeMap::new(), rec);
+        assert_eq!(
+            c.lookup("kubelet.exe", Some("http://m/kubelet.exe.sha256"), None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_bad_table_is_refused() {
+        assert!(Known::parse("[[artifact]]\nurl = \"https://x/{version}\"\nsource = \"s\"\n[artifact.sha256]\n\"1\" = \"abc\"\n").is_err());
+        assert!(Known::parse("[[artifact]]\nurl = \"https://x/y\"\nsource = \"s\"\n").is_err());
+        assert!(Known::parse(
+            "[[signing_key]]\nurl = \"https://x/k\"\nfingerprint = \"de15\"\nsource = \"s\"\n"
+        )
+        .is_err());
+        assert_eq!(
+            normalize_fingerprint("0xde15 b144 86cd 377b 9e87  6e1a 2346 54da 9a29 6436")
+                .as_deref(),
+            Some("DE15B14486CD377B9E876E1A234654DA9A296436")
+        );
     }
 
     #[test]

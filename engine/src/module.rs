@@ -132,13 +132,29 @@ pub struct Change {
 /// The result of planning one task on one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    NoOp { why: String },
+    /// Nothing to do. `warning`: something the user must act on that the module chose not to
+    /// act on (e.g. a reboot Windows waits for on a joined node); the engine reports it as a
+    /// warning for the host, once per planned task, and it does not fail the run.
+    NoOp {
+        why: String,
+        warning: Option<String>,
+    },
     Change(Change),
 }
 
 impl Plan {
     pub fn noop(why: impl Into<String>) -> Self {
-        Plan::NoOp { why: why.into() }
+        Plan::NoOp {
+            why: why.into(),
+            warning: None,
+        }
+    }
+    /// Nothing to do, but tell the user `warning`.
+    pub fn noop_warning(why: impl Into<String>, warning: impl Into<String>) -> Self {
+        Plan::NoOp {
+            why: why.into(),
+            warning: Some(warning.into()),
+        }
     }
     pub fn is_noop(&self) -> bool {
         matches!(self, Plan::NoOp { .. })
@@ -175,6 +191,16 @@ pub struct Ctx<'a> {
     /// The host's plan name.
     pub host: &'a str,
     pub inputs: &'a Inputs,
+    /// Random text the engine draws for every `plan` call ([`new_plan_nonce`]). Modules
+    /// derive the names of the temporary files their steps create from it, so nobody on the
+    /// host can guess a name and plant something there first; tests pass a fixed value, so
+    /// the steps of a plan stay a pure function of params, facts and this context.
+    pub nonce: &'a str,
+}
+
+/// A fresh [`Ctx::nonce`]: 128 random bits as 32 lowercase hex digits.
+pub fn new_plan_nonce() -> String {
+    crate::fact::new_nonce()
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -283,6 +309,12 @@ impl ParamError {
 pub trait Registry: Send + Sync {
     /// Module names, for did-you-mean and docs.
     fn names(&self) -> Vec<&'static str>;
+    /// The JSON Schema of the params of module `name` on a host speaking `shell` (derived from
+    /// the module's own parameter type), or `None` if there is no such module there or the
+    /// registry does not describe it. Tests walk it to reach every parameter of every module.
+    fn params_schema(&self, _name: &str, _shell: Shell) -> Option<serde_json::Value> {
+        None
+    }
     /// Build the module `name` for a host speaking `shell` from its params (a JSON object).
     /// Unknown names and modules not available for that shell are errors.
     fn build(

@@ -79,6 +79,35 @@ pub fn printf_format(bytes: &[u8]) -> String {
     s
 }
 
+/// Quote `s` as one double-quoted word of a systemd unit file setting such as
+/// `Environment=` (`Environment={systemd_quote("HTTP_PROXY=...")}`): `\` and `"` are
+/// backslash-escaped (the C escapes of systemd.syntax(7) "Quoting"), and `%` is doubled, since
+/// specifiers are expanded even inside quotes (systemd.unit(5) "Specifiers": `%%` is a single
+/// `%`). systemd rejects non-printable characters in variable values (systemd.exec(5),
+/// `Environment=`), and a line break would end the setting: control characters are an error.
+/// Source: systemd 252 (Debian 12) man pages systemd.exec(5), systemd.unit(5); the behaviour
+/// is checked against `systemd-analyze verify` in tests/security_proxy.rs.
+pub fn systemd_quote(s: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '%' => out.push_str("%%"),
+            c if c.is_control() => {
+                return Err(format!(
+                    "a control character (U+{:04X}) cannot be written into a systemd unit",
+                    u32::from(c)
+                ))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +119,16 @@ mod tests {
         assert_eq!(sh_quote(""), "''");
         assert_eq!(sh_quote("it's"), "'it'\\''s'");
         assert_eq!(sh_quote("$(rm -rf /)"), "'$(rm -rf /)'");
+    }
+
+    #[test]
+    fn systemd_escapes_backslash_quote_and_percent() {
+        assert_eq!(
+            systemd_quote("A=http://p:3128/a\\b\"c%hd").as_deref(),
+            Ok("\"A=http://p:3128/a\\\\b\\\"c%%hd\"")
+        );
+        assert!(systemd_quote("A=x\nExecStartPre=/bin/true").is_err());
+        assert!(systemd_quote("A=x\u{7f}").is_err());
     }
 
     #[test]

@@ -62,8 +62,9 @@ pub fn sensitive_digest(sha256_hex: &str) -> String {
 
 /// The forms `v` takes as text inside what kwin builds: itself; the inside of `sh_quote`
 /// (`'\''`) and of `ps_quote` (doubled quotes); the inside of `printf_format` (octal
-/// escapes, a leading `-` escaped too), as the Linux file writer embeds small contents; JSON
-/// string escapes; XML escapes (the WinRM envelope, `soap::escape`).
+/// escapes, a leading `-` escaped too), as the Linux file writer embeds small contents; the
+/// inside of `systemd_quote` (unit files); JSON string escapes; XML escapes (the WinRM
+/// envelope, `soap::escape`).
 fn text_forms(v: &str) -> Vec<String> {
     let inner = |q: &str| -> String {
         q.strip_prefix('\'')
@@ -83,6 +84,9 @@ fn text_forms(v: &str) -> Vec<String> {
             .to_string(),
         xml_escape(v),
     ];
+    if let Ok(q) = crate::quote::systemd_quote(v) {
+        forms.push(inner_json(&q));
+    }
     if let Ok(js) = serde_json::to_string(v) {
         forms.push(inner_json(&js));
     }
@@ -498,6 +502,12 @@ mod tests {
         );
         let shown = scrubbed(&envelope);
         assert!(shown.contains("***"), "{shown}");
+    }
+
+    #[test]
+    fn scrubber_knows_the_systemd_form() {
+        let q = crate::quote::systemd_quote(PW).unwrap_or_default();
+        assert_eq!(scrubbed(&format!("Environment={q}")), "Environment=\"***\"");
     }
 
     #[test]

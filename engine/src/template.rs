@@ -12,10 +12,10 @@
 //!
 //! Invariants: an undefined variable or attribute is an error (never an empty string); user text
 //! reaches a shell only through the `sh` and `ps` filters (built on `quote::sh_quote` and
-//! `quote::ps_quote`). Errors name the undefined value and the line inside the template; the
+//! `quote::ps_quote`), a systemd unit file only through `systemd` (`quote::systemd_quote`). Errors name the undefined value and the line inside the template; the
 //! caller adds the file and step.
 
-use crate::quote::{ps_quote, sh_quote};
+use crate::quote::{ps_quote, sh_quote, systemd_quote};
 use base64::Engine as _;
 use minijinja::value::ValueKind;
 use minijinja::{
@@ -66,6 +66,8 @@ pub fn environment<'src>() -> Environment<'src> {
     env.add_filter("sh", sh_filter);
     env.add_filter("ps", ps_filter);
     env.add_filter("b64", b64_filter);
+    env.add_filter("systemd", systemd_filter);
+    env.add_filter("sha256", sha256_filter);
     env
 }
 
@@ -102,9 +104,23 @@ fn ps_filter(v: Value) -> Result<String, Error> {
         .join(" "))
 }
 
+/// One double-quoted systemd unit-file word (`Environment={{ ('A=' ~ x) | systemd }}`).
+fn systemd_filter(v: Value) -> Result<String, Error> {
+    let s = words("systemd", &v)?.join(" ");
+    systemd_quote(&s).map_err(|e| Error::new(ErrorKind::InvalidOperation, e))
+}
+
 fn b64_filter(v: Value) -> Result<String, Error> {
     let s = words("b64", &v)?.join(" ");
     Ok(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()))
+}
+
+/// Lower-case hex SHA-256 of a text (UTF-8): a fingerprint of rendered content, e.g. a pod
+/// template annotation that changes, and so rolls a DaemonSet, when a script it runs changes.
+fn sha256_filter(v: Value) -> Result<String, Error> {
+    use sha2::{Digest, Sha256};
+    let s = words("sha256", &v)?.join(" ");
+    Ok(hex::encode(Sha256::digest(s.as_bytes())))
 }
 
 /// A template that failed to compile or render.
@@ -510,6 +526,12 @@ mod tests {
             Some(serde_json::json!("aGk="))
         );
         assert!(render("{{ none_value | sh }}").is_err());
+        assert_eq!(
+            render("{{ 'abc' | sha256 }}").ok(),
+            Some(serde_json::json!(
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+            ))
+        );
     }
 
     #[test]

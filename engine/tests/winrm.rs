@@ -501,6 +501,51 @@ async fn wrong_password_is_an_auth_error() {
     assert!(err.to_string().contains("needs https"), "{err}");
 }
 
+/// Someone on the path of a plain-HTTP connection cannot seal a reply (no session key), but can
+/// send a plaintext one: once NTLM seals the connection, kwin refuses any reply that is not
+/// sealed, and nothing of it is taken as the command's output.
+#[tokio::test]
+async fn a_plaintext_reply_on_an_encrypted_connection_is_refused() {
+    let Some(s) = StandIn::start(&["--hostile", "plaintext-replies"]) else {
+        return;
+    };
+    let t = s.transport(&s.spec(false, WinrmAuth::Ntlm));
+    let err = t
+        .run("echo forged", T)
+        .await
+        .expect_err("a plaintext reply must be refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("refused an unencrypted reply") && msg.contains("http 200"),
+        "{msg}"
+    );
+    assert!(!msg.contains("forged"), "{msg}");
+    assert!(!err.is_retryable(), "{err:?}");
+}
+
+/// A reply must say it answers the request (`a:RelatesTo` = the request's `a:MessageID`): one
+/// without it, or relating to another message, is refused.
+#[tokio::test]
+async fn a_reply_that_does_not_relate_to_the_request_is_refused() {
+    for (mode, want) in [
+        ("no-relates-to", "has no a:RelatesTo"),
+        ("wrong-relates-to", "reply relates to uuid:"),
+    ] {
+        let Some(s) = StandIn::start(&["--hostile", mode]) else {
+            return;
+        };
+        for https in [false, true] {
+            let t = s.transport(&s.spec(https, WinrmAuth::Ntlm));
+            let err = t
+                .run("echo hi", T)
+                .await
+                .expect_err("the reply must be refused");
+            let msg = err.to_string();
+            assert!(msg.contains(want), "{mode}, https {https}: {msg}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn kerberos_is_not_supported_yet() {
     let spec = WinrmSpec {

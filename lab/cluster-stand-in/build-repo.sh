@@ -8,7 +8,9 @@
 #                                           InRelease + Release.gpg + Release.key)
 #   debian/                                 containerd and runc: Debian 12's real packages
 #                                           (flat repo, same key)
-# The key is a new ed25519 signing key in OUT_DIR/gnupg, made per build.
+# The key is the lab's fixed ed25519 signing key (lab-repository-key.asc next to this file,
+# fingerprint 299785BE2B90584DA503D5ED005A7D5F6EF0F348, pinned by examples/lab-cluster*.toml),
+# imported into OUT_DIR/gnupg.
 #
 # Packages:
 #   kubeadm  bin/kubeadm-stand-in + the API tier's CA, SA and front-proxy keys and an admin
@@ -51,8 +53,8 @@ rm -rf "$OUT/www" "$OUT/pkg" "$OUT/gnupg"
 mkdir -p "$OUT/www" "$OUT/pkg"
 export GNUPGHOME="$OUT/gnupg"
 mkdir -m 700 "$GNUPGHOME"
-gpg --batch --quiet --passphrase '' --quick-gen-key "kwin lab repository <lab@kwin.invalid>" \
-  ed25519 sign never 2>/dev/null || die "gpg key generation failed"
+gpg --batch --quiet --import "$HERE/lab-repository-key.asc" 2>/dev/null ||
+  die "cannot import $HERE/lab-repository-key.asc"
 
 control() { # name description depends
   cat <<EOF

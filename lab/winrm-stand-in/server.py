@@ -1242,6 +1242,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return
             soap = body
         status, reply = self.app.dispatch(soap, self.conn.user or "", self.client_address[0], self._local_url())
+        if encrypted and self.app.hostile == "plaintext-replies":
+            # what an attacker on the path can send without the session key
+            self._send(status, reply, extra_headers + [("Content-Type", SOAP_CONTENT_TYPE)])
+            return
         if encrypted:
             payload = self._encrypt(reply)
             self._send(status, payload, extra_headers + [("Content-Type", ENC_CONTENT_TYPE)])
@@ -1437,6 +1441,7 @@ class StandIn:
         if bad or not self.auth_methods:
             raise SystemExit("winrm-stand-in: --auth takes a list of ntlm,basic")
         self.allow_unencrypted = args.allow_unencrypted
+        self.hostile = args.hostile
         self.cbt_hardening = args.cbt_hardening
         self.max_envelope = args.max_envelope_kb * 1024
         self.max_shells = args.max_shells_per_user
@@ -1648,6 +1653,10 @@ class StandIn:
                 )
             req = SoapRequest(soap)
             relates = req.message_id
+            if self.hostile == "no-relates-to":
+                relates = None
+            elif self.hostile == "wrong-relates-to":
+                relates = "uuid:%s" % new_id()
             vlog("%s %s shell=%s" % (user, req.action.rsplit("/", 1)[-1], req.selectors.get("ShellId", "-")))
             if req.body_child("wsmid:Identify") is not None:
                 return 200, self._identify(req)
@@ -1869,6 +1878,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="computer name shown in faults and the certificate")
     p.add_argument("--allow-unencrypted", action="store_true",
                    help="accept plaintext SOAP (and Basic) over HTTP, like AllowUnencrypted=true")
+    p.add_argument("--hostile", choices=("plaintext-replies", "no-relates-to", "wrong-relates-to"),
+                   default=None,
+                   help="behave as a hostile server would, for the client's tests: answer encrypted "
+                        "requests in plaintext, or leave a:RelatesTo out of replies, or relate them to "
+                        "another message")
     p.add_argument("--cbt-hardening", choices=("relaxed", "strict", "none"), default="relaxed",
                    help="NTLM channel binding check over HTTPS (default: relaxed, as Windows)")
     p.add_argument("--max-envelope-kb", type=int, default=500, help="MaxEnvelopeSizekb (default: 500)")

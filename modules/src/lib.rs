@@ -13,6 +13,20 @@ pub mod linux;
 pub mod recipes;
 pub mod windows;
 
+/// The name of the temporary file a step writes before moving it over `path`, in the same
+/// directory: `.kwin-` and 32 hex digits of sha256(nonce, NUL, path). `nonce` is the plan's
+/// [`Ctx::nonce`](kwin_engine::module::Ctx::nonce), drawn at random by the engine for every
+/// plan, so nobody on the host can know the name before the step creates it; the steps of one
+/// plan (an upload, then the move) agree on it.
+pub fn temp_name(nonce: &str, path: &str) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(nonce.as_bytes());
+    h.update([0]);
+    h.update(path.as_bytes());
+    format!(".kwin-{}", &hex::encode(h.finalize())[..32])
+}
+
 /// The registry of every built-in module.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Builtin;
@@ -28,6 +42,15 @@ impl Registry for Builtin {
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    fn params_schema(&self, name: &str, shell: Shell) -> Option<serde_json::Value> {
+        let schema = match shell {
+            Shell::Posix => linux::params_schema(name),
+            Shell::PowerShell => windows::params_schema(name),
+        }
+        .or_else(|| kube::params_schema(name, shell))?;
+        Some(schema.to_value())
     }
 
     fn build(

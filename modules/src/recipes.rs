@@ -16,6 +16,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     recipe!("runtime-docker"),
     recipe!("kube-packages"),
     recipe!("control-plane"),
+    recipe!("kube-proxy-windows"),
     recipe!("cni-flannel"),
     recipe!("cni-calico"),
     recipe!("runtime-class"),
@@ -23,6 +24,10 @@ pub const RECIPES: &[(&str, &str)] = &[
     recipe!("windows-worker"),
     recipe!("cluster-ready"),
 ];
+
+/// kwin's digests of what the recipes download (`plans/digests.toml`, format and sources in its
+/// header): SHA-256 by upstream URL and version, signing-key fingerprints by key URL.
+pub const DIGESTS: &str = include_str!("../../plans/digests.toml");
 
 /// The recipes of `kwin reset`: expanded instead of [`RECIPES`], never by `apply`.
 pub const RESET_RECIPES: &[(&str, &str)] = &[

@@ -95,13 +95,13 @@ fn embedded_payloads(script: &str) -> Result<Vec<Vec<u8>>, String> {
         );
         rest = &body[end..];
     }
-    // Content written by the `printf` builtin: `printf 'FORMAT' >"$t"`, FORMAT of plain
+    // Content written by the `printf` builtin: `printf 'FORMAT' >&9`, FORMAT of plain
     // characters and `\ooo` escapes (`script::printf_format`).
     let mut rest = script;
     while let Some(i) = rest.find("printf '") {
         let body = &rest[i + "printf '".len()..];
         let end = body.find('\'').ok_or("unterminated printf format")?;
-        if body[end + 1..].starts_with(" >\"$t\"") {
+        if body[end + 1..].starts_with(" >&9") {
             let f = &body.as_bytes()[..end];
             let mut bytes = Vec::new();
             let mut k = 0;
@@ -204,6 +204,7 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
         shell: Shell::Posix,
         host: "case",
         inputs: &inputs,
+        nonce: "0123456789abcdef0123456789abcdef",
     };
     let plan = m.plan(&facts, &ctx);
     let plan = match (plan, want_error) {
@@ -214,7 +215,7 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
     };
     match (expect, &plan) {
         (Value::String(s), Plan::NoOp { .. }) if s == "noop" => Ok(()),
-        (Value::Object(o), Plan::NoOp { why }) if o.contains_key("noop") => {
+        (Value::Object(o), Plan::NoOp { why, .. }) if o.contains_key("noop") => {
             let w = o["noop"].as_str().unwrap_or("");
             if why.contains(w) {
                 Ok(())

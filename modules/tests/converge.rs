@@ -43,10 +43,12 @@ async fn probe(t: &dyn Transport, m: &dyn Module) -> Facts {
 async fn plan(t: &dyn Transport, m: &dyn Module) -> Plan {
     let facts = probe(t, m).await;
     let inputs = Inputs::new();
+    let nonce = kwin_engine::module::new_plan_nonce();
     let ctx = Ctx {
         shell: Shell::Posix,
         host: "local",
         inputs: &inputs,
+        nonce: &nonce,
     };
     match m.plan(&facts, &ctx) {
         Ok(p) => p,
@@ -722,10 +724,12 @@ async fn download_http_file_url_and_bad_hash() {
             },
         );
         let inputs = Inputs::new();
+        let nonce = kwin_engine::module::new_plan_nonce();
         let ctx = Ctx {
             shell: Shell::Posix,
             host: "local",
             inputs: &inputs,
+            nonce: &nonce,
         };
         let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) else {
             panic!("change expected")
@@ -774,7 +778,7 @@ async fn download_http_file_url_and_bad_hash() {
     let left: Vec<_> = std::fs::read_dir(dest.parent().expect("parent"))
         .expect("ls")
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().contains(".kwin-dl"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".kwin-"))
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
     no_pwned(tmp.path());
@@ -874,10 +878,12 @@ async fn service_without_systemd_fails_clearly() {
     );
     let facts = probe(&t, m.as_ref()).await;
     let inputs = Inputs::new();
+    let nonce = kwin_engine::module::new_plan_nonce();
     let ctx = Ctx {
         shell: Shell::Posix,
         host: "local",
         inputs: &inputs,
+        nonce: &nonce,
     };
     let r = m.plan(&facts, &ctx);
     if Path::new("/run/systemd/system").is_dir() {

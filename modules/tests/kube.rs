@@ -171,6 +171,7 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
         shell,
         host: "lw1",
         inputs: &inputs,
+        nonce: "0123456789abcdef0123456789abcdef",
     };
     if !case.output_contains.is_empty() {
         let script = m.output(shell).ok_or("the module has no output script")?;

@@ -163,10 +163,12 @@ impl Host {
         let script = batch_script(Shell::Posix, &queries, &nonce);
         let out = self.run(&script);
         let facts = parse_batch(&queries, &out, &nonce).expect("parse probe");
+        let nonce = kwin_engine::module::new_plan_nonce();
         let ctx = Ctx {
             shell: Shell::Posix,
             host: "cp1",
             inputs,
+            nonce: &nonce,
         };
         m.plan(&facts, &ctx)
     }
@@ -304,17 +306,20 @@ fn assert_no_write(
     assert_eq!(before, after, "{what}: a repeated apply wrote objects");
 }
 
+/// The flannel example (vxlan, Windows workers), or for host-gw the Linux-only host-gw plan
+/// (validation refuses host-gw with Windows nodes).
 fn flannel_plan(backend: &str) -> Vec<Task> {
     let cni = format!(
         "[cni]\nmanifest_file = \"{}\"\n",
         fixture("kube-flannel.yml").display()
     );
-    let backend_line = format!("backend = \"{backend}\"");
-    let text = plan_text(
-        "examples/flannel.toml",
-        &[("[cni]\n", &cni), ("backend = \"vxlan\"", &backend_line)],
-    );
-    expand("examples/flannel.toml", &text)
+    let rel = if backend == "host-gw" {
+        "tests/plans/good/flannel-host-gw-linux.toml"
+    } else {
+        "examples/flannel.toml"
+    };
+    let text = plan_text(rel, &[("[cni]\n", &cni)]);
+    expand(rel, &text)
 }
 
 // --------------------------------------------------------------------------- tests
@@ -433,42 +438,87 @@ fn flannel(host: &Host, tier: &Tier, cache: &Path) {
         other => panic!("expected a missing patch target, got {other:?}"),
     }
 
-    // Windows: flanneld and kube-proxy DaemonSets and their ConfigMaps in kube-system.
-    let m = windows_module(task(&tasks, "cp1", "flannel-windows"), tier, cache);
-    let c = host.converge("flannel-windows", m.as_ref());
-    let net = cm_json(tier, "kube-system", "kube-flannel-cfg", "net-conf.json");
-    assert_eq!(
-        net["Backend"],
-        json!({"Type": "vxlan", "VNI": 4096, "Port": 4789})
-    );
-    let win = cm_json(
-        tier,
-        "kube-system",
-        "kube-flannel-windows-cfg",
-        "cni-conf-containerd.json",
-    );
-    assert_eq!(win["name"], "flannel.4096");
-    assert_eq!(win["delegate"]["type"], "sdnoverlay");
+    // Windows: kube-proxy (recipe kube-proxy-windows) in kube-system, flanneld next to the
+    // Linux DaemonSet in kube-flannel, both on the host-process base image.
+    let m = windows_module(task(&tasks, "cp1", "kube-proxy-windows"), tier, cache);
+    let c = host.converge("kube-proxy-windows", m.as_ref());
     let ds = get_json(
         tier,
         &["daemonset", "-n", "kube-system", "kube-proxy-windows"],
     );
+    let spec = &ds["spec"]["template"]["spec"];
     assert_eq!(
-        ds["spec"]["template"]["spec"]["securityContext"]["windowsOptions"]["runAsUserName"],
+        spec["securityContext"]["windowsOptions"]["runAsUserName"],
         "NT AUTHORITY\\system"
     );
+    assert_eq!(spec["serviceAccountName"], "kube-proxy");
+    let env = &spec["containers"][0]["env"];
+    let env_value = |env: &Value, name: &str| {
+        env.as_array()
+            .and_then(|a| a.iter().find(|e| e["name"] == name))
+            .map(|e| e["value"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(env_value(env, "KUBE_NETWORK"), "flannel.4096");
     assert_eq!(
-        ds["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"],
-        "flannel.4096"
+        env_value(env, "KWIN_KUBE_PROXY"),
+        "C:\\k\\kube-proxy\\v1.31.4\\kube-proxy.exe"
+    );
+    let script = get_json(
+        tier,
+        &["configmap", "-n", "kube-system", "kube-proxy-windows"],
+    )["data"]["kube-proxy.ps1"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(script.contains("& $env:KWIN_KUBE_PROXY @flags"), "{script}");
+    let objects: [&[&str]; 2] = [
+        &["daemonset", "-n", "kube-system", "kube-proxy-windows"],
+        &["configmap", "-n", "kube-system", "kube-proxy-windows"],
+    ];
+    assert_no_write(host, tier, "kube-proxy-windows", m.as_ref(), &c, &objects);
+
+    let m = windows_module(task(&tasks, "cp1", "flannel-windows"), tier, cache);
+    let c = host.converge("flannel-windows", m.as_ref());
+    let win = cm_json(
+        tier,
+        "kube-flannel",
+        "kube-flannel-windows",
+        "cni-conf.json",
+    );
+    assert_eq!(win["name"], "flannel.4096");
+    assert_eq!(win["delegate"]["type"], "sdnoverlay");
+    assert_eq!(
+        win["delegate"]["AdditionalArgs"][0]["Value"]["Settings"]["Exceptions"],
+        json!(["10.96.0.0/12", "10.244.0.0/16"])
+    );
+    let ds = get_json(
+        tier,
+        &[
+            "daemonset",
+            "-n",
+            "kube-flannel",
+            "kube-flannel-ds-windows-amd64",
+        ],
+    );
+    let spec = &ds["spec"]["template"]["spec"];
+    assert_eq!(spec["serviceAccountName"], "flannel");
+    assert_eq!(
+        spec["volumes"][1]["configMap"]["name"], "kube-flannel-cfg",
+        "the Windows flanneld reads the Linux DaemonSet's network configuration"
+    );
+    assert_eq!(
+        env_value(&spec["containers"][0]["env"], "KWIN_FLANNELD"),
+        "C:\\k\\flannel\\v0.26.2\\flanneld.exe"
     );
     let objects: [&[&str]; 2] = [
         &[
             "daemonset",
             "-n",
-            "kube-system",
+            "kube-flannel",
             "kube-flannel-ds-windows-amd64",
         ],
-        &["configmap", "-n", "kube-system", "kube-flannel-windows-cfg"],
+        &["configmap", "-n", "kube-flannel", "kube-flannel-windows"],
     ];
     assert_no_write(host, tier, "flannel-windows", m.as_ref(), &c, &objects);
 }
@@ -551,6 +601,10 @@ fn calico(host: &Host, tier: &Tier, cache: &Path) {
     let net = &inst["spec"]["calicoNetwork"];
     assert_eq!(net["bgp"], "Disabled");
     assert_eq!(net["windowsDataplane"], "HNS");
+    assert_eq!(
+        inst["spec"]["windowsNodes"],
+        json!({"cniBinDir": "/opt/cni/bin", "cniConfigDir": "/etc/cni/net.d"})
+    );
     assert_eq!(net["ipPools"][0]["encapsulation"], "VXLAN");
     assert_eq!(net["ipPools"][0]["cidr"], "192.168.0.0/16");
     assert_eq!(inst["spec"]["serviceCIDRs"], json!(["10.96.0.0/12"]));
@@ -988,7 +1042,7 @@ fn init(host: &Host, tier: &Tier) {
         &json!({"config": "/etc/kubernetes/kubeadm-config.yaml", "creates": tier.kubeconfig()}),
     );
     match host.plan(m.as_ref(), &Inputs::new()) {
-        Ok(Plan::NoOp { why }) => assert!(why.contains("healthy"), "{why}"),
+        Ok(Plan::NoOp { why, .. }) => assert!(why.contains("healthy"), "{why}"),
         other => panic!("initialised cluster: {other:?}"),
     }
     // The same admin kubeconfig pointing at a port nobody listens on: a clear failure, never

@@ -51,10 +51,11 @@ type Variant = (
 fn variants() -> Vec<Variant> {
     vec![
         ("flannel-vxlan", "examples/flannel.toml", vec![]),
+        // host-gw is Linux-only (validation refuses it with Windows nodes).
         (
             "flannel-host-gw",
-            "examples/flannel.toml",
-            vec![("backend = \"vxlan\"", "backend = \"host-gw\"")],
+            "tests/plans/good/flannel-host-gw-linux.toml",
+            vec![],
         ),
         ("calico", "examples/calico.toml", vec![]),
         ("docker", "tests/plans/docker.toml", vec![]),
@@ -96,6 +97,13 @@ fn render(variant: &str, tasks: &[Task]) -> BTreeMap<String, String> {
                 if let Some(k) = m.kustomization_text() {
                     out.insert(name("kustomization.txt"), k);
                 }
+            }
+            // A Windows service: the image path the SCM stores (what New-Service registers and
+            // the stored ImagePath is compared with).
+            "service" if windows => {
+                let m = kwin_modules::windows::service::Service::new(p)
+                    .unwrap_or_else(|e| panic!("{}: {e}", t.id));
+                out.insert(name("cmdline"), format!("{}\n", m.command_line()));
             }
             "kube_wait" => {
                 let m = kwin_modules::kube::wait::KubeWait::new(p)

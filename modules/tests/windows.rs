@@ -5,9 +5,10 @@
 //! ```json
 //! { "params": {...},
 //!   "facts": { "<fact key>": { "stdout": "<json the fact printed>", "exit": 0 } },
-//!   "expect": "noop" | { "change": { "action": "create", "steps_contain": ["..."], "steps_lack": ["..."], "diff_contains": ["..."] } }
-//!            | { "error": "text" } | { "param_error": "text" } }
+//!   "expect": "noop" | { "change": { "action": "create", "steps_contain": ["..."], "steps_in_order": ["...", "..."], "steps_lack": ["..."], "diff_contains": ["..."] } }
+//!            | { "noop_warning": "text" } | { "error": "text" } | { "param_error": "text" } }
 //! ```
+//! `"noop"` is a no-op without a warning; `noop_warning` a no-op whose warning contains the text.
 //! The facts given must be exactly the facts the module asks for. Fact outputs are in the shape
 //! Windows PowerShell 5.1 prints for kwin's fact scripts (`ConvertTo-Json -Compress`).
 
@@ -18,7 +19,9 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+mod ps_native;
 mod ps_syntax;
+use ps_native::native_args_with_quotes;
 use ps_syntax::ps_syntax_errors;
 
 #[derive(Deserialize)]
@@ -45,11 +48,15 @@ enum ExpectObj {
         action: String,
         #[serde(default)]
         steps_contain: Vec<String>,
+        /// Each must appear after the one before it in the steps' text.
+        #[serde(default)]
+        steps_in_order: Vec<String>,
         #[serde(default)]
         steps_lack: Vec<String>,
         #[serde(default)]
         diff_contains: Vec<String>,
     },
+    NoopWarning(String),
     Error(String),
     ParamError(String),
 }
@@ -61,6 +68,10 @@ enum Expect {
     Obj(ExpectObj),
 }
 
+/// The plan nonce every case is planned with, so the scripts (and the temporary names derived
+/// from it) are the same on every run.
+const CASE_NONCE: &str = "0123456789abcdef0123456789abcdef";
+
 fn assert_ps_clean(what: &str, script: &str) {
     let errs = ps_syntax_errors(script);
     assert!(
@@ -68,9 +79,17 @@ fn assert_ps_clean(what: &str, script: &str) {
         "{what}: PowerShell syntax errors:\n{}\n--- script ---\n{script}",
         errs.join("\n")
     );
+    // Windows PowerShell 5.1 passes native-command arguments without escaping embedded `"`
+    // (see ps_native): no module script may hand one to a native command.
+    let quoted = native_args_with_quotes(script);
+    assert!(
+        quoted.is_empty(),
+        "{what}: a `\"` reaches a native command (Windows PowerShell 5.1 does not escape it):\n{}\n--- script ---\n{script}",
+        quoted.join("\n")
+    );
 }
 
-fn run_case(module: &str, path: &Path) -> Result<(), String> {
+fn run_case(module: &str, path: &Path, scripts: &mut Vec<(String, String)>) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let case: Case = serde_json::from_str(&text).map_err(|e| format!("bad case file: {e}"))?;
     let built = kwin_modules::windows::build(module, &case.params).ok_or("unknown module")?;
@@ -91,6 +110,10 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
     let queries = m.facts(Shell::PowerShell);
     for q in &queries {
         assert_ps_clean(&format!("fact {}", q.key), &q.command);
+        scripts.push((
+            format!("{}: fact {}", path.display(), q.key),
+            q.command.clone(),
+        ));
     }
     let asked: BTreeSet<&str> = queries.iter().map(|q| q.key.as_str()).collect();
     let given: BTreeSet<&str> = case.facts.keys().map(String::as_str).collect();
@@ -115,14 +138,22 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
         shell: Shell::PowerShell,
         host: "ww1",
         inputs: &inputs,
+        nonce: CASE_NONCE,
     };
     let plan = m.plan(&facts, &ctx);
     match (&case.expect, plan) {
-        (Expect::Word(w), Ok(Plan::NoOp { .. })) if w == "noop" => Ok(()),
+        (Expect::Word(w), Ok(Plan::NoOp { warning: None, .. })) if w == "noop" => Ok(()),
+        (
+            Expect::Obj(ExpectObj::NoopWarning(want)),
+            Ok(Plan::NoOp {
+                warning: Some(got), ..
+            }),
+        ) if got.contains(want.as_str()) => Ok(()),
         (
             Expect::Obj(ExpectObj::Change {
                 action,
                 steps_contain,
+                steps_in_order,
                 steps_lack,
                 diff_contains,
             }),
@@ -137,6 +168,7 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
                     Step::Run(script) => {
                         assert_ps_clean(&format!("{}: step", path.display()), script);
                         all.push_str(script);
+                        scripts.push((format!("{}: step", path.display()), script.clone()));
                     }
                     Step::Put { path, .. } => all.push_str(&format!("<put {path}>")),
                     Step::Reboot(_) => all.push_str("<reboot>"),
@@ -145,6 +177,17 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
             for want in steps_contain {
                 if !all.contains(want.as_str()) {
                     return Err(format!("steps lack `{want}`:\n{all}"));
+                }
+            }
+            let mut from = 0;
+            for want in steps_in_order {
+                match all[from..].find(want.as_str()) {
+                    Some(i) => from += i + want.len(),
+                    None => {
+                        return Err(format!(
+                            "steps lack `{want}` after the previous ordered step:\n{all}"
+                        ))
+                    }
                 }
             }
             for unwanted in steps_lack {
@@ -167,9 +210,11 @@ fn run_case(module: &str, path: &Path) -> Result<(), String> {
     }
 }
 
-#[test]
-fn windows_cases() {
+/// Every PowerShell script the cases produce (facts and steps), by where it came from; the
+/// failures of cases that did not run.
+fn case_scripts() -> (Vec<(String, String)>, Vec<String>, usize) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/windows_cases");
+    let mut scripts = Vec::new();
     let mut failures = Vec::new();
     let mut count = 0;
     let mut dirs: Vec<_> = std::fs::read_dir(&root)
@@ -190,11 +235,17 @@ fn windows_cases() {
             .filter(|f| f.extension().is_some_and(|e| e == "json"))
         {
             count += 1;
-            if let Err(e) = run_case(&module, &f) {
+            if let Err(e) = run_case(&module, &f, &mut scripts) {
                 failures.push(format!("{}: {e}", f.display()));
             }
         }
     }
+    (scripts, failures, count)
+}
+
+#[test]
+fn windows_cases() {
+    let (_, failures, count) = case_scripts();
     assert!(count >= 40, "only {count} cases found");
     assert!(
         failures.is_empty(),
@@ -251,6 +302,73 @@ fn engine_powershell_scripts_are_valid_powershell() {
         "winrm get",
         &scripts::powershell_get_script("C:\\k\\a b.txt"),
     );
+}
+
+/// No script a case produces gives a plan value to a parameter that reads it as a wildcard
+/// pattern (`ps_syntax::wildcards` has the table and its sources): a firewall rule named
+/// `kwin-*` must remove that rule, not every rule whose name starts with `kwin-`.
+#[test]
+fn no_plan_value_reaches_a_wildcard_parameter() {
+    use ps_syntax::wildcards::wildcard_violations;
+    let (scripts, _, _) = case_scripts();
+    assert!(scripts.len() > 50, "{} scripts", scripts.len());
+    let mut bad = Vec::new();
+    for (what, script) in &scripts {
+        for v in wildcard_violations(script) {
+            bad.push(format!("{what}: {v}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn wildcard_checker_catches_patterns() {
+    use ps_syntax::wildcards::wildcard_violations;
+    // The check itself must be able to fail.
+    assert_eq!(
+        wildcard_violations("Remove-NetFirewallRule -Name 'kwin-*'").len(),
+        1
+    );
+    assert_eq!(
+        wildcard_violations("$n = 'a[1]'\nStop-Service -Name $n -Force").len(),
+        1
+    );
+    assert_eq!(wildcard_violations("Stop-Service -Name $unknown").len(), 1);
+    assert_eq!(
+        wildcard_violations("Move-Item -Path $t -Destination $p -Force").len(),
+        2
+    );
+    assert!(wildcard_violations(
+        "Remove-NetFirewallRule -Name ([WildcardPattern]::Escape('kwin-*'))\n\
+         Remove-ItemProperty -LiteralPath 'HKLM:\\x' -Name 'a*'\n\
+         Move-Item -LiteralPath $t -Destination $p -Force\n\
+         $n = 'kubelet'\nStop-Service -Name $n -Force"
+    )
+    .is_empty());
+}
+
+#[test]
+fn native_quote_checker_catches_quotes() {
+    // The check itself must be able to fail, and must not flag what 5.1 passes intact.
+    for bad in [
+        "$o = & sc.exe create 'kubelet' binPath= '\"C:\\k\\kubelet.exe\" --v=2' start= auto",
+        "sc.exe failure kubelet \"a`\"b\"",
+        "& tar.exe -xzf \"C:\\a\"\"b.tgz\"",
+        "icacls.exe C:\\x --a=\"b\"c",
+    ] {
+        assert!(
+            !native_args_with_quotes(bad).is_empty(),
+            "not caught: {bad}"
+        );
+    }
+    for good in [
+        "& tar.exe -xzf 'C:\\Program Files\\a.tgz' -C \"C:\\x\"",
+        "sc.exe failure 'kubelet' reset= 0 actions= restart/10000",
+        "New-Service -Name 'k' -BinaryPathName '\"C:\\k\\k.exe\" --v=2'",
+        "throw \"sc.exe failed: $o\"",
+    ] {
+        assert!(native_args_with_quotes(good).is_empty(), "flagged: {good}");
+    }
 }
 
 #[test]

@@ -251,7 +251,7 @@ impl Worker {
         let sc = &self.sh.scrubber;
         let sensitive = self.is_sensitive(t);
         let (change, action, reason, diff) = match plan {
-            Plan::NoOp { why } => (false, None, why.clone(), None),
+            Plan::NoOp { why, .. } => (false, None, why.clone(), None),
             Plan::Change(c) => (
                 true,
                 Some(c.action.to_string()),
@@ -274,6 +274,15 @@ impl Worker {
             reason: sc.scrub(&reason),
             diff,
         });
+        if let Plan::NoOp {
+            warning: Some(w), ..
+        } = plan
+        {
+            self.sh.report.warn(
+                Some(&self.host),
+                format!("{}: {}", task.id.name, sc.scrub(w)),
+            );
+        }
     }
 
     /// Emit `host_finished` and hand back the totals.
@@ -616,10 +625,12 @@ impl Worker {
         let mut inputs = Inputs::new();
         let mut asked = 0;
         let plan = loop {
+            let nonce = crate::module::new_plan_nonce();
             let ctx = Ctx {
                 shell: self.shell,
                 host: &self.host,
                 inputs: &inputs,
+                nonce: &nonce,
             };
             match module.plan(&self.facts, &ctx) {
                 Ok(p) => break p,
@@ -639,7 +650,7 @@ impl Worker {
         };
         self.emit_planned(t, &plan);
         match plan {
-            Plan::NoOp { why } => {
+            Plan::NoOp { why, .. } => {
                 if self.pending.is_empty() {
                     self.finish(t, TaskStatus::Ok, Some(why));
                 } else {
@@ -674,10 +685,12 @@ impl Worker {
         let Ok(module) = self.tasks[t].module.clone() else {
             return;
         };
+        let nonce = crate::module::new_plan_nonce();
         let ctx = Ctx {
             shell: self.shell,
             host: &self.host,
             inputs,
+            nonce: &nonce,
         };
         let name = self.tasks[t].module_name.clone();
         match module.plan(&self.facts, &ctx) {
@@ -844,10 +857,12 @@ impl Worker {
             let Ok(module) = self.tasks[p.t].module.clone() else {
                 continue;
             };
+            let nonce = crate::module::new_plan_nonce();
             let ctx = Ctx {
                 shell: self.shell,
                 host: &self.host,
                 inputs: &p.inputs,
+                nonce: &nonce,
             };
             match module.plan(&self.facts, &ctx) {
                 Ok(Plan::NoOp { .. }) => {
@@ -1068,10 +1083,12 @@ impl Worker {
                     let Ok(module) = self.tasks[t].module.clone() else {
                         return;
                     };
+                    let nonce = crate::module::new_plan_nonce();
                     let ctx = Ctx {
                         shell: self.shell,
                         host: &self.host,
                         inputs: &inputs,
+                        nonce: &nonce,
                     };
                     match module.plan(&self.facts, &ctx) {
                         Ok(Plan::NoOp { .. }) => {

@@ -121,14 +121,7 @@ impl Lock {
                             Ok(()) => {
                                 let still = std::fs::read(&path).ok().as_deref() == Some(&seen[..]);
                                 let replaced = if still {
-                                    std::fs::copy(&tmp, path.with_extension("takeover-new"))
-                                        .and_then(|_| {
-                                            std::fs::rename(
-                                                path.with_extension("takeover-new"),
-                                                &path,
-                                            )
-                                        })
-                                        .map_err(io)
+                                    super::state::write_private(&path, &bytes).map_err(io)
                                 } else {
                                     Ok(())
                                 };

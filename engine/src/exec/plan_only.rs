@@ -39,16 +39,18 @@ pub(crate) async fn work(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -
                 continue;
             }
         };
+        let nonce = crate::module::new_plan_nonce();
         let ctx = Ctx {
             shell: w.shell,
             host: &w.host,
             inputs: &inputs,
+            nonce: &nonce,
         };
         match module.plan(&w.facts, &ctx) {
             Ok(plan) => {
                 w.emit_planned(t, &plan);
                 match plan {
-                    Plan::NoOp { why } => w.finish(t, TaskStatus::Ok, Some(why)),
+                    Plan::NoOp { why, .. } => w.finish(t, TaskStatus::Ok, Some(why)),
                     Plan::Change(c) => w.finish(
                         t,
                         TaskStatus::Changed,

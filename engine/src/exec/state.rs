@@ -1,47 +1,79 @@
 //! `.kwin/` next to the plan: private directory (0700) and files (0600), and run ids.
+//!
+//! Every local file kwin writes (journal, logs, lock, `checksums.toml`, `known_hosts`, the
+//! admin kubeconfig) is created here with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600 from its
+//! first byte: a whole-file write goes to a new file with a random name in the target's
+//! directory and is renamed over the target, so a file or link another user planted in a
+//! shared directory is never opened, written through or moved into place. `.kwin/` itself
+//! must be a real directory owned by the user running kwin: one planted by another user (or a
+//! link to one) is refused, so nothing inside it is theirs either.
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Create `dir` (and parents) with mode 0700; tighten an existing one to 0700.
+/// Create `dir` (and parents) with mode 0700; tighten an existing one to 0700. The directory
+/// must be a directory (not a symbolic link) owned by the effective user.
 pub fn private_dir(dir: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory (a symbolic link is not accepted for kwin's private state)",
+            dir.display()
+        )));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(io::Error::other(format!(
+            "{} belongs to uid {}, not to the user running kwin (uid {me}); remove it or run as its owner",
+            dir.display(),
+            meta.uid()
+        )));
+    }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-/// Create (truncate) `path` with mode 0600.
-pub fn private_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-}
-
-/// Create `path` with mode 0600, failing if it exists.
+/// Create `path` with mode 0600, failing if anything (a file, a link) exists at that name.
 pub fn private_file_new(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
 }
 
-/// Write `bytes` to `path` (0600) through a temporary file and a rename.
+/// A name for a temporary file beside `path` that nobody can guess: `.kwin-tmp-<128 random
+/// bits>` in the same directory.
+pub fn temp_beside(path: &Path) -> PathBuf {
+    let name = format!(".kwin-tmp-{}", crate::fact::new_nonce());
+    match path.parent() {
+        Some(d) => d.join(name),
+        None => PathBuf::from(name),
+    }
+}
+
+/// Write `bytes` to `path` (0600): a new file with a random name beside it, created
+/// exclusively, synced, then renamed over `path` (which replaces a file or link there without
+/// following it).
 pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = private_file(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    let tmp = temp_beside(path);
+    let mut f = private_file_new(&tmp)?;
+    let written = f
+        .write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Milliseconds since the Unix epoch.

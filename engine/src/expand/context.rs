@@ -6,10 +6,11 @@
 //! context of 1,000 hosts is linear.
 //!
 //! Variables (see the structs below for every field):
-//! `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts` (only with `[cluster]`),
+//! `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts`, `windows` (only with `[cluster]`),
 //! `host`, `first_control_plane` (none without a control plane), `hosts` (every host).
 
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::plan::versions;
 use crate::plan::{CniBackend, CniPlugin, LoadedPlan, Os, ResolvedHost, Role, RuntimeKind};
 use crate::template::Value;
 use serde::Serialize;
@@ -27,8 +28,12 @@ pub mod defaults {
     /// The only VXLAN UDP port Windows supports.
     pub const VXLAN_PORT: u16 = 4789;
     pub const API_SERVER_PORT: u16 = 6443;
-    pub const SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10";
     pub const TOKEN_TTL: &str = "2h";
+    /// Windows nodes register with `os=windows:NoSchedule`.
+    pub const WINDOWS_TAINT: bool = true;
+    /// No RuntimeClasses unless the plan asks for them.
+    pub const WINDOWS_RUNTIME_CLASSES: bool = false;
+    // The sandbox image follows kubeadm per minor: `crate::plan::versions::pause_image`.
 }
 
 /// Pinned component versions, written as upstream writes them in release asset names.
@@ -39,6 +44,53 @@ pub mod pinned {
     pub const CALICO: &str = "v3.29.7";
     pub const CNI_PLUGINS: &str = "v1.6.2";
     pub const CRI_DOCKERD: &str = "0.3.17";
+}
+
+/// `windows`: what Windows nodes of every cluster share, one value for every recipe that names
+/// it (the pod network's files on the node, the image the Windows DaemonSets run on).
+pub mod windows {
+    /// CNI plugin binaries: containerd's `bin_dir`, the CNI plugins' unpack, the flannel and
+    /// kube-proxy DaemonSets' scripts, Calico's Installation, reset. The Windows CNIs agree on
+    /// it: tigera/operator pkg/render/windows.go `DefaultWindowsCNIDirectories` ("/opt/cni/bin"
+    /// on the system drive) and sig-windows-tools hostprocess/flannel/flanneld/
+    /// flannel-overlay.yml at 03f99247 (`CNI_BIN_PATH`); projectcalico/calico#6122.
+    pub const CNI_BIN_DIR: &str = r"C:\opt\cni\bin";
+    /// CNI network configurations: containerd's `conf_dir` (same sources, "/etc/cni/net.d",
+    /// `CNI_CONFIG_PATH`).
+    pub const CNI_CONF_DIR: &str = r"C:\etc\cni\net.d";
+    /// The image of kwin's Windows DaemonSets: Microsoft's empty host-process base image
+    /// (microsoft/windows-host-process-containers-base-image README at d7c1101); the
+    /// programs they run are release binaries kwin installs on the node.
+    pub const HOST_PROCESS_IMAGE: &str =
+        "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0";
+    /// flannel's CNI plugin for Windows (flannel-io/cni-plugin; the version kube-flannel.yml
+    /// v0.26.7 runs on Linux).
+    pub const FLANNEL_CNI_PLUGIN: &str = "v1.6.2-flannel1";
+    /// microsoft/windows-container-networking (sdnoverlay.exe, the delegate flannel's Windows
+    /// CNI configuration names).
+    pub const SDN_CNI: &str = "v0.3.1";
+}
+
+/// `windows` (with `[cluster]`).
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowsCtx {
+    pub cni_bin_dir: &'static str,
+    pub cni_conf_dir: &'static str,
+    pub host_process_image: &'static str,
+    pub flannel_cni_plugin: &'static str,
+    pub sdn_cni: &'static str,
+}
+
+impl WindowsCtx {
+    fn new() -> Self {
+        WindowsCtx {
+            cni_bin_dir: windows::CNI_BIN_DIR,
+            cni_conf_dir: windows::CNI_CONF_DIR,
+            host_process_image: windows::HOST_PROCESS_IMAGE,
+            flannel_cni_plugin: windows::FLANNEL_CNI_PLUGIN,
+            sdn_cni: windows::SDN_CNI,
+        }
+    }
 }
 
 /// `cluster`: effective cluster settings.
@@ -71,6 +123,12 @@ pub struct ClusterCtx {
     pub has_windows: bool,
     /// Lifetime of the bootstrap token workers join with.
     pub token_ttl: String,
+    /// Register Windows nodes with the taint `os=windows:NoSchedule` (default true).
+    pub windows_taint: bool,
+    /// Create the RuntimeClasses of Windows Server builds (default false).
+    pub windows_runtime_classes: bool,
+    /// What to do about a reboot Windows waits for on a joined Windows worker: "report".
+    pub windows_pending_reboot: String,
 }
 
 /// `cni`: pod network.
@@ -95,6 +153,7 @@ pub struct RuntimeCtx {
     pub cri_dockerd: bool,
     /// "package" | "release".
     pub containerd_source: String,
+    /// The plan's, else kubeadm's pause image for the cluster's minor.
     pub sandbox_image: String,
 }
 
@@ -115,11 +174,20 @@ pub struct VersionsCtx {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProxyCtx {
     pub enabled: bool,
+    /// The URLs as the plan writes them (never with credentials).
     pub http: Option<String>,
     pub https: Option<String>,
     /// The plan's list plus localhost, the pod and service CIDRs, the cluster domain and every
     /// host's address.
     pub no_proxy: Vec<String>,
+    /// Whether the plan names proxy credentials (`credentials_env` / `credentials_file`).
+    pub credentials: bool,
+    /// With credentials: `http` / `https` with `user:password@` in them (percent-encoded). A
+    /// secret: recipes write it only to `env_file`, mode 0600.
+    pub http_auth: Option<String>,
+    pub https_auth: Option<String>,
+    /// The root-only environment file for the URLs with credentials (`/etc/kwin/proxy.env`).
+    pub env_file: String,
 }
 
 /// `artifacts`: where downloads come from. With a mirror every base is `<mirror>/<site>`.
@@ -176,6 +244,107 @@ pub struct RecipeContext {
     pub first_control_plane: Option<usize>,
     /// Whether the plan has `[cluster]` (recipes apply only then).
     pub has_cluster: bool,
+    /// The versions the flag table is keyed by, for `flag()` / `flag_supported()`.
+    pub component_versions: ComponentVersions,
+}
+
+/// The versions components follow (none without `[cluster]`): Kubernetes for kubelet,
+/// kube-proxy and kubeadm, the flannel and containerd releases for flanneld and containerd.
+#[derive(Debug, Clone, Default)]
+pub struct ComponentVersions {
+    pub kubernetes: Option<String>,
+    pub flannel: Option<String>,
+    pub containerd: Option<String>,
+}
+
+impl ComponentVersions {
+    /// The version `component` runs at in this plan.
+    pub fn of(&self, component: &str) -> Result<String, String> {
+        let by = versions::versioned_by(component)
+            .ok_or_else(|| format!("unknown component `{component}` in kwin's flag table"))?;
+        let v = match by {
+            "kubernetes" => &self.kubernetes,
+            "flannel" => &self.flannel,
+            "containerd" => &self.containerd,
+            other => {
+                return Err(format!(
+                    "versions.toml versions {component} by `{other}`, which kwin does not know (a bug in kwin)"
+                ))
+            }
+        };
+        v.clone()
+            .ok_or_else(|| format!("{component} flags need the plan's [cluster] (its versions)"))
+    }
+}
+
+fn template_error(msg: String) -> minijinja::Error {
+    minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg)
+}
+
+/// The text of a flag value: strings as they are, numbers and booleans as minijinja prints
+/// them (`false`, `110`).
+fn flag_value_text(v: &Value) -> String {
+    if let Some(s) = v.as_str() {
+        return s.to_string();
+    }
+    if v.kind() == minijinja::value::ValueKind::Bool {
+        // minijinja prints `True`; command lines take `true`.
+        return v.is_true().to_string();
+    }
+    v.to_string()
+}
+
+/// `flag(component, '--name', value)` renders one command-line flag (`--name=value`, or
+/// `--name` for a flag without a value) after checking it against the flag table
+/// (`plan/versions.toml`): a flag the table does not list, a value where the flag takes none
+/// (or none where it takes one), and a flag the component's version does not accept are
+/// errors naming the upstream source. `flag_supported(component, '--name')` says whether the
+/// component's version accepts the flag, so a recipe states per version what it does when a
+/// flag is gone (it is an error for a flag the table does not list).
+pub fn add_flag_functions(env: &mut minijinja::Environment<'_>, cv: ComponentVersions) {
+    let v = cv.clone();
+    env.add_function(
+        "flag",
+        move |component: &str, name: &str, value: Option<Value>| -> Result<String, minijinja::Error> {
+            let f = versions::flag(component, name).map_err(template_error)?;
+            let ver = v.of(component).map_err(template_error)?;
+            match versions::flag_support(component, name, &ver).map_err(template_error)? {
+                versions::Support::Removed { removed, source } => {
+                    return Err(template_error(format!(
+                        "{component} {ver} does not accept {name}: removed in {removed} ({source}); render it only where flag_supported('{component}', '{name}')"
+                    )))
+                }
+                versions::Support::NotYet { added } => {
+                    return Err(template_error(format!(
+                        "{component} {ver} does not have {name} yet (added in {added}); render it only where flag_supported('{component}', '{name}')"
+                    )))
+                }
+                versions::Support::Accepted { .. } => {}
+            }
+            let value = value.filter(|x| !x.is_none() && !x.is_undefined());
+            match (f.value, value) {
+                (true, Some(x)) => Ok(format!("{name}={}", flag_value_text(&x))),
+                (true, None) => Err(template_error(format!(
+                    "{component} {name} takes a value; flag() was given none"
+                ))),
+                (false, None) => Ok(name.to_string()),
+                (false, Some(x)) => Err(template_error(format!(
+                    "{component} {name} takes no value; flag() was given `{x}`"
+                ))),
+            }
+        },
+    );
+    env.add_function(
+        "flag_supported",
+        move |component: &str, name: &str| -> Result<bool, minijinja::Error> {
+            versions::flag(component, name).map_err(template_error)?;
+            let ver = cv.of(component).map_err(template_error)?;
+            Ok(matches!(
+                versions::flag_support(component, name, &ver).map_err(template_error)?,
+                versions::Support::Accepted { .. }
+            ))
+        },
+    );
 }
 
 fn role_str(r: Option<Role>) -> Option<&'static str> {
@@ -277,6 +446,7 @@ impl RecipeContext {
         let cluster = file.cluster.as_ref();
 
         let mut shared: Vec<(&'static str, Value)> = Vec::new();
+        let mut component_versions = ComponentVersions::default();
         let cri = |h: &ResolvedHost| -> Option<String> {
             cluster?;
             Some(
@@ -398,6 +568,10 @@ impl RecipeContext {
                 api_server_port: api_port,
                 dns_domain: dns_domain.clone(),
                 verify: c.verify.unwrap_or(true),
+                windows_pending_reboot: match c.windows_pending_reboot.unwrap_or_default() {
+                    crate::plan::model::PendingReboot::Report => "report".into(),
+                    crate::plan::model::PendingReboot::Drain => "drain".into(),
+                },
                 control_planes: plan
                     .hosts
                     .iter()
@@ -407,6 +581,10 @@ impl RecipeContext {
                 linux_workers: count(Os::Linux, Role::Worker),
                 has_windows: windows_workers > 0,
                 token_ttl: defaults::TOKEN_TTL.into(),
+                windows_taint: c.windows_taint.unwrap_or(defaults::WINDOWS_TAINT),
+                windows_runtime_classes: c
+                    .windows_runtime_classes
+                    .unwrap_or(defaults::WINDOWS_RUNTIME_CLASSES),
             };
 
             let cni = match &file.cni {
@@ -449,10 +627,9 @@ impl RecipeContext {
                     crate::plan::ContainerdSource::Package => "package".into(),
                     crate::plan::ContainerdSource::Release => "release".into(),
                 },
-                sandbox_image: r
-                    .sandbox_image
-                    .clone()
-                    .unwrap_or(defaults::SANDBOX_IMAGE.into()),
+                sandbox_image: r.sandbox_image.clone().unwrap_or_else(|| {
+                    crate::plan::versions::pause_image(&cluster_ctx.kubernetes_version)
+                }),
             };
 
             let v = &file.versions;
@@ -489,11 +666,34 @@ impl RecipeContext {
                             push_unique(&mut no_proxy, ip);
                         }
                     }
+                    // Read like every secret: from the environment or a file the plan names.
+                    let creds = plan.proxy_credentials().and_then(|(src, key)| {
+                        crate::plan::proxy::ProxyCredentials::read(&src)
+                            .map_err(|e| {
+                                diags.push(
+                                    Diagnostic::error(
+                                        "proxy-credentials",
+                                        format!("cannot read the proxy credentials: {e}"),
+                                    )
+                                    .at(plan.loc(key)),
+                                )
+                            })
+                            .ok()
+                    });
+                    let auth = |u: &Option<String>| {
+                        u.as_ref().and_then(|u| {
+                            creds.as_ref().map(|c| c.url_with(u).expose().to_string())
+                        })
+                    };
                     ProxyCtx {
                         enabled: p.http.is_some() || p.https.is_some(),
                         http: p.http.clone(),
                         https: p.https.clone(),
                         no_proxy,
+                        credentials: creds.is_some(),
+                        http_auth: auth(&p.http),
+                        https_auth: auth(&p.https),
+                        env_file: crate::plan::proxy::ENV_FILE.to_string(),
                     }
                 }
                 None => ProxyCtx {
@@ -501,6 +701,10 @@ impl RecipeContext {
                     http: None,
                     https: None,
                     no_proxy: Vec::new(),
+                    credentials: false,
+                    http_auth: None,
+                    https_auth: None,
+                    env_file: crate::plan::proxy::ENV_FILE.to_string(),
                 },
             };
 
@@ -518,12 +722,18 @@ impl RecipeContext {
                 sha256: a.sha256.clone(),
             };
 
+            component_versions = ComponentVersions {
+                kubernetes: Some(cluster_ctx.kubernetes_version.clone()),
+                flannel: Some(versions.flannel.clone()),
+                containerd: Some(versions.containerd.clone()),
+            };
             shared.push(("cluster", Value::from_serialize(&cluster_ctx)));
             shared.push(("cni", Value::from_serialize(&cni)));
             shared.push(("runtime", Value::from_serialize(&runtime)));
             shared.push(("versions", Value::from_serialize(&versions)));
             shared.push(("proxy", Value::from_serialize(&proxy)));
             shared.push(("artifacts", Value::from_serialize(&artifacts)));
+            shared.push(("windows", Value::from_serialize(WindowsCtx::new())));
         }
 
         let host_values: Vec<Value> = hosts.iter().map(Value::from_serialize).collect();
@@ -537,6 +747,7 @@ impl RecipeContext {
             hosts: host_values,
             first_control_plane: first_cp,
             has_cluster: cluster.is_some(),
+            component_versions,
         })
     }
 
@@ -618,6 +829,8 @@ transport = "local"
         assert_eq!(get("cluster.control_plane_endpoint"), "192.168.1.10:6443");
         assert_eq!(get("cni.vni"), "4096");
         assert_eq!(get("versions.containerd"), pinned::CONTAINERD);
+        assert_eq!(get("windows.cni_bin_dir"), r"C:\opt\cni\bin");
+        assert_eq!(get("windows.cni_conf_dir"), r"C:\etc\cni\net.d");
         assert_eq!(get("host.is_first_control_plane").to_lowercase(), "true");
         assert_eq!(
             get("host.cri_socket"),
@@ -655,5 +868,75 @@ transport = "local"
                 .as_deref(),
             Some("a")
         );
+    }
+
+    #[test]
+    fn flag_functions_check_the_version_table() {
+        let env_for = |k8s: &str| {
+            let mut env = crate::template::environment();
+            add_flag_functions(
+                &mut env,
+                ComponentVersions {
+                    kubernetes: Some(k8s.into()),
+                    flannel: Some("v0.26.7".into()),
+                    containerd: Some("1.7.29".into()),
+                },
+            );
+            env
+        };
+        let eval = |k8s: &str, expr: &str| {
+            let env = env_for(k8s);
+            let e = env.compile_expression(expr).expect("compiles");
+            e.eval(minijinja::context! {}).map(|v| v.to_string())
+        };
+        let pod_infra =
+            "flag('kubelet', '--pod-infra-container-image', 'registry.k8s.io/pause:3.10')";
+        assert_eq!(
+            eval("1.34.2", pod_infra).expect("1.34 takes it"),
+            "--pod-infra-container-image=registry.k8s.io/pause:3.10"
+        );
+        let err = eval("1.35.0", pod_infra)
+            .expect_err("1.35 refuses it")
+            .to_string();
+        assert!(
+            err.contains("removed in 1.35") && err.contains("#133779"),
+            "{err}"
+        );
+        let supported = "flag_supported('kubelet', '--pod-infra-container-image')";
+        assert_eq!(eval("1.34.2", supported).expect("ok"), "True");
+        assert_eq!(eval("1.35.0", supported).expect("ok"), "False");
+        assert_eq!(
+            eval("1.31.4", "flag('kubelet', '--cgroups-per-qos', false)").expect("ok"),
+            "--cgroups-per-qos=false"
+        );
+        assert_eq!(
+            eval("1.31.4", "flag('kubelet', '--windows-service')").expect("ok"),
+            "--windows-service"
+        );
+        assert_eq!(
+            eval("1.31.4", "flag('kubelet', '--resolv-conf', '')").expect("ok"),
+            "--resolv-conf="
+        );
+        for bad in [
+            "flag('kubelet', '--no-such-flag', 'x')",
+            "flag('kubelet', '--node-ip')",
+            "flag('kubelet', '--node-ip', none)",
+            "flag('kubelet', '--windows-service', 'yes')",
+            "flag('kubelett', '--node-ip', 'x')",
+            "flag_supported('kubelet', '--no-such-flag')",
+        ] {
+            assert!(eval("1.31.4", bad).is_err(), "{bad} should be refused");
+        }
+        assert_eq!(
+            eval("1.31.4", "flag('flanneld', '--kube-subnet-mgr')").expect("ok"),
+            "--kube-subnet-mgr"
+        );
+        // Without [cluster] there is no version to check against.
+        let mut env = crate::template::environment();
+        add_flag_functions(&mut env, ComponentVersions::default());
+        let e = env
+            .compile_expression("flag('kubelet', '--node-ip', 'x')")
+            .expect("compiles");
+        assert!(e.eval(minijinja::context! {}).is_err());
     }
 }

@@ -58,15 +58,29 @@ pub fn expand_with(
         RecipeSet::default()
     };
     let mut env = template::environment();
-    // `sha256_of('file-name', 'checksum-file-url')`: the artifact's checksum — the plan's pin,
-    // else one recorded from the upstream's checksum file — or none (see crate::checksums).
+    // `sha256_of('file-name', 'checksum-file-url', url='artifact-url')`: the artifact's
+    // checksum — the plan's pin, kwin's digest of that URL, one recorded from the upstream's
+    // checksum file — or none (see crate::checksums).
+    // `openpgp_of('key-file-name', 'key-url')`: a signing key's fingerprint, the plan's or kwin's.
     // `sha256_pin('file-name')`: the plan's pin or none, for optional checksums.
     let s = sums.clone();
-    env.add_function("sha256_of", move |file: &str, sums_url: Option<&str>| {
-        s.lookup(file, sums_url)
+    env.add_function(
+        "sha256_of",
+        move |file: &str, sums_url: Option<&str>, kwargs: minijinja::value::Kwargs| {
+            let url: Option<&str> = kwargs.get("url")?;
+            kwargs.assert_all_used()?;
+            Ok::<_, minijinja::Error>(s.lookup(file, sums_url, url))
+        },
+    );
+    let s = sums.clone();
+    env.add_function("openpgp_of", move |file: &str, url: &str| {
+        s.fingerprint(file, url)
     });
     let s = sums.clone();
     env.add_function("sha256_pin", move |file: &str| s.pin(file));
+    // `flag(component, '--name', value)` / `flag_supported(component, '--name')`: flags
+    // checked against the per-version flag table (plan/versions.toml).
+    context::add_flag_functions(&mut env, ctx.component_versions.clone());
     let mut diags = Diagnostics::default();
     let compiled: Vec<CompiledRecipe> = set
         .recipes

@@ -14,11 +14,13 @@
 pub mod load;
 pub mod model;
 pub mod net;
+pub mod proxy;
 pub mod schema;
 pub mod spans;
 pub mod structure;
 pub mod syntax;
 pub mod validate;
+pub mod versions;
 
 pub use load::{load, load_str};
 pub use model::*;
@@ -253,6 +255,30 @@ impl LoadedPlan {
 
     pub fn resolve_path(&self, p: &str) -> PathBuf {
         resolve_path(&self.base_dir, p)
+    }
+
+    /// Secrets the plan names beyond connections (the proxy credentials, in every form they
+    /// take in rendered files), for the run's scrubber. Unreadable ones are left out: the
+    /// expansion reports them.
+    pub fn plan_secrets(&self) -> Vec<Secret> {
+        self.proxy_credentials()
+            .and_then(|(src, _)| proxy::ProxyCredentials::read(&src).ok())
+            .map(|c| c.secrets())
+            .unwrap_or_default()
+    }
+
+    /// Where the proxy credentials come from (`[proxy] credentials_env` / `credentials_file`),
+    /// and the plan path naming it; not read here.
+    pub fn proxy_credentials(&self) -> Option<(SecretSource, &'static str)> {
+        let p = self.file.proxy.as_ref()?;
+        match (&p.credentials_env, &p.credentials_file) {
+            (Some(v), _) => Some((SecretSource::Env(v.clone()), "proxy.credentials_env")),
+            (None, Some(f)) => Some((
+                SecretSource::File(self.resolve_path(f)),
+                "proxy.credentials_file",
+            )),
+            (None, None) => None,
+        }
     }
 }
 

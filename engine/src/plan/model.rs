@@ -55,8 +55,9 @@ pub struct Cluster {
     /// Cluster name (lowercase letters, digits and `-`); the kubeadm clusterName, the
     /// kubeconfig context and the file name `kwin kubeconfig` writes.
     pub name: String,
-    /// Kubernetes version, full `x.y.z` (e.g. "1.31.4"). kubeadm, kubelet, kubectl and the
-    /// Windows kubelet/kube-proxy binaries are all installed at exactly this version.
+    /// Kubernetes version, full `x.y.z` (e.g. "1.31.4"), of a minor kwin knows (1.29 to 1.37).
+    /// kubeadm, kubelet, kubectl and the Windows kubelet/kube-proxy binaries are all installed
+    /// at exactly this version.
     pub kubernetes_version: String,
     /// Pod (cluster) CIDR, IPv4. Each node gets a /24 from it. Default 10.244.0.0/16.
     #[schemars(extend("default" = "10.244.0.0/16"))]
@@ -81,14 +82,32 @@ pub struct Cluster {
     /// tolerate it (Windows workloads) are scheduled there. Default true.
     #[schemars(extend("default" = true))]
     pub windows_taint: Option<bool>,
-    /// Create a RuntimeClass per Windows Server version found on the workers (`windows-2019`,
-    /// `windows-2022`) carrying the matching nodeSelector (`node.kubernetes.io/windows-build`)
-    /// and the toleration. Default false.
+    /// Create the RuntimeClasses `windows-2019`, `windows-2022` and `windows-2025`, each
+    /// carrying the nodeSelector of its Windows Server build (`node.kubernetes.io/windows-build`)
+    /// and, with `windows_taint`, the toleration. Default false.
     #[schemars(extend("default" = false))]
     pub windows_runtime_classes: Option<bool>,
     /// Deploy test workloads after apply and check connectivity (`kwin verify`). Default true.
     #[schemars(extend("default" = true))]
     pub verify: Option<bool>,
+    /// What kwin does when Windows waits for a reboot on a Windows worker that has joined
+    /// (Windows Update, servicing): `report` (default) names the host and the reasons in a
+    /// warning at the end of the apply and restarts nothing; `drain` (drain the node, restart,
+    /// uncordon) is not implemented yet and refused. Before the join kwin restarts a node only
+    /// for the Containers feature it installed.
+    #[schemars(extend("default" = "report"))]
+    pub windows_pending_reboot: Option<PendingReboot>,
+}
+
+/// `cluster.windows_pending_reboot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PendingReboot {
+    /// Warn, naming the host and why; restart nothing.
+    #[default]
+    Report,
+    /// Drain the node, restart it, uncordon it (not implemented: refused by validation).
+    Drain,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -175,7 +194,7 @@ pub struct Runtime {
     /// Where containerd comes from on Linux: "package" (default) or "release".
     pub containerd_source: Option<ContainerdSource>,
     /// Pause (sandbox) image pinned in the runtime config, e.g. "registry.k8s.io/pause:3.10".
-    /// Default: the one kubeadm uses for the Kubernetes version.
+    /// Default: the one kubeadm uses for the Kubernetes minor (kwin's version table).
     pub sandbox_image: Option<String>,
 }
 
@@ -207,6 +226,10 @@ pub struct Artifacts {
     /// Extra or overriding SHA-256 checksums (64 hex digits), by artifact file name.
     #[serde(default)]
     pub sha256: BTreeMap<String, String>,
+    /// Extra or overriding OpenPGP fingerprints (40 hex digits) of signing keys, by key file
+    /// name (`"Release.key"`).
+    #[serde(default)]
+    pub openpgp: BTreeMap<String, String>,
 }
 
 /// `[proxy]`: an HTTP(S) proxy the hosts reach the internet through.
@@ -221,6 +244,11 @@ pub struct Proxy {
     /// the cluster domain and the hosts' addresses.
     #[serde(default)]
     pub no_proxy: Vec<String>,
+    /// Environment variable holding the proxy credentials, `user:password` (never in the
+    /// plan text; refused with Windows hosts).
+    pub credentials_env: Option<String>,
+    /// File whose first line is the proxy credentials, `user:password`, relative to the plan.
+    pub credentials_file: Option<String>,
 }
 
 /// `[defaults.linux]` and `[defaults.windows]`.

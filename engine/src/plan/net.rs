@@ -245,6 +245,7 @@ mod tests {
             dns_domain: None,
             windows_taint: None,
             windows_runtime_classes: None,
+            windows_pending_reboot: None,
             verify: None,
         }
     }

@@ -282,8 +282,63 @@ pub fn version(s: &str, v_ok: bool) -> Result<semver::Version, String> {
     })
 }
 
+/// Why `s` holds a character that has no place unencoded in a URL (RFC 3986) and that would
+/// change meaning where kwin writes URLs (systemd units, environment files, scripts): control
+/// characters, whitespace, quotes, `\`, `` ` ``, `$`, `<`, `>`, `{`, `}`, `|`, `^`.
+pub fn url_unsafe_char(s: &str) -> Option<String> {
+    s.chars().find_map(|c| {
+        let what = if c.is_control() {
+            format!("a control character (U+{:04X})", u32::from(c))
+        } else if c.is_whitespace() {
+            "whitespace".to_string()
+        } else if "\"'\\`$<>{}|^".contains(c) {
+            format!("`{c}`")
+        } else {
+            return None;
+        };
+        Some(format!(
+            "it contains {what}, which a URL must percent-encode"
+        ))
+    })
+}
+
+/// The `user[:password]` part of an http(s) URL, if it has one.
+pub fn url_userinfo(s: &str) -> Option<&str> {
+    let rest = s.split_once("://").map_or(s, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority.rsplit_once('@').map(|(u, _)| u)
+}
+
+/// `s` with the `user[:password]` part of its authority shown as `***` (for messages).
+pub fn url_without_userinfo(s: &str) -> String {
+    match (s.split_once("://"), url_userinfo(s)) {
+        (Some((scheme, rest)), Some(u)) => {
+            format!("{scheme}://***{}", &rest[u.len()..])
+        }
+        _ => s.to_string(),
+    }
+}
+
+/// One `no_proxy` entry: a host, domain (`.lab`), IP, CIDR or `*`; no separators (`,`), no
+/// characters that change meaning in a unit file or environment variable.
+pub fn no_proxy_entry(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("it is empty".into());
+    }
+    if s.contains(',') {
+        return Err("it contains `,`, the separator of the list: give one entry per item".into());
+    }
+    if let Some(why) = url_unsafe_char(s) {
+        return Err(why.replace(", which a URL must percent-encode", ""));
+    }
+    Ok(())
+}
+
 /// An http or https URL with a host.
 pub fn http_url(s: &str) -> Result<(), String> {
+    if let Some(why) = url_unsafe_char(s) {
+        return Err(why);
+    }
     let Some((scheme, rest)) = s.split_once("://") else {
         return Err("it must start with http:// or https://".into());
     };
@@ -417,6 +472,20 @@ mod tests {
         assert!(http_url("http://proxy.example.com:3128").is_ok());
         assert!(http_url("https://mirror.example/k8s/").is_ok());
         assert!(http_url("proxy:3128").is_err());
+        assert!(http_url("http://proxy:3128/\"\nExecStartPre=/bin/true").is_err());
+        assert!(http_url("http://proxy:3128/a b").is_err());
+        assert!(http_url("http://proxy:3128/$x").is_err());
+        assert_eq!(url_userinfo("http://u:p@proxy:3128/x@y"), Some("u:p"));
+        assert_eq!(url_userinfo("http://proxy:3128/x@y"), None);
+        assert_eq!(
+            url_without_userinfo("http://u:p@proxy:3128/"),
+            "http://***@proxy:3128/"
+        );
+        assert!(no_proxy_entry(".lab").is_ok());
+        assert!(no_proxy_entry("10.0.0.0/8").is_ok());
+        assert!(no_proxy_entry("a,b").is_err());
+        assert!(no_proxy_entry("it's").is_err());
+        assert!(no_proxy_entry("").is_err());
         assert!(http_url("ftp://x").is_err());
         assert!(http_url("http://x:99999").is_err());
         assert_eq!(endpoint("k8s.lab:6443"), Ok(("k8s.lab".into(), Some(6443))));

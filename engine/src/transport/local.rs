@@ -110,8 +110,21 @@ impl Transport for LocalTransport {
     async fn put(&self, path: &str, bytes: &[u8], mode: Option<u32>) -> Result<(), TransportError> {
         let p = std::path::Path::new(path);
         let dir = p.parent().unwrap_or(std::path::Path::new("/"));
+        // A new file (never one planted at the name, nor through a link), private until its
+        // mode is set.
         let tmp = dir.join(format!(".kwin-tmp-{}", crate::fact::new_nonce()));
-        tokio::fs::write(&tmp, bytes)
+        let write = async {
+            use tokio::io::AsyncWriteExt;
+            let mut f = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)
+                .await?;
+            f.write_all(bytes).await?;
+            f.flush().await
+        };
+        write
             .await
             .map_err(|e| TransportError::Local(format!("{}: {e}", tmp.display())))?;
         if let Some(m) = mode {

@@ -55,7 +55,7 @@ pub const CACHE_DIR: &str = "/var/cache/kwin/manifests";
 /// Diffs longer than this many lines are cut in the plan.
 const DIFF_LINES: usize = 400;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     manifest: Option<String>,
@@ -70,7 +70,12 @@ struct Params {
     cache_dir: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct PatchParam {
     kind: String,
@@ -288,7 +293,7 @@ impl KubeApply {
                 let p = sh_quote(path);
                 if mode == Mode::Diff {
                     s.push_str(&format!(
-                        "[ -r {p} ] || {{ echo {}; exit 0; }}\n",
+                        "[ -r {p} ] || {{ printf '%s\\n' {}; exit 0; }}\n",
                         sh_quote(&format!("kwin: not-staged {path} does not exist yet"))
                     ));
                 } else {
@@ -314,7 +319,7 @@ impl KubeApply {
                 };
                 match mode {
                     Mode::Diff => s.push_str(&format!(
-                        "[ -f {c} ]{check} || {{ echo {}; exit 0; }}\n",
+                        "[ -f {c} ]{check} || {{ printf '%s\\n' {}; exit 0; }}\n",
                         sh_quote(&format!("kwin: not-staged {url} is not fetched yet"))
                     )),
                     Mode::Apply => s.push_str(&fetch_script(url, sha256.as_deref(), cached)),
@@ -343,7 +348,7 @@ impl KubeApply {
                 let missing = format!("patch target {} is not in the manifest", t.describe());
                 let on_missing = match mode {
                     Mode::Diff => format!(
-                        "{{ echo {}; exit 0; }}",
+                        "{{ printf '%s\\n' {}; exit 0; }}",
                         sh_quote(&format!("kwin: target-missing {missing}"))
                     ),
                     Mode::Apply => die(&missing),
@@ -396,7 +401,7 @@ fn fetch_script(url: &str, sha256: Option<&str>, cached: &str) -> String {
     let verify = match sha256 {
         Some(want) => format!(
             "got=$(sha256sum \"$d/fetch\" | cut -d' ' -f1)\n\
-             [ \"$got\" = {w} ] || {{ echo \"{url}: sha256 is $got, expected {want}\" >&2; exit 1; }}\n",
+             [ \"$got\" = {w} ] || {{ printf '%s: sha256 is %s, expected %s\\n' {u} \"$got\" {w} >&2; exit 1; }}\n",
             w = sh_quote(want),
         ),
         None => String::new(),

@@ -36,7 +36,7 @@ use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     api_endpoint: String,
@@ -46,6 +46,11 @@ struct Params {
     kubeconfig: Option<String>,
     pki_dir: Option<String>,
     kubeadm_config: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -117,17 +122,20 @@ impl JoinData {
         let kc = sh_quote(&self.kubeconfig);
         let ca = sh_quote(&format!("{}/ca.crt", self.pki_dir));
         let mut s = format!(
-            "[ -r {kc} ] || {{ echo {nokc} >&2; exit 1; }}\n\
-             [ -r {ca} ] || {{ echo {noca} >&2; exit 1; }}\n\
+            "[ -r {kc} ] || {{ printf '%s\\n' {nokc} >&2; exit 1; }}\n\
+             [ -r {ca} ] || {{ printf '%s\\n' {noca} >&2; exit 1; }}\n\
              command -v openssl >/dev/null 2>&1 || {{ echo 'openssl is not installed (needed for the CA certificate hash)' >&2; exit 1; }}\n\
              token=$(kubeadm token create --kubeconfig {kc} --ttl {ttl}s --description 'kwin join' | tail -n 1) || {{ echo 'kubeadm token create failed' >&2; exit 1; }}\n\
              printf '%s\\n' \"$token\" | grep -Eq '^[a-z0-9]{{6}}\\.[a-z0-9]{{16}}$' || {{ echo 'kubeadm token create printed no token' >&2; exit 1; }}\n\
              hash=$(openssl x509 -pubkey -noout -in {ca} | openssl pkey -pubin -outform der | sha256sum | cut -d' ' -f1)\n\
-             printf '%s\\n' \"$hash\" | grep -Eq '^[0-9a-f]{{64}}$' || {{ echo 'cannot compute the CA public key hash of {ca_text}' >&2; exit 1; }}\n",
+             printf '%s\\n' \"$hash\" | grep -Eq '^[0-9a-f]{{64}}$' || {{ printf '%s\\n' {nohash} >&2; exit 1; }}\n",
             nokc = sh_quote(&format!("{} does not exist", self.kubeconfig)),
             noca = sh_quote(&format!("{}/ca.crt does not exist", self.pki_dir)),
             ttl = self.ttl_secs,
-            ca_text = format!("{}/ca.crt", self.pki_dir).replace('\'', ""),
+            nohash = sh_quote(&format!(
+                "cannot compute the CA public key hash of {}/ca.crt",
+                self.pki_dir
+            )),
         );
         if self.upload_certs {
             let cfg = self

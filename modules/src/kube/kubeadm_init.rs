@@ -39,7 +39,7 @@ use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     config: String,
@@ -50,6 +50,11 @@ struct Params {
     ignore_preflight_errors: Vec<String>,
     log: Option<String>,
     health_timeout: Option<serde_json::Value>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -152,18 +157,21 @@ impl KubeadmInit {
         }
         let log = sh_quote(&self.log);
         format!(
-            "[ -r {cfg} ] || {{ echo {missing} >&2; exit 1; }}\n\
+            "[ -r {cfg} ] || {{ printf '%s\\n' {missing} >&2; exit 1; }}\n\
              umask 077\n\
              mkdir -p \"$(dirname {log})\" || exit 1\n\
              if ! kubeadm init {args} > {log} 2>&1; then\n\
-             \x20 echo \"kubeadm init failed; the last lines of {log_text}:\" >&2\n\
+             \x20 printf '%s\\n' {failed} >&2\n\
              \x20 tail -n 25 {log} | sed -e 's/[0-9a-f]\\{{64\\}}/***/g' -e 's/[a-z0-9]\\{{6\\}}\\.[a-z0-9]\\{{16\\}}/***/g' >&2\n\
              \x20 exit 1\n\
              fi\n\
-             [ -e {kc} ] || {{ echo {nokc} >&2; exit 1; }}\n",
+             [ -e {kc} ] || {{ printf '%s\\n' {nokc} >&2; exit 1; }}\n",
             cfg = sh_quote(&self.config),
             missing = sh_quote(&format!("{} does not exist", self.config)),
-            log_text = self.log,
+            failed = sh_quote(&format!(
+                "kubeadm init failed; the last lines of {}:",
+                self.log
+            )),
             kc = sh_quote(&self.kubeconfig),
             nokc = sh_quote(&format!(
                 "kubeadm init succeeded but did not write {}",

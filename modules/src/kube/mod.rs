@@ -45,6 +45,19 @@ pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
 /// on the same host changed the cluster.
 pub const API_RESOURCE: &str = "kube:api";
 
+/// The parameters' JSON Schema of a Kubernetes module for `shell`, or `None` if `name` is not
+/// one there (the same pairs [`build`] accepts).
+pub fn params_schema(name: &str, shell: Shell) -> Option<schemars::Schema> {
+    Some(match (name, shell) {
+        ("kubeadm_join", _) => kubeadm_join::params_schema(),
+        ("kubeadm_init", Shell::Posix) => kubeadm_init::params_schema(),
+        ("kube_join_data", Shell::Posix) => join_data::params_schema(),
+        ("kube_apply", Shell::Posix) => apply::params_schema(),
+        ("kube_wait", Shell::Posix) => wait::params_schema(),
+        _ => return None,
+    })
+}
+
 /// Build a Kubernetes module, or `None` if `name` is not one. `kubeadm_join` exists for both
 /// shells; the others run only on POSIX hosts (the control plane).
 pub fn build(

@@ -38,7 +38,7 @@ pub(crate) fn write_b64(target: &str, bytes: &[u8]) -> String {
 
 /// Print `msg` to stderr and exit 1.
 pub(crate) fn die(msg: &str) -> String {
-    format!("{{ echo {} >&2; exit 1; }}", sh_quote(msg))
+    format!("{{ printf '%s\\n' {} >&2; exit 1; }}", sh_quote(msg))
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     condition: String,
@@ -49,6 +49,11 @@ struct Params {
     timeout: Option<serde_json::Value>,
     interval: Option<serde_json::Value>,
     kubeconfig: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +112,7 @@ impl KubeWait {
                 "deployment" | "deployments" | "deploy" => Check::RolloutDeployment,
                 _ => {
                     return Err(ParamError::at(
-                        "condition",
+                        "kind",
                         format!("`rollout` applies to DaemonSet and Deployment, not `{kind}`"),
                     ))
                 }
@@ -286,7 +291,7 @@ impl KubeWait {
              \x20 kw_check > \"$d/report\"; rc=$?\n\
              \x20 if [ $rc -eq 0 ] && ! grep -q '^no ' \"$d/report\"; then break; fi\n\
              \x20 if [ \"$(date +%s)\" -ge \"$deadline\" ]; then\n\
-             \x20   echo {msg} >&2\n\
+             \x20   printf '%s\\n' {msg} >&2\n\
              \x20   if [ $rc -ne 0 ]; then cat \"$d/err\" >&2; else sed -n 's/^no [^ ]* /  /p' \"$d/report\" >&2; fi\n\
              \x20   exit 1\n\
              \x20 fi\n\

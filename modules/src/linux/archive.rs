@@ -41,7 +41,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `archive`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveParams {
     /// Tarball on the host.
@@ -57,6 +57,11 @@ pub struct ArchiveParams {
     pub strip_components: u32,
     /// Path whose existence means the archive was extracted.
     pub creates: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(ArchiveParams)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

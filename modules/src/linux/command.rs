@@ -46,21 +46,29 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `command`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandParams {
     /// The command (sh).
+    #[schemars(extend("x-kwin-code" = true))]
     pub run: String,
     /// Skip when this path exists.
     pub creates: Option<String>,
     /// Skip when this path does not exist.
     pub removes: Option<String>,
     /// Skip when this condition exits 0.
+    #[schemars(extend("x-kwin-code" = true))]
     pub unless: Option<String>,
     /// Skip unless this condition exits 0.
+    #[schemars(extend("x-kwin-code" = true))]
     pub onlyif: Option<String>,
     /// Paths the command changes; default: anything.
     pub changes: Option<Vec<String>>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(CommandParams)
 }
 
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use kwin_engine::quote::sh_quote;
 use serde::Deserialize;
 
 /// `present` (default) or `absent`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
     #[default]
@@ -19,7 +19,7 @@ pub enum State {
 /// A file mode as written in a plan: a string of octal digits (`"0644"`, recommended) or an
 /// integer whose decimal digits are read as octal (`644`). TOML's `0o644` is the integer 420
 /// and would mean `0420`, so strings are safer.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RawMode {
     Text(String),

@@ -38,7 +38,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `directory`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DirectoryParams {
     /// Absolute path of the directory.
@@ -52,6 +52,11 @@ pub struct DirectoryParams {
     /// `present` (default) or `absent`.
     #[serde(default)]
     pub state: State,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(DirectoryParams)
 }
 
 #[derive(Debug, Clone)]

@@ -31,7 +31,7 @@ use super::common::{
 use super::diff::value_diff;
 use super::facts::file::{FileFact, PathState};
 use super::facts::probe::CommandsFact;
-use super::script::{die, die_after, fetch_verified, Fetcher};
+use super::script::{die, die_after, fetch_into, temp_path, Fetcher, FD9};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
     parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
@@ -41,7 +41,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `download`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DownloadParams {
     /// Source URL.
@@ -56,6 +56,11 @@ pub struct DownloadParams {
     pub owner: Option<String>,
     /// Owning group.
     pub group: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(DownloadParams)
 }
 
 #[derive(Debug, Clone)]
@@ -141,7 +146,7 @@ impl Module for Download {
         vec![self.dest.clone()]
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st = facts.get(&self.fact())?;
         let (current, target) = match &st {
             PathState::Absent => (None, self.dest.clone()),
@@ -193,20 +198,39 @@ impl Module for Download {
             },
         };
         let dir = parent_dir(&target);
+        // The same protections as a file write (`script::write_file`): an unguessable name,
+        // created exclusively, refused unless it is a regular file; the download, the hash,
+        // mode and owner all go through the open file (fd 9), and the name is checked to
+        // still be that file before the `mv`.
         let rm = "rm -f -- \"$t\";";
         let mut s = format!(
-            "p={}\nmkdir -p -- {} || {}\nt=$(mktemp {}) || {}\n",
+            "p={}\n[ -d {d} ] || mkdir -p -- {d} || {}\nt={}\numask 077; set -C\n\
+             {{ [ -f {FD9} ] || {}\n",
             sh_quote(&target),
-            sh_quote(&dir),
             die(&format!("cannot create directory {dir}")),
-            sh_quote(&format!("{}/.kwin-dl-XXXXXX", dir.trim_end_matches('/'))),
-            die(&format!("cannot create a temporary file in {dir}")),
+            sh_quote(&temp_path(&target, ctx.nonce)),
+            die(&format!(
+                "the temporary file for {} is not a regular file kwin just created (something was planted at its name, or /proc is not mounted); refusing to download",
+                self.dest
+            )),
+            d = sh_quote(&dir),
         );
-        s.push_str(&fetch_verified(fetcher, &self.url, "t", &self.sha256));
-        s.push_str(&attrs.apply_commands_cleanup("\"$t\"", &self.dest, rm));
+        s.push_str(&fetch_into(fetcher, &self.url, FD9, Some(&self.sha256), rm));
+        s.push_str(&attrs.apply_commands_cleanup(FD9, &self.dest, rm));
         s.push_str(&format!(
-            "mv -f -- \"$t\" \"$p\" || {}\n",
-            die_after(rm, &format!("cannot replace {}", self.dest))
+            "[ ! -L \"$t\" ] && [ \"$t\" -ef {FD9} ] || {}\n",
+            die(&format!(
+                "the temporary file for {} was replaced before it was moved into place; refusing",
+                self.dest
+            ))
+        ));
+        s.push_str(&format!(
+            "mv -f -- \"$t\" \"$p\" || {}\n}} 9>\"$t\" || {}\n",
+            die_after(rm, &format!("cannot replace {}", self.dest)),
+            die(&format!(
+                "cannot create a temporary file beside {}",
+                self.dest
+            )),
         ));
         let (action, reason, old) = match current {
             None => (Action::Create, "missing".to_string(), None),

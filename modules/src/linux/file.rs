@@ -47,7 +47,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `file`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileParams {
     /// Absolute path of the file.
@@ -66,6 +66,11 @@ pub struct FileParams {
     /// Create missing parent directories (default `true`).
     #[serde(default = "yes")]
     pub make_parents: bool,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(FileParams)
 }
 
 fn yes() -> bool {
@@ -180,7 +185,7 @@ impl Module for File {
                 && matches!(facts.get(&self.fact()), Ok(PathState::File(info)) if private_mode(info.meta.mode)))
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st = facts.get(&self.fact())?;
         let sensitive = Module::sensitive(self, facts);
         let q = sh_quote(&self.path);
@@ -216,6 +221,7 @@ impl Module for File {
                     attrs,
                     expect: Expect::Any,
                     make_parents: self.make_parents,
+                    nonce: ctx.nonce,
                 });
                 Ok(self.change_steps(
                     Action::Create,
@@ -262,6 +268,7 @@ impl Module for File {
                             .map(Expect::Sha256)
                             .unwrap_or(Expect::Any),
                         make_parents: false,
+                        nonce: ctx.nonce,
                     });
                     let mut diff = self.diff(sensitive, Some(&info), want);
                     diff.push_str(&attr_diff(&diffs));

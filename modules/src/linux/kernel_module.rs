@@ -41,7 +41,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `kernel_module`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KernelModuleParams {
     /// Module name.
@@ -53,6 +53,11 @@ pub struct KernelModuleParams {
     pub file: Option<String>,
     /// A path only the module creates; existing means the module is in the kernel.
     pub present_if: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(KernelModuleParams)
 }
 
 fn yes() -> bool {
@@ -136,7 +141,7 @@ impl Module for KernelModule {
         r
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let live = facts.get(&self.live())?;
         let marker = match &self.present_if {
             Some(p) => !matches!(facts.get(&FileFact::meta(p))?, PathState::Absent),
@@ -148,7 +153,9 @@ impl Module for KernelModule {
         let mut steps = Vec::new();
         if let Some(f) = &self.file {
             let st = facts.get(&FileFact::content(f))?;
-            if let Some(w) = ensure_content(f, &st, self.file_content().as_bytes(), 0o644)? {
+            if let Some(w) =
+                ensure_content(f, &st, self.file_content().as_bytes(), 0o644, ctx.nonce)?
+            {
                 reasons.push(w.reason);
                 diff.push_str(&w.diff);
                 steps.extend(w.steps);

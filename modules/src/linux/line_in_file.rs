@@ -44,7 +44,7 @@ use regex::Regex;
 use serde::Deserialize;
 
 /// Params of `line_in_file`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LineInFileParams {
     /// Absolute path of the file.
@@ -59,6 +59,11 @@ pub struct LineInFileParams {
     /// Create a missing file when `present` (default `true`).
     #[serde(default = "yes")]
     pub create: bool,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(LineInFileParams)
 }
 
 fn yes() -> bool {
@@ -200,7 +205,7 @@ impl Module for LineInFile {
             || matches!(facts.get(&self.fact()), Ok(PathState::File(info)) if private_mode(info.meta.mode))
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let touches = Touches::Resources(vec![self.path.clone()]);
         let sensitive = Module::sensitive(self, facts);
         let info = match facts.get(&self.fact())? {
@@ -234,6 +239,7 @@ impl Module for LineInFile {
                         },
                         expect: Expect::Any,
                         make_parents: false,
+                        nonce: ctx.nonce,
                     }),
                     touches,
                 }));
@@ -282,6 +288,7 @@ impl Module for LineInFile {
                 .map(Expect::Sha256)
                 .unwrap_or(Expect::Any),
             make_parents: false,
+            nonce: ctx.nonce,
         });
         let mut touched = vec![self.path.clone()];
         touched.extend(info.link_target.clone());

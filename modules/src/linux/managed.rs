@@ -20,6 +20,7 @@ pub struct Rewrite {
 /// Plan writing `want` to `path` given its probed state (from a [`Detail::Content`] fact).
 /// Keeps an existing file's mode and owner; new files get `new_mode` and missing parents.
 /// A file readable by its owner only shows as hashes in the diff.
+/// `nonce`: the plan's [`Ctx::nonce`](kwin_engine::module::Ctx::nonce).
 ///
 /// [`Detail::Content`]: super::facts::file::Detail::Content
 pub fn ensure_content(
@@ -27,6 +28,7 @@ pub fn ensure_content(
     st: &PathState,
     want: &[u8],
     new_mode: u32,
+    nonce: &str,
 ) -> Result<Option<Rewrite>, ModuleError> {
     let (current, expect, attrs, target) = match st {
         PathState::Absent => (
@@ -85,6 +87,7 @@ pub fn ensure_content(
             attrs,
             expect,
             make_parents: true,
+            nonce,
         }),
     }))
 }

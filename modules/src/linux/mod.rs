@@ -42,6 +42,25 @@ pub const NAMES: &[&str] = &[
     "sysctl",
 ];
 
+/// The parameters' JSON Schema of a Linux module, or `None` if `name` is not one.
+pub fn params_schema(name: &str) -> Option<schemars::Schema> {
+    Some(match name {
+        "archive" => archive::params_schema(),
+        "command" => command::params_schema(),
+        "directory" => directory::params_schema(),
+        "download" => download::params_schema(),
+        "file" => file::params_schema(),
+        "kernel_module" => kernel_module::params_schema(),
+        "line_in_file" => line_in_file::params_schema(),
+        "package" => package::params_schema(),
+        "reboot" => reboot::params_schema(),
+        "service" => service::params_schema(),
+        "swap_off" => swap_off::params_schema(),
+        "sysctl" => sysctl::params_schema(),
+        _ => return None,
+    })
+}
+
 /// Build a Linux module, or `None` if `name` is not one.
 pub fn build(
     name: &str,

@@ -9,12 +9,13 @@
 //! | `version` | string | any | apt: exact `Version` (`1.30.2-1.1`); dnf: `1.30.2`, `1.30.2-150500.1.1` or with epoch; a trailing `*` matches any rest |
 //! | `state` | `"present"` / `"absent"` | `"present"` | |
 //! | `hold` | bool | unchanged | `true`: `apt-mark hold` / `dnf versionlock add`; `false`: release |
-//! | `repository` | table | none | `{ name, url, key_url, key_sha256?, suite = "/", components = [] }` (see below) |
+//! | `repository` | table | none | `{ name, url, key_url, key_sha256?, key_fingerprint?, suite = "/", components = [] }` (see below) |
 //!
 //! `repository` (only with `state = "present"`): apt writes
 //! `/etc/apt/sources.list.d/<name>.list` with `signed-by=/etc/apt/keyrings/<name>.gpg` and
-//! installs the key (fetched with curl or wget, checked against `key_sha256`, de-armored
-//! without gpg); dnf writes `/etc/yum.repos.d/<name>.repo` with `gpgcheck=1`.
+//! installs the key (fetched with curl or wget, checked against `key_sha256` and/or
+//! `key_fingerprint` — the latter with gpg —, de-armored without gpg); dnf writes
+//! `/etc/yum.repos.d/<name>.repo` with `gpgcheck=1` (and refuses key checks it cannot make).
 //!
 //! No-op when every package is installed (at a matching version) with the wanted hold, and
 //! the repository files are as they would be written — or none is installed for `absent`.
@@ -54,7 +55,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// One name or several.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Names {
     One(String),
@@ -62,7 +63,7 @@ pub enum Names {
 }
 
 /// Params of `package`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PackageParams {
     /// Package name(s).
@@ -76,6 +77,11 @@ pub struct PackageParams {
     pub hold: Option<bool>,
     /// Repository to install from.
     pub repository: Option<Repository>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(PackageParams)
 }
 
 #[derive(Debug, Clone)]
@@ -173,7 +179,7 @@ impl Package {
         r
     }
 
-    fn plan_present(&self, facts: &Facts, pk: &Packages) -> Result<Plan, ModuleError> {
+    fn plan_present(&self, facts: &Facts, pk: &Packages, nonce: &str) -> Result<Plan, ModuleError> {
         let m = pk.manager;
         let mut reasons: Vec<String> = Vec::new();
         let mut diff = String::new();
@@ -190,6 +196,7 @@ impl Package {
                         &list,
                         repo.apt_list().as_bytes(),
                         0o644,
+                        nonce,
                     )?;
                     let ring_missing = !matches!(ring, PathState::File(_));
                     if list_w.is_some() || ring_missing {
@@ -212,12 +219,19 @@ impl Package {
                     }
                 }
                 _ => {
+                    if repo.key_sha256.is_some() || repo.key_fingerprint.is_some() {
+                        return Err(ModuleError::Unsupported(format!(
+                            "repository {}: dnf imports the signing key from {} itself, unchecked; kwin cannot apply key_sha256 / key_fingerprint there",
+                            repo.name, repo.key_url
+                        )));
+                    }
                     let st = facts.get(&repo.repo_fact())?;
                     if let Some(w) = ensure_content(
                         &repo.dnf_repo_path(),
                         &st,
                         repo.dnf_repo().as_bytes(),
                         0o644,
+                        nonce,
                     )? {
                         repo_changed = true;
                         reasons.push(format!("repository {} not configured", repo.name));
@@ -461,7 +475,7 @@ impl Module for Package {
         self.resources()
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let pk = facts.get(&self.packages_fact())?;
         match pk.manager {
             Manager::Apt | Manager::Dnf => {}
@@ -476,7 +490,7 @@ impl Module for Package {
             }
         }
         match self.state {
-            State::Present => self.plan_present(facts, &pk),
+            State::Present => self.plan_present(facts, &pk, ctx.nonce),
             State::Absent => self.plan_absent(&pk),
         }
     }

@@ -1,24 +1,32 @@
 //! The `repository` of the `package` module: an apt source with its own signing keyring, or
 //! a dnf `.repo` file.
 //!
-//! apt: the key is fetched from `key_url` (checked against `key_sha256` if given), converted
-//! from ASCII armor to a binary keyring without needing gpg, and installed as
-//! `/etc/apt/keyrings/<name>.gpg`; `/etc/apt/sources.list.d/<name>.list` holds one
-//! `deb [signed-by=...]` line. The list file also records which key it was written for, so a
-//! new `key_url` or `key_sha256` installs the new key.
+//! apt: the key is fetched from `key_url`, checked against `key_sha256` and/or
+//! `key_fingerprint` if given, converted from ASCII armor to a binary keyring without needing
+//! gpg, and installed as `/etc/apt/keyrings/<name>.gpg`; `/etc/apt/sources.list.d/<name>.list`
+//! holds one `deb [signed-by=...]` line. The list file also records which key it was written
+//! for, so a new `key_url`, `key_sha256` or `key_fingerprint` installs the new key.
+//!
+//! `key_fingerprint` (40 hex digits, spaces allowed) is checked with `gpg --show-keys` on the
+//! host (gpg must be installed: the `gnupg` package): the file must hold exactly one primary
+//! key, with that fingerprint — another key, or a second one slipped in beside it, is refused.
+//! A fingerprint survives the key file being re-exported (an extended expiry changes the file's
+//! hash, not the fingerprint), so it is what recipes pin for repositories they do not control.
 //!
 //! dnf: `/etc/yum.repos.d/<name>.repo` with `gpgcheck=1` and `gpgkey=<key_url>`; dnf imports
-//! the key itself on first use.
+//! the key itself on first use, unchecked, so `key_sha256` / `key_fingerprint` are refused
+//! there (the `package` module fails the task rather than install a key it cannot check).
 
 use super::download::{check_sha256, check_url};
 use super::facts::file::FileFact;
 use super::script::{die, die_after, fetch, Fetcher};
+use kwin_engine::checksums::normalize_fingerprint;
 use kwin_engine::module::ParamError;
 use kwin_engine::quote::sh_quote;
 use serde::Deserialize;
 
 /// A package repository, as written in a plan.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Repository {
     /// File name stem: `[A-Za-z0-9_.-]+` (e.g. `kubernetes`).
@@ -27,8 +35,10 @@ pub struct Repository {
     pub url: String,
     /// URL of the signing key.
     pub key_url: String,
-    /// sha256 of the key as served (recommended).
+    /// sha256 of the key as served.
     pub key_sha256: Option<String>,
+    /// OpenPGP fingerprint of the key (40 hex digits; spaces allowed), checked with gpg.
+    pub key_fingerprint: Option<String>,
     /// apt suite; `/` (the default) for flat repositories such as pkgs.k8s.io.
     #[serde(default = "default_suite")]
     pub suite: String,
@@ -62,6 +72,14 @@ impl Repository {
         check_url(&self.key_url, &format!("{at}.key_url"))?;
         if let Some(k) = &self.key_sha256 {
             self.key_sha256 = Some(check_sha256(k, &format!("{at}.key_sha256"))?);
+        }
+        if let Some(f) = &self.key_fingerprint {
+            self.key_fingerprint = Some(normalize_fingerprint(f).ok_or_else(|| {
+                ParamError::at(
+                    format!("{at}.key_fingerprint"),
+                    "expected an OpenPGP fingerprint: 40 hex digits",
+                )
+            })?);
         }
         let word = |s: &str| {
             !s.is_empty()
@@ -122,11 +140,13 @@ impl Repository {
             line.push(' ');
             line.push_str(c);
         }
-        format!(
-            "# managed by kwin; key {} sha256 {}\n{line}\n",
-            self.key_url,
-            self.key_sha256.as_deref().unwrap_or("unchecked")
-        )
+        let check = match (&self.key_sha256, &self.key_fingerprint) {
+            (None, None) => "sha256 unchecked".to_string(),
+            (Some(h), None) => format!("sha256 {h}"),
+            (None, Some(f)) => format!("fingerprint {f}"),
+            (Some(h), Some(f)) => format!("sha256 {h} fingerprint {f}"),
+        };
+        format!("# managed by kwin; key {} {check}\n{line}\n", self.key_url)
     }
 
     /// The `.repo` file.
@@ -157,6 +177,9 @@ impl Repository {
             "k",
             self.key_sha256.as_deref(),
         ));
+        if let Some(fp) = &self.key_fingerprint {
+            s.push_str(&check_fingerprint("k", fp, &self.key_url, rm));
+        }
         s.push_str(&dearmor("k", rm));
         s.push_str(&format!(
             "chmod 0644 \"$k\" && mv -f -- \"$k\" {} || {}\n",
@@ -165,6 +188,29 @@ impl Repository {
         ));
         s
     }
+}
+
+/// Commands failing the script (after `cleanup`) unless the OpenPGP key file named by shell
+/// variable `var` holds exactly one primary key, with fingerprint `want` (40 upper-case hex
+/// digits). gpg reads it in a throw-away home (`--show-keys` imports nothing); its
+/// `--with-colons` output has a `pub` record per primary key, followed by that key's `fpr`
+/// record, whose field 10 is the fingerprint (gnupg doc/DETAILS).
+pub fn check_fingerprint(var: &str, want: &str, what: &str, cleanup: &str) -> String {
+    format!(
+        "command -v gpg >/dev/null 2>&1 || {}\n\
+         g=$(mktemp -d) || {}\n\
+         fp=$(GNUPGHOME=\"$g\" gpg --batch --no-tty --with-colons --show-keys -- \"${var}\" 2>/dev/null </dev/null | awk -F: '$1 == \"pub\" {{ n++; w = 1; next }} $1 == \"fpr\" && w {{ print $10; w = 0 }}' | tr '\\n' ' ')\n\
+         rm -rf -- \"$g\"\n\
+         if [ \"$fp\" != {want_sp} ]; then {cleanup} printf 'kwin: the signing key from %s has fingerprint(s) [%s], expected exactly %s\\n' {what} \"$fp\" {want} >&2; exit 1; fi\n",
+        die_after(
+            cleanup,
+            "gpg is needed to check the signing key's fingerprint: install gnupg"
+        ),
+        die_after(cleanup, "cannot create a temporary directory"),
+        want_sp = sh_quote(&format!("{want} ")),
+        want = sh_quote(want),
+        what = sh_quote(what),
+    )
 }
 
 /// Commands converting the file named by shell variable `var` from an ASCII-armored OpenPGP

@@ -35,7 +35,7 @@ use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     #[serde(default = "default_files")]
@@ -44,6 +44,11 @@ struct Params {
     down_timeout: u64,
     #[serde(default = "default_up")]
     up_timeout: u64,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 fn default_files() -> Vec<String> {

@@ -24,7 +24,7 @@ pub fn die(msg: &str) -> String {
 pub fn die_after(cleanup: &str, msg: &str) -> String {
     let sep = if cleanup.is_empty() { "" } else { " " };
     format!(
-        "{{ {cleanup}{sep}echo {} >&2; exit 1; }}",
+        "{{ {cleanup}{sep}printf '%s\\n' {} >&2; exit 1; }}",
         sh_quote(&format!("kwin: {msg}"))
     )
 }
@@ -72,13 +72,43 @@ pub struct WriteFile<'a> {
     pub expect: Expect,
     /// Create missing parent directories.
     pub make_parents: bool,
+    /// The plan's [`Ctx::nonce`](kwin_engine::module::Ctx::nonce): the temporary file's name
+    /// is derived from it.
+    pub nonce: &'a str,
 }
+
+/// The temporary file a write of `path` goes through: in the same directory (so the final
+/// `mv` is a rename), named by [`crate::temp_name`]. Nobody on the host can guess it before the
+/// step runs, and it stays the same for the steps of one plan (the upload and the move of a
+/// large file are two round trips).
+pub fn temp_path(path: &str, nonce: &str) -> String {
+    format!(
+        "{}/{}",
+        parent_dir(path).trim_end_matches('/'),
+        crate::temp_name(nonce, path)
+    )
+}
+
+/// The open temporary file, as a path any command can be given: `chmod`, `chown` and
+/// `sha256sum` reach through it exactly the file the shell holds open as fd 9, whatever has
+/// happened to its name since.
+pub const FD9: &str = "/proc/self/fd/9";
 
 /// Steps that replace `w.path` atomically: a temporary file in the same directory, mode and
 /// owner set, then `mv` over the path.
+///
+/// The temporary name is unguessable ([`temp_path`]) and the file is created exclusively:
+/// under `set -C` the shell opens a name that does not exist with `O_CREAT|O_EXCL`, refuses an
+/// existing regular file, and opens anything else (a FIFO, a device, a link to one) as it is,
+/// so the step then refuses everything but a regular file on fd 9 before a byte is written
+/// (`[ -f /proc/self/fd/9 ]`). Content goes to fd 9, `chmod`/`chown` go through [`FD9`], and
+/// the name is checked to still be that file (`-ef`, not a link) right before the `mv`. All
+/// of it is builtins: a write costs the `mv` (plus `chown`/`chmod` when the umask cannot make
+/// the mode or an owner is asked), as before.
 pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
     let p = sh_quote(w.path);
     let dir = parent_dir(w.path);
+    let tmp = temp_path(w.path, w.nonce);
     let mut s = format!("p={p}\n");
     if w.make_parents {
         // `[ -d ]` is a builtin: no process when the directory is there already.
@@ -98,27 +128,26 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
             )),
         ));
     }
+    // Mode and owner through the open file, a last check of the name, and the move.
     let finish = |s: &mut String, attrs: &Attrs| {
         let rm = "rm -f -- \"$t\";";
-        s.push_str(&attrs.apply_commands_cleanup("\"$t\"", w.path, rm));
+        s.push_str(&attrs.apply_commands_cleanup(FD9, w.path, rm));
+        s.push_str(&format!(
+            "[ ! -L \"$t\" ] && [ \"$t\" -ef {FD9} ] || {}\n",
+            die(&format!(
+                "the temporary file for {} was replaced before it was moved into place; refusing",
+                w.path
+            ))
+        ));
         s.push_str(&format!(
             "mv -f -- \"$t\" \"$p\" || {}\n",
             die_after(rm, &format!("cannot replace {}", w.path))
         ));
     };
     if w.content.len() <= EMBED_LIMIT {
-        // The temporary file, without a `mktemp` process: a name unique to this shell (`$$`)
-        // and this content, created private (umask 077) and exclusively (`set -C`: O_EXCL, so
-        // an existing file or link of that name is never written through). The step runs in
-        // its own subshell, so neither setting outlives it.
-        let tag = {
-            use sha2::Digest;
-            let mut h = sha2::Sha256::new();
-            h.update(w.path.as_bytes());
-            h.update([0]);
-            h.update(w.content);
-            hex::encode(h.finalize())[..12].to_string()
-        };
+        // The temporary file, without a `mktemp` process, created private (umask 077) and
+        // exclusively (`set -C`). The step runs in its own subshell, so neither setting
+        // outlives it.
         // A mode without execute or special bits, whose group gets nothing the others do not
         // (the file is the connecting user's until `chown`), is made by the umask: no `chmod`.
         let direct = w
@@ -127,13 +156,17 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
             .filter(|m| m & 0o7111 == 0 && ((m >> 3) & 0o7) & !(m & 0o7) == 0);
         let umask = direct.map_or(0o077, |m| 0o777 & !m);
         s.push_str(&format!(
-            "t={}$$-{tag}\numask {umask:03o}; set -C\n",
-            sh_quote(&format!("{}/.kwin-", dir.trim_end_matches('/'))),
+            "t={}\numask {umask:03o}; set -C\n{{ [ -f {FD9} ] || {}\n",
+            sh_quote(&tmp),
+            die(&format!(
+                "the temporary file for {} is not a regular file kwin just created (something was planted at its name, or /proc is not mounted); refusing to write",
+                w.path
+            )),
         ));
         if w.content.len() <= PRINTF_LIMIT && !w.content.contains(&0) {
-            s.push_str(&format!("printf {} >\"$t\"", printf_format(w.content)));
+            s.push_str(&format!("printf {} >&9", printf_format(w.content)));
         } else {
-            s.push_str(&decode_to(w.content, "\"$t\""));
+            s.push_str(&decode_to(w.content, "&9"));
         }
         s.push_str(&format!(
             " || {}\n",
@@ -144,10 +177,15 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
             attrs.mode = None;
         }
         finish(&mut s, &attrs);
+        s.push_str(&format!(
+            "}} 9>\"$t\" || {}\n",
+            die(&format!("cannot create a temporary file beside {}", w.path))
+        ));
         vec![Step::Run(s)]
     } else {
-        let base = w.path.rsplit('/').next().unwrap_or("file");
-        let tmp = format!("{}/.{base}.kwin-put", dir.trim_end_matches('/'));
+        // Too large for a script: uploaded to the temporary name first (the transport writes
+        // it atomically), then checked to be a regular file of this user holding exactly the
+        // content, and finished like an embedded write.
         let mut pre = String::new();
         if w.make_parents {
             pre.push_str(&format!(
@@ -156,8 +194,32 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
                 die(&format!("cannot create directory {dir}"))
             ));
         }
-        s.push_str(&format!("t={}\n", sh_quote(&tmp)));
+        let not_ours = die(&format!(
+            "the uploaded file for {} is not a regular file of this user; refusing",
+            w.path
+        ));
+        let rm = "rm -f -- \"$t\";";
+        s.push_str(&format!(
+            "t={}\n[ -f \"$t\" ] && [ ! -L \"$t\" ] || {not_ours}\n\
+             {{ [ -f {FD9} ] && [ -O {FD9} ] || {not_ours}\n\
+             h=$(sha256sum <&9) || {}\n\
+             [ \"${{h%% *}}\" = {} ] || {}\n",
+            sh_quote(&tmp),
+            die_after(rm, &format!("cannot read the uploaded file for {}", w.path)),
+            sha256_hex(w.content),
+            die_after(
+                rm,
+                &format!(
+                    "the uploaded file for {} does not hold what was sent",
+                    w.path
+                )
+            ),
+        ));
         finish(&mut s, &w.attrs);
+        s.push_str(&format!(
+            "}} 9<\"$t\" || {}\n",
+            die(&format!("cannot open the uploaded file for {}", w.path))
+        ));
         let mut steps = Vec::new();
         if !pre.is_empty() {
             steps.push(Step::Run(pre));
@@ -200,17 +262,34 @@ pub fn fetch_verified(fetcher: Fetcher, url: &str, var: &str, sha256: &str) -> S
 
 /// [`fetch_verified`], with the check optional.
 pub fn fetch(fetcher: Fetcher, url: &str, var: &str, sha256: Option<&str>) -> String {
+    fetch_into(
+        fetcher,
+        url,
+        &format!("\"${var}\""),
+        sha256,
+        &format!("rm -f -- \"${var}\";"),
+    )
+}
+
+/// Commands that download `url` into the file named by the shell word `out` and check its
+/// sha256 if given; `cleanup` (commands ending in `;`) runs first on failure.
+pub fn fetch_into(
+    fetcher: Fetcher,
+    url: &str,
+    out: &str,
+    sha256: Option<&str>,
+    cleanup: &str,
+) -> String {
     let u = sh_quote(url);
     let get = match fetcher {
-        Fetcher::Curl => format!("curl -fsSL --retry 3 --connect-timeout 30 -o \"${var}\" {u}"),
-        Fetcher::Wget => format!("wget -q -O \"${var}\" {u}"),
+        Fetcher::Curl => format!("curl -fsSL --retry 3 --connect-timeout 30 -o {out} {u}"),
+        Fetcher::Wget => format!("wget -q -O {out} {u}"),
     };
-    let rm = format!("rm -f -- \"${var}\";");
     format!(
         "{get} || {}\n{}",
-        die_after(&rm, &format!("download of {url} failed")),
+        die_after(cleanup, &format!("download of {url} failed")),
         sha256
-            .map(|h| verify_sha256(var, h, url, &rm))
+            .map(|h| verify_sha256_of(out, h, url, cleanup))
             .unwrap_or_default()
     )
 }
@@ -218,9 +297,14 @@ pub fn fetch(fetcher: Fetcher, url: &str, var: &str, sha256: Option<&str>) -> St
 /// Commands failing the script unless the file named by shell variable `var` has sha256
 /// `want`; `what` names it in the message, `cleanup` runs first on failure.
 pub fn verify_sha256(var: &str, want: &str, what: &str, cleanup: &str) -> String {
+    verify_sha256_of(&format!("\"${var}\""), want, what, cleanup)
+}
+
+/// [`verify_sha256`] of the file named by the shell word `file`.
+pub fn verify_sha256_of(file: &str, want: &str, what: &str, cleanup: &str) -> String {
     let want = sh_quote(want);
     format!(
-        "h=$(sha256sum < \"${var}\") || {}\n\
+        "h=$(sha256sum < {file}) || {}\n\
          if [ \"${{h%% *}}\" != {want} ]; then {cleanup} printf 'kwin: sha256 of %s is %s, expected %s\\n' {} \"${{h%% *}}\" {want} >&2; exit 1; fi\n",
         die_after(cleanup, &format!("cannot hash {what}")),
         sh_quote(what),
@@ -241,7 +325,7 @@ mod tests {
     fn die_quotes_user_text() {
         assert_eq!(
             die("cannot write /tmp/it's"),
-            "{ echo 'kwin: cannot write /tmp/it'\\''s' >&2; exit 1; }"
+            "{ printf '%s\\n' 'kwin: cannot write /tmp/it'\\''s' >&2; exit 1; }"
         );
     }
 
@@ -287,15 +371,21 @@ mod tests {
             attrs: attrs.clone(),
             expect: Expect::Any,
             make_parents: false,
+            nonce: "n",
         });
         assert_eq!(small.len(), 1);
         let Step::Run(s) = &small[0] else {
             panic!("not a run step")
         };
-        assert!(s.contains("printf 'hi\\012' >\"$t\""), "{s}");
+        assert!(s.contains("printf 'hi\\012' >&9"), "{s}");
         // The temporary file is created exclusively, without a `mktemp` process, with its
-        // mode (0644) from the umask: no `chmod`.
-        assert!(s.contains("t=/etc/.kwin-$$-"), "{s}");
+        // mode (0644) from the umask: no `chmod`. Its name comes from the plan's nonce.
+        assert!(
+            s.contains(&format!("t={}\n", temp_path("/etc/a b", "n"))),
+            "{s}"
+        );
+        assert!(temp_path("/etc/a b", "n").starts_with("/etc/.kwin-"));
+        assert_ne!(temp_path("/etc/a b", "n"), temp_path("/etc/a b", "m"));
         assert!(s.contains("umask 133; set -C"), "{s}");
         assert!(!s.contains("mktemp") && !s.contains("chmod"), "{s}");
         // A mode the umask cannot make (group reads, others do not; the file is the
@@ -309,6 +399,7 @@ mod tests {
             },
             expect: Expect::Any,
             make_parents: false,
+            nonce: "n",
         })[0] else {
             panic!("not a run step")
         };
@@ -323,10 +414,10 @@ mod tests {
             attrs,
             expect: Expect::Any,
             make_parents: true,
+            nonce: "n",
         });
         assert_eq!(steps.len(), 3);
-        assert!(
-            matches!(&steps[1], Step::Put { path, mode: Some(0o644), .. } if path == "/etc/.big.kwin-put")
-        );
+        let tmp = temp_path("/etc/big", "n");
+        assert!(matches!(&steps[1], Step::Put { path, mode: Some(0o644), .. } if *path == tmp));
     }
 }

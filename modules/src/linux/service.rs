@@ -54,7 +54,7 @@ const UNIT_DIRS: &[&str] = &[
     "/usr/lib/systemd/system",
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RunState {
     Running,
@@ -62,7 +62,7 @@ pub enum RunState {
 }
 
 /// Params of `service`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceParams {
     /// Unit name.
@@ -74,6 +74,11 @@ pub struct ServiceParams {
     /// Restart when one of these files changed.
     #[serde(default)]
     pub restart_on: Vec<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(ServiceParams)
 }
 
 #[derive(Debug, Clone)]
@@ -175,7 +180,7 @@ impl Module for Service {
         r
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let u = match facts.get(&self.unit())? {
             Systemd::Absent => {
                 return Err(ModuleError::Unsupported(format!(
@@ -280,7 +285,7 @@ impl Module for Service {
             _ => {}
         }
         if let (Some(now), Some(st)) = (&record_now, &record_state) {
-            if let Some(w) = ensure_content(&self.record, st, now.as_bytes(), 0o644)? {
+            if let Some(w) = ensure_content(&self.record, st, now.as_bytes(), 0o644, ctx.nonce)? {
                 if reasons.is_empty() {
                     reasons.push("restart record out of date".into());
                 }

@@ -35,12 +35,17 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// Params of `swap_off`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SwapOffParams {
     /// The fstab to edit (default `/etc/fstab`).
     #[serde(default = "default_fstab")]
     pub fstab: String,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(SwapOffParams)
 }
 
 fn default_fstab() -> String {
@@ -107,7 +112,7 @@ impl Module for SwapOff {
         vec!["swap".into(), "/proc/swaps".into(), self.fstab.clone()]
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let swaps = facts.get(&SwapsFact)?;
         let fstab = facts.get(&self.fstab_fact())?;
         let mut reasons = Vec::new();
@@ -142,7 +147,9 @@ impl Module for SwapOff {
                     }
                 };
                 if let Some(new) = comment_out_swap(text) {
-                    if let Some(w) = ensure_content(&self.fstab, &fstab, new.as_bytes(), 0o644)? {
+                    if let Some(w) =
+                        ensure_content(&self.fstab, &fstab, new.as_bytes(), 0o644, ctx.nonce)?
+                    {
                         reasons.push("swap in fstab");
                         diff.push_str(&w.diff);
                         steps.extend(w.steps);

@@ -39,7 +39,7 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// A value as written in a plan: text or a number.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RawValue {
     Text(String),
@@ -47,7 +47,7 @@ pub enum RawValue {
 }
 
 /// Params of `sysctl`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SysctlParams {
     /// Kernel parameter name.
@@ -59,6 +59,11 @@ pub struct SysctlParams {
     pub persist: bool,
     /// The persisted file (default `/etc/sysctl.d/99-kwin-<key>.conf`).
     pub file: Option<String>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(SysctlParams)
 }
 
 fn yes() -> bool {
@@ -159,7 +164,7 @@ impl Module for Sysctl {
         self.resources()
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let live = facts.get(&self.live())?;
         let mut reasons = Vec::new();
         let mut diff = String::new();
@@ -167,7 +172,9 @@ impl Module for Sysctl {
 
         if let Some(f) = &self.file {
             let st = facts.get(&self.file_fact(f))?;
-            if let Some(w) = ensure_content(f, &st, self.file_content().as_bytes(), 0o644)? {
+            if let Some(w) =
+                ensure_content(f, &st, self.file_content().as_bytes(), 0o644, ctx.nonce)?
+            {
                 reasons.push(w.reason);
                 diff.push_str(&w.diff);
                 steps.extend(w.steps);

@@ -26,15 +26,23 @@ use kwin_engine::transport::Shell;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
+    #[schemars(extend("x-kwin-code" = true))]
     run: String,
     creates: Option<String>,
     removes: Option<String>,
+    #[schemars(extend("x-kwin-code" = true))]
     unless: Option<String>,
+    #[schemars(extend("x-kwin-code" = true))]
     onlyif: Option<String>,
     changes: Option<Vec<String>>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 /// Whether a PowerShell condition succeeds.

@@ -216,27 +216,41 @@ impl Fact for RebootPendingFact {
     }
 }
 
-/// A Windows service as the Service Control Manager knows it (`Win32_Service`).
+/// A Windows service as the Service Control Manager stores it: the service's registry key
+/// `HKLM:\SYSTEM\CurrentControlSet\Services\<name>` (`ImagePath` read with
+/// `DoNotExpandEnvironmentNames`, i.e. byte for byte what `CreateServiceW` /
+/// `ChangeServiceConfigW` stored from `lpBinaryPathName`; `Start` = `dwStartType`: 2 auto,
+/// 3 demand, 4 disabled; `DependOnService`), and its status from `Get-Service`
+/// (`ServiceControllerStatus`: Running, Stopped, StartPending, StopPending, ...).
+/// Sources: learn.microsoft.com winsvc.h CreateServiceW / ChangeServiceConfigW (start types);
+/// reference/5.1/Microsoft.PowerShell.Management/Get-Service.md (PowerShell-Docs 27138b21).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceFact {
-    /// Validated: letters, digits, `-`, `_`, `.` only (safe inside a WQL filter).
+    /// Validated: letters, digits, `-`, `_`, `.` only (no wildcard, safe in a registry path).
     pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ServiceState {
     pub exists: bool,
-    /// `PathName`: the full command line, e.g. `"C:\k\kubelet.exe" --windows-service ...`.
+    /// `ImagePath` as stored, e.g. `"C:\k\kubelet.exe" --windows-service ...`.
     #[serde(default)]
-    pub path: String,
-    /// `StartMode`: Auto, Manual, Disabled (Boot, System for drivers).
-    #[serde(default)]
-    pub start_mode: String,
-    /// `State`: Running, Stopped, Start Pending, Stop Pending, Paused, ...
+    pub image_path: String,
+    /// `Start`: 2 auto, 3 demand (manual), 4 disabled; -1 when the value is missing.
+    #[serde(default = "no_start")]
+    pub start: i64,
+    /// `Get-Service` `Status`: Running, Stopped, StartPending, StopPending, Paused, ...
     #[serde(default)]
     pub state: String,
     #[serde(default)]
     pub display_name: String,
+    /// `DependOnService` (a REG_MULTI_SZ).
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub depends_on: Vec<String>,
+}
+
+fn no_start() -> i64 {
+    -1
 }
 
 impl Fact for ServiceFact {
@@ -249,10 +263,17 @@ impl Fact for ServiceFact {
             return posix_unsupported();
         }
         format!(
-            "$s = Get-CimInstance -ClassName Win32_Service -Filter {filter}\n\
-             if ($s) {{ ConvertTo-Json -Compress -InputObject @{{ exists = $true; path = [string]$s.PathName; start_mode = [string]$s.StartMode; state = [string]$s.State; display_name = [string]$s.DisplayName }} }}\n\
-             else {{ ConvertTo-Json -Compress -InputObject @{{ exists = $false }} }}",
-            filter = ps_quote(&format!("Name='{}'", self.name))
+            "$k = Get-Item -LiteralPath {key} -ErrorAction SilentlyContinue\n\
+             $s = Get-Service -Name {n} -ErrorAction SilentlyContinue\n\
+             if ($k -and $s) {{\n\
+             \x20 $d = @($k.GetValue('DependOnService', @()) | ForEach-Object {{ [string]$_ }})\n\
+             \x20 ConvertTo-Json -Compress -InputObject @{{ exists = $true; image_path = [string]$k.GetValue('ImagePath', '', 'DoNotExpandEnvironmentNames'); start = [int]$k.GetValue('Start', -1); state = [string]$s.Status; display_name = [string]$s.DisplayName; depends_on = $d }}\n\
+             }} else {{ ConvertTo-Json -Compress -InputObject @{{ exists = $false }} }}",
+            key = ps_quote(&format!(
+                "HKLM:\\SYSTEM\\CurrentControlSet\\Services\\{}",
+                self.name
+            )),
+            n = ps_quote(&self.name)
         )
     }
     fn parse(&self, out: &FactOutput) -> Result<ServiceState, FactError> {
@@ -331,7 +352,7 @@ impl Fact for FirewallRuleFact {
              \x20 $pf = $r | Get-NetFirewallPortFilter\n\
              \x20 ConvertTo-Json -Compress -InputObject @{{ exists = $true; enabled = [string]$r.Enabled; direction = [string]$r.Direction; action = [string]$r.Action; protocol = [string]$pf.Protocol; local_port = (@($pf.LocalPort) -join ',') }}\n\
              }} else {{ ConvertTo-Json -Compress -InputObject @{{ exists = $false }} }}",
-            n = ps_quote(&self.name)
+            n = super::ps_wildcard_literal(&self.name)
         )
     }
     fn parse(&self, out: &FactOutput) -> Result<FirewallRuleState, FactError> {
@@ -533,18 +554,28 @@ mod tests {
     }
 
     #[test]
-    fn service_path_with_quotes() {
+    fn service_as_stored() {
+        // ConvertTo-Json of the registry values: the quotes of ImagePath escaped as \".
         let s = ServiceFact { name: "kubelet".into() }
-            .parse(&out("{\"state\":\"Running\",\"path\":\"\\\"C:\\\\k\\\\kubelet.exe\\\" --windows-service --hostname-override=ww1\",\"exists\":true,\"start_mode\":\"Auto\",\"display_name\":\"kubelet\"}"))
+            .parse(&out("{\"state\":\"Running\",\"depends_on\":[\"containerd\"],\"image_path\":\"\\\"C:\\\\k\\\\kubelet.exe\\\" --windows-service --hostname-override=ww1\",\"exists\":true,\"start\":2,\"display_name\":\"kubelet\"}\r\n"))
             .expect("parse");
         assert_eq!(
-            s.path,
+            s.image_path,
             "\"C:\\k\\kubelet.exe\" --windows-service --hostname-override=ww1"
         );
-        assert_eq!(
-            (s.start_mode.as_str(), s.state.as_str()),
-            ("Auto", "Running")
-        );
+        assert_eq!((s.start, s.state.as_str()), (2, "Running"));
+        assert_eq!(s.depends_on, ["containerd"]);
+        // One dependency may arrive unwrapped; none as an empty array.
+        let s = ServiceFact { name: "kubelet".into() }
+            .parse(&out("{\"state\":\"Stopped\",\"depends_on\":\"containerd\",\"image_path\":\"x\",\"exists\":true,\"start\":3,\"display_name\":\"k\"}"))
+            .expect("parse");
+        assert_eq!(s.depends_on, ["containerd"]);
+        let s = ServiceFact {
+            name: "kubelet".into(),
+        }
+        .parse(&out("{\"exists\":false}"))
+        .expect("parse");
+        assert!(!s.exists && s.start == -1);
     }
 
     #[test]

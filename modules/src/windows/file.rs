@@ -2,8 +2,9 @@
 //!
 //! Parameters: `path` (absolute Windows path), `content` (text, written as UTF-8 bytes exactly
 //! as given, no BOM, no newline conversion), `state` = "present" (default) | "absent".
-//! No-op when the file's SHA-256 equals the content's. Changes: writes a temp file beside the
-//! target and renames it over (atomic on NTFS); creates missing parent directories.
+//! No-op when the file's SHA-256 equals the content's. Changes: writes a new temporary file with
+//! an unguessable name beside the target, checks it is still that plain file with that content,
+//! and renames it over (atomic on NTFS); creates missing parent directories.
 //! With the task's `sensitive = true`, the probe reads the file's hash only and diffs show
 //! `sha256:… (sensitive)` for both sides (Windows has no mode bits to make it the default).
 //!
@@ -31,13 +32,18 @@ const EMBED_LIMIT: usize = 256 * 1024;
 /// Current content is read back for a diff up to this size.
 const DIFF_LIMIT: u64 = 256 * 1024;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     path: String,
     content: Option<String>,
     #[serde(default)]
     state: State,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -107,18 +113,45 @@ pub(crate) fn content_diff(path: &str, old: Option<&[u8]>, new: &[u8]) -> String
         .to_string()
 }
 
-/// Script that writes `content` to `path` atomically (temp file + rename).
-pub(crate) fn write_script(path: &str, content: &[u8]) -> String {
+/// Script that writes `content` to `path` atomically: a new file beside it, named by
+/// [`crate::temp_name`] (unguessable: nothing can be planted there first) and created with
+/// `FileMode.CreateNew` ("If the file already exists, an IOException exception is thrown",
+/// learn.microsoft.com/dotnet/api/system.io.filemode, .NET Framework 4.x as in Windows
+/// PowerShell 5.1), then checked to be a plain file
+/// holding exactly `content` (not a reparse point: a link or junction put in its place) and
+/// renamed over `path`.
+pub(crate) fn write_script(path: &str, content: &[u8], nonce: &str) -> String {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(content);
     format!(
         "$p = {p}\n\
          $d = [IO.Path]::GetDirectoryName($p)\n\
          if ($d -and -not (Test-Path -LiteralPath $d)) {{ New-Item -ItemType Directory -Force -Path $d | Out-Null }}\n\
-         $t = $p + '.kwin-tmp'\n\
-         [IO.File]::WriteAllBytes($t, [Convert]::FromBase64String('{b64}'))\n\
+         $t = [IO.Path]::Combine($d, {tmp})\n\
+         $b = [Convert]::FromBase64String('{b64}')\n\
+         $f = [IO.File]::Open($t, [IO.FileMode]::CreateNew, [IO.FileAccess]::Write, [IO.FileShare]::None)\n\
+         try {{ $f.Write($b, 0, $b.Length) }} finally {{ $f.Dispose() }}\n\
+         {check}\n\
          Move-Item -LiteralPath $t -Destination $p -Force",
-        p = ps_quote(path)
+        p = ps_quote(path),
+        tmp = ps_quote(&crate::temp_name(nonce, path)),
+        check = temp_check("$t", &hex::encode(Sha256::digest(content)), path),
+    )
+}
+
+/// PowerShell that throws unless the file named by `var` is a plain file (no reparse point, no
+/// directory) whose SHA-256 is `sha256`: what a step created is what it moves into place.
+pub(crate) fn temp_check(var: &str, sha256: &str, shown: &str) -> String {
+    format!(
+        "$i = Get-Item -LiteralPath {var} -Force\n\
+         if ($i.Attributes -band ([IO.FileAttributes]::ReparsePoint -bor [IO.FileAttributes]::Directory)) {{ throw {} }}\n\
+         if ((Get-FileHash -LiteralPath {var} -Algorithm SHA256).Hash.ToLowerInvariant() -ne '{sha256}') {{ Remove-Item -LiteralPath {var} -Force; throw {} }}",
+        ps_quote(&format!(
+            "the temporary file for {shown} was replaced by a link or directory; refusing"
+        )),
+        ps_quote(&format!(
+            "the temporary file for {shown} does not hold what was written; refusing"
+        )),
     )
 }
 
@@ -139,7 +172,7 @@ impl Module for File {
         self.sensitive
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: PathState = facts.get(&self.fact())?;
         let touches = Touches::Resources(vec![path_resource(&self.path)]);
         match (&self.state, &self.content) {
@@ -181,7 +214,7 @@ impl Module for File {
                     (Action::Create, "missing")
                 };
                 let steps = if content.len() <= EMBED_LIMIT {
-                    vec![step(write_script(&self.path, content))]
+                    vec![step(write_script(&self.path, content, ctx.nonce))]
                 } else {
                     vec![Step::Put {
                         path: self.path.clone(),
@@ -225,6 +258,7 @@ mod tests {
             shell: Shell::PowerShell,
             host: "ww1",
             inputs: &inputs,
+            nonce: "0123456789abcdef0123456789abcdef",
         };
         match f.plan(&facts, &ctx) {
             Ok(Plan::Change(c)) => c,

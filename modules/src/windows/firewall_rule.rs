@@ -16,7 +16,7 @@
 //! ```
 
 use super::facts::{FirewallRuleFact, FirewallRuleState};
-use super::{step, State};
+use super::{ps_wildcard_literal, step, State};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
     parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
@@ -25,35 +25,35 @@ use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Direction {
     In,
     Out,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum RuleAction {
     Allow,
     Block,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 enum Protocol {
     Tcp,
     Udp,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum Port {
     One(u16),
     Text(String),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     name: String,
@@ -63,6 +63,11 @@ struct Params {
     action: Option<RuleAction>,
     #[serde(default)]
     state: State,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -185,7 +190,10 @@ impl Module for FirewallRule {
                 }
                 let mut script = String::new();
                 if st.exists {
-                    script.push_str(&format!("Remove-NetFirewallRule -Name {n}\n"));
+                    script.push_str(&format!(
+                        "Remove-NetFirewallRule -Name {}\n",
+                        ps_wildcard_literal(&self.name)
+                    ));
                 }
                 script.push_str(&format!(
                     "New-NetFirewallRule -Name {n} -DisplayName {n} -Direction {dir} -Action {act} -Protocol {proto} -LocalPort {} -Enabled True | Out-Null",
@@ -216,7 +224,10 @@ impl Module for FirewallRule {
                 action: Action::Delete,
                 reason: "present".into(),
                 diff: Some(format!("- {have}")),
-                steps: vec![step(format!("Remove-NetFirewallRule -Name {n}"))],
+                steps: vec![step(format!(
+                    "Remove-NetFirewallRule -Name {}",
+                    ps_wildcard_literal(&self.name)
+                ))],
                 touches,
             })),
         }

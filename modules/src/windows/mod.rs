@@ -18,11 +18,13 @@ pub mod feature;
 pub mod file;
 pub mod firewall_rule;
 pub mod hotfix;
+mod no_proxy;
 pub mod path_entry;
 pub mod preflight;
 pub mod reboot;
 pub mod registry_value;
 pub mod service;
+mod service_script;
 
 /// Module names implemented for Windows hosts.
 pub const NAMES: &[&str] = &[
@@ -41,6 +43,27 @@ pub const NAMES: &[&str] = &[
     "service",
     "windows_feature",
 ];
+
+/// The parameters' JSON Schema of a Windows module, or `None` if `name` is not one.
+pub fn params_schema(name: &str) -> Option<schemars::Schema> {
+    Some(match name {
+        "archive" => archive::params_schema(),
+        "command" => command::params_schema(),
+        "directory" => directory::params_schema(),
+        "download" => download::params_schema(),
+        "env_var" => env_var::params_schema(),
+        "file" => file::params_schema(),
+        "firewall_rule" => firewall_rule::params_schema(),
+        "hotfix" => hotfix::params_schema(),
+        "path_entry" => path_entry::params_schema(),
+        "preflight" => preflight::params_schema(),
+        "reboot" => reboot::params_schema(),
+        "registry_value" => registry_value::params_schema(),
+        "service" => service::params_schema(),
+        "windows_feature" => feature::params_schema(),
+        _ => return None,
+    })
+}
 
 /// Build a Windows module, or `None` if `name` is not one.
 pub fn build(
@@ -70,7 +93,7 @@ pub fn build(
 }
 
 /// `present` / `absent`, the common `state` parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
     #[default]
@@ -86,6 +109,19 @@ pub(crate) const STEP_PRELUDE: &str =
 /// A step script: prelude + body.
 pub(crate) fn step(body: impl AsRef<str>) -> kwin_engine::module::Step {
     kwin_engine::module::Step::Run(format!("{STEP_PRELUDE}{}", body.as_ref()))
+}
+
+/// `value` for a parameter that reads a wildcard pattern (`Get-NetFirewallRule -Name`,
+/// `Remove-NetFirewallRule -Name`: "Wildcard characters are accepted", windows-powershell-docs
+/// `docset/winserver2019-ps/NetSecurity/Remove-NetFirewallRule.md`): escaped on the host by
+/// `[WildcardPattern]::Escape` (as PowerShell-Docs `reference/5.1/.../about_Switch.md` uses
+/// it), so `kwin-*` matches the one rule of that name. Not for parameters that are literal
+/// already (`-LiteralPath`, and what it makes literal): see `tests/ps_syntax/wildcards.rs`.
+pub(crate) fn ps_wildcard_literal(value: &str) -> String {
+    format!(
+        "([WildcardPattern]::Escape({}))",
+        kwin_engine::quote::ps_quote(value)
+    )
 }
 
 /// Validate a Windows absolute path (drive or UNC); returns it unchanged.

@@ -1,11 +1,34 @@
-//! `reboot`: restart a Windows host when (and only when) Windows waits for a reboot.
+//! `reboot` (Windows): restart a Windows host for the reboot kwin itself needs, and only while
+//! that is safe; report any other pending reboot.
 //!
 //! Parameters: `down_timeout` (seconds to wait for the host to go away, default 600),
-//! `up_timeout` (seconds to wait for it to answer again, default 1800).
-//! No-op when no reboot is pending (component servicing, Windows Update, or a feature
-//! install/uninstall), so it never loops: after the restart the pending state is gone. The
-//! restart itself is a first-class engine step: trigger, wait until the host is down, wait
-//! until it answers with a NEW boot time, then re-probe.
+//! `up_timeout` (seconds to wait for it to answer again, default 1800), `feature` (a Windows
+//! feature, e.g. `Containers`: restart only when that feature's install waits for it), `joined`
+//! (a path whose existence means the node has joined the cluster, e.g.
+//! `C:\etc\kubernetes\kubelet.conf`: never restart it then), `on_joined` = "report" (default;
+//! "drain" is not implemented and refused).
+//!
+//! Which reboot is pending, and why, comes from Microsoft's own sources:
+//! - the feature: `Get-WindowsFeature` `InstallState` / `Get-WindowsOptionalFeature` `State`
+//!   `InstallPending` / `EnablePending` ("the install process for the package or feature is
+//!   pending", DismPackageFeatureState on learn.microsoft.com; docset/winserver2019-ps of
+//!   MicrosoftDocs/windows-powershell-docs at f113d6bd, ServerManager and DISM);
+//! - component servicing (`HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Component Based
+//!   Servicing\RebootPending`) and Windows Update (`...\WindowsUpdate\Auto Update\
+//!   RebootRequired`): the keys Microsoft's PendingReboot DSC resource reads
+//!   (MSFT_xPendingReboot, xPendingReboot on the PowerShell Gallery; now ComputerManagementDsc).
+//!
+//! Decisions:
+//! - joined (`joined` exists) and anything pending: no restart; the plan is a no-op with a
+//!   warning naming the reasons (the apply ends with it and exits 0). A restart would take
+//!   the node's pods down without a drain;
+//! - not joined, `feature` given: restart when that feature's install is pending; any other
+//!   pending reboot (Windows Update, servicing) is reported, not acted on;
+//! - no `feature` (a plan's own task): restart when anything is pending, as asked.
+//!
+//! The restart itself is a first-class engine step: trigger, wait until the host is down,
+//! wait until it answers with a NEW boot time, then re-probe. After it the pending state is
+//! gone, so it never loops.
 //!
 //! ```toml
 //! [[tasks]]
@@ -13,9 +36,13 @@
 //! module = "reboot"
 //! on = { os = "windows" }
 //! after = ["containers-feature"]
+//! params = { feature = "Containers", joined = 'C:\etc\kubernetes\kubelet.conf' }
 //! ```
 
-use super::facts::{RebootPending, RebootPendingFact};
+use super::check_path;
+use super::facts::{
+    FeatureFact, FeatureState, PathFact, PathState, RebootPending, RebootPendingFact,
+};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
     parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Step,
@@ -24,13 +51,30 @@ use kwin_engine::module::{
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+enum OnJoined {
+    #[default]
+    Report,
+    Drain,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     #[serde(default = "default_down")]
     down_timeout: u64,
     #[serde(default = "default_up")]
     up_timeout: u64,
+    feature: Option<String>,
+    joined: Option<String>,
+    #[serde(default)]
+    on_joined: OnJoined,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 fn default_down() -> u64 {
@@ -43,6 +87,8 @@ fn default_up() -> u64 {
 #[derive(Debug, Clone)]
 pub struct Reboot {
     spec: RebootSpec,
+    feature: Option<String>,
+    joined: Option<String>,
 }
 
 impl Reboot {
@@ -52,33 +98,130 @@ impl Reboot {
         if p.down_timeout == 0 || p.up_timeout == 0 {
             return Err(ParamError::new("timeouts must be at least 1 second"));
         }
+        if p.on_joined == OnJoined::Drain {
+            return Err(ParamError::at(
+                "on_joined",
+                "draining a joined node before a restart is not implemented: use \"report\"",
+            ));
+        }
+        if let Some(f) = &p.feature {
+            if f.is_empty()
+                || !f
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(ParamError::at(
+                    "feature",
+                    format!("`{f}` is not a feature name"),
+                ));
+            }
+        }
+        if let Some(j) = &p.joined {
+            check_path("joined", j)?;
+        }
         Ok(Reboot {
             spec: RebootSpec {
                 down_timeout_secs: p.down_timeout,
                 up_timeout_secs: p.up_timeout,
             },
+            feature: p.feature,
+            joined: p.joined,
+        })
+    }
+
+    fn feature_fact(&self) -> Option<FeatureFact> {
+        self.feature
+            .as_ref()
+            .map(|f| FeatureFact { name: f.clone() })
+    }
+
+    fn joined_fact(&self) -> Option<PathFact> {
+        self.joined.as_ref().map(|p| PathFact {
+            path: p.clone(),
+            content_limit: 0,
+        })
+    }
+
+    fn reboot(&self, reason: String) -> Plan {
+        Plan::Change(Change {
+            action: Action::Reboot,
+            reason,
+            diff: None,
+            steps: vec![Step::Reboot(self.spec.clone())],
+            touches: Touches::Anything,
         })
     }
 }
 
 impl Module for Reboot {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
-        vec![FactQuery::of(&RebootPendingFact, shell)]
+        let mut v = vec![FactQuery::of(&RebootPendingFact, shell)];
+        if let Some(f) = self.feature_fact() {
+            v.push(FactQuery::of(&f, shell));
+        }
+        if let Some(j) = self.joined_fact() {
+            v.push(FactQuery::of(&j, shell));
+        }
+        v
     }
     fn reads(&self) -> Vec<String> {
-        vec!["reboot:pending".into()]
+        let mut v = vec!["reboot:pending".to_string()];
+        if let Some(f) = &self.feature {
+            v.push(format!("feature:{}", f.to_ascii_lowercase()));
+        }
+        if let Some(j) = &self.joined {
+            v.push(super::path_resource(j));
+        }
+        v
     }
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: RebootPending = facts.get(&RebootPendingFact)?;
-        if !st.pending {
+        let feature: Option<FeatureState> = match self.feature_fact() {
+            Some(f) => Some(facts.get(&f)?),
+            None => None,
+        };
+        let ours = feature.as_ref().is_some_and(|f| f.install_pending());
+        let mut reasons = st.reasons.clone();
+        if let (true, Some(f)) = (ours, &self.feature) {
+            reasons.retain(|r| r != "feature");
+            reasons.insert(
+                0,
+                format!(
+                    "the {f} feature install ({})",
+                    feature.as_ref().map_or("", |s| s.state.as_str())
+                ),
+            );
+        }
+        let pending = st.pending || ours;
+        let joined = match self.joined_fact() {
+            Some(j) => facts.get::<PathFact>(&j).map(|s: PathState| s.exists)?,
+            None => false,
+        };
+        if !pending {
             return Ok(Plan::noop("no reboot pending"));
         }
-        Ok(Plan::Change(Change {
-            action: Action::Reboot,
-            reason: format!("reboot pending ({})", st.reasons.join(", ")),
-            diff: None,
-            steps: vec![Step::Reboot(self.spec.clone())],
-            touches: Touches::Anything,
-        }))
+        let why = reasons.join(", ");
+        if joined {
+            return Ok(Plan::noop_warning(
+                "joined node: the pending reboot is left to you",
+                format!(
+                    "{} waits for a reboot ({why}) and has joined the cluster: kwin does not restart it (cluster.windows_pending_reboot = \"report\"); drain it, restart it, uncordon it: kubectl drain {} --ignore-daemonsets; Restart-Computer; kubectl uncordon {}",
+                    ctx.host, ctx.host, ctx.host
+                ),
+            ));
+        }
+        match &self.feature {
+            None => Ok(self.reboot(format!("reboot pending ({why})"))),
+            Some(f) if ours => Ok(self.reboot(format!(
+                "the {f} feature waits for a restart to finish installing ({why})"
+            ))),
+            Some(f) => Ok(Plan::noop_warning(
+                format!("no reboot pending for the {f} feature"),
+                format!(
+                    "{} waits for a reboot kwin did not cause ({why}): kwin restarts a node only for the {f} feature; restart it when it suits you",
+                    ctx.host
+                ),
+            )),
+        }
     }
 }

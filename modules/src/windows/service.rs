@@ -1,15 +1,33 @@
 //! `service` (Windows): a Windows service registered with a command line and start mode, and
-//! running (or stopped); restarted once when a file it watches changed.
+//! running (or stopped); restarted once when a file it watches changed; its binaries replaced
+//! with the service stopped.
 //!
 //! Parameters: `name` (letters, digits, `-`, `_`, `.`), `binary` (absolute path of the
-//! executable), `args` (list of arguments; quoted for the Windows command line), `display_name`,
-//! `start_mode` = "auto" (default) | "manual" | "disabled", `state` = "running" (default) |
-//! "stopped" | "unchanged", `depends_on` (service names), `restart_on` (paths: restart when any
-//! of their contents changed since the last (re)start kwin did), `restart_on_failure` (default
-//! true: the SCM restarts the service 10 s after it dies).
-//! No-op when registered with the same command line and start mode, in the wanted state, and
-//! no watched file changed. kubelet registers this way with `--windows-service`: no wrapper
-//! program is needed.
+//! executable), `args` (list of arguments; quoted for the Windows command line), `wrapper`
+//! (optional: a program and its arguments the SCM runs instead, with `binary` and `args` after
+//! them, e.g. `['C:\k\kube-log-runner.exe', '-log-file=C:\var\log\kubelet\kubelet.log']`;
+//! its first element is an absolute path), `display_name`, `start_mode` = "auto" (default) |
+//! "manual" | "disabled", `state` = "running" (default) | "stopped" | "unchanged",
+//! `depends_on` (service names; unset or empty: dependencies are left as they are),
+//! `restart_on` (paths: restart when any of their contents changed since the last (re)start
+//! kwin did), `restart_on_failure` (default true: the SCM restarts the service 10 s after it
+//! dies), `binaries` (list of `{ src, dest }`: files the service runs from, installed from a
+//! verified staging copy `src`, usually what a `download` or `archive` step left in
+//! `C:\ProgramData\kwin\cache`).
+//!
+//! No-op when registered with the same image path (compared byte for byte with the `ImagePath`
+//! the SCM stored), start mode, display name and dependencies, in the wanted state, every
+//! `dest` has its `src`'s SHA-256, and no watched file changed.
+//!
+//! Registration never hands a `"` to a native command (see `service_script`): `New-Service`,
+//! then `Win32_Service.Change` through `Invoke-CimMethod` for a changed configuration.
+//!
+//! Binaries: a `dest` that differs from its `src` is replaced with the service stopped — stop
+//! (if it runs) → wait until nothing runs from the `dest` files → replace each (the old file is
+//! renamed aside: Windows lets a running image be renamed, not overwritten) → start again if it
+//! was running (`state = "unchanged"`) or if it should run (`state = "running"`). A binary
+//! change therefore always restarts a running service; kubelet, containerd, kube-proxy or
+//! flanneld upgrades are the same step with another `src`.
 //!
 //! `state = "unchanged"` registers and configures the service but leaves its running state
 //! alone: a new service is created and not started, a stopped one is not started, a running
@@ -24,10 +42,11 @@
 //! name = "kubelet-service"
 //! module = "service"
 //! on = { os = "windows" }
-//! params = { name = "kubelet", binary = 'C:\k\kubelet.exe', args = ["--windows-service", "--config=C:\\var\\lib\\kubelet\\config.yaml"] }
+//! params = { name = "kubelet", binary = 'C:\k\kubelet.exe', args = ["--windows-service", "--config=C:\\var\\lib\\kubelet\\config.yaml"], binaries = [{ src = 'C:\ProgramData\kwin\cache\kubelet-v1.31.4.exe', dest = 'C:\k\kubelet.exe' }] }
 //! ```
 
 use super::facts::{PathFact, PathState, ServiceFact, ServiceState};
+use super::service_script as script;
 use super::{check_path, path_resource, step};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
@@ -37,7 +56,7 @@ use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 enum StartMode {
     #[default]
@@ -46,7 +65,37 @@ enum StartMode {
     Disabled,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+impl StartMode {
+    /// `New-Service -StartupType` / `Win32_Service.Change` `StartMode` value.
+    fn cmdlet(self) -> &'static str {
+        match self {
+            StartMode::Auto => "Automatic",
+            StartMode::Manual => "Manual",
+            StartMode::Disabled => "Disabled",
+        }
+    }
+    /// The `Start` value the SCM stores (`dwStartType`: SERVICE_AUTO_START 2,
+    /// SERVICE_DEMAND_START 3, SERVICE_DISABLED 4).
+    fn start_value(self) -> i64 {
+        match self {
+            StartMode::Auto => 2,
+            StartMode::Manual => 3,
+            StartMode::Disabled => 4,
+        }
+    }
+}
+
+fn start_name(v: i64) -> String {
+    match v {
+        2 => "Automatic".into(),
+        3 => "Manual".into(),
+        4 => "Disabled".into(),
+        -1 => "unset".into(),
+        n => format!("start type {n}"),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 enum RunState {
     #[default]
@@ -56,13 +105,22 @@ enum RunState {
     Unchanged,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BinaryParam {
+    src: String,
+    dest: String,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Params {
     name: String,
     binary: String,
     #[serde(default)]
     args: Vec<String>,
+    #[serde(default)]
+    wrapper: Vec<String>,
     display_name: Option<String>,
     #[serde(default)]
     start_mode: StartMode,
@@ -74,6 +132,13 @@ struct Params {
     restart_on: Vec<String>,
     #[serde(default = "yes")]
     restart_on_failure: bool,
+    #[serde(default)]
+    binaries: Vec<BinaryParam>,
+}
+
+/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
+pub fn params_schema() -> schemars::Schema {
+    schemars::schema_for!(Params)
 }
 
 fn yes() -> bool {
@@ -90,6 +155,7 @@ pub struct Service {
     depends_on: Vec<String>,
     restart_on: Vec<String>,
     restart_on_failure: bool,
+    binaries: Vec<BinaryParam>,
 }
 
 /// Quote one argument for the Windows command line (CommandLineToArgvW rules): wrap in quotes
@@ -120,6 +186,18 @@ pub fn win_arg(a: &str) -> String {
     out
 }
 
+/// The image path the SCM stores for `program` + `args`: the program always quoted (a path
+/// with a space, unquoted, makes the SCM try `C:\Program.exe` first), every argument quoted
+/// when it needs it.
+pub fn image_path(program: &str, args: &[String]) -> String {
+    let mut s = format!("\"{program}\"");
+    for a in args {
+        s.push(' ');
+        s.push_str(&win_arg(a));
+    }
+    s
+}
+
 fn valid_service_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 256
@@ -140,6 +218,9 @@ impl Service {
             ));
         }
         check_path("binary", &p.binary)?;
+        if p.binary.contains('"') {
+            return Err(ParamError::at("binary", "a path cannot contain `\"`"));
+        }
         for (i, d) in p.depends_on.iter().enumerate() {
             if !valid_service_name(d) {
                 return Err(ParamError::at(
@@ -151,18 +232,31 @@ impl Service {
         for (i, r) in p.restart_on.iter().enumerate() {
             check_path(&format!("restart_on.{i}"), r)?;
         }
-        if p.args.iter().any(|a| a.contains(['\n', '\r', '\0'])) {
-            return Err(ParamError::at(
-                "args",
-                "arguments cannot contain line breaks",
-            ));
+        for (i, b) in p.binaries.iter().enumerate() {
+            check_path(&format!("binaries.{i}.src"), &b.src)?;
+            check_path(&format!("binaries.{i}.dest"), &b.dest)?;
         }
-        // The SCM stores the image path quoted, as sc.exe / New-Service are given it.
-        let mut command_line = format!("\"{}\"", p.binary);
-        for a in &p.args {
-            command_line.push(' ');
-            command_line.push_str(&win_arg(a));
+        for (field, list) in [("args", &p.args), ("wrapper", &p.wrapper)] {
+            if let Some(i) = list.iter().position(|a| a.contains(['\n', '\r', '\0'])) {
+                return Err(ParamError::at(
+                    format!("{field}.{i}"),
+                    "arguments cannot contain line breaks or NUL",
+                ));
+            }
         }
+        let command_line = match p.wrapper.split_first() {
+            None => image_path(&p.binary, &p.args),
+            Some((program, wargs)) => {
+                check_path("wrapper.0", program)?;
+                if program.contains('"') {
+                    return Err(ParamError::at("wrapper.0", "a path cannot contain `\"`"));
+                }
+                let mut all = wargs.to_vec();
+                all.push(p.binary.clone());
+                all.extend(p.args.iter().cloned());
+                image_path(program, &all)
+            }
+        };
         Ok(Service {
             display_name: p.display_name.unwrap_or_else(|| p.name.clone()),
             name: p.name,
@@ -172,7 +266,13 @@ impl Service {
             depends_on: p.depends_on,
             restart_on: p.restart_on,
             restart_on_failure: p.restart_on_failure,
+            binaries: p.binaries,
         })
+    }
+
+    /// The image path kwin registers (and compares with the stored `ImagePath`).
+    pub fn command_line(&self) -> &str {
+        &self.command_line
     }
 
     fn fact(&self) -> ServiceFact {
@@ -186,15 +286,15 @@ impl Service {
         format!("C:\\ProgramData\\kwin\\service-{}.sha256", self.name)
     }
 
+    fn path_fact(p: &str) -> PathFact {
+        PathFact {
+            path: p.to_string(),
+            content_limit: 0,
+        }
+    }
+
     fn watch_facts(&self) -> Vec<PathFact> {
-        let mut v: Vec<PathFact> = self
-            .restart_on
-            .iter()
-            .map(|p| PathFact {
-                path: p.clone(),
-                content_limit: 0,
-            })
-            .collect();
+        let mut v: Vec<PathFact> = self.restart_on.iter().map(|p| Self::path_fact(p)).collect();
         if !self.restart_on.is_empty() {
             v.push(PathFact {
                 path: self.marker(),
@@ -204,27 +304,41 @@ impl Service {
         v
     }
 
-    fn scm_start(&self) -> &'static str {
-        match self.start_mode {
-            StartMode::Auto => "auto",
-            StartMode::Manual => "demand",
-            StartMode::Disabled => "disabled",
-        }
+    fn binary_facts(&self) -> Vec<PathFact> {
+        self.binaries
+            .iter()
+            .flat_map(|b| [Self::path_fact(&b.src), Self::path_fact(&b.dest)])
+            .collect()
     }
 
-    fn wmi_start(&self) -> &'static str {
-        match self.start_mode {
-            StartMode::Auto => "Auto",
-            StartMode::Manual => "Manual",
-            StartMode::Disabled => "Disabled",
+    /// Dependencies differ (only when the plan manages them).
+    fn deps_differ(&self, st: &ServiceState) -> bool {
+        if self.depends_on.is_empty() {
+            return false;
         }
+        let norm = |v: &[String]| {
+            let mut v: Vec<String> = v.iter().map(|d| d.to_ascii_lowercase()).collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        norm(&self.depends_on) != norm(&st.depends_on)
     }
+}
+
+/// One binary to replace: src, dest, the src's hash, the dest's hash (none: missing).
+struct Replace<'a> {
+    src: &'a str,
+    dest: &'a str,
+    want: String,
+    have: Option<String>,
 }
 
 impl Module for Service {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         let mut v = vec![FactQuery::of(&self.fact(), shell)];
         v.extend(self.watch_facts().iter().map(|f| FactQuery::of(f, shell)));
+        v.extend(self.binary_facts().iter().map(|f| FactQuery::of(f, shell)));
         v
     }
 
@@ -232,6 +346,10 @@ impl Module for Service {
         let mut v = vec![format!("service:{}", self.name.to_ascii_lowercase())];
         v.extend(self.restart_on.iter().map(|p| path_resource(p)));
         v.push(path_resource(&self.marker()));
+        for b in &self.binaries {
+            v.push(path_resource(&b.src));
+            v.push(path_resource(&b.dest));
+        }
         v
     }
 
@@ -241,8 +359,8 @@ impl Module for Service {
         let mut now = String::new();
         let mut recorded = String::new();
         if !self.restart_on.is_empty() {
-            for (p, f) in self.restart_on.iter().zip(self.watch_facts()) {
-                let s: PathState = facts.get(&f)?;
+            for p in &self.restart_on {
+                let s: PathState = facts.get(&Self::path_fact(p))?;
                 now.push_str(&format!(
                     "{} {}\n",
                     s.sha256.unwrap_or_else(|| "missing".into()),
@@ -260,96 +378,196 @@ impl Module for Service {
         }
         let watched_changed = !self.restart_on.is_empty() && now != recorded;
 
-        let (n, cl, dn) = (
-            ps_quote(&self.name),
-            ps_quote(&self.command_line),
-            ps_quote(&self.display_name),
-        );
-        let deps = if self.depends_on.is_empty() {
-            "/".to_string()
-        } else {
-            self.depends_on.join("/")
-        };
+        // Binaries whose installed copy is not the staged one.
+        let mut replace = Vec::new();
+        for b in &self.binaries {
+            let src: PathState = facts.get(&Self::path_fact(&b.src))?;
+            let dest: PathState = facts.get(&Self::path_fact(&b.dest))?;
+            let want = match (&src.sha256, src.exists && !src.dir) {
+                (Some(h), true) => h.clone(),
+                _ => {
+                    return Err(ModuleError::Precondition(format!(
+                        "{} is missing: the step that downloads or unpacks it must run first",
+                        b.src
+                    )))
+                }
+            };
+            if dest.dir {
+                return Err(ModuleError::Precondition(format!(
+                    "{} is a directory",
+                    b.dest
+                )));
+            }
+            if dest.sha256.as_deref() != Some(want.as_str()) {
+                replace.push(Replace {
+                    src: &b.src,
+                    dest: &b.dest,
+                    want,
+                    have: dest.sha256.clone(),
+                });
+            }
+        }
+
+        let n = ps_quote(&self.name);
         let mut script = String::new();
         let mut why = Vec::new();
         let mut diff = Vec::new();
+        let running = st.state == "Running";
+
+        // 1. Binaries: stop, replace.
+        let replaced = !replace.is_empty();
+        if replaced {
+            let dests: Vec<&str> = replace.iter().map(|r| r.dest).collect();
+            script.push_str(&script::stop_for_replace(&self.name, st.exists, &dests));
+            for r in &replace {
+                why.push(match &r.have {
+                    Some(_) => format!("{} differs from {}", r.dest, r.src),
+                    None => format!("{} missing", r.dest),
+                });
+                diff.push(format!(
+                    "{}+ {} sha256 {} (from {})",
+                    r.have
+                        .as_ref()
+                        .map(|h| format!("- {} sha256 {h}\n", r.dest))
+                        .unwrap_or_default(),
+                    r.dest,
+                    r.want,
+                    r.src
+                ));
+                script.push_str(&script::replace(r.src, r.dest, &r.want));
+            }
+            if st.exists && running {
+                diff.push(format!(
+                    "~ {} stopped for the replacement, started again",
+                    self.name
+                ));
+            }
+        }
+
+        // 2. Registration.
+        let startup = self.start_mode.cmdlet();
         let action;
+        let mut reconfigured = false;
         if !st.exists {
             action = Action::Create;
             why.push("not registered".to_string());
             diff.push(format!("+ service {} = {}", self.name, self.command_line));
-            script.push_str(&format!(
-                "$o = & sc.exe create {n} binPath= {cl} start= {} DisplayName= {dn} depend= {}\nif ($LASTEXITCODE -ne 0) {{ throw \"sc.exe create: $o\" }}\n",
-                self.scm_start(),
-                ps_quote(&deps)
+            script.push_str(&script::register(
+                &self.name,
+                &self.command_line,
+                &self.display_name,
+                startup,
+                &self.depends_on,
             ));
+            reconfigured = true;
         } else {
             action = Action::Update;
-            if st.path != self.command_line || !st.start_mode.eq_ignore_ascii_case(self.wmi_start())
-            {
+            let path_differs = st.image_path != self.command_line;
+            let start_differs = st.start != self.start_mode.start_value();
+            let name_differs = st.display_name != self.display_name;
+            let deps_differ = self.deps_differ(&st);
+            if path_differs || start_differs || name_differs || deps_differ {
                 why.push("configuration differs".to_string());
-                if st.path != self.command_line {
-                    diff.push(format!("- {}\n+ {}", st.path, self.command_line));
+                if path_differs {
+                    diff.push(format!("- {}\n+ {}", st.image_path, self.command_line));
                 }
-                if !st.start_mode.eq_ignore_ascii_case(self.wmi_start()) {
+                if start_differs {
                     diff.push(format!(
-                        "- start mode {}\n+ start mode {}",
-                        st.start_mode,
-                        self.wmi_start()
+                        "- start mode {}\n+ start mode {startup}",
+                        start_name(st.start)
                     ));
                 }
-                script.push_str(&format!(
-                    "$o = & sc.exe config {n} binPath= {cl} start= {} DisplayName= {dn} depend= {}\nif ($LASTEXITCODE -ne 0) {{ throw \"sc.exe config: $o\" }}\n",
-                    self.scm_start(),
-                    ps_quote(&deps)
+                if name_differs {
+                    diff.push(format!(
+                        "- display name {}\n+ display name {}",
+                        st.display_name, self.display_name
+                    ));
+                }
+                if deps_differ {
+                    diff.push(format!(
+                        "- depends on {}\n+ depends on {}",
+                        st.depends_on.join(", "),
+                        self.depends_on.join(", ")
+                    ));
+                }
+                script.push_str(&script::change(
+                    &self.name,
+                    &self.command_line,
+                    &self.display_name,
+                    startup,
+                    (!self.depends_on.is_empty()).then_some(self.depends_on.as_slice()),
                 ));
+                reconfigured = true;
             }
         }
-        let reconfigured = !script.is_empty();
         if reconfigured && self.restart_on_failure {
-            script.push_str(&format!(
-                "$o = & sc.exe failure {n} reset= 0 actions= restart/10000/restart/10000/restart/10000\nif ($LASTEXITCODE -ne 0) {{ throw \"sc.exe failure: $o\" }}\n"
-            ));
+            script.push_str(&script::failure_actions(&self.name));
         }
-        let running = st.state == "Running";
-        match self.state {
-            RunState::Running => {
-                if !running || (st.exists && reconfigured) || watched_changed {
-                    if st.exists && running {
+
+        // 3. Running state.
+        if replaced && st.exists {
+            // The replacement stopped it if it ran: start it again as the state asks.
+            match self.state {
+                RunState::Running => {
+                    if !running {
+                        why.push(format!("not running ({})", st.state));
+                        diff.push(format!("+ running {}", self.name));
+                    }
+                    script.push_str(&format!("Start-Service -Name {n}\n"));
+                    script.push_str(script::start_dependents());
+                }
+                RunState::Unchanged => {
+                    script.push_str(&format!(
+                        "if ($kwinWasRunning) {{ Start-Service -Name {n} }}\n"
+                    ));
+                    script.push_str(script::start_dependents());
+                }
+                RunState::Stopped => {}
+            }
+        } else {
+            match self.state {
+                RunState::Running => {
+                    if !running || (st.exists && reconfigured) || watched_changed {
+                        if st.exists && running {
+                            why.push(if watched_changed {
+                                "a watched file changed".into()
+                            } else {
+                                "restart to apply the new configuration".into()
+                            });
+                            diff.push(format!("~ restart {}", self.name));
+                            script.push_str(&script::capture_dependents(&self.name));
+                            script.push_str(&format!("Restart-Service -Name {n} -Force\n"));
+                            script.push_str(script::start_dependents());
+                        } else {
+                            why.push(if st.exists {
+                                format!("not running ({})", st.state)
+                            } else {
+                                "start".into()
+                            });
+                            diff.push(format!("+ running {}", self.name));
+                            script.push_str(&format!("Start-Service -Name {n}\n"));
+                        }
+                    }
+                }
+                RunState::Stopped => {
+                    if running {
+                        why.push("running".into());
+                        diff.push(format!("- running {}", self.name));
+                        script.push_str(&format!("Stop-Service -Name {n} -Force\n"));
+                    }
+                }
+                RunState::Unchanged => {
+                    if running && (reconfigured || watched_changed) {
                         why.push(if watched_changed {
                             "a watched file changed".into()
                         } else {
                             "restart to apply the new configuration".into()
                         });
                         diff.push(format!("~ restart {}", self.name));
+                        script.push_str(&script::capture_dependents(&self.name));
                         script.push_str(&format!("Restart-Service -Name {n} -Force\n"));
-                    } else {
-                        why.push(if st.exists {
-                            format!("not running ({})", st.state)
-                        } else {
-                            "start".into()
-                        });
-                        diff.push(format!("+ running {}", self.name));
-                        script.push_str(&format!("Start-Service -Name {n}\n"));
+                        script.push_str(script::start_dependents());
                     }
-                }
-            }
-            RunState::Stopped => {
-                if running {
-                    why.push("running".into());
-                    diff.push(format!("- running {}", self.name));
-                    script.push_str(&format!("Stop-Service -Name {n} -Force\n"));
-                }
-            }
-            RunState::Unchanged => {
-                if running && (reconfigured || watched_changed) {
-                    why.push(if watched_changed {
-                        "a watched file changed".into()
-                    } else {
-                        "restart to apply the new configuration".into()
-                    });
-                    diff.push(format!("~ restart {}", self.name));
-                    script.push_str(&format!("Restart-Service -Name {n} -Force\n"));
                 }
             }
         }
@@ -372,6 +590,7 @@ impl Module for Service {
             path_resource(&self.marker()),
         ];
         touches.extend(self.restart_on.iter().map(|p| path_resource(p)));
+        touches.extend(replace.iter().map(|r| path_resource(r.dest)));
         Ok(Plan::Change(Change {
             action,
             reason: why.join("; "),
@@ -384,7 +603,7 @@ impl Module for Service {
 
 #[cfg(test)]
 mod tests {
-    use super::win_arg;
+    use super::{image_path, win_arg};
 
     #[test]
     fn windows_argument_quoting() {
@@ -396,5 +615,12 @@ mod tests {
             "\"C:\\dir with space\\\\\""
         );
         assert_eq!(win_arg(""), "\"\"");
+        assert_eq!(
+            image_path(
+                "C:\\Program Files\\containerd\\bin\\containerd.exe",
+                &["--run-service".into()]
+            ),
+            "\"C:\\Program Files\\containerd\\bin\\containerd.exe\" --run-service"
+        );
     }
 }

@@ -1,4 +1,4 @@
-[ -r /etc/kubernetes/admin.conf ] || { echo '/etc/kubernetes/admin.conf does not exist' >&2; exit 1; }
+[ -r /etc/kubernetes/admin.conf ] || { printf '%s\n' '/etc/kubernetes/admin.conf does not exist' >&2; exit 1; }
 d=$(mktemp -d) || exit 1
 trap 'rm -rf "$d"' EXIT
 kw_check() {
@@ -26,7 +26,7 @@ while :; do
   kw_check > "$d/report"; rc=$?
   if [ $rc -eq 0 ] && ! grep -q '^no ' "$d/report"; then break; fi
   if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo 'timed out after 300s waiting for DaemonSet kube-flannel-ds to roll out:' >&2
+    printf '%s\n' 'timed out after 300s waiting for DaemonSet kube-flannel-ds to roll out:' >&2
     if [ $rc -ne 0 ]; then cat "$d/err" >&2; else sed -n 's/^no [^ ]* /  /p' "$d/report" >&2; fi
     exit 1
   fi

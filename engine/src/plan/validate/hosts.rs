@@ -254,6 +254,20 @@ fn transports(v: &mut V<'_>) {
                         .with_hint("pin it with cert_fingerprint or trust its CA with ca_file"),
                     );
                 }
+                if !w.https {
+                    let p = source_of(v, i, rh.os, "https");
+                    v.at(
+                        &p,
+                        Diagnostic::warning(
+                            "winrm-http",
+                            format!(
+                                "host `{}`: WinRM over plain HTTP does not authenticate the server: whoever answers on {}:{} gets the NTLMv2 response (an offline-crackable proof of the password) and can refuse or stall requests",
+                                rh.name, w.address, w.port
+                            ),
+                        )
+                        .with_hint("use https = true with cert_fingerprint (or ca_file) where the network is not trusted"),
+                    );
+                }
                 if !w.https && w.auth == WinrmAuth::Basic {
                     let p = source_of(v, i, rh.os, "auth");
                     v.at(

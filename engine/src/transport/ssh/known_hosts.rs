@@ -257,10 +257,12 @@ pub(crate) fn append(path: &Path, host: &str, port: u16, blob: &[u8]) -> Result<
         Verdict::Unknown => {}
         other => return Ok(Recorded::Conflict(other)),
     }
+    // Appended in place (lines of concurrent runs interleave whole); never through a link.
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let line = format!(

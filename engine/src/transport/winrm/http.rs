@@ -8,7 +8,9 @@
 //! 1. no live connection → connect (TCP, then TLS for https) and authenticate:
 //!    NTLM: two empty-body requests carrying NEGOTIATE and AUTHENTICATE (the second with the
 //!    TLS channel binding over https); Basic: an Identify request with the header;
-//! 2. send the request, NTLM-sealed in the `multipart/encrypted` framing over http;
+//! 2. send the request, NTLM-sealed in the `multipart/encrypted` framing over http; on a
+//!    sealed connection every reply but a 401 must be sealed too (a plaintext one is refused:
+//!    anyone on the path could have sent it);
 //! 3. a 401 on a connection that had already been working (the server dropped its security
 //!    context) → reconnect, re-authenticate, resend once; a 401 on a connection that was just
 //!    authenticated → [`TransportError::Auth`];
@@ -540,6 +542,18 @@ impl Client {
                     )));
                 }
             }
+        } else if conn.sealing.is_some() {
+            // Once NTLM seals the connection, the service "MUST use this message [the encrypted
+            // one] when responding to a request" (MS-WSMV 2.2.9.1, Encrypted Message Types): a
+            // plaintext reply was not written by the holder of the session key. pywinrm and
+            // pypsrp take it; kwin refuses it.
+            let (status, content_type) = (r.status, r.content_type);
+            self.conn = None;
+            return Err(TransportError::Remote(format!(
+                "{}: refused an unencrypted reply (http {status}, content type `{}`) on a connection whose messages are encrypted: it was not written by the server kwin authenticated with",
+                self.address,
+                if content_type.is_empty() { "none" } else { content_type.as_str() }
+            )));
         } else {
             r.body
         };

@@ -148,6 +148,11 @@ async fn exchange(
     match reply.status {
         200 => Ok((id, reply.body)),
         500 => match soap::fault(&reply.body) {
+            Some(_) if soap::relates_to(&reply.body).is_some_and(|r| r != id) => {
+                Err(OpError::Transport(TransportError::Remote(format!(
+                    "a fault relating to another message than {id}: not an answer to this request"
+                ))))
+            }
             Some(f) => Err(OpError::Fault(f)),
             None if reply.body.is_empty() => Err(OpError::Transport(TransportError::Remote(
                 "http 500 with an empty body (the service refused the request, e.g. an \

@@ -2,8 +2,11 @@
 //! the replies (`roxmltree`).
 //!
 //! Requests are built from fixed templates with every variable part XML-escaped. Replies are
-//! parsed by namespace and local name, never by prefix. A reply must relate to the request
-//! (`a:RelatesTo` = our `a:MessageID`) when it says what it relates to.
+//! parsed by namespace and local name, never by prefix. A reply must relate to the request:
+//! `a:RelatesTo` = our `a:MessageID` ("the related message's identifier is the [message id]
+//! property value from the message being replied to", WS-Addressing, Formulating a Reply
+//! Message; pypsrp 0.9.1 `wsman.py` `_invoke` refuses a reply without it too). A fault that
+//! names the message it relates to must name ours.
 
 use base64::Engine as _;
 use std::time::Duration;
@@ -370,6 +373,19 @@ pub fn fault(xml: &[u8]) -> Option<Fault> {
     })
 }
 
+fn relates_to_of(root: roxmltree::Node<'_, '_>) -> Option<String> {
+    child(root, NS_SOAP, "Header")
+        .and_then(|h| child(h, NS_ADDRESSING, "RelatesTo"))
+        .map(all_text)
+        .map(|t| t.trim().to_string())
+}
+
+/// The `a:RelatesTo` of an envelope, if it has one.
+pub fn relates_to(xml: &[u8]) -> Option<String> {
+    let doc = parse(xml).ok()?;
+    relates_to_of(doc.root_element())
+}
+
 /// Check that a reply is a SOAP envelope relating to `message_id`; return its body element's
 /// document for further parsing.
 fn reply<'i>(xml: &'i [u8], message_id: &str) -> Result<roxmltree::Document<'i>, BadReply> {
@@ -378,16 +394,18 @@ fn reply<'i>(xml: &'i [u8], message_id: &str) -> Result<roxmltree::Document<'i>,
     if root.tag_name().name() != "Envelope" || root.tag_name().namespace() != Some(NS_SOAP) {
         return Err(BadReply("reply is not a soap 1.2 envelope".into()));
     }
-    if let Some(relates) = child(root, NS_SOAP, "Header")
-        .and_then(|h| child(h, NS_ADDRESSING, "RelatesTo"))
-        .map(all_text)
-    {
-        if relates.trim() != message_id {
+    match relates_to_of(root) {
+        None => {
             return Err(BadReply(format!(
-                "reply relates to {}, expected {message_id}",
-                relates.trim()
-            )));
+                "reply has no a:RelatesTo (expected {message_id}): it does not say it answers this request"
+            )))
         }
+        Some(relates) if relates != message_id => {
+            return Err(BadReply(format!(
+                "reply relates to {relates}, expected {message_id}"
+            )))
+        }
+        Some(_) => {}
     }
     if child(root, NS_SOAP, "Body").is_none() {
         return Err(BadReply("reply has no soap body".into()));
@@ -556,7 +574,7 @@ mod tests {
     // exit code -1 (unsigned), and a fault whose f:Message nests a ProviderFault as Windows
     // does for shell plugin errors.
     const RECEIVE_RUNNING: &str = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell"><s:Header><a:RelatesTo>uuid:11111111-2222-4333-8444-555555555555</a:RelatesTo></s:Header><s:Body><rsp:ReceiveResponse><rsp:Stream Name="stdout" CommandId="C1">YQ==</rsp:Stream><rsp:CommandState CommandId="C1" State="http://schemas.microsoft.com/wbem/wsman/1/windows/shell/CommandState/Running"/></rsp:ReceiveResponse></s:Body></s:Envelope>"#;
-    const RECEIVE_MINUS_ONE: &str = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell"><s:Body><rsp:ReceiveResponse><rsp:Stream Name="stdout" CommandId="C1" End="true"></rsp:Stream><rsp:CommandState CommandId="C1" State="http://schemas.microsoft.com/wbem/wsman/1/windows/shell/CommandState/Done"><rsp:ExitCode>4294967295</rsp:ExitCode></rsp:CommandState></rsp:ReceiveResponse></s:Body></s:Envelope>"#;
+    const RECEIVE_MINUS_ONE: &str = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell"><s:Header><a:RelatesTo>uuid:11111111-2222-4333-8444-555555555555</a:RelatesTo></s:Header><s:Body><rsp:ReceiveResponse><rsp:Stream Name="stdout" CommandId="C1" End="true"></rsp:Stream><rsp:CommandState CommandId="C1" State="http://schemas.microsoft.com/wbem/wsman/1/windows/shell/CommandState/Done"><rsp:ExitCode>4294967295</rsp:ExitCode></rsp:CommandState></rsp:ReceiveResponse></s:Body></s:Envelope>"#;
     const PROVIDER_FAULT: &str = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Body><s:Fault><s:Code><s:Value>s:Sender</s:Value><s:Subcode><s:Value>w:InternalError</s:Value></s:Subcode></s:Code><s:Reason><s:Text xml:lang="en-US">reason text</s:Text></s:Reason><s:Detail><f:WSManFault xmlns:f="http://schemas.microsoft.com/wbem/wsman/1/wsmanfault" Code="2147943418" Machine="WIN-2019"><f:Message><f:ProviderFault provider="Shell cmd plugin" path="%systemroot%\system32\winrscmd.dll">The system cannot find the file specified. </f:ProviderFault></f:Message></f:WSManFault></s:Detail></s:Fault></s:Body></s:Envelope>"#;
 
     #[test]
@@ -581,6 +599,26 @@ mod tests {
         assert!(parse_receive(CREATE.0.as_bytes(), CREATE.1).is_err());
         assert!(parse_receive(b"<not xml", MID).is_err());
         assert!(parse_ack(b"<x/>", MID).is_err());
+    }
+
+    #[test]
+    fn a_reply_must_relate_to_the_request() {
+        // The same reply without its a:RelatesTo, and relating to another message.
+        let without = RECEIVE_RUNNING.replace(
+            "<a:RelatesTo>uuid:11111111-2222-4333-8444-555555555555</a:RelatesTo>",
+            "",
+        );
+        let err = parse_receive(without.as_bytes(), MID).expect_err("no RelatesTo");
+        assert!(err.0.contains("no a:RelatesTo"), "{err:?}");
+        let other = RECEIVE_RUNNING.replace("555555555555<", "555555555556<");
+        let err = parse_receive(other.as_bytes(), MID).expect_err("another message");
+        assert!(err.0.contains("relates to"), "{err:?}");
+        for (xml, id) in [CREATE, COMMAND, RECEIVE_DONE, SIGNAL, DELETE] {
+            assert_eq!(relates_to(xml.as_bytes()).as_deref(), Some(id));
+            let bare = xml.replace(&format!("<a:RelatesTo>{id}</a:RelatesTo>"), "");
+            assert_ne!(bare, xml, "the capture names its RelatesTo as written here");
+            assert!(parse_ack(bare.as_bytes(), id).is_err());
+        }
     }
 
     #[test]

@@ -1,0 +1,447 @@
+//! The pod network on Windows nodes, as the recipes render it for the example plans:
+//!
+//! - one CNI bin and config directory for containerd's config, the CNI plugins, the CNI
+//!   DaemonSets, Calico's Installation and reset, and it is the one the upstreams use;
+//! - every program a Windows DaemonSet runs is a release binary the node recipe installed at a
+//!   versioned path with a SHA-256 check (no image the upstream stopped building);
+//! - reset runs `kubeadm reset` through containerd's pipe while containerd still runs, then
+//!   removes services, HNS networks and every directory the pod network leaves, each step
+//!   guarded.
+
+mod kube_common;
+
+use kube_common::{expand, plan_text, root, task};
+use kwin_engine::task::Task;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The CNI directories every Windows CNI uses: tigera/operator pkg/render/windows.go
+/// `DefaultWindowsCNIDirectories` at 40788b9b ("/opt/cni/bin", "/etc/cni/net.d" on the system
+/// drive, the defaults "to match vanilla Kubernetes"), and sig-windows-tools
+/// hostprocess/flannel/flanneld/flannel-overlay.yml at 03f99247 (CNI_BIN_PATH
+/// `C:\\opt\\cni\\bin`, CNI_CONFIG_PATH `C:\\etc\\cni\\net.d`); projectcalico/calico#6122 is
+/// what another pair of directories gives ("cni plugin not initialized").
+const CNI_BIN_DIR: &str = r"C:\opt\cni\bin";
+const CNI_CONF_DIR: &str = r"C:\etc\cni\net.d";
+
+/// Pins for the artifacts whose upstream publishes no SHA-256 file, as a plan would give them.
+const PINS: &str = r#"
+[artifacts.sha256]
+"flannel-v0.26.2-windows-amd64.tar.gz" = "1111111111111111111111111111111111111111111111111111111111111111"
+"windows-container-networking-cni-amd64-v0.3.1.zip" = "2222222222222222222222222222222222222222222222222222222222222222"
+"kube-proxy.exe" = "3333333333333333333333333333333333333333333333333333333333333333"
+"cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz" = "4444444444444444444444444444444444444444444444444444444444444444"
+"kubelet.exe" = "5555555555555555555555555555555555555555555555555555555555555555"
+"kubeadm.exe" = "6666666666666666666666666666666666666666666666666666666666666666"
+"containerd-1.7.24-windows-amd64.tar.gz" = "7777777777777777777777777777777777777777777777777777777777777777"
+"cni-plugins-windows-amd64-v1.6.1.tgz" = "8888888888888888888888888888888888888888888888888888888888888888"
+"containerd-1.7.24-linux-amd64.tar.gz" = "9999999999999999999999999999999999999999999999999999999999999999"
+"#;
+
+/// `text` with its own `[artifacts.sha256]` table (up to the next blank line) replaced by PINS.
+fn with_pins(text: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        if line.trim() == "[artifacts.sha256]" {
+            skipping = true;
+        } else if skipping && line.trim().is_empty() {
+            skipping = false;
+        }
+        if !skipping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out + PINS
+}
+
+fn tasks_of(rel: &str, edits: &[(&str, &str)]) -> Vec<Task> {
+    let text = with_pins(&plan_text(rel, edits));
+    expand(rel, &text)
+}
+
+/// Every object of the `kube_apply` manifests of `tasks`.
+fn objects(tasks: &[Task]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for t in tasks.iter().filter(|t| t.module == "kube_apply") {
+        let Some(m) = t.params["manifest"].as_str() else {
+            continue;
+        };
+        for doc in serde_yaml_ng::Deserializer::from_str(m) {
+            let v = Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: {e}", t.id));
+            if !v.is_null() {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+fn windows_daemonsets(objs: &[Value]) -> Vec<&Value> {
+    objs.iter()
+        .filter(|o| {
+            o["kind"] == "DaemonSet"
+                && o["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/os"] == "windows"
+        })
+        .collect()
+}
+
+fn configmap<'a>(objs: &'a [Value], ns: &str, name: &str) -> &'a Value {
+    objs.iter()
+        .find(|o| {
+            o["kind"] == "ConfigMap"
+                && o["metadata"]["name"] == name
+                && o["metadata"]["namespace"] == ns
+        })
+        .unwrap_or_else(|| panic!("no ConfigMap {ns}/{name}"))
+}
+
+fn ci(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// `path` is `dir` or inside it (Windows paths, case-insensitive).
+fn within(path: &str, dir: &str) -> bool {
+    let (p, d) = (path.to_ascii_lowercase(), dir.to_ascii_lowercase());
+    let d = d.trim_end_matches('\\');
+    p == d || p.starts_with(&format!("{d}\\"))
+}
+
+#[test]
+fn one_cni_directory_pair_everywhere() {
+    for rel in ["examples/flannel.toml", "examples/calico.toml"] {
+        let tasks = tasks_of(rel, &[]);
+        // containerd reads its CNI plugins and configuration from there.
+        let cfg = task(&tasks, "ww1", "containerd-config").params["content"]
+            .as_str()
+            .expect("containerd config")
+            .to_string();
+        let cfg: toml::Value = toml::from_str(&cfg).expect("containerd config is TOML");
+        let cni = &cfg["plugins"]["io.containerd.grpc.v1.cri"]["cni"];
+        assert_eq!(
+            cni["bin_dir"].as_str(),
+            Some(CNI_BIN_DIR),
+            "{rel}: containerd bin_dir"
+        );
+        assert_eq!(
+            cni["conf_dir"].as_str(),
+            Some(CNI_CONF_DIR),
+            "{rel}: containerd conf_dir"
+        );
+        // The directories exist and the CNI plugins are unpacked into the bin directory.
+        assert_eq!(
+            task(&tasks, "ww1", "cni-bin-dir").params["path"],
+            CNI_BIN_DIR,
+            "{rel}"
+        );
+        assert_eq!(
+            task(&tasks, "ww1", "cni-conf-dir").params["path"],
+            CNI_CONF_DIR,
+            "{rel}"
+        );
+        assert_eq!(
+            task(&tasks, "ww1", "cni-plugins-unpack").params["dest"],
+            CNI_BIN_DIR,
+            "{rel}"
+        );
+        // The CNI on the node writes there.
+        let objs = objects(&tasks);
+        if rel.contains("calico") {
+            let inst = objs
+                .iter()
+                .find(|o| o["kind"] == "Installation")
+                .expect("Installation");
+            // The operator's form of the same directories (drive-less, forward slashes).
+            assert_eq!(
+                inst["spec"]["windowsNodes"]["cniBinDir"], "/opt/cni/bin",
+                "{rel}"
+            );
+            assert_eq!(
+                inst["spec"]["windowsNodes"]["cniConfigDir"], "/etc/cni/net.d",
+                "{rel}"
+            );
+        } else {
+            let script = configmap(&objs, "kube-flannel", "kube-flannel-windows")["data"]
+                ["flanneld.ps1"]
+                .as_str()
+                .expect("flanneld.ps1")
+                .to_string();
+            for dir in [CNI_BIN_DIR, CNI_CONF_DIR] {
+                assert!(
+                    script.contains(&format!("'{dir}'")),
+                    "{rel}: flanneld.ps1 lacks {dir}"
+                );
+            }
+        }
+        let proxy = configmap(&objs, "kube-system", "kube-proxy-windows")["data"]["kube-proxy.ps1"]
+            .as_str()
+            .expect("kube-proxy.ps1");
+        if rel.contains("flannel") {
+            assert!(
+                proxy.contains(&format!("'{CNI_BIN_DIR}'")),
+                "{rel}: kube-proxy.ps1 host-local"
+            );
+        }
+        // Reset removes both.
+        let mut plan =
+            kwin_engine::plan::load_str(&root().join(rel), &with_pins(&plan_text(rel, &[])))
+                .unwrap_or_else(|d| panic!("{d}"));
+        plan.file.tasks.clear();
+        let reset = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RESET_RECIPES)
+            .unwrap_or_else(|d| panic!("{d}"));
+        for dir in [CNI_BIN_DIR, CNI_CONF_DIR] {
+            assert!(
+                reset.iter().any(|t| t.id.host == "ww1"
+                    && t.module == "directory"
+                    && t.params["state"] == "absent"
+                    && t.params["path"].as_str().is_some_and(|p| within(dir, p))),
+                "{rel}: reset leaves {dir}"
+            );
+        }
+    }
+}
+
+/// Every host program a Windows DaemonSet names (`KWIN_*` paths in its env) is placed on the
+/// node by a `download` or `archive` step with a SHA-256, at a path that names its version.
+#[test]
+fn windows_daemonsets_run_release_binaries_kwin_installed() {
+    for minor in [29, 31, 33, 35, 37] {
+        let version = format!("1.{minor}.3");
+        let edit = format!("kubernetes_version = \"{version}\"");
+        for rel in ["examples/flannel.toml", "examples/calico.toml"] {
+            let tasks = tasks_of(rel, &[("kubernetes_version = \"1.31.4\"", &edit)]);
+            let objs = objects(&tasks);
+            let node: Vec<&Task> = tasks.iter().filter(|t| t.id.host == "ww1").collect();
+            let installed = |path: &str| -> Option<String> {
+                node.iter().find_map(|t| {
+                    let p = &t.params;
+                    let ok = match t.module.as_str() {
+                        "download" => p["dest"].as_str().is_some_and(|d| ci(d, path)),
+                        "archive" => p["dest"].as_str().is_some_and(|d| within(path, d)),
+                        _ => false,
+                    };
+                    let sha = p["sha256"].as_str().unwrap_or("");
+                    (ok && sha.len() == 64).then(|| t.id.to_string())
+                })
+            };
+            let mut programs = Vec::new();
+            for ds in windows_daemonsets(&objs) {
+                for c in ds["spec"]["template"]["spec"]["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
+                    for e in c["env"].as_array().into_iter().flatten() {
+                        let (Some(n), Some(v)) = (e["name"].as_str(), e["value"].as_str()) else {
+                            continue;
+                        };
+                        if n.starts_with("KWIN_") && within(v, r"C:\k") {
+                            let by = installed(v).unwrap_or_else(|| {
+                                panic!("{rel} {version}: {} runs {v} ({n}), which no verified download or archive on ww1 places", ds["metadata"]["name"])
+                            });
+                            programs.push((n.to_string(), v.to_string(), by));
+                        }
+                    }
+                }
+            }
+            let has = |n: &str| {
+                programs
+                    .iter()
+                    .find(|(name, _, _)| name == n)
+                    .map(|(_, v, _)| v.clone())
+            };
+            let kp = has("KWIN_KUBE_PROXY").unwrap_or_else(|| {
+                panic!("{rel} {version}: kube-proxy runs no installed kube-proxy.exe: {programs:?}")
+            });
+            assert!(
+                kp.contains(&format!("v{version}")) && kp.ends_with("kube-proxy.exe"),
+                "{kp}"
+            );
+            let url = task(&tasks, "ww1", "kube-proxy-download").params["url"]
+                .as_str()
+                .expect("url")
+                .to_string();
+            assert_eq!(
+                url,
+                format!("https://dl.k8s.io/v{version}/bin/windows/amd64/kube-proxy.exe")
+            );
+            if rel.contains("flannel") {
+                let fd = has("KWIN_FLANNELD").unwrap_or_else(|| {
+                    panic!("{rel} {version}: flanneld is not an installed binary: {programs:?}")
+                });
+                assert!(
+                    within(&fd, r"C:\k\flannel\v0.26.2") && fd.ends_with("flanneld.exe"),
+                    "{fd}"
+                );
+                assert!(
+                    has("KWIN_FLANNEL_CNI").is_some() && has("KWIN_SDN_CNI").is_some(),
+                    "{programs:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The flannel Windows artifacts without a published SHA-256 are named by validation until
+/// pinned; those with one are fetched from the upstream's checksum file.
+#[test]
+fn flannel_artifacts_without_published_checksums_need_pins() {
+    let rel = "examples/flannel.toml";
+    let plan = kwin_engine::plan::load_str(&root().join(rel), &plan_text(rel, &[]))
+        .unwrap_or_else(|d| panic!("{d}"));
+    let mut bare = plan.clone();
+    bare.file.artifacts.sha256.clear();
+    let sums = kwin_engine::checksums::Checksums::for_plan(&bare.file, Default::default(), known());
+    kwin_engine::expand::expand_with(&bare, kwin_modules::recipes::RECIPES, &sums)
+        .unwrap_or_else(|d| panic!("{d}"));
+    let wanted = sums.wanted();
+    let unpinnable: Vec<&str> = wanted
+        .iter()
+        .filter(|w| w.sums_url.is_none())
+        .map(|w| w.file.as_str())
+        .collect();
+    assert_eq!(
+        unpinnable,
+        [
+            "flannel-v0.26.2-windows-amd64.tar.gz",
+            "windows-container-networking-cni-amd64-v0.3.1.zip"
+        ],
+        "{wanted:?}"
+    );
+    let with_url = |file: &str| {
+        wanted
+            .iter()
+            .find(|w| w.file == file)
+            .and_then(|w| w.sums_url.clone())
+            .unwrap_or_else(|| panic!("{file} not asked for with a checksum URL: {wanted:?}"))
+    };
+    assert_eq!(
+        with_url("kube-proxy.exe"),
+        "https://dl.k8s.io/v1.31.4/bin/windows/amd64/kube-proxy.exe.sha256"
+    );
+    assert_eq!(
+        with_url("cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz"),
+        "https://github.com/flannel-io/cni-plugin/releases/download/v1.6.2-flannel1/cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz.sha256"
+    );
+    // The example plan pins both, so it validates and renders as it is.
+    let sums = kwin_engine::checksums::Checksums::for_plan(&plan.file, Default::default(), known());
+    kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums)
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert!(
+        sums.wanted().iter().all(|w| w.sums_url.is_some()),
+        "{:?}",
+        sums.wanted()
+    );
+}
+
+/// kwin's own digests (plans/digests.toml), as `kwin plan` loads them.
+fn known() -> std::sync::Arc<kwin_engine::checksums::Known> {
+    std::sync::Arc::new(
+        kwin_engine::checksums::Known::parse(kwin_modules::recipes::DIGESTS)
+            .unwrap_or_else(|e| panic!("plans/digests.toml: {e}")),
+    )
+}
+
+fn reset_graph(rel: &str) -> kwin_engine::graph::TaskGraph {
+    let mut plan = kwin_engine::plan::load_str(&root().join(rel), &with_pins(&plan_text(rel, &[])))
+        .unwrap_or_else(|d| panic!("{d}"));
+    plan.file.tasks.clear();
+    let tasks = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RESET_RECIPES)
+        .unwrap_or_else(|d| panic!("{d}"));
+    kwin_engine::graph::TaskGraph::build(tasks).unwrap_or_else(|d| panic!("{d}"))
+}
+
+#[test]
+fn reset_runs_kubeadm_with_containerd_up_then_removes_everything() {
+    for rel in ["examples/flannel.toml", "examples/calico.toml"] {
+        let g = reset_graph(rel);
+        let text = g.to_text();
+        let ww1: Vec<_> = g
+            .graph
+            .node_indices()
+            .filter(|n| g.task(*n).id.host == "ww1")
+            .collect();
+        let find = |pred: &dyn Fn(&Task) -> bool, what: &str| {
+            *ww1.iter()
+                .find(|n| pred(g.task(**n)))
+                .unwrap_or_else(|| panic!("{rel}: no ww1 task {what}\n{text}"))
+        };
+        let kubeadm = find(
+            &|t| {
+                t.module == "command"
+                    && t.params["run"].as_str().is_some_and(|r| {
+                        r.contains("reset -f")
+                            && r.contains("kubeadm.exe")
+                            && r.contains("--cri-socket")
+                            && r.contains("npipe:////./pipe/containerd-containerd")
+                    })
+            },
+            "running kubeadm.exe reset -f --cri-socket npipe:////./pipe/containerd-containerd",
+        );
+        let services = find(&|t| t.id.name == "windows-services", "windows-services");
+        let run = g.task(services).params["run"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(run.contains("containerd"), "{rel}: services step: {run}");
+        // kubeadm talks to containerd: it runs before containerd's service goes.
+        assert!(
+            g.reaches(kubeadm, services),
+            "{rel}: kubeadm reset after the services\n{text}"
+        );
+        for n in ["flannel.4096", "Calico", "External"] {
+            let removes = find(
+                &|t| {
+                    t.module == "command"
+                        && t.params["run"].as_str().is_some_and(|r| {
+                            r.contains("Remove-HnsNetwork") && r.contains(&format!("'{n}'"))
+                        })
+                },
+                &format!("removing the HNS network {n}"),
+            );
+            assert!(
+                g.reaches(kubeadm, removes),
+                "{rel}: {n} removed before kubeadm reset\n{text}"
+            );
+        }
+        for dir in [
+            r"C:\sourcevip",
+            r"C:\var\lib\cni",
+            r"C:\etc\cni",
+            r"C:\opt\cni",
+            r"C:\etc\kube-flannel",
+            r"C:\run\flannel",
+            r"C:\k",
+            r"C:\etc\kubernetes",
+            r"C:\var\lib\kubelet",
+        ] {
+            let d = find(
+                &|t| {
+                    t.module == "directory"
+                        && t.params["state"] == "absent"
+                        && t.params["path"].as_str().is_some_and(|p| ci(p, dir))
+                },
+                &format!("removing {dir}"),
+            );
+            assert!(
+                g.reaches(kubeadm, d),
+                "{rel}: {dir} removed before kubeadm reset\n{text}"
+            );
+        }
+        // Every command is guarded, so a second reset changes nothing.
+        for n in &ww1 {
+            let t = g.task(*n);
+            if t.module == "command" {
+                let p = &t.params;
+                assert!(
+                    ["onlyif", "unless", "creates", "removes"]
+                        .iter()
+                        .any(|k| p[*k].as_str().is_some_and(|s| !s.trim().is_empty())),
+                    "{rel}: {} is not guarded",
+                    t.id
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The windows-worker recipe's node steps as they render for every Kubernetes minor: the
+//! kubelet and containerd services (image paths, logs, binaries installed from the staged
+//! downloads), crictl, and the reboot policy. The modules' own behaviour is in windows.rs;
+//! this checks what the recipe hands them.
+
+mod kube_common;
+
+use kube_common::{expand, plan_text, task};
+use kwin_engine::module::Registry;
+use kwin_engine::task::Task;
+use kwin_engine::transport::Shell;
+
+/// The minors kwin renders Windows workers for in this test (1.29 up to past the 1.34 switch
+/// of kube-log-runner).
+const MINORS: [u32; 7] = [29, 30, 31, 32, 33, 34, 35];
+
+fn tasks_for(minor: u32, extra: &[(&str, &str)]) -> Vec<Task> {
+    let version = format!("kubernetes_version = \"1.{minor}.2\"");
+    let mut edits = vec![("kubernetes_version = \"1.31.4\"", version.as_str())];
+    edits.extend_from_slice(extra);
+    let text = plan_text("examples/flannel.toml", &edits);
+    assert!(
+        text.contains(&version),
+        "the example's version line changed"
+    );
+    expand("examples/flannel.toml", &text)
+}
+
+fn s<'a>(t: &'a Task, key: &str) -> &'a str {
+    t.params[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}: no string param {key}", t.id))
+}
+
+fn strings(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_windows_step_builds_and_no_param_holds_a_control_character() {
+    for minor in MINORS {
+        for t in tasks_for(minor, &[]).iter().filter(|t| t.id.host == "ww1") {
+            // Checksums are looked up only by `plan`/`apply`; stand one in.
+            let mut params: serde_json::Value = (*t.params).clone();
+            if params.get("sha256").is_some_and(|v| v.is_null()) {
+                params["sha256"] = serde_json::json!("0".repeat(64));
+            }
+            kwin_modules::Builtin
+                .build(&t.module, Shell::PowerShell, &params)
+                .unwrap_or_else(|e| panic!("1.{minor}: {}: {e}", t.id));
+            let mut all = Vec::new();
+            strings(&t.params, &mut all);
+            for v in all {
+                // A `\b` in a recipe's minijinja string literal renders a backspace.
+                assert!(
+                    !v.chars().any(|c| c.is_control() && c != '\n'),
+                    "1.{minor}: {}: control character in {v:?}",
+                    t.id
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn kubelet_runs_under_kube_log_runner_with_rotation_for_every_minor() {
+    for minor in MINORS {
+        let tasks = tasks_for(minor, &[]);
+        let runner_version = if minor >= 34 {
+            format!("v1.{minor}.2")
+        } else {
+            "v1.34.0".to_string()
+        };
+        let dl = task(&tasks, "ww1", "kube-log-runner-download");
+        assert!(
+            s(dl, "url").ends_with(&format!(
+                "/{runner_version}/bin/windows/amd64/kube-log-runner.exe"
+            )),
+            "1.{minor}: {}",
+            s(dl, "url")
+        );
+        let kubelet_dl = task(&tasks, "ww1", "kubelet-download");
+        assert!(
+            s(kubelet_dl, "url").contains(&format!("/v1.{minor}.2/bin/windows/amd64/kubelet.exe"))
+        );
+        let svc = task(&tasks, "ww1", "kubelet");
+        let m = kwin_modules::windows::service::Service::new(&svc.params).expect("kubelet");
+        assert!(
+            m.command_line().starts_with(
+                "\"C:\\k\\kube-log-runner.exe\" -log-file=C:\\var\\log\\kubelet\\kubelet.log -log-file-size=10Mi -log-file-age=168h C:\\k\\kubelet.exe --windows-service "
+            ),
+            "1.{minor}: {}",
+            m.command_line()
+        );
+        // The binaries the service installs are exactly what the download steps staged.
+        let bins = svc.params["binaries"].as_array().expect("binaries");
+        let pairs: Vec<(&str, &str)> = bins
+            .iter()
+            .map(|b| {
+                (
+                    b["src"].as_str().unwrap_or(""),
+                    b["dest"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                (s(kubelet_dl, "dest"), "C:\\k\\kubelet.exe"),
+                (s(dl, "dest"), "C:\\k\\kube-log-runner.exe"),
+            ],
+            "1.{minor}"
+        );
+        // Its log directory exists before it is registered.
+        let order: Vec<&str> = tasks
+            .iter()
+            .filter(|t| t.id.host == "ww1")
+            .map(|t| t.id.name.as_str())
+            .collect();
+        let at = |n: &str| order.iter().position(|x| *x == n).unwrap_or(usize::MAX);
+        assert!(at("log-dir-kubelet") < at("kubelet"), "{order:?}");
+        assert!(at("log-dir-containerd") < at("containerd"), "{order:?}");
+    }
+}
+
+#[test]
+fn containerd_logs_to_a_file_and_installs_its_binaries_from_the_staged_release() {
+    let tasks = tasks_for(31, &[]);
+    let unpack = task(&tasks, "ww1", "containerd-unpack");
+    let staged = s(unpack, "dest");
+    assert!(
+        staged.starts_with("C:\\ProgramData\\kwin\\cache\\containerd-"),
+        "{staged}"
+    );
+    let svc = task(&tasks, "ww1", "containerd");
+    let m = kwin_modules::windows::service::Service::new(&svc.params).expect("containerd");
+    assert!(
+        m.command_line()
+            .ends_with(" --log-file=C:\\var\\log\\containerd\\containerd.log"),
+        "{}",
+        m.command_line()
+    );
+    let bins = svc.params["binaries"].as_array().expect("binaries");
+    let names: Vec<String> = bins
+        .iter()
+        .map(|b| {
+            let src = b["src"].as_str().unwrap_or("");
+            let dest = b["dest"].as_str().unwrap_or("");
+            assert!(src.starts_with(&format!("{staged}\\bin\\")), "{src}");
+            let file = src.rsplit('\\').next().unwrap_or("");
+            assert_eq!(dest, format!("C:\\Program Files\\containerd\\bin\\{file}"));
+            file.to_string()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        ["containerd.exe", "containerd-shim-runhcs-v1.exe", "ctr.exe"]
+    );
+    assert_eq!(
+        s(svc, "binary"),
+        "C:\\Program Files\\containerd\\bin\\containerd.exe"
+    );
+}
+
+#[test]
+fn crictl_follows_the_cluster_minor_unless_pinned_and_talks_to_containerd() {
+    for minor in MINORS {
+        let tasks = tasks_for(minor, &[]);
+        let v = format!("v1.{minor}.0");
+        let dl = task(&tasks, "ww1", "crictl-download");
+        assert_eq!(
+            s(dl, "url"),
+            format!("https://github.com/kubernetes-sigs/cri-tools/releases/download/{v}/crictl-{v}-windows-amd64.tar.gz")
+        );
+        let unpack = task(&tasks, "ww1", "crictl-unpack");
+        assert_eq!(s(unpack, "src"), s(dl, "dest"));
+        assert_eq!(s(unpack, "dest"), "C:\\k");
+        let conf = task(&tasks, "ww1", "crictl-config");
+        assert_eq!(s(conf, "path"), "C:\\k\\crictl.yaml");
+        assert!(s(conf, "content")
+            .contains("runtime-endpoint: npipe:////./pipe/containerd-containerd\n"));
+    }
+    let tasks = tasks_for(31, &[("[versions]", "[versions]\ncrictl = \"v1.31.1\"")]);
+    assert!(s(task(&tasks, "ww1", "crictl-download"), "url").contains("/v1.31.1/crictl-v1.31.1-"));
+}
+
+#[test]
+fn reboot_is_for_the_containers_feature_before_the_join_only() {
+    let tasks = tasks_for(31, &[]);
+    let r = task(&tasks, "ww1", "reboot");
+    assert_eq!(s(r, "feature"), "Containers");
+    assert_eq!(s(r, "on_joined"), "report");
+    // "Joined" is what kubeadm join leaves: the join step's guard.
+    assert_eq!(
+        s(r, "joined"),
+        s(task(&tasks, "ww1", "kubeadm-join"), "creates")
+    );
+}
