@@ -108,6 +108,9 @@ const ALTERNATIVES: &[(&str, &str)] = &[
     ("versions.calico", "\"v3.29.9\""),
     ("versions.cri_dockerd", "\"0.3.99\""),
     ("tasks[].inputs", "{ data = \"cp1:motd\" }"),
+    ("artifacts.openpgp", "{ \"Release.key\" = \"0123456789ABCDEF0123456789ABCDEF01234567\" }"),
+    ("proxy.credentials_env", "\"OTHER_PROXY_CREDENTIALS\""),
+    ("proxy.credentials_file", "\"secrets/other.proxy-credentials\""),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -455,7 +458,7 @@ fn fingerprint(text: &str) -> String {
     }
     // Checksums the plan does not pin stay empty: expansion still renders every URL and file
     // name they belong to, which is what a changed key would show in.
-    let sums = Checksums::new(plan.file.artifacts.sha256.clone(), Default::default());
+    let sums = Checksums::for_plan(&plan.file, Default::default(), Default::default());
     match kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums) {
         Ok(tasks) => {
             for t in tasks {
