@@ -48,6 +48,17 @@ const EXECUTOR_OPTIONS: &[(&str, &str, &str)] = &[
         "src/cmd_run.rs",
         "settings.allow_reboot",
     ),
+    (
+        "settings.output_budget_mib",
+        "src/cmd_run.rs",
+        "settings.output_budget_mib",
+    ),
+    ("settings.keep_runs", "src/cmd_run.rs", "settings.keep_runs"),
+    (
+        "settings.logs_limit_mib",
+        "src/cmd_run.rs",
+        ".logs_limit_mib",
+    ),
 ];
 
 /// Keys that only validation reads, and why that is all they need.
@@ -463,8 +474,8 @@ fn fingerprint(text: &str) -> String {
         Ok(tasks) => {
             for t in tasks {
                 out.push_str(&format!(
-                    "task {} {} {} after {:?} order {:?} inputs {:?}\n",
-                    t.id, t.module, t.params, t.after, t.order, t.inputs
+                    "task {} {} {} after {:?} order {:?} inputs {:?} sensitive {}\n",
+                    t.id, t.module, t.params, t.after, t.order, t.inputs, t.sensitive
                 ));
             }
         }
