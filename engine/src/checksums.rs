@@ -33,13 +33,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// File name of the record, inside the plan's state directory.
 pub const RECORD_FILE: &str = "checksums.toml";
 
 /// Largest checksum file accepted (upstream files are under 1 KiB; `runc.sha256sum` ~1 KiB).
-const MAX_SUMS_BYTES: usize = 64 * 1024;
+pub const MAX_SUMS_BYTES: usize = 64 * 1024;
 
 /// One checksum taken from a published checksum file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,17 +185,7 @@ impl Known {
     }
 }
 
-/// An OpenPGP v4 fingerprint as 40 upper-case hex digits (spaces and a `0x` prefix dropped),
-/// or `None` if it is not one.
-pub fn normalize_fingerprint(s: &str) -> Option<String> {
-    let t: String = s
-        .trim()
-        .trim_start_matches("0x")
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    (t.len() == 40 && t.bytes().all(|b| b.is_ascii_hexdigit())).then(|| t.to_ascii_uppercase())
-}
+pub use crate::plan::syntax::normalize_fingerprint;
 
 /// The checksums known to one expansion, and what was asked for in vain.
 #[derive(Debug, Clone, Default)]
@@ -370,7 +359,7 @@ pub fn save_record(path: &Path, map: &BTreeMap<String, Recorded>) -> Result<(), 
     text.push_str(
         &toml::to_string(map).map_err(|e| format!("cannot encode {}: {e}", path.display()))?,
     );
-    crate::exec::state::write_private(path, text.as_bytes())
+    crate::fs::write_private(path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
@@ -434,60 +423,38 @@ impl std::fmt::Display for FetchError {
     }
 }
 
-/// Fetch every wanted checksum file (on the controller, all at once) and parse it.
-/// Requests without a checksum-file URL are not fetched (the caller reports them).
-/// Uses the controller's `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` environment.
-pub async fn fetch(
-    wanted: &[Wanted],
-    timeout: Duration,
-) -> Vec<Result<(String, Recorded), FetchError>> {
-    // https only, and a redirect must stay on https: a checksum file that could come over
-    // plain HTTP proves nothing about the artifact.
-    let policy = reqwest::redirect::Policy::custom(|attempt| {
-        if attempt.url().scheme() != "https" {
-            let to = attempt.url().to_string();
-            attempt.error(format!(
-                "redirected to {to}: checksum files are fetched only over https"
-            ))
-        } else if attempt.previous().len() >= 10 {
-            attempt.error("more than 10 redirects")
-        } else {
-            attempt.follow()
-        }
-    });
-    let client = match reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .https_only(true)
-        .redirect(policy)
-        .user_agent(concat!("kwin/", env!("CARGO_PKG_VERSION")))
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            return wanted
-                .iter()
-                .filter_map(|w| {
-                    w.sums_url.as_ref().map(|u| {
-                        Err(FetchError {
-                            file: w.file.clone(),
-                            url: u.clone(),
-                            why: format!("cannot make an HTTP client: {e}"),
-                        })
-                    })
-                })
-                .collect();
-        }
-    };
+/// Fetch every wanted checksum file (on the controller, all at once) with `get` and parse it.
+/// Requests without a checksum-file URL are not fetched (the caller reports them). `get`
+/// is `transport::http::Https::get_bounded` (https only, a redirect must stay on https: a
+/// checksum file that could come over plain HTTP proves nothing about the artifact), given
+/// the URL and the most bytes a checksum file may have ([`MAX_SUMS_BYTES`]); it returns at
+/// most one byte more.
+pub async fn fetch<G, F>(wanted: &[Wanted], get: G) -> Vec<Result<(String, Recorded), FetchError>>
+where
+    G: Fn(String, usize) -> F,
+    F: std::future::Future<Output = Result<Vec<u8>, String>> + Send + 'static,
+{
     let mut set = tokio::task::JoinSet::new();
     for (i, w) in wanted.iter().enumerate() {
         let Some(url) = w.sums_url.clone() else {
             continue;
         };
-        let client = client.clone();
         let file = w.file.clone();
+        let body = (url.starts_with("https://")).then(|| get(url.clone(), MAX_SUMS_BYTES));
         set.spawn(async move {
-            let r = fetch_one(&client, &url, &file).await;
+            let r = match body {
+                None => Err("checksum files are fetched only over https".to_string()),
+                Some(body) => match body.await {
+                    Ok(b) if b.len() > MAX_SUMS_BYTES => Err(format!(
+                        "larger than {} KiB: not a checksum file",
+                        MAX_SUMS_BYTES / 1024
+                    )),
+                    Ok(b) => std::str::from_utf8(&b)
+                        .map_err(|_| "not UTF-8 text".to_string())
+                        .and_then(|text| parse_sums(text, &file)),
+                    Err(why) => Err(why),
+                },
+            };
             (
                 i,
                 r.map(|sha256| {
@@ -519,47 +486,6 @@ pub async fn fetch(
     }
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, r)| r).collect()
-}
-
-async fn fetch_one(client: &reqwest::Client, url: &str, file: &str) -> Result<String, String> {
-    if !url.starts_with("https://") {
-        return Err("checksum files are fetched only over https".to_string());
-    }
-    let mut resp = client.get(url).send().await.map_err(|e| describe(&e))?;
-    let status = resp.status();
-    if !status.is_success() {
-        return Err(format!("HTTP {status}"));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
-        if body.len() + chunk.len() > MAX_SUMS_BYTES {
-            return Err(format!(
-                "larger than {} KiB: not a checksum file",
-                MAX_SUMS_BYTES / 1024
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    let text = std::str::from_utf8(&body).map_err(|_| "not UTF-8 text".to_string())?;
-    parse_sums(text, file)
-}
-
-/// reqwest's error with its causes, on one line.
-fn describe(e: &reqwest::Error) -> String {
-    let mut s = if e.is_timeout() {
-        "timed out".to_string()
-    } else if e.is_connect() {
-        "cannot connect".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut src = std::error::Error::source(e);
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 #[cfg(test)]
