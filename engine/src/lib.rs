@@ -18,4 +18,6 @@ pub mod secret;
 pub mod shell;
 pub mod task;
 pub mod template;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 pub mod transport;
