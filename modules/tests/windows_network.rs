@@ -283,32 +283,49 @@ fn windows_daemonsets_run_release_binaries_kwin_installed() {
     }
 }
 
-/// The flannel Windows artifacts without a published SHA-256 are named by validation until
-/// pinned; those with one are fetched from the upstream's checksum file.
+/// The flannel Windows artifacts without a published SHA-256 file are asked for with their own
+/// URL (kwin fetches and hashes them on the controller), the windows-container-networking zip
+/// with its SHA-512 file; those with a SHA-256 file are fetched from it. The example plan needs
+/// no pin.
 #[test]
-fn flannel_artifacts_without_published_checksums_need_pins() {
+fn flannel_artifacts_without_published_checksums_are_fetched_by_url() {
     let rel = "examples/flannel.toml";
     let plan = kwin_engine::plan::load_str(&root().join(rel), &plan_text(rel, &[]))
         .unwrap_or_else(|d| panic!("{d}"));
-    let mut bare = plan.clone();
-    bare.file.artifacts.sha256.clear();
-    let sums = kwin_engine::checksums::Checksums::for_plan(&bare.file, Default::default(), known());
-    kwin_engine::expand::expand_with(&bare, kwin_modules::recipes::RECIPES, &sums)
+    assert!(
+        plan.file.artifacts.sha256.is_empty(),
+        "{rel} pins {:?}: it needs no pin",
+        plan.file.artifacts.sha256
+    );
+    let sums = kwin_engine::checksums::Checksums::for_plan(&plan.file, Default::default(), known());
+    kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums)
         .unwrap_or_else(|d| panic!("{d}"));
     let wanted = sums.wanted();
-    let unpinnable: Vec<&str> = wanted
+    let from_artifact: Vec<(&str, Option<&str>, Option<&str>)> = wanted
         .iter()
         .filter(|w| w.sums_url.is_none())
-        .map(|w| w.file.as_str())
+        .map(|w| (w.file.as_str(), w.url.as_deref(), w.sha512_url.as_deref()))
         .collect();
+    let gh = "https://github.com";
     assert_eq!(
-        unpinnable,
+        from_artifact,
         [
-            "flannel-v0.26.2-windows-amd64.tar.gz",
-            "windows-container-networking-cni-amd64-v0.3.1.zip"
+            (
+                "flannel-v0.26.2-windows-amd64.tar.gz",
+                Some(format!("{gh}/flannel-io/flannel/releases/download/v0.26.2/flannel-v0.26.2-windows-amd64.tar.gz").as_str()),
+                None
+            ),
+            (
+                "windows-container-networking-cni-amd64-v0.3.1.zip",
+                Some(format!("{gh}/microsoft/windows-container-networking/releases/download/v0.3.1/windows-container-networking-cni-amd64-v0.3.1.zip").as_str()),
+                Some(format!("{gh}/microsoft/windows-container-networking/releases/download/v0.3.1/windows-container-networking-cni-amd64-v0.3.1.zip.sha512").as_str())
+            ),
         ],
         "{wanted:?}"
     );
+    assert!(wanted
+        .iter()
+        .all(|w| w.from_artifact() || w.sums_url.is_some()));
     let with_url = |file: &str| {
         wanted
             .iter()
@@ -323,15 +340,6 @@ fn flannel_artifacts_without_published_checksums_need_pins() {
     assert_eq!(
         with_url("cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz"),
         "https://github.com/flannel-io/cni-plugin/releases/download/v1.6.2-flannel1/cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz.sha256"
-    );
-    // The example plan pins both, so it validates and renders as it is.
-    let sums = kwin_engine::checksums::Checksums::for_plan(&plan.file, Default::default(), known());
-    kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums)
-        .unwrap_or_else(|d| panic!("{d}"));
-    assert!(
-        sums.wanted().iter().all(|w| w.sums_url.is_some()),
-        "{:?}",
-        sums.wanted()
     );
 }
 

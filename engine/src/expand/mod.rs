@@ -58,9 +58,10 @@ pub fn expand_with(
         RecipeSet::default()
     };
     let mut env = template::environment();
-    // `sha256_of('file-name', 'checksum-file-url', url='artifact-url')`: the artifact's
-    // checksum — the plan's pin, kwin's digest of that URL, one recorded from the upstream's
-    // checksum file — or none (see crate::checksums).
+    // `sha256_of('file-name', 'checksum-file-url', url='artifact-url', sha512='sha512-url')`:
+    // the artifact's checksum — the plan's pin, kwin's digest of that URL, one recorded from
+    // the upstream's checksum file or computed from the artifact (checked against its SHA-512
+    // file) — or none (see crate::checksums).
     // `openpgp_of('key-file-name', 'key-url')`: a signing key's fingerprint, the plan's or kwin's.
     // `sha256_pin('file-name')`: the plan's pin or none, for optional checksums.
     let s = sums.clone();
@@ -68,8 +69,9 @@ pub fn expand_with(
         "sha256_of",
         move |file: &str, sums_url: Option<&str>, kwargs: minijinja::value::Kwargs| {
             let url: Option<&str> = kwargs.get("url")?;
+            let sha512: Option<&str> = kwargs.get("sha512")?;
             kwargs.assert_all_used()?;
-            Ok::<_, minijinja::Error>(s.lookup(file, sums_url, url))
+            Ok::<_, minijinja::Error>(s.lookup(file, sums_url, url, sha512))
         },
     );
     let s = sums.clone();
