@@ -403,7 +403,7 @@ fn reset_runs_kubeadm_with_containerd_up_then_removes_everything() {
                 &|t| {
                     t.module == "command"
                         && t.params["run"].as_str().is_some_and(|r| {
-                            r.contains("Remove-HnsNetwork") && r.contains(&format!("'{n}'"))
+                            r.contains("Remove-KwinHnsNetwork") && r.contains(&format!("'{n}'"))
                         })
                 },
                 &format!("removing the HNS network {n}"),
@@ -450,6 +450,86 @@ fn reset_runs_kubeadm_with_containerd_up_then_removes_everything() {
                     t.id
                 );
             }
+        }
+    }
+}
+
+/// The shared HNS snippet (plans/lib/hns.ps1), as the recipes embed it.
+fn hns_snippet() -> String {
+    let path = root().join("plans/lib/hns.ps1");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Reset's HNS steps cannot report success without having talked to HNS: a `command` runs
+/// when its `unless` fails, and a failing `onlyif` makes it a no-op (modules/src/windows/
+/// command.rs), so each HNS step is guarded by `unless` (what is left to remove; HNS not
+/// answering is "not known to be clean", and `run` then fails loudly), reaches HNS only
+/// through the shared snippet (vmcompute.dll's HNSCall, whose failures throw), and swallows no
+/// error on the way. A Windows Server 2019 or 2022 node without the HostNetworkingService
+/// module (documented for 2025 only) removes its networks the same way.
+#[test]
+fn reset_hns_steps_fail_loudly_instead_of_skipping() {
+    let snippet = hns_snippet();
+    // The snippet throws on an HRESULT failure and on an HNS answer without success.
+    for needle in [
+        "[DllImport(\"vmcompute.dll\")]",
+        "HNSCall(",
+        "if ($hr -lt 0) { throw",
+        "if (-not $result.Success) { throw",
+    ] {
+        assert!(snippet.contains(needle), "the snippet lacks `{needle}`");
+    }
+    for rel in ["examples/flannel.toml", "examples/calico.toml"] {
+        let g = reset_graph(rel);
+        let hns: Vec<&Task> = g
+            .graph
+            .node_indices()
+            .map(|n| g.task(n))
+            .filter(|t| t.id.host == "ww1" && t.module == "command")
+            .filter(|t| {
+                ["run", "onlyif", "unless"].iter().any(|k| {
+                    t.params[*k]
+                        .as_str()
+                        .is_some_and(|s| s.to_ascii_lowercase().contains("hns"))
+                })
+            })
+            .collect();
+        let names: Vec<String> = hns.iter().map(|t| t.id.name.clone()).collect();
+        assert!(
+            names.contains(&"hns-networks".to_string())
+                && names.contains(&"hns-external-network".to_string()),
+            "{rel}: HNS steps {names:?}"
+        );
+        for t in hns {
+            let p = &t.params;
+            assert!(
+                p["onlyif"].is_null(),
+                "{rel}: {} is guarded by `onlyif`: when HNS cannot be asked, the guard fails and the step does nothing",
+                t.id
+            );
+            for key in ["unless", "run"] {
+                let text = p[key].as_str().unwrap_or("");
+                assert!(
+                    text.contains(snippet.trim()),
+                    "{rel}: {} `{key}` does not reach HNS through plans/lib/hns.ps1:\n{text}",
+                    t.id
+                );
+                let own = text.replace(snippet.trim(), "");
+                for bad in ["SilentlyContinue", "Ignore", "Get-Command", "Import-Module"] {
+                    assert!(
+                        !own.contains(bad),
+                        "{rel}: {} `{key}` uses `{bad}`: an HNS failure must fail the step:\n{own}",
+                        t.id
+                    );
+                }
+            }
+            // What is removed is checked again: a network HNS keeps is an error.
+            let run = p["run"].as_str().unwrap_or("");
+            assert!(
+                run.contains("Remove-KwinHnsNetwork") && run.contains("throw"),
+                "{rel}: {}: {run}",
+                t.id
+            );
         }
     }
 }

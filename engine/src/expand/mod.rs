@@ -5,6 +5,8 @@
 //! 1. [`RecipeContext::from_plan`]: the template context, every default filled in once.
 //! 2. Without `[cluster]` only the user's tasks expand. With it, [`RecipeSet::parse`] reads the
 //!    recipes (format: `recipe.rs`, plans/README.md) and every template is compiled once.
+//!    Libraries among the sources (script files, [`recipe::libraries`]) are template globals:
+//!    `{{ lib.hns }}` inserts `plans/lib/hns.ps1` as it is.
 //! 3. Per host, in plan order: each recipe whose `applies` matches (roles, os,
 //!    `first_control_plane`, `when`) contributes its steps whose `when` holds, params rendered
 //!    with the host's context. Recipe order becomes `Task::order`. Templates that do not read
@@ -58,6 +60,8 @@ pub fn expand_with(
         RecipeSet::default()
     };
     let mut env = template::environment();
+    // `lib.<name>`: a library's text (`plans/lib/<name>.ps1`), inserted as it is.
+    env.add_global("lib", Value::from_serialize(recipe::libraries(recipes)?));
     // `sha256_of('file-name', 'checksum-file-url', url='artifact-url', sha512='sha512-url')`:
     // the artifact's checksum — the plan's pin, kwin's digest of that URL, one recorded from
     // the upstream's checksum file or computed from the artifact (checked against its SHA-512
