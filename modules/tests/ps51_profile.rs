@@ -195,9 +195,9 @@ fn the_profile_checks_cmdlets_and_parameter_names() {
         findings("function Get-Thing { 'x' }\nGet-Thing -Whatever 1"),
         Vec::<String>::new()
     );
-    // HostNetworkingService is documented for Windows Server 2025 only, and its policy-list
-    // cmdlets were never in-box before: kwin talks to HNS through plans/lib/hns.ps1, so
-    // the cmdlets are refused, imported or not.
+    // HostNetworkingService is documented for Windows Server 2025 only (and nothing shows its
+    // policy-list cmdlets in-box before): kwin talks to HNS through plans/lib/hns.ps1, so the
+    // cmdlets are refused, imported or not.
     assert_eq!(
         rules("Get-HnsNetwork | Remove-HnsNetwork"),
         ["ws2025-only", "ws2025-only"]

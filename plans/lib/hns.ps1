@@ -10,10 +10,11 @@
 # export returns an HRESULT and the answer is JSON {Success, Error, Output}.
 # Not the HostNetworkingService cmdlets (Get-HnsNetwork, ...): Microsoft documents that module
 # for Windows Server 2025 only (MicrosoftDocs/windows-powershell-docs
-# docset/winserver2025-ps/HostNetworkingService), and on the releases before it the policy-list
-# cmdlets were not in-box (microsoft/SDN 299daf2, #184, dropped Get-/Remove-HnsNetwork and
+# docset/winserver2025-ps/HostNetworkingService), and nothing shows the policy-list cmdlets
+# in-box before it: microsoft/SDN 299daf2 (#184, 2018) dropped Get-/Remove-HnsNetwork and
 # Get-/Remove-HnsEndpoint from hns.psm1 as clashing with in-box cmdlets and kept
-# Get-HnsPolicyList / Remove-HnsPolicyList).
+# Get-HnsPolicyList / Remove-HnsPolicyList, and upstream's Calico kube-proxy image imported
+# hns.psm1 for them.
 #
 # Every failure throws (an HRESULT error, no answer, an answer without Success): a caller never
 # takes "HNS did not answer" for "nothing there".

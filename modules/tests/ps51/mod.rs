@@ -15,10 +15,10 @@
 //!   `Set-Content`) or by path.
 //! - `ws2025-only`: cmdlets documented only for Windows Server 2025 (the HostNetworkingService
 //!   module: Get-HnsNetwork, Get-HnsPolicyList, ...) are refused, imported or not. kwin
-//!   supports Windows Server 2019 and 2022, where Microsoft documents no such module and the
-//!   policy-list cmdlets were never in-box (microsoft/SDN 299daf2 kept them in hns.psm1 when it
-//!   dropped the ones that clashed with in-box cmdlets); a script that imports the module
-//!   "if present" does nothing where it is absent. kwin's scripts talk to HNS through
+//!   supports Windows Server 2019 and 2022, where Microsoft documents no such module and
+//!   nothing shows the policy-list cmdlets in-box (microsoft/SDN 299daf2 kept them in hns.psm1
+//!   when it dropped the ones that clashed with in-box cmdlets); a script that imports the
+//!   module "if present" does nothing where it is absent. kwin's scripts talk to HNS through
 //!   `plans/lib/hns.ps1` (vmcompute.dll's HNSCall) instead.
 //! - `parameter`: every named parameter of a cmdlet is one of its documented parameters or a
 //!   common parameter, written out in full (no alias, no prefix): what 5.1 accepts and what a
