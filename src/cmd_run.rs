@@ -112,6 +112,19 @@ fn go(
 
 /// Run a prepared task graph (`apply`, `plan`, `reset`): `.kwin/`, lock, transports,
 /// scrubber, executor, rendering. `what` names the run in the output ("apply: 3 hosts, ...").
+/// The plan's retention of old runs' logs and journals (`[settings]`, or the defaults).
+pub fn retention(
+    settings: &kwin_engine::plan::model::Settings,
+) -> kwin_engine::exec::retention::Retention {
+    let d = kwin_engine::exec::retention::Retention::default();
+    kwin_engine::exec::retention::Retention {
+        keep_runs: settings.keep_runs.unwrap_or(d.keep_runs),
+        max_bytes: settings
+            .logs_limit_mib
+            .map_or(d.max_bytes, |m| m.saturating_mul(1 << 20)),
+    }
+}
+
 pub fn run_graph(
     run: &RunArgs,
     mode: Mode,
@@ -132,6 +145,10 @@ pub fn run_graph(
     options.retries = settings.retries.unwrap_or(3);
     options.retry_delay = Duration::from_secs(settings.retry_delay.unwrap_or(2));
     options.allow_reboot = settings.allow_reboot.unwrap_or(true);
+    if let Some(mib) = settings.output_budget_mib {
+        options.output_budget = mib.saturating_mul(1 << 20);
+    }
+    options.retention = retention(settings);
     options.accept_new_host_keys = run.accept_new_host_keys;
 
     let (sink, rx) = EventSink::channel();

@@ -125,6 +125,13 @@ pub fn run_verify(plan: &LoadedPlan, run: &RunArgs, args: &VerifyArgs) -> anyhow
     } = crate::control_plane::transport(plan, cp, run)?;
     let settings = &plan.file.settings;
     let run_id = kwin_engine::exec::state::new_run_id();
+    for e in kwin_engine::exec::retention::prune(
+        &state_dir,
+        &crate::cmd_run::retention(settings),
+        &run_id,
+    ) {
+        eprintln!("warning: {e}");
+    }
     let (log, log_err) = HostLog::open(
         &state_dir.join("logs").join(&run_id),
         &cp.name,

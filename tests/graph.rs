@@ -849,3 +849,44 @@ fn recipe_params_fit_the_implemented_modules() {
     }
     assert!(checked > 0, "no implemented module was checked");
 }
+
+/// A recipe's template that would loop for hours runs out of fuel: the error names the
+/// recipe, the step, and the template's line in the recipe file.
+#[test]
+fn a_recipe_template_out_of_fuel_names_the_recipe_step_and_line() {
+    let plan = load_str(
+        r#"[cluster]
+name = "lab"
+kubernetes_version = "1.31.4"
+
+[cni]
+plugin = "flannel"
+
+[[hosts]]
+name = "cp1"
+address = "10.0.0.1"
+os = "linux"
+role = "control-plane"
+"#,
+    );
+    let recipe = r#"recipe = "loops"
+applies = { first_control_plane = true }
+
+[[steps]]
+name = "spin"
+module = "command"
+[steps.params]
+run = "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}"
+"#;
+    let t0 = std::time::Instant::now();
+    let err = match kwin_engine::expand::expand(&plan, &[("loops.toml", recipe)]) {
+        Ok(_) => panic!("the loops rendered"),
+        Err(d) => d.to_string(),
+    };
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+    assert!(
+        err.contains("recipe `loops` step `spin`") && err.contains("ran out of fuel"),
+        "{err}"
+    );
+    assert!(err.contains("loops.toml:8:"), "the recipe line: {err}");
+}

@@ -48,6 +48,17 @@ const EXECUTOR_OPTIONS: &[(&str, &str, &str)] = &[
         "src/cmd_run.rs",
         "settings.allow_reboot",
     ),
+    (
+        "settings.output_budget_mib",
+        "src/cmd_run.rs",
+        "settings.output_budget_mib",
+    ),
+    ("settings.keep_runs", "src/cmd_run.rs", "settings.keep_runs"),
+    (
+        "settings.logs_limit_mib",
+        "src/cmd_run.rs",
+        ".logs_limit_mib",
+    ),
 ];
 
 /// Keys that only validation reads, and why that is all they need.
@@ -108,6 +119,9 @@ const ALTERNATIVES: &[(&str, &str)] = &[
     ("versions.calico", "\"v3.29.9\""),
     ("versions.cri_dockerd", "\"0.3.99\""),
     ("tasks[].inputs", "{ data = \"cp1:motd\" }"),
+    ("artifacts.openpgp", "{ \"Release.key\" = \"0123456789ABCDEF0123456789ABCDEF01234567\" }"),
+    ("proxy.credentials_env", "\"OTHER_PROXY_CREDENTIALS\""),
+    ("proxy.credentials_file", "\"secrets/other.proxy-credentials\""),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -455,13 +469,13 @@ fn fingerprint(text: &str) -> String {
     }
     // Checksums the plan does not pin stay empty: expansion still renders every URL and file
     // name they belong to, which is what a changed key would show in.
-    let sums = Checksums::new(plan.file.artifacts.sha256.clone(), Default::default());
+    let sums = Checksums::for_plan(&plan.file, Default::default(), Default::default());
     match kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums) {
         Ok(tasks) => {
             for t in tasks {
                 out.push_str(&format!(
-                    "task {} {} {} after {:?} order {:?} inputs {:?}\n",
-                    t.id, t.module, t.params, t.after, t.order, t.inputs
+                    "task {} {} {} after {:?} order {:?} inputs {:?} sensitive {}\n",
+                    t.id, t.module, t.params, t.after, t.order, t.inputs, t.sensitive
                 ));
             }
         }

@@ -349,3 +349,139 @@ fn walk(p: &Path) -> Vec<PathBuf> {
     }
     v
 }
+
+/// Peak RSS (bytes) of a command run under `/usr/bin/time -v`, and its output.
+fn run_measured(cmd: &mut Command) -> (std::process::Output, Option<u64>) {
+    let out = cmd.output().expect("run /usr/bin/time");
+    let rss = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024);
+    (out, rss)
+}
+
+fn dir_size(p: &Path) -> u64 {
+    walk(p)
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
+/// The per-run output budget: 8 hosts whose steps print 60 MiB each (under the 64 MiB cap
+/// per stream and command, so no command fails) keep at most the run's budget (64 MiB by
+/// default) in controller memory and in `.kwin/logs`; past it, each step's output is cut with
+/// a warning naming the host and task, the log says where, and every task still succeeds —
+/// cutting output never changes a result. Peak RSS of the `kwin` process is measured with
+/// `/usr/bin/time -v` (before the budget: ~730 MiB and 527 MiB of logs on this machine's
+/// debug build).
+#[test]
+fn eight_hosts_printing_60_mib_each_stay_within_the_run_output_budget() {
+    if !Path::new("/usr/bin/time").exists() {
+        eprintln!("skipped: needs /usr/bin/time (package `time`)");
+        return;
+    }
+    const HOSTS: usize = 8;
+    const EACH: u64 = 60 << 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display().to_string();
+    let mut plan = String::from("[settings]\nstep_timeout = 300\nretries = 0\n");
+    for i in 1..=HOSTS {
+        plan.push_str(&format!(
+            "\n[[hosts]]\nname = \"l{i}\"\nos = \"linux\"\ntransport = \"local\"\n"
+        ));
+    }
+    // Lines of text, as a chatty build or a package manager prints them.
+    plan.push_str(&format!(
+        r#"
+[[tasks]]
+name = "flood"
+module = "command"
+params = {{ run = "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz | head -c {EACH}; echo flood-done-{{{{ host.name }}}} >&2; touch {d}/{{{{ host.name }}}}", creates = "{d}/{{{{ host.name }}}}" }}
+"#
+    ));
+    std::fs::write(dir.path().join("plan.toml"), plan).expect("plan");
+    let t0 = Instant::now();
+    let (out, rss) = run_measured(
+        Command::new("/usr/bin/time")
+            .arg("-v")
+            .arg(env!("CARGO_BIN_EXE_kwin"))
+            .args(["apply", "plan.toml", "--output", "json"])
+            .current_dir(dir.path()),
+    );
+    let took = t0.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rss = rss.unwrap_or_else(|| panic!("no RSS from /usr/bin/time:\n{stderr}"));
+    let logs = dir_size(&dir.path().join(".kwin"));
+    eprintln!(
+        "{HOSTS} hosts x {} MiB: peak RSS {} MiB, .kwin {} MiB, {:.1}s",
+        EACH >> 20,
+        rss >> 20,
+        logs >> 20,
+        took.as_secs_f64()
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for i in 1..=HOSTS {
+        let host = format!("l{i}");
+        let t = events
+            .iter()
+            .find(|e| e["event"] == "task_finished" && e["host"] == host.as_str())
+            .unwrap_or_else(|| panic!("no task_finished for {host}:\n{stdout}"));
+        assert_eq!(t["status"], "changed", "{host}: {t}");
+        assert!(
+            dir.path().join(&host).exists(),
+            "{host} did not run to the end"
+        );
+    }
+    // What was kept: the budget plus bounded overhead, not 8 x 60 MiB.
+    let budget: u64 = 64 << 20;
+    assert!(
+        rss < budget + (160 << 20),
+        "peak RSS {} MiB for a {} MiB budget",
+        rss >> 20,
+        budget >> 20
+    );
+    // The log indents each line by 7 bytes (`    1| `): 10% more for these 73-byte lines.
+    assert!(
+        logs < budget + budget / 4,
+        ".kwin holds {} MiB for a {} MiB budget",
+        logs >> 20,
+        budget >> 20
+    );
+    // Each cut is said, naming the host and the task; the log says so at the cut.
+    let cuts: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| {
+            e["event"] == "warning"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("flood") && m.contains("output budget"))
+        })
+        .collect();
+    assert!(
+        cuts.len() >= HOSTS - 2,
+        "{} warnings about cut output:\n{stdout}",
+        cuts.len()
+    );
+    let cut_host = cuts[0]["host"].as_str().expect("warning names its host");
+    let log = walk(&dir.path().join(".kwin/logs"))
+        .into_iter()
+        .find(|p| p.ends_with(format!("{cut_host}.log")))
+        .expect("the cut host's log");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("output budget"),
+        "{}",
+        &text[..text.len().min(4000)]
+    );
+    // The tail of the step's output is kept (for error messages).
+    assert!(
+        text.contains(&format!("flood-done-{cut_host}")),
+        "no tail kept"
+    );
+}

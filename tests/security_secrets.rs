@@ -300,3 +300,176 @@ params = {{ run = "cat {ws}; cat {ws} >&2; touch {ws}.done", unless = "test -e {
         .ssh("h1", &format!("cat {secret_file}"))
         .contains(&passphrase));
 }
+
+/// Where any encoded form of each secret (raw, quoted, `printf`-escaped, base64 of UTF-8 and
+/// UTF-16LE, JSON, XML: `kwin_engine::secret::encoded_forms`) shows up in `texts`.
+fn encoded_leaks(secrets: &[(&str, String)], texts: &[(String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (what, s) in secrets {
+        for f in kwin_engine::secret::encoded_forms(s) {
+            for (name, text) in texts {
+                if text.contains(&f) {
+                    found.push(format!("{what} ({f:?}) in {name}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// `sensitive`: file contents never show, only hashes. On lab hosts, with
+///
+/// - a file only root may read (0600) that holds a password, rewritten by a `file` task that
+///   sets no mode (sensitive because of the host's mode);
+/// - a new file with `mode = "0600"` (sensitive because of the plan's mode);
+/// - a world-readable file edited by `line_in_file` with `sensitive = true`;
+/// - a `command` with `sensitive = true` whose script and output hold a secret;
+/// - a world-readable file that is not sensitive (its diff shows its content: the check
+///   below is not vacuous),
+///
+/// the old and new contents appear in no form anywhere kwin writes (`kwin plan` human and
+/// JSON, `kwin apply` human and JSON, `.kwin/logs/**`, the journals): diffs show
+/// `sha256:<16 hex>… (sensitive)` of exactly the content written, and the files on the host
+/// hold exactly the wanted content.
+#[test]
+fn sensitive_contents_show_as_hashes_only() {
+    let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
+    std::env::set_var("KWIN_LAB_ID", LAB_ID);
+    let Some(lab) = common::lab(1) else { return };
+    let old_pw = made_up("OldPw'\"$`\\-");
+    let new_pw = made_up("NewPw%\\n;");
+    let fresh = made_up("Fresh-");
+    let api_key = made_up("ApiKey=");
+    let cmd_secret = made_up("Cmd");
+    let visible = made_up("visible-motd-");
+    let q = kwin_engine::quote::sh_quote;
+    lab.ssh(
+        "h1",
+        &format!(
+            "rm -rf /root/sens && mkdir -p /root/sens && umask 077 && printf 'user=admin\\npassword=%s\\n' {} > /root/sens/app.conf && chmod 0600 /root/sens/app.conf && umask 022 && printf 'a=1\\n' > /root/sens/public.conf",
+            q(&old_pw)
+        ),
+    );
+    let new_app = format!("user=admin\npassword={new_pw}\n");
+    let fresh_content = format!("token: {fresh}\n");
+    let toml = |s: &str| toml::Value::String(s.to_string()).to_string();
+    let plan = format!(
+        r#"inventory = "x"
+
+[[hosts]]
+name = "h1"
+os = "linux"
+
+[[tasks]]
+name = "app-conf"
+module = "file"
+params = {{ path = "/root/sens/app.conf", content = {new_app} }}
+
+[[tasks]]
+name = "fresh"
+module = "file"
+params = {{ path = "/root/sens/fresh.conf", content = {fresh_content}, mode = "0600" }}
+
+[[tasks]]
+name = "api-key"
+module = "line_in_file"
+sensitive = true
+params = {{ path = "/root/sens/public.conf", line = {api_line} }}
+
+[[tasks]]
+name = "secret-cmd"
+module = "command"
+sensitive = true
+params = {{ run = {cmd}, creates = "/root/sens/cmd.done" }}
+
+[[tasks]]
+name = "motd"
+module = "file"
+params = {{ path = "/root/sens/motd", content = {motd}, mode = "0644" }}
+"#,
+        new_app = toml(&new_app),
+        fresh_content = toml(&fresh_content),
+        api_line = toml(&format!("api_key={api_key}")),
+        cmd = toml(&format!(
+            "echo {s}; echo {s} >&2; echo {s} > /root/sens/cmd.done",
+            s = q(&cmd_secret)
+        )),
+        motd = toml(&format!("{visible}\n")),
+    );
+    let dir = common::plan_dir(&lab, &plan);
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_kwin"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("kwin");
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let mut texts: Vec<(String, String)> = Vec::new();
+    let (code, out, err) = run(&["plan", "plan.toml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // The diffs show the hash of exactly what will be written.
+    let short = |s: &str| {
+        use sha2::Digest;
+        format!(
+            "sha256:{}… (sensitive)",
+            &hex::encode(sha2::Sha256::digest(s.as_bytes()))[..16]
+        )
+    };
+    for want in [&new_app, &fresh_content] {
+        assert!(out.contains(&format!("+ {}", short(want))), "{out}");
+    }
+    assert!(out.contains(&format!("+{visible}")), "{out}");
+    texts.push(("plan stdout".into(), out));
+    texts.push(("plan stderr".into(), err));
+    let (_, out, err) = run(&["plan", "plan.toml", "--output", "json"]);
+    texts.push(("plan --output json stdout".into(), out));
+    texts.push(("plan --output json stderr".into(), err));
+    let (code, out, err) = run(&["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&visible), "{out}");
+    texts.push(("apply --output json stdout".into(), out));
+    texts.push(("apply --output json stderr".into(), err));
+    let (code, out, err) = run(&["apply", "plan.toml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("0 changed"), "{out}");
+    texts.push(("apply again stdout".into(), out));
+    texts.push(("apply again stderr".into(), err));
+    for f in walk(&dir.path().join(".kwin")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap_or_default()).into_owned();
+        texts.push((f.display().to_string(), text));
+    }
+    // The contents really went to the host.
+    assert_eq!(lab.ssh("h1", "cat /root/sens/app.conf"), new_app);
+    assert_eq!(lab.ssh("h1", "cat /root/sens/fresh.conf"), fresh_content);
+    assert!(lab
+        .ssh("h1", "cat /root/sens/public.conf")
+        .contains(&format!("api_key={api_key}\n")));
+    assert_eq!(lab.ssh("h1", "cat /root/sens/cmd.done").trim(), cmd_secret);
+    // The logs recorded each run (the search below is not vacuous).
+    assert!(
+        texts
+            .iter()
+            .any(|(n, t)| n.ends_with("h1.log") && t.contains(&visible)),
+        "no log shows the public file"
+    );
+    let found = encoded_leaks(
+        &[
+            ("the old password", old_pw.clone()),
+            ("the new password", new_pw.clone()),
+            ("the 0600 file's token", fresh.clone()),
+            ("the sensitive line", api_key.clone()),
+            ("the sensitive command's secret", cmd_secret.clone()),
+        ],
+        &texts,
+    );
+    assert!(
+        found.is_empty(),
+        "sensitive content leaked:\n{}",
+        found.join("\n")
+    );
+}

@@ -416,3 +416,59 @@ fn every_key_of_the_schema_is_documented() {
         "keys missing from the README: {missing:?}"
     );
 }
+
+/// Templates run on fuel: nested loops in a task's params (a million million iterations)
+/// end with a `template` error naming the task, the parameter and the plan line, where
+/// `kwin validate` used to run forever. Bounded by a kill after 60 s so the old behaviour
+/// fails the test instead of hanging it.
+#[test]
+fn nested_template_loops_end_with_an_error_naming_the_task() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"[[hosts]]
+name = "l1"
+os = "linux"
+transport = "local"
+
+[[tasks]]
+name = "loops"
+module = "file"
+params = { path = "/tmp/x", content = "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}" }
+"#,
+    )
+    .expect("plan");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        .args(["validate"])
+        .arg(&plan)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kwin runs");
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().expect("output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = status.unwrap_or_else(|| panic!("kwin validate still ran after 60 s"));
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("plan.toml:9:") && text.contains("task `loops`: params.content"),
+        "the error names the task, its parameter and the line: {text}"
+    );
+    assert!(text.contains("fuel"), "{text}");
+}

@@ -337,6 +337,89 @@ pub fn parse_batch_for(
     Ok(facts)
 }
 
+/// A batched script's output (from [`batch_script`]) as the host log may show it: the
+/// content of files whose mode gives group and others no read access, and the whole answer
+/// of every query whose key `sensitive` names, replaced by its size and hash
+/// ([`crate::secret::sensitive_hash`]). Everything else stays byte for byte. `None` when
+/// nothing can need hiding (no file content read, no sensitive query): log `out` as it is.
+pub fn redact_for_log(
+    shell: Shell,
+    queries: &[FactQuery],
+    out: &Output,
+    nonce: &str,
+    sensitive: &dyn Fn(&str) -> bool,
+) -> Option<Output> {
+    let (path_qs, rest) = split(shell, queries);
+    let reads_content = path_qs
+        .iter()
+        .any(|(_, p)| matches!(p.read, PathRead::Content | PathRead::ContentUnless(_)));
+    if !reads_content && !rest.iter().any(|(_, q)| sensitive(&q.key)) {
+        return None;
+    }
+    let mut stdout = out.stdout.clone();
+    let mut stderr = out.stderr.clone();
+    if !path_qs.is_empty() {
+        let begin = format!("\n@@kwin:{nonce}:paths\n");
+        let end = format!("\n@@kwin:{nonce}:paths:end\n");
+        let keys: Vec<&str> = path_qs.iter().map(|(q, _)| q.key.as_str()).collect();
+        stdout = replace_section(&stdout, begin.as_bytes(), end.as_bytes(), |group| {
+            paths::redact_group(&path_qs, group, nonce, &|j| {
+                keys.get(j).is_some_and(|k| sensitive(k))
+            })
+        });
+    }
+    for (i, q) in rest {
+        if !sensitive(&q.key) {
+            continue;
+        }
+        let begin = format!("\n@@kwin:{nonce}:begin:{i}\n");
+        let hidden = |b: &[u8]| {
+            format!(
+                "({} bytes of a sensitive answer, {}, not logged)",
+                b.len(),
+                crate::secret::sensitive_hash(b)
+            )
+            .into_bytes()
+        };
+        stdout = replace_section(
+            &stdout,
+            begin.as_bytes(),
+            format!("\n@@kwin:{nonce}:end:{i}:").as_bytes(),
+            hidden,
+        );
+        stderr = replace_section(
+            &stderr,
+            begin.as_bytes(),
+            format!("\n@@kwin:{nonce}:end:{i}\n").as_bytes(),
+            hidden,
+        );
+    }
+    Some(Output {
+        stdout,
+        stderr,
+        exit: out.exit,
+    })
+}
+
+/// `hay` with the body of the first `begin` … `end` section replaced by `f(body)`; `hay`
+/// itself when there is no such section. An unterminated section is replaced up to the end.
+pub(crate) fn replace_section(
+    hay: &[u8],
+    begin: &[u8],
+    end: &[u8],
+    f: impl FnOnce(&[u8]) -> Vec<u8>,
+) -> Vec<u8> {
+    let Some(b) = find(hay, begin).map(|b| b + begin.len()) else {
+        return hay.to_vec();
+    };
+    let e = find(&hay[b..], end).map_or(hay.len(), |e| b + e);
+    let mut v = Vec::with_capacity(hay.len());
+    v.extend_from_slice(&hay[..b]);
+    v.extend_from_slice(&f(&hay[b..e]));
+    v.extend_from_slice(&hay[e..]);
+    v
+}
+
 /// The last whole words of `b` within `n` bytes (lossy UTF-8, trimmed).
 fn last_words(b: &[u8], n: usize) -> String {
     let t = String::from_utf8_lossy(tail(b, n)).into_owned();
@@ -372,7 +455,7 @@ fn tail(b: &[u8], n: usize) -> &[u8] {
 }
 
 fn normalize_newlines(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if b.windows(2).any(|w| w == b"\r\n") {
+    if find(b, b"\r\n").is_some() {
         let mut v = Vec::with_capacity(b.len());
         let mut i = 0;
         while i < b.len() {
@@ -397,17 +480,10 @@ fn section<'a>(hay: &'a [u8], begin: &[u8], end: &[u8]) -> Option<(&'a [u8], &'a
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let (&first, rest) = needle.split_first()?;
-    let last_start = hay.len().checked_sub(needle.len())?;
-    let mut i = 0;
-    while i <= last_start {
-        let j = i + hay[i..=last_start].iter().position(|&b| b == first)?;
-        if &hay[j + 1..j + needle.len()] == rest {
-            return Some(j);
-        }
-        i = j + 1;
+    if needle.is_empty() {
+        return None;
     }
-    None
+    memchr::memmem::find(hay, needle)
 }
 
 #[cfg(test)]
@@ -425,6 +501,76 @@ mod tests {
             stderr: out.stderr,
             exit: out.status.code().unwrap_or(-1),
         }
+    }
+
+    #[test]
+    fn the_log_form_of_a_probe_hides_private_files_and_sensitive_answers() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().expect("tmp");
+        let file = |name: &str, text: &str, mode: u32| {
+            let p = d.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            p.display().to_string()
+        };
+        let private = file("private", "password=Hunter2private\n", 0o600);
+        // Group members may read it: not private by mode.
+        let group = file("group", "shared=GroupCanRead\n", 0o640);
+        let public = file("public", "motd: hello world\n", 0o644);
+        let marked = file("marked", "token=Hunter2marked\n", 0o644);
+        let q = |p: &str| FactQuery {
+            key: format!("content:{p}"),
+            command: "exit 99".into(),
+            path: Some(PathQuery {
+                path: p.to_string(),
+                read: PathRead::Content,
+            }),
+        };
+        let queries = vec![
+            q(&private),
+            q(&group),
+            q(&public),
+            q(&marked),
+            FactQuery::command(
+                "registry",
+                "echo value=Hunter2registry; echo oops Hunter2err >&2",
+            ),
+            FactQuery::command("other", "echo value=plain"),
+        ];
+        let nonce = new_nonce();
+        let out = run_sh(&batch_script(Shell::Posix, &queries, &nonce));
+        let facts = parse_batch(&queries, &out, &nonce).expect("parse");
+        assert_eq!(facts.len(), 6);
+        let sensitive = |k: &str| k == format!("content:{marked}") || k == "registry";
+        let shown = redact_for_log(Shell::Posix, &queries, &out, &nonce, &sensitive)
+            .expect("content is read");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&shown.stdout),
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        assert!(!text.contains("Hunter2"), "{text}");
+        assert!(
+            text.contains("motd: hello world")
+                && text.contains("value=plain")
+                && text.contains("shared=GroupCanRead"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "({} bytes of content, {}, not logged)",
+                "password=Hunter2private\n".len(),
+                crate::secret::sensitive_hash(b"password=Hunter2private\n")
+            )),
+            "{text}"
+        );
+        // The log form still parses as the same facts, but for what it hides.
+        let again = parse_batch(&queries, &shown, &nonce).expect("parse the log form");
+        assert_eq!(again.raw("other"), facts.raw("other"));
+        assert_eq!(
+            again.raw(&format!("content:{public}")),
+            facts.raw(&format!("content:{public}"))
+        );
     }
 
     #[test]

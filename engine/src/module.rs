@@ -11,6 +11,7 @@
 
 use crate::fact::{FactError, FactQuery, Facts};
 use crate::secret::Secret;
+pub use crate::secret::{sensitive_digest, sensitive_hash, SENSITIVE_MARK};
 use crate::transport::Shell;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -234,6 +235,50 @@ pub trait Module: Send + Sync + fmt::Debug {
     fn output(&self, _shell: Shell) -> Option<String> {
         None
     }
+    /// The task asks for `sensitive = true` (called once, before anything else). A module that
+    /// writes or reads content then keeps it out of its facts where it can and shows it in
+    /// diffs as [`sensitive_hash`]es. Default: nothing (the engine still hides the task's
+    /// scripts, answers and output in logs and hashes each line of its diffs).
+    fn mark_sensitive(&mut self) {}
+    /// Whether this task's content is secret: marked, or by default — a file that is or will
+    /// be readable by its owner only (no read access for group and others). `facts`: what
+    /// the host has (empty before the probe: then what the params say). Default: `false`.
+    fn sensitive(&self, _facts: &Facts) -> bool {
+        false
+    }
+}
+
+/// A diff of a sensitive task with every line that could carry content replaced by its
+/// [`sensitive_hash`] (keeping a leading `-`, `+` or ` `); unified diff headers (`---`, `+++`,
+/// `@@`) and lines already showing a hash stay. For modules that do not render sensitive
+/// diffs themselves.
+pub fn hash_diff_lines(diff: &str) -> String {
+    let mut out = String::with_capacity(diff.len());
+    for line in diff.lines() {
+        let keep = line.contains(SENSITIVE_MARK)
+            || line.starts_with("--- ")
+            || line.starts_with("+++ ")
+            || line.starts_with("@@");
+        if keep {
+            out.push_str(line);
+        } else {
+            let (sign, rest) = match line.chars().next() {
+                Some(c @ ('-' | '+' | ' ')) => (Some(c), &line[1..]),
+                _ => (None, line),
+            };
+            let rest = rest
+                .strip_prefix(' ')
+                .filter(|_| sign.is_some())
+                .unwrap_or(rest);
+            if let Some(c) = sign {
+                out.push(c);
+                out.push(' ');
+            }
+            out.push_str(&sensitive_hash(rest.as_bytes()));
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Error building a module from params, with the path of the offending param if known.
@@ -290,6 +335,29 @@ pub fn parse_params<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sensitive_diffs_show_hashes_only() {
+        let d = "--- /etc/x (current)\n+++ /etc/x (desired)\n@@ -1,2 +1,2 @@\n user=admin\n-password=old\n+password=new\n- 1\n+ sha256:0123456789abcdef… (sensitive)\n";
+        let h = hash_diff_lines(d);
+        for secret in ["admin", "old", "new"] {
+            assert!(!h.contains(secret), "{h}");
+        }
+        assert!(
+            h.starts_with("--- /etc/x (current)\n+++ /etc/x (desired)\n@@ -1,2 +1,2 @@\n  sha256:"),
+            "{h}"
+        );
+        assert!(
+            h.contains(&format!("- {}\n", sensitive_hash(b"password=old"))),
+            "{h}"
+        );
+        assert!(h.contains(&format!("- {}\n", sensitive_hash(b"1"))), "{h}");
+        assert!(
+            h.ends_with("+ sha256:0123456789abcdef… (sensitive)\n"),
+            "{h}"
+        );
+        assert_eq!(hash_diff_lines(&h), h);
+    }
 
     #[test]
     fn overlap_by_path_segments() {

@@ -1,7 +1,9 @@
 //! Quoting: the only way user-written text enters a shell script.
 //!
 //! `sh_quote` produces a single POSIX shell word that expands to exactly the input; `ps_quote`
-//! produces a PowerShell single-quoted string literal that evaluates to exactly the input.
+//! produces a PowerShell single-quoted string literal that evaluates to exactly the input;
+//! `printf_format` a single-quoted `printf` format that prints exactly the given bytes (the
+//! Linux file writer's form of small contents).
 //! Template filters `sh` and `ps` are built on these two functions; nothing else in kwin may
 //! paste plan-provided text into a script.
 //!
@@ -57,6 +59,24 @@ pub fn ps_quote(s: &str) -> String {
     }
     out.push('\'');
     out
+}
+
+/// `bytes` as a single-quoted `printf` format that prints exactly them: letters, digits and a
+/// few punctuation characters as they are, every other byte (and a leading `-`) as a `\ooo`
+/// escape, so no user text reaches the shell or `printf` as anything but data.
+pub fn printf_format(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() + 2);
+    s.push('\'');
+    for (i, &b) in bytes.iter().enumerate() {
+        // A leading `-` would read as an option of `printf`.
+        if b.is_ascii_alphanumeric() || (b" ,.:=_/-+@".contains(&b) && !(i == 0 && b == b'-')) {
+            s.push(char::from(b));
+        } else {
+            s.push_str(&format!("\\{b:03o}"));
+        }
+    }
+    s.push('\'');
+    s
 }
 
 /// Quote `s` as one double-quoted word of a systemd unit file setting such as

@@ -72,6 +72,10 @@ pub struct Task {
     pub after: Vec<TaskId>,
     /// Data dependencies: input name → producer output.
     pub inputs: BTreeMap<String, InputRef>,
+    /// `sensitive = true`: what the task writes and reads shows as hashes only (diffs,
+    /// events, journal, logs). Modules may be sensitive on their own too
+    /// ([`crate::module::Module::sensitive`]).
+    pub sensitive: bool,
 }
 
 impl Task {
@@ -90,6 +94,7 @@ impl Task {
             order: Vec::new(),
             after: Vec::new(),
             inputs: BTreeMap::new(),
+            sensitive: false,
         }
     }
 

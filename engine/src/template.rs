@@ -26,9 +26,40 @@ use std::fmt;
 
 pub use minijinja::Value;
 
+/// Instructions one render of one template string may execute. kwin's recipes need a few
+/// thousand at most; nested loops that would run for hours stop here with an error naming the
+/// template (`OutOfFuel`), instead of `kwin validate` running forever.
+pub const FUEL: u64 = 1_000_000;
+
+/// Most items a sequence or map may have when a template prints it or hands it to a module.
+/// `seq * n` builds a lazy sequence of any length without using fuel; printing or converting
+/// it would run (or allocate) for as long as its length says.
+pub const MAX_ITEMS: usize = 1_000_000;
+
+/// An error when `v` is a sequence, iterable or map longer than [`MAX_ITEMS`].
+fn check_items(v: &Value) -> Result<(), Error> {
+    if matches!(
+        v.kind(),
+        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map
+    ) {
+        if let Some(n) = v.len().filter(|&n| n > MAX_ITEMS) {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!("a value of {n} items is too large (at most {MAX_ITEMS})"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The environment every kwin template is compiled in.
 pub fn environment<'src>() -> Environment<'src> {
     let mut env = Environment::new();
+    env.set_fuel(Some(FUEL));
+    env.set_formatter(|out, state, v| {
+        check_items(v)?;
+        minijinja::escape_formatter(out, state, v)
+    });
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_keep_trailing_newline(true);
     env.set_auto_escape_callback(|_| AutoEscape::None);
@@ -123,6 +154,11 @@ fn describe(e: &Error) -> String {
 impl TemplateError {
     fn from_minijinja(e: &Error, vars: &HashSet<String>, ctx: Option<&Value>) -> Self {
         let mut message = describe(e);
+        if e.kind() == ErrorKind::OutOfFuel {
+            message = format!(
+                "the template ran out of fuel: it did not finish within {FUEL} instructions (loops nested too deep or too long?)"
+            );
+        }
         if e.kind() == ErrorKind::UndefinedError {
             if let Some(name) = ctx.and_then(|c| first_undefined(vars, c)) {
                 message = format!("undefined value `{name}`");
@@ -286,6 +322,35 @@ pub fn to_json(v: &Value) -> Result<serde_json::Value, TemplateError> {
             line: None,
         });
     }
+    // Nested too: every item of every container counts.
+    fn walk(v: &Value, left: &mut usize) -> Result<(), Error> {
+        check_items(v)?;
+        if !matches!(
+            v.kind(),
+            ValueKind::Seq | ValueKind::Iterable | ValueKind::Map
+        ) {
+            return Ok(());
+        }
+        let n = v.len().unwrap_or(0);
+        *left = left.checked_sub(n).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidOperation,
+                format!("a value of more than {MAX_ITEMS} items in all is too large"),
+            )
+        })?;
+        for item in v.try_iter()? {
+            if v.kind() == ValueKind::Map {
+                walk(&v.get_item(&item)?, left)?;
+            } else {
+                walk(&item, left)?;
+            }
+        }
+        Ok(())
+    }
+    walk(v, &mut MAX_ITEMS.clone()).map_err(|e| TemplateError {
+        message: describe(&e),
+        line: None,
+    })?;
     serde_json::to_value(v).map_err(|e| TemplateError {
         message: format!("cannot convert the value to JSON: {e}"),
         line: None,

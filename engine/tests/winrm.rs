@@ -523,6 +523,23 @@ async fn a_plaintext_reply_on_an_encrypted_connection_is_refused() {
     assert!(!err.is_retryable(), "{err:?}");
 }
 
+/// A stopping WinRM service (a host going down for a restart) answers a plaintext 503 on a
+/// connection whose messages are encrypted: nothing of it is used, and the request is retried
+/// like a lost connection, not refused as an attack.
+#[tokio::test]
+async fn a_plaintext_503_on_an_encrypted_connection_is_retryable() {
+    let Some(s) = StandIn::start(&["--hostile", "unavailable"]) else {
+        return;
+    };
+    let t = s.transport(&s.spec(false, WinrmAuth::Ntlm));
+    let err = t
+        .run("echo hello", T)
+        .await
+        .expect_err("a 503 is no answer");
+    assert!(err.is_retryable(), "{err:?}");
+    assert!(err.to_string().contains("503"), "{err}");
+}
+
 /// A reply must say it answers the request (`a:RelatesTo` = the request's `a:MessageID`): one
 /// without it, or relating to another message, is refused.
 #[tokio::test]

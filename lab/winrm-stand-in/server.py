@@ -1241,6 +1241,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self._send(500, b"", extra_headers)
                 return
             soap = body
+        if encrypted and self.app.hostile == "unavailable":
+            # what http.sys answers for a stopping WinRM service: a plaintext 503, no body
+            self.close_connection = True
+            self._send(503, b"", extra_headers)
+            return
         status, reply = self.app.dispatch(soap, self.conn.user or "", self.client_address[0], self._local_url())
         if encrypted and self.app.hostile == "plaintext-replies":
             # what an attacker on the path can send without the session key
@@ -1878,11 +1883,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="computer name shown in faults and the certificate")
     p.add_argument("--allow-unencrypted", action="store_true",
                    help="accept plaintext SOAP (and Basic) over HTTP, like AllowUnencrypted=true")
-    p.add_argument("--hostile", choices=("plaintext-replies", "no-relates-to", "wrong-relates-to"),
+    p.add_argument("--hostile", choices=("plaintext-replies", "no-relates-to", "wrong-relates-to",
+                                         "unavailable"),
                    default=None,
                    help="behave as a hostile server would, for the client's tests: answer encrypted "
                         "requests in plaintext, or leave a:RelatesTo out of replies, or relate them to "
-                        "another message")
+                        "another message, or answer them with a plaintext 503 (a stopping service)")
     p.add_argument("--cbt-hardening", choices=("relaxed", "strict", "none"), default="relaxed",
                    help="NTLM channel binding check over HTTPS (default: relaxed, as Windows)")
     p.add_argument("--max-envelope-kb", type=int, default=500, help="MaxEnvelopeSizekb (default: 500)")

@@ -280,6 +280,11 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
                     return Err(format!("diff does not contain `{want}`:\n{diff}"));
                 }
             }
+            for bad in strs(o.get("diff_not_contains")) {
+                if diff.contains(&bad) {
+                    return Err(format!("diff contains `{bad}`:\n{diff}"));
+                }
+            }
             match (o.get("touches"), &c.touches) {
                 (None, _) => {}
                 (Some(Value::String(s)), Touches::Anything) if s == "anything" => {}
@@ -306,6 +311,7 @@ fn run_case(module: &str, case: &Value) -> Result<(), String> {
                     "steps_contain",
                     "steps_not_contain",
                     "diff_contains",
+                    "diff_not_contains",
                     "touches",
                     "writes",
                 ];

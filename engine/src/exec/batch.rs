@@ -30,6 +30,8 @@ pub(crate) struct Item {
     /// Re-read `verify` right after the steps (a later task of the batch may touch what they
     /// read); otherwise in the batch's end read. Always right after on PowerShell.
     pub verify_now: bool,
+    /// A sensitive task: its steps and their output are left out of the host log.
+    pub sensitive: bool,
 }
 
 /// What became of one item.
@@ -60,6 +62,9 @@ pub(crate) struct Section {
 #[derive(Debug, Clone)]
 pub(crate) struct Batch {
     pub script: String,
+    /// `script` as the host log shows it: each sensitive task's steps replaced by a comment
+    /// with their size and hash.
+    pub log_script: String,
     nonce: String,
     shell: Shell,
     items: Vec<Item>,
@@ -76,41 +81,15 @@ impl Batch {
                 item.verify_now = true;
             }
         }
-        let mut s = String::new();
-        match shell {
-            Shell::PowerShell => s.push_str("$ProgressPreference = 'SilentlyContinue'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n"),
-            Shell::Posix => s.push_str("__kw_stop=\n"),
-        }
-        let mut end: Vec<FactQuery> = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            match shell {
-                Shell::Posix => posix_item(&mut s, &nonce, i, &item.steps),
-                Shell::PowerShell => ps_item(&mut s, &nonce, i, &item.steps),
-            }
-            if item.verify.is_empty() {
-                continue;
-            }
-            if !item.verify_now {
-                end.extend(item.verify.iter().cloned());
-                continue;
-            }
-            let read = fact::batch_script(shell, &item.verify, &format!("{nonce}v{i}"));
-            match shell {
-                Shell::Posix => {
-                    s.push_str(&format!("if [ -z \"$__kw_stop\" ]; then\n{read}fi\n"));
-                }
-                Shell::PowerShell => s.push_str(&read),
-            }
-        }
-        end.extend(probe.iter().cloned());
-        if !end.is_empty() {
-            s.push_str(&fact::batch_script(shell, &end, &format!("{nonce}e")));
-        }
-        if shell == Shell::Posix {
-            s.push_str("if [ -n \"$__kw_stop\" ]; then exit \"$__kw_stop\"; fi\n");
-        }
+        let (script, end) = build(shell, &items, &probe, &nonce, false);
+        let log_script = if items.iter().any(|i| i.sensitive) {
+            build(shell, &items, &probe, &nonce, true).0
+        } else {
+            script.clone()
+        };
         Batch {
-            script: s,
+            script,
+            log_script,
             nonce,
             shell,
             items,
@@ -119,6 +98,172 @@ impl Batch {
         }
     }
 
+    /// The nonce of the batch's markers (`transport::output::Keep::sections`).
+    pub fn nonce(&self) -> &str {
+        &self.nonce
+    }
+
+    /// Items whose step output the run's output budget cut, with how many bytes were not
+    /// kept (both streams).
+    pub fn cuts(&self, out: &Output) -> Vec<(usize, u64)> {
+        let mut cuts: Vec<(usize, u64)> = Vec::new();
+        let cut = format!("\n@@kwin:{}:cut:", self.nonce);
+        let begin = format!("\n@@kwin:{}:task:", self.nonce);
+        for stream in [&out.stdout, &out.stderr] {
+            let mut from = 0;
+            while let Some(at) = find(&stream[from..], cut.as_bytes()).map(|i| from + i) {
+                let n: u64 = stream[at + cut.len()..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .fold(0u64, |acc, &b| {
+                        acc.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+                    });
+                // The item: the last begin marker before the cut.
+                let item = rfind(&stream[..at], begin.as_bytes()).and_then(|b| {
+                    let rest = &stream[b + begin.len()..at];
+                    let digits: Vec<u8> = rest
+                        .iter()
+                        .copied()
+                        .take_while(u8::is_ascii_digit)
+                        .collect();
+                    std::str::from_utf8(&digits).ok()?.parse::<usize>().ok()
+                });
+                if let Some(i) = item {
+                    match cuts.iter_mut().find(|c| c.0 == i) {
+                        Some(c) => c.1 += n,
+                        None => cuts.push((i, n)),
+                    }
+                }
+                from = at + cut.len();
+            }
+        }
+        cuts
+    }
+
+    /// `out` as the host log shows it: the step output of sensitive tasks (but for kwin's own
+    /// `kwin: ` messages) and the answers `sensitive` names, or that read files private by
+    /// mode, replaced by their size and hash.
+    /// `None`: log `out` as it is.
+    pub fn log_output(&self, out: &Output, sensitive: &dyn Fn(&str) -> bool) -> Option<Output> {
+        let mut o: Option<Output> = None;
+        for (i, item) in self.items.iter().enumerate() {
+            if item.sensitive {
+                let o = o.get_or_insert_with(|| out.clone());
+                let begin = format!("\n@@kwin:{}:task:{i}:begin\n", self.nonce);
+                let end = format!("\n@@kwin:{}:task:{i}:end", self.nonce);
+                o.stdout =
+                    fact::replace_section(&o.stdout, begin.as_bytes(), end.as_bytes(), |b| {
+                        hidden_output(b)
+                    });
+                o.stderr =
+                    fact::replace_section(&o.stderr, begin.as_bytes(), end.as_bytes(), |b| {
+                        hidden_output(b)
+                    });
+            }
+            if item.verify_now && !item.verify.is_empty() {
+                let nonce = format!("{}v{i}", self.nonce);
+                let cur = o.as_ref().unwrap_or(out);
+                if let Some(r) =
+                    fact::redact_for_log(self.shell, &item.verify, cur, &nonce, sensitive)
+                {
+                    o = Some(r);
+                }
+            }
+        }
+        if !self.end.is_empty() {
+            let nonce = format!("{}e", self.nonce);
+            let cur = o.as_ref().unwrap_or(out);
+            if let Some(r) = fact::redact_for_log(self.shell, &self.end, cur, &nonce, sensitive) {
+                o = Some(r);
+            }
+        }
+        o
+    }
+}
+
+/// A sensitive task's step output as logged: its size and hash, and kwin's own `kwin: `
+/// lines (which name paths and reasons, never content).
+pub(crate) fn hidden_output(b: &[u8]) -> Vec<u8> {
+    if b.is_empty() {
+        return Vec::new();
+    }
+    let mut v = format!(
+        "({} bytes of a sensitive task's output, {}, not logged)",
+        b.len(),
+        crate::secret::sensitive_hash(b)
+    )
+    .into_bytes();
+    for line in b.split(|&c| c == b'\n') {
+        if line.starts_with(b"kwin: ") {
+            v.push(b'\n');
+            v.extend_from_slice(line);
+        }
+    }
+    v
+}
+
+/// The script of a batch (with `redact`: as logged) and the queries of its end read.
+fn build(
+    shell: Shell,
+    items: &[Item],
+    probe: &[FactQuery],
+    nonce: &str,
+    redact: bool,
+) -> (String, Vec<FactQuery>) {
+    let mut s = String::new();
+    match shell {
+        Shell::PowerShell => s.push_str("$ProgressPreference = 'SilentlyContinue'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n"),
+        Shell::Posix => s.push_str("__kw_stop=\n"),
+    }
+    let mut end: Vec<FactQuery> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let hidden;
+        let steps: &[String] = if redact && item.sensitive {
+            hidden = item
+                .steps
+                .iter()
+                .map(|st| {
+                    format!(
+                        "# ({} bytes of a sensitive task's step, {}, not logged)",
+                        st.len(),
+                        crate::secret::sensitive_hash(st.as_bytes())
+                    )
+                })
+                .collect::<Vec<_>>();
+            &hidden
+        } else {
+            &item.steps
+        };
+        match shell {
+            Shell::Posix => posix_item(&mut s, nonce, i, steps),
+            Shell::PowerShell => ps_item(&mut s, nonce, i, steps),
+        }
+        if item.verify.is_empty() {
+            continue;
+        }
+        if !item.verify_now {
+            end.extend(item.verify.iter().cloned());
+            continue;
+        }
+        let read = fact::batch_script(shell, &item.verify, &format!("{nonce}v{i}"));
+        match shell {
+            Shell::Posix => {
+                s.push_str(&format!("if [ -z \"$__kw_stop\" ]; then\n{read}fi\n"));
+            }
+            Shell::PowerShell => s.push_str(&read),
+        }
+    }
+    end.extend(probe.iter().cloned());
+    if !end.is_empty() {
+        s.push_str(&fact::batch_script(shell, &end, &format!("{nonce}e")));
+    }
+    if shell == Shell::Posix {
+        s.push_str("if [ -n \"$__kw_stop\" ]; then exit \"$__kw_stop\"; fi\n");
+    }
+    (s, end)
+}
+
+impl Batch {
     /// Results per item, in order, and the trailing probe's facts (`None` without a probe or
     /// when the script stopped early).
     pub fn parse(&self, out: &Output) -> (Vec<ItemResult>, Option<Result<Facts, FactError>>) {
@@ -165,16 +310,16 @@ impl Batch {
                 stopped = true;
                 results.push(ItemResult::Died {
                     out: Section {
-                        stdout: stdout[body_start..].to_vec(),
-                        stderr: err_section(&stderr),
+                        stdout: without_cut_lines(stdout[body_start..].to_vec(), &self.nonce),
+                        stderr: without_cut_lines(err_section(&stderr), &self.nonce),
                     },
                     script_exit: out.exit,
                 });
                 continue;
             };
             let section = Section {
-                stdout: stdout[body_start..e].to_vec(),
-                stderr: err_section(&stderr),
+                stdout: without_cut_lines(stdout[body_start..e].to_vec(), &self.nonce),
+                stderr: without_cut_lines(err_section(&stderr), &self.nonce),
             };
             let rest = &stdout[e + marker.len()..];
             let code_end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
@@ -239,7 +384,35 @@ fn ps_item(s: &mut String, nonce: &str, i: usize, steps: &[String]) {
     ));
 }
 
-fn strip_cr(b: &[u8]) -> Vec<u8> {
+fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    memchr::memmem::rfind(hay, needle)
+}
+
+/// A section's output without the budget's cut lines (they are the executor's business).
+fn without_cut_lines(b: Vec<u8>, nonce: &str) -> Vec<u8> {
+    let cut = format!("@@kwin:{nonce}:cut:");
+    if find(&b, cut.as_bytes()).is_none() {
+        return b;
+    }
+    let mut v = Vec::with_capacity(b.len());
+    let mut first = true;
+    for line in b.split(|&c| c == b'\n') {
+        if line.starts_with(cut.as_bytes()) {
+            continue;
+        }
+        if !first {
+            v.push(b'\n');
+        }
+        v.extend_from_slice(line);
+        first = false;
+    }
+    v
+}
+
+fn strip_cr(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if find(b, b"\r\n").is_none() {
+        return std::borrow::Cow::Borrowed(b);
+    }
     let mut v = Vec::with_capacity(b.len());
     for (i, &c) in b.iter().enumerate() {
         if c == b'\r' && b.get(i + 1) == Some(&b'\n') {
@@ -247,14 +420,14 @@ fn strip_cr(b: &[u8]) -> Vec<u8> {
         }
         v.push(c);
     }
-    v
+    std::borrow::Cow::Owned(v)
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || hay.len() < needle.len() {
+    if needle.is_empty() {
         return None;
     }
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 #[cfg(test)]
@@ -304,16 +477,19 @@ mod tests {
                     steps: vec![format!("echo one > {fs}"), "echo step2".into()],
                     verify: vec![q("f", &format!("cat {fs}"))],
                     verify_now: true,
+                    sensitive: false,
                 },
                 Item {
                     steps: vec!["echo bad >&2; exit 7".into(), "echo never".into()],
                     verify: vec![],
                     verify_now: true,
+                    sensitive: false,
                 },
                 Item {
                     steps: vec![format!("echo three > {fs}")],
                     verify: vec![],
                     verify_now: true,
+                    sensitive: false,
                 },
             ],
             vec![q("g", "echo probe")],
@@ -354,6 +530,7 @@ mod tests {
                 steps: vec!["cat; echo read-done".into()],
                 verify: vec![],
                 verify_now: true,
+                sensitive: false,
             }],
             vec![q("p", "echo probed")],
         );
@@ -375,10 +552,69 @@ mod tests {
                 steps: vec!["kill -9 $$".into()],
                 verify: vec![],
                 verify_now: true,
+                sensitive: false,
             }],
             vec![],
         );
         let (res, _) = b.parse(&sh(&b.script));
         assert!(matches!(res[0], ItemResult::Died { .. }), "{res:?}");
+    }
+
+    #[test]
+    fn the_log_form_leaves_out_a_sensitive_tasks_steps_and_output() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = dir.path().join("f");
+        let fs = f.display().to_string();
+        let b = Batch::new(
+            Shell::Posix,
+            vec![
+                Item {
+                    steps: vec![format!("echo plain-step > {fs}.plain; echo plain-out")],
+                    verify: vec![],
+                    verify_now: true,
+                    sensitive: false,
+                },
+                Item {
+                    steps: vec![format!(
+                        "printf 'Hunter2step' > {fs}; echo Hunter2out; echo 'kwin: a message' >&2"
+                    )],
+                    verify: vec![q("f", &format!("cat {fs}"))],
+                    verify_now: true,
+                    sensitive: true,
+                },
+            ],
+            vec![q("g", &format!("cat {fs}"))],
+        );
+        assert!(b.script.contains("Hunter2step"));
+        assert!(!b.log_script.contains("Hunter2"), "{}", b.log_script);
+        assert!(b.log_script.contains("plain-step"), "{}", b.log_script);
+        assert!(
+            b.log_script
+                .contains("bytes of a sensitive task's step, sha256:"),
+            "{}",
+            b.log_script
+        );
+        let out = sh(&b.script);
+        let (res, probe) = b.parse(&out);
+        assert!(matches!(res[1], ItemResult::Done { .. }), "{res:?}");
+        assert!(probe.is_some());
+        let sensitive = |k: &str| k == "f" || k == "g";
+        let shown = b.log_output(&out, &sensitive).expect("a sensitive item");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&shown.stdout),
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        assert!(!text.contains("Hunter2"), "{text}");
+        assert!(
+            text.contains("plain-out") && text.contains("kwin: a message"),
+            "{text}"
+        );
+        // The log form still parses: markers and exit codes are untouched.
+        let (res, _) = b.parse(&shown);
+        assert!(
+            res.iter().all(|r| matches!(r, ItemResult::Done { .. })),
+            "{res:?}"
+        );
     }
 }

@@ -11,6 +11,7 @@
 //! (probes) are; apply batches are not — the host worker re-probes and lets facts decide.
 
 use super::logs::HostLog;
+use crate::transport::output::Keep;
 use crate::transport::{Output, Shell, Transport, TransportError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -56,6 +57,35 @@ pub enum LogStdout {
     /// Stdout is task outputs (`key=value` secrets): every value is added to the scrubber
     /// before anything about this run is logged, and stdout itself is never logged.
     TaskOutputs,
+}
+
+/// Redacts a run's output for the host log (`None`: log it as it is).
+pub type Redact<'a> = &'a (dyn Fn(&Output) -> Option<Output> + Send + Sync);
+
+/// How a run shows in the host log when it differs from what was sent and received: a
+/// sensitive task's steps, answers and output are left out (see `Batch::log_script`,
+/// `fact::redact_for_log`).
+#[derive(Clone, Copy)]
+pub struct LogAs<'a> {
+    pub stdout: LogStdout,
+    /// The script as logged.
+    pub script: Option<&'a str>,
+    /// The output as logged.
+    pub output: Option<Redact<'a>>,
+    /// What of the output is kept at all (a batch's step output counts against the run's
+    /// output budget); `None`: everything, up to `MAX_OUTPUT` per stream.
+    pub keep: Option<&'a Keep>,
+}
+
+impl LogAs<'_> {
+    pub fn plain(stdout: LogStdout) -> Self {
+        LogAs {
+            stdout,
+            script: None,
+            output: None,
+            keep: None,
+        }
+    }
 }
 
 impl Conn {
@@ -135,6 +165,20 @@ impl Conn {
         timeout: Duration,
         log_stdout: LogStdout,
     ) -> Result<Output, TransportError> {
+        self.run_logged(what, script, timeout, LogAs::plain(log_stdout))
+            .await
+    }
+
+    /// [`Conn::run`], logged as `log` says.
+    pub async fn run_logged(
+        &self,
+        what: &str,
+        script: &str,
+        timeout: Duration,
+        log: LogAs<'_>,
+    ) -> Result<Output, TransportError> {
+        let log_stdout = log.stdout;
+        let logged_script = log.script.unwrap_or(script);
         let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let wrapped;
         let script_sent = match self.shell() {
@@ -151,9 +195,12 @@ impl Conn {
             timeout.as_secs()
         );
         if log_stdout == LogStdout::Yes {
-            self.log.entry(&header, &[("$ ", script.as_bytes())]);
+            self.log.entry(&header, &[("$ ", logged_script.as_bytes())]);
         }
-        let r = self.transport.run(script_sent, timeout).await;
+        let r = match log.keep {
+            Some(keep) => self.transport.run_keeping(script_sent, timeout, keep).await,
+            None => self.transport.run(script_sent, timeout).await,
+        };
         let ms = t.elapsed().as_millis();
         if log_stdout == LogStdout::TaskOutputs {
             if let Ok(out) = &r {
@@ -161,10 +208,12 @@ impl Conn {
                     self.log.scrubber().add(v);
                 }
             }
-            self.log.entry(&header, &[("$ ", script.as_bytes())]);
+            self.log.entry(&header, &[("$ ", logged_script.as_bytes())]);
         }
         match &r {
             Ok(out) => {
+                let redacted = log.output.and_then(|f| f(out));
+                let out = redacted.as_ref().unwrap_or(out);
                 let hidden = format!("({} bytes of task outputs, not logged)", out.stdout.len());
                 let stdout: &[u8] = match log_stdout {
                     LogStdout::Yes => &out.stdout,
@@ -188,11 +237,24 @@ impl Conn {
         what: &str,
         script: &str,
         timeout: Duration,
-        mut backoff: Backoff,
+        backoff: Backoff,
         log_stdout: LogStdout,
     ) -> Result<Output, TransportError> {
+        self.run_idempotent_logged(what, script, timeout, backoff, LogAs::plain(log_stdout))
+            .await
+    }
+
+    /// [`Conn::run_idempotent`], logged as `log` says.
+    pub async fn run_idempotent_logged(
+        &self,
+        what: &str,
+        script: &str,
+        timeout: Duration,
+        mut backoff: Backoff,
+        log: LogAs<'_>,
+    ) -> Result<Output, TransportError> {
         loop {
-            match self.run(what, script, timeout, log_stdout).await {
+            match self.run_logged(what, script, timeout, log).await {
                 Ok(o) => return Ok(o),
                 Err(e) if e.is_retryable() => self.recover(&mut backoff, e).await?,
                 Err(e) => return Err(e),

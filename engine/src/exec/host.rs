@@ -27,7 +27,7 @@
 //! was applied — and send the rest again. Facts decide; nothing is re-run blindly.
 
 use super::batch::{Batch, Item, ItemResult, Section};
-use super::conn::{Backoff, Conn, LogStdout};
+use super::conn::{Backoff, Conn, LogAs, LogStdout};
 use super::inputs::last_lines;
 use super::walker::{Done, HostOutcome, Shared};
 use crate::event::{Event, TaskStatus};
@@ -35,6 +35,7 @@ use crate::fact::{self, FactQuery, Facts};
 use crate::module::{Action, Change, Ctx, Inputs, Module, ModuleError, Plan, Step, Touches};
 use crate::secret::Secret;
 use crate::task::TaskId;
+use crate::transport::output::Keep;
 use crate::transport::Shell;
 use petgraph::graph::NodeIndex;
 use petgraph::Direction;
@@ -55,6 +56,8 @@ pub(crate) struct HTask {
     pub fresh_at: Instant,
     pub started: Option<Instant>,
     pub done: bool,
+    /// The task says `sensitive = true`.
+    pub sensitive: bool,
 }
 
 /// A task planned but not yet published: a change waiting in the batch, or a NoOp waiting
@@ -129,6 +132,7 @@ impl Worker {
                     fresh_at: now,
                     started: None,
                     done: false,
+                    sensitive: task.sensitive,
                 }
             })
             .collect();
@@ -227,16 +231,38 @@ impl Worker {
         self.stopped = Some(cause);
     }
 
+    /// Whether task `t` is sensitive: it says so, or its module finds its content secret
+    /// (a file readable by its owner only) given the facts read so far.
+    pub fn is_sensitive(&self, t: usize) -> bool {
+        let task = &self.tasks[t];
+        task.sensitive || task.module.as_ref().is_ok_and(|m| m.sensitive(&self.facts))
+    }
+
+    /// Keys of the facts of every sensitive task: their answers are left out of the host log.
+    fn sensitive_keys(&self) -> std::collections::HashSet<String> {
+        (0..self.tasks.len())
+            .filter(|&t| self.is_sensitive(t))
+            .flat_map(|t| self.tasks[t].queries.iter().map(|q| q.key.clone()))
+            .collect()
+    }
+
     pub fn emit_planned(&self, t: usize, plan: &Plan) {
         let task = &self.tasks[t];
         let sc = &self.sh.scrubber;
+        let sensitive = self.is_sensitive(t);
         let (change, action, reason, diff) = match plan {
             Plan::NoOp { why, .. } => (false, None, why.clone(), None),
             Plan::Change(c) => (
                 true,
                 Some(c.action.to_string()),
                 c.reason.clone(),
-                c.diff.as_deref().map(|d| sc.scrub(d)),
+                c.diff.as_deref().map(|d| {
+                    if sensitive {
+                        crate::module::hash_diff_lines(d)
+                    } else {
+                        sc.scrub(d)
+                    }
+                }),
             ),
         };
         self.sh.report.emit(Event::TaskPlanned {
@@ -297,14 +323,24 @@ impl Worker {
         }
         let nonce = fact::new_nonce();
         let script = fact::batch_script(self.shell, queries, &nonce);
+        let keys = self.sensitive_keys();
+        let shell = self.shell;
+        let redact = |out: &crate::transport::Output| {
+            fact::redact_for_log(shell, queries, out, &nonce, &|k| keys.contains(k))
+        };
         let out = self
             .conn
-            .run_idempotent(
+            .run_idempotent_logged(
                 what,
                 &script,
                 self.sh.opts.step_timeout,
                 self.backoff(),
-                LogStdout::Yes,
+                LogAs {
+                    stdout: LogStdout::Yes,
+                    script: None,
+                    output: Some(&redact),
+                    keep: None,
+                },
             )
             .await
             .map_err(|e| e.to_string())?;
@@ -718,6 +754,7 @@ impl Worker {
                     verify_now: changes[k + 1..]
                         .iter()
                         .any(|(_, later)| later.touches.may_affect(&self.tasks[*t].reads)),
+                    sensitive: self.is_sensitive(*t),
                 })
                 .collect();
             let last = entries.iter().map(|p| p.t).max().unwrap_or(0);
@@ -747,12 +784,32 @@ impl Worker {
                     .join(", ")
             );
             let timeout = self.sh.opts.step_timeout.saturating_mul(n);
+            let keys = self.sensitive_keys();
+            let redact =
+                |out: &crate::transport::Output| batch.log_output(out, &|k| keys.contains(k));
+            let keep = Keep::sections(batch.nonce(), self.sh.budget.clone());
             match self
                 .conn
-                .run(&what, &batch.script, timeout, LogStdout::Yes)
+                .run_logged(
+                    &what,
+                    &batch.script,
+                    timeout,
+                    LogAs {
+                        stdout: LogStdout::Yes,
+                        script: Some(&batch.log_script),
+                        output: Some(&redact),
+                        keep: Some(&keep),
+                    },
+                )
                 .await
             {
                 Ok(out) => {
+                    let tasks: Vec<usize> = entries
+                        .iter()
+                        .filter(|p| p.change.is_some())
+                        .map(|p| p.t)
+                        .collect();
+                    self.warn_cuts(&batch, &out, &tasks);
                     let unread = self.absorb(entries, &batch, &out, &probe_tasks);
                     return self.verify_unread(unread).await;
                 }
@@ -846,9 +903,41 @@ impl Worker {
         self.host_transport_failed(err);
     }
 
-    fn step_failure(&self, exit: i32, out: &Section) -> String {
-        let stderr = self.sh.scrubber.scrub_bytes(&out.stderr);
-        let stdout = self.sh.scrubber.scrub_bytes(&out.stdout);
+    /// A warning for each task of `batch` (its items are `tasks`, in order) whose output the
+    /// run's output budget cut.
+    fn warn_cuts(&self, batch: &Batch, out: &crate::transport::Output, tasks: &[usize]) {
+        for (item, bytes) in batch.cuts(out) {
+            let Some(&t) = tasks.get(item) else {
+                continue;
+            };
+            self.sh.report.warn(
+                Some(&self.host),
+                format!(
+                    "{}: {bytes} bytes of its output were not kept: the run's output budget of {} MiB (settings.output_budget_mib) is spent; the task's result does not depend on them, and its log keeps the last {} bytes",
+                    self.tasks[t].id.name,
+                    self.sh.budget.limit() >> 20,
+                    crate::transport::output::TAIL,
+                ),
+            );
+        }
+    }
+
+    /// Why a step failed: its exit code and the last lines of its output (of a sensitive
+    /// task, only kwin's own `kwin: ` lines).
+    fn step_failure(&self, exit: i32, out: &Section, sensitive: bool) -> String {
+        let shown = |b: &[u8]| {
+            if sensitive {
+                let lines: Vec<&[u8]> = b
+                    .split(|&c| c == b'\n')
+                    .filter(|l| l.starts_with(b"kwin: "))
+                    .collect();
+                self.sh.scrubber.scrub_bytes(&lines.join(&b'\n'))
+            } else {
+                self.sh.scrubber.scrub_bytes(b)
+            }
+        };
+        let stderr = shown(&out.stderr);
+        let stdout = shown(&out.stdout);
         let detail = if stderr.trim().is_empty() {
             last_lines(&stdout, 3)
         } else {
@@ -926,12 +1015,12 @@ impl Worker {
                 }
                 Some(ItemResult::Failed { exit, out }) => {
                     self.executed.push(change.touches.clone());
-                    let msg = self.step_failure(exit, &out);
+                    let msg = self.step_failure(exit, &out, self.is_sensitive(p.t));
                     self.fail(p.t, msg);
                 }
                 Some(ItemResult::Died { out, script_exit }) => {
                     self.executed.push(change.touches.clone());
-                    let msg = self.step_failure(script_exit, &out);
+                    let msg = self.step_failure(script_exit, &out, self.is_sensitive(p.t));
                     self.fail(p.t, format!("the script ended while this task ran ({msg})"));
                 }
                 Some(ItemResult::NotRun) | None => self.fail(
@@ -974,7 +1063,8 @@ impl Worker {
                 steps: change.steps[..split(&change)].to_vec(),
                 ..change.clone()
             };
-            match self.exec_steps(&head).await {
+            let sensitive = self.is_sensitive(t);
+            match self.exec_steps(t, &head, sensitive).await {
                 Ok(()) => break,
                 Err(StepErr::Failed(msg)) => {
                     self.executed.push(change.touches.clone());
@@ -1043,7 +1133,12 @@ impl Worker {
         self.verify(t, &change, &inputs);
     }
 
-    async fn exec_steps(&mut self, change: &Change) -> Result<(), StepErr> {
+    async fn exec_steps(
+        &mut self,
+        t: usize,
+        change: &Change,
+        sensitive: bool,
+    ) -> Result<(), StepErr> {
         let opts = self.sh.opts.clone();
         let mut runs: Vec<String> = Vec::new();
         let steps = change.steps.iter().map(Some).chain(std::iter::once(None));
@@ -1059,23 +1154,37 @@ impl Worker {
                         steps: std::mem::take(&mut runs),
                         verify: Vec::new(),
                         verify_now: true,
+                        sensitive,
                     }],
                     Vec::new(),
                 );
+                let keep = Keep::sections(batch.nonce(), self.sh.budget.clone());
+                let redact = |out: &crate::transport::Output| batch.log_output(out, &|_| false);
                 let out = self
                     .conn
-                    .run("apply", &batch.script, opts.step_timeout, LogStdout::Yes)
+                    .run_logged(
+                        "apply",
+                        &batch.script,
+                        opts.step_timeout,
+                        LogAs {
+                            stdout: LogStdout::Yes,
+                            script: Some(&batch.log_script),
+                            output: Some(&redact),
+                            keep: Some(&keep),
+                        },
+                    )
                     .await
                     .map_err(StepErr::Transport)?;
+                self.warn_cuts(&batch, &out, &[t]);
                 match batch.parse(&out).0.into_iter().next() {
                     Some(ItemResult::Done { .. }) => {}
                     Some(ItemResult::Failed { exit, out }) => {
-                        return Err(StepErr::Failed(self.step_failure(exit, &out)))
+                        return Err(StepErr::Failed(self.step_failure(exit, &out, sensitive)))
                     }
                     Some(ItemResult::Died { out, script_exit }) => {
                         return Err(StepErr::Failed(format!(
                             "the script ended while this task ran ({})",
-                            self.step_failure(script_exit, &out)
+                            self.step_failure(script_exit, &out, sensitive)
                         )))
                     }
                     _ => return Err(StepErr::Failed("the script did not run".into())),

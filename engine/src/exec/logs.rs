@@ -61,25 +61,32 @@ impl HostLog {
             return;
         };
         let t = self.start.elapsed();
-        let mut s = format!(
-            "[+{}.{:03}s] {}\n",
-            t.as_secs(),
-            t.subsec_millis(),
-            self.scrubber.scrub(header)
-        );
-        for (label, bytes) in blocks {
-            if bytes.is_empty() {
-                continue;
+        // Line by line through a buffer: an entry can be as large as the output a command
+        // may keep, and is not built a second time in memory.
+        let mut w = std::io::BufWriter::with_capacity(64 * 1024, f);
+        let mut write = || -> std::io::Result<()> {
+            writeln!(
+                w,
+                "[+{}.{:03}s] {}",
+                t.as_secs(),
+                t.subsec_millis(),
+                self.scrubber.scrub(header)
+            )?;
+            for (label, bytes) in blocks {
+                if bytes.is_empty() {
+                    continue;
+                }
+                let text = self.scrubber.scrub_bytes_cow(bytes);
+                for line in text.lines() {
+                    w.write_all(b"    ")?;
+                    w.write_all(label.as_bytes())?;
+                    w.write_all(line.as_bytes())?;
+                    w.write_all(b"\n")?;
+                }
             }
-            let text = self.scrubber.scrub_bytes(bytes);
-            for line in text.lines() {
-                s.push_str("    ");
-                s.push_str(label);
-                s.push_str(line);
-                s.push('\n');
-            }
-        }
+            w.flush()
+        };
         // A log that cannot be written is not a reason to stop converging hosts.
-        let _ = f.write_all(s.as_bytes());
+        let _ = write();
     }
 }

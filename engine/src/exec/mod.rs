@@ -32,6 +32,7 @@ pub mod lock;
 pub mod logs;
 pub(crate) mod plan_only;
 pub mod reboot;
+pub mod retention;
 pub mod state;
 pub(crate) mod walker;
 
@@ -64,6 +65,12 @@ pub struct RunOptions {
     pub allow_reboot: bool,
     /// How often to poll a rebooting host.
     pub reboot_poll: Duration,
+    /// Bytes of step output the run keeps in memory and logs, all hosts together
+    /// (`settings.output_budget_mib`); past it, step output is cut (see `transport::output`).
+    pub output_budget: u64,
+    /// Old runs' logs and journals kept (`settings.keep_runs`, `settings.logs_limit_mib`);
+    /// pruned when the run starts.
+    pub retention: retention::Retention,
 }
 
 impl RunOptions {
@@ -81,6 +88,8 @@ impl RunOptions {
             plan: PathBuf::new(),
             allow_reboot: true,
             reboot_poll: Duration::from_secs(2),
+            output_budget: crate::transport::output::DEFAULT_OUTPUT_BUDGET,
+            retention: retention::Retention::default(),
         }
     }
 }
@@ -172,11 +181,13 @@ pub fn powershell_batch_sample() -> String {
             steps: vec!["Write-Output 'one'".into()],
             verify: vec![q("a")],
             verify_now: true,
+            sensitive: false,
         },
         batch::Item {
             steps: vec!["$x = 1\nif ($x) { 'two' }".into(), "'three'".into()],
             verify: vec![q("b")],
             verify_now: true,
+            sensitive: false,
         },
     ];
     batch::Batch::new(crate::transport::Shell::PowerShell, items, vec![q("c")]).script

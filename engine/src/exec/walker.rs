@@ -80,6 +80,8 @@ pub struct Shared {
     pub opts: RunOptions,
     pub cancel: Cancel,
     pub permits: Arc<Semaphore>,
+    /// The run's output budget, shared by every host.
+    pub budget: Arc<crate::transport::output::OutputBudget>,
 }
 
 /// Per-host totals.
@@ -108,6 +110,9 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
         tasks: graph.len(),
     });
 
+    for e in super::retention::prune(&opts.state_dir, &opts.retention, &opts.run_id) {
+        report.warn(None, e);
+    }
     let logs_dir = opts.state_dir.join("logs").join(&opts.run_id);
     let mut conns = HashMap::new();
     let mut log_warned = false;
@@ -133,7 +138,12 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
                 .ok_or_else(|| format!("host `{}` is not part of this run", t.id.host))?;
             run.registry
                 .build(&t.module, conn.shell(), &t.params)
-                .map(Arc::from)
+                .map(|mut m| {
+                    if t.sensitive {
+                        m.mark_sensitive();
+                    }
+                    Arc::from(m)
+                })
                 .map_err(|e| match &e.path {
                     Some(p) => format!("invalid params for module `{}`: {p}: {e}", t.module),
                     None => format!("invalid params for module `{}`: {e}", t.module),
@@ -160,6 +170,7 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
         opts: opts.clone(),
         cancel: run.cancel.clone(),
         permits: Arc::new(Semaphore::new(opts.parallelism.max(1))),
+        budget: crate::transport::output::OutputBudget::new(opts.output_budget),
     });
 
     let mut summary = RunSummary {

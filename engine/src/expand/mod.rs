@@ -412,6 +412,7 @@ impl<'a> Expander<'a> {
                     step: st.def.name.clone(),
                 });
                 task.location = st.location.clone();
+                task.sensitive = st.def.sensitive;
                 task.order = prev
                     .iter()
                     .map(|&(pr, ps)| TaskId::new(&host.name, &compiled[pr].steps[ps].def.name))
@@ -455,6 +456,7 @@ impl<'a> Expander<'a> {
             let mut task = Task::new(TaskId::new(&h.name, &ut.name), &ut.module, params)
                 .with_origin(Origin::User { index: i });
             task.location = location.clone();
+            task.sensitive = ut.sensitive;
             self.add(hi, task, Author::User { name: &ut.name }, refs, Some(i));
         }
     }

@@ -69,6 +69,9 @@ pub struct StepDef {
     pub inputs: BTreeMap<String, String>,
     #[serde(default)]
     pub params: toml::Table,
+    /// Like a plan task's `sensitive`: content shows as hashes only.
+    #[serde(default)]
+    pub sensitive: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

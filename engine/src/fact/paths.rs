@@ -360,6 +360,79 @@ pub(crate) fn answers(
     qs.iter().zip(ans).map(|((_, q), a)| render(q, a)).collect()
 }
 
+/// Whether a `stat=` answer's mode gives group and others no read access.
+fn private_mode(answer: &FactOutput) -> bool {
+    String::from_utf8_lossy(&answer.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("stat="))
+        .and_then(|s| s.split(':').next())
+        .and_then(|m| u32::from_str_radix(m, 8).ok())
+        .is_some_and(|m| m & 0o044 == 0)
+}
+
+/// The group's output as the host log shows it: the content of every file whose mode gives
+/// group and others no read access, and of the queries `sensitive` names (by index), replaced
+/// by its size and [`crate::secret::sensitive_hash`]. When the group cannot be parsed, every
+/// content is replaced.
+pub(crate) fn redact_group(
+    qs: &[(&FactQuery, &PathQuery)],
+    group: &[u8],
+    nonce: &str,
+    sensitive: &dyn Fn(usize) -> bool,
+) -> Vec<u8> {
+    let private: Vec<bool> = match answers(qs, group, nonce) {
+        Ok(a) => a.iter().map(private_mode).collect(),
+        Err(_) => vec![true; qs.len()],
+    };
+    let hide = |j: usize| private.get(j).copied().unwrap_or(true) || sensitive(j);
+    let prefix = format!("\n@@kwin:{nonce}:");
+    let p = prefix.as_bytes();
+    let mut out = Vec::with_capacity(group.len());
+    let mut rest = group;
+    match super::find(rest, p) {
+        Some(i) => {
+            out.extend_from_slice(&rest[..i]);
+            rest = &rest[i..];
+        }
+        None => return group.to_vec(),
+    }
+    // `rest` starts with the prefix of a record.
+    while !rest.is_empty() {
+        let after = &rest[p.len()..];
+        let (chunk, next) = match super::find(after, p) {
+            Some(i) => (&after[..i], &after[i..]),
+            None => (after, &[][..]),
+        };
+        let tag_end = chunk
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(chunk.len());
+        let tag = &chunk[..tag_end];
+        let j = tag
+            .strip_prefix(b"c:")
+            .and_then(|j| std::str::from_utf8(j).ok())
+            .and_then(|j| j.parse::<usize>().ok());
+        out.extend_from_slice(p);
+        match j {
+            Some(j) if hide(j) && tag_end < chunk.len() => {
+                let body = &chunk[tag_end + 1..];
+                out.extend_from_slice(tag);
+                out.extend_from_slice(
+                    format!(
+                        "\n({} bytes of content, {}, not logged)",
+                        body.len(),
+                        crate::secret::sensitive_hash(body)
+                    )
+                    .as_bytes(),
+                );
+            }
+            _ => out.extend_from_slice(chunk),
+        }
+        rest = next;
+    }
+    out
+}
+
 /// One answer in the standalone file fact's `key=value` format.
 fn render(q: &PathQuery, a: Answer) -> Result<FactOutput, FactError> {
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);

@@ -418,6 +418,13 @@ pub struct UserTask {
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub params: BTreeMap<String, toml::Value>,
+    /// Keep what the task writes and reads out of diffs, events, the journal and logs: they
+    /// show `sha256:… (sensitive)` instead (Terraform's `sensitive`, Ansible's `no_log`).
+    /// Default false; file writes whose mode gives group and others no read access are
+    /// sensitive anyway.
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    pub sensitive: bool,
 }
 
 /// `[settings]`: how the engine runs.
@@ -439,4 +446,16 @@ pub struct Settings {
     /// Allow reboots (the Windows Containers feature needs one). Default true.
     #[schemars(extend("default" = true))]
     pub allow_reboot: Option<bool>,
+    /// MiB of step output a run keeps in memory and writes to its logs, all hosts together;
+    /// past it, each step keeps only the last 4 KiB of its output (with a warning). Default 64.
+    #[schemars(extend("default" = 64), range(min = 1))]
+    pub output_budget_mib: Option<u64>,
+    /// Runs whose logs (`.kwin/logs/<run>`) and journal (`.kwin/runs/<run>.json`) are kept;
+    /// older ones are deleted when a run starts. Default 50.
+    #[schemars(extend("default" = 50), range(min = 1))]
+    pub keep_runs: Option<usize>,
+    /// MiB that `.kwin/logs` and `.kwin/runs` may hold together; the oldest runs are deleted
+    /// when a run starts until they fit. Default 1024.
+    #[schemars(extend("default" = 1024), range(min = 1))]
+    pub logs_limit_mib: Option<u64>,
 }

@@ -1,7 +1,8 @@
 //! `local` transport: runs scripts on the machine kwin runs on (`/bin/sh`, optionally under
 //! `sudo -n`).
 
-use super::{Output, Shell, Transport, TransportError, MAX_OUTPUT};
+use super::output::{Collector, Keep};
+use super::{Output, Shell, Transport, TransportError};
 use async_trait::async_trait;
 use std::process::Stdio;
 use std::time::Duration;
@@ -14,21 +15,19 @@ pub struct LocalTransport {
 
 async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
+    keep: &Keep,
 ) -> Result<Vec<u8>, TransportError> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 64 * 1024];
+    let mut buf = Collector::new(keep);
+    let mut chunk = vec![0u8; 64 * 1024];
     loop {
         let n = r
             .read(&mut chunk)
             .await
             .map_err(|e| TransportError::Local(e.to_string()))?;
         if n == 0 {
-            return Ok(buf);
+            return Ok(buf.finish());
         }
-        if buf.len() + n > MAX_OUTPUT {
-            return Err(TransportError::OutputTooLarge { limit: MAX_OUTPUT });
-        }
-        buf.extend_from_slice(&chunk[..n]);
+        buf.push(&chunk[..n])?;
     }
 }
 
@@ -43,6 +42,15 @@ impl Transport for LocalTransport {
     }
 
     async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
+        self.run_keeping(script, timeout, &Keep::all()).await
+    }
+
+    async fn run_keeping(
+        &self,
+        script: &str,
+        timeout: Duration,
+        keep: &Keep,
+    ) -> Result<Output, TransportError> {
         let mut cmd = if self.become_root {
             let mut c = tokio::process::Command::new("sudo");
             c.args(["-n", "/bin/sh", "-s"]);
@@ -78,7 +86,11 @@ impl Transport for LocalTransport {
                 drop(stdin);
                 r
             };
-            let (w, out, err) = tokio::join!(write, read_bounded(stdout), read_bounded(stderr));
+            let (w, out, err) = tokio::join!(
+                write,
+                read_bounded(stdout, keep),
+                read_bounded(stderr, keep)
+            );
             w.map_err(|e| TransportError::Local(format!("writing script: {e}")))?;
             let status = child
                 .wait()

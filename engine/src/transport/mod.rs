@@ -19,6 +19,7 @@ use thiserror::Error;
 pub mod clixml;
 pub mod local;
 pub mod mock;
+pub mod output;
 pub mod ssh;
 pub mod winrm;
 
@@ -130,6 +131,22 @@ pub trait Transport: Send + Sync {
     async fn connect(&self) -> Result<(), TransportError>;
     /// Run `script` (sent over stdin to the host's shell; with `become`, under sudo).
     async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError>;
+    /// [`Transport::run`], keeping of the output what `keep` says: step output counts against
+    /// the run's budget (see [`output`]). Transports that stream override this to keep memory
+    /// bounded while reading; the default filters the whole output afterwards.
+    async fn run_keeping(
+        &self,
+        script: &str,
+        timeout: Duration,
+        keep: &output::Keep,
+    ) -> Result<Output, TransportError> {
+        let out = self.run(script, timeout).await?;
+        Ok(Output {
+            stdout: output::keep_whole(out.stdout, keep),
+            stderr: output::keep_whole(out.stderr, keep),
+            exit: out.exit,
+        })
+    }
     /// Write `bytes` to `path` atomically (temp name + rename), with `mode` on POSIX hosts.
     async fn put(&self, path: &str, bytes: &[u8], mode: Option<u32>) -> Result<(), TransportError>;
     /// Read the file at `path`.

@@ -43,6 +43,7 @@ mod config;
 mod known_hosts;
 mod session;
 
+use super::output::Keep;
 use super::{Output, Shell, Transport, TransportError};
 use crate::plan::SshSpec;
 use crate::secret::Scrubber;
@@ -138,6 +139,7 @@ enum Job {
         script: String,
         deadline: Instant,
         limit: Duration,
+        keep: Keep,
         reply: oneshot::Sender<Result<Output, TransportError>>,
     },
     Put {
@@ -327,13 +329,24 @@ impl Transport for SshTransport {
     }
 
     async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
+        self.run_keeping(script, timeout, &Keep::all()).await
+    }
+
+    async fn run_keeping(
+        &self,
+        script: &str,
+        timeout: Duration,
+        keep: &Keep,
+    ) -> Result<Output, TransportError> {
         let deadline = Instant::now() + timeout;
         let script = script.to_string();
+        let keep = keep.clone();
         self.call(
             |reply| Job::Run {
                 script,
                 deadline,
                 limit: timeout,
+                keep,
                 reply,
             },
             Some((timeout + GRACE, timeout)),
@@ -412,6 +425,7 @@ fn worker(
                 script,
                 deadline,
                 limit,
+                keep,
                 reply,
             }) => {
                 if Instant::now() >= deadline {
@@ -419,7 +433,7 @@ fn worker(
                     let _ = reply.send(Err(TransportError::Timeout(limit)));
                     false
                 } else {
-                    let r = conn.run(&script, deadline, limit);
+                    let r = conn.run(&script, deadline, limit, &keep);
                     finish(r, reply, alive)
                 }
             }

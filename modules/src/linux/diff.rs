@@ -57,6 +57,28 @@ pub fn content_diff(path: &str, current: Option<&FileInfo>, new: &[u8]) -> Strin
     }
 }
 
+/// Whether `mode` gives group and others no read access: content of such a file is
+/// sensitive by default (hashes only in diffs, events and logs).
+pub fn private_mode(mode: u32) -> bool {
+    mode & 0o044 == 0
+}
+
+/// [`content_diff`] of sensitive content: each side as its hash, never the content.
+pub fn sensitive_content_diff(path: &str, current: Option<&FileInfo>, new: &[u8]) -> String {
+    let old = current.map(|f| match (&f.sha256, &f.content) {
+        (Some(h), _) => kwin_engine::module::sensitive_digest(h),
+        (None, Some(c)) => kwin_engine::module::sensitive_hash(c),
+        (None, None) => format!("{} bytes", f.meta.size),
+    });
+    format!(
+        "--- {path} (current)\n+++ {path} (desired)\n{}",
+        value_diff(
+            old.as_deref(),
+            Some(&kwin_engine::module::sensitive_hash(new))
+        )
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,11 @@
 //! | `state` | `"present"` / `"absent"` | `"present"` | whether the file exists |
 //! | `make_parents` | bool | `true` | create missing parent directories |
 //!
+//! Sensitive (diffs show `sha256:… (sensitive)` instead of content, the probe never sends the
+//! content back, the engine keeps the steps out of the logs): the task says
+//! `sensitive = true`, or the file's mode — the given one, else the file's current one —
+//! gives group and others no read access (`0600`, `0400`, `0700`).
+//!
 //! No-op when the file exists with that content (compared by sha256: the probe sends the
 //! file's content back only when its hash differs, for the diff, and only up to 256 KiB) and
 //! the given attributes, or is absent when `state = "absent"`.
@@ -30,8 +35,8 @@
 //! ```
 
 use super::common::{attr_diff, attr_reason, check_abs_path, trim_path, Attrs, RawMode, State};
-use super::diff::content_diff;
-use super::facts::file::{FileFact, PathState};
+use super::diff::{content_diff, private_mode, sensitive_content_diff};
+use super::facts::file::{FileFact, FileInfo, PathState};
 use super::script::{die, sha256_hex, write_file, Expect, WriteFile};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
@@ -79,6 +84,8 @@ pub struct File {
     attrs: Attrs,
     state: State,
     make_parents: bool,
+    /// The task says `sensitive = true`.
+    sensitive: bool,
 }
 
 pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
@@ -97,16 +104,32 @@ pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> 
         attrs,
         state: p.state,
         make_parents: p.make_parents,
+        sensitive: false,
     }))
 }
 
 impl File {
+    /// Sensitive whatever the host has: marked, or a private mode given.
+    fn sensitive_by_params(&self) -> bool {
+        self.sensitive || self.attrs.mode.is_some_and(private_mode)
+    }
+
     /// With content: the file's hash, and its content only when it differs from the wanted
-    /// one (for the diff), so a file that already matches costs no transfer.
+    /// one (for the diff), so a file that already matches costs no transfer; a sensitive
+    /// file's hash only (its diff shows hashes).
     fn fact(&self) -> FileFact {
         match &self.content {
+            Some(_) if self.sensitive_by_params() => FileFact::hash(&self.path),
             Some(c) => FileFact::content_unless(&self.path, sha256_hex(c)),
             None => FileFact::meta(&self.path),
+        }
+    }
+
+    fn diff(&self, sensitive: bool, current: Option<&FileInfo>, new: &[u8]) -> String {
+        if sensitive {
+            sensitive_content_diff(&self.path, current, new)
+        } else {
+            content_diff(&self.path, current, new)
         }
     }
 
@@ -152,8 +175,19 @@ impl Module for File {
         vec![self.path.clone()]
     }
 
+    fn mark_sensitive(&mut self) {
+        self.sensitive = true;
+    }
+
+    fn sensitive(&self, facts: &Facts) -> bool {
+        self.sensitive_by_params()
+            || (self.attrs.mode.is_none()
+                && matches!(facts.get(&self.fact()), Ok(PathState::File(info)) if private_mode(info.meta.mode)))
+    }
+
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st = facts.get(&self.fact())?;
+        let sensitive = Module::sensitive(self, facts);
         let q = sh_quote(&self.path);
         match (self.state, st) {
             (State::Absent, PathState::Absent) => Ok(Plan::noop("absent")),
@@ -192,7 +226,7 @@ impl Module for File {
                 Ok(self.change_steps(
                     Action::Create,
                     "missing".into(),
-                    content_diff(&self.path, None, content),
+                    self.diff(sensitive, None, content),
                     steps,
                     Vec::new(),
                 ))
@@ -236,7 +270,7 @@ impl Module for File {
                         make_parents: false,
                         nonce: ctx.nonce,
                     });
-                    let mut diff = content_diff(&self.path, Some(&info), want);
+                    let mut diff = self.diff(sensitive, Some(&info), want);
                     diff.push_str(&attr_diff(&diffs));
                     let mut reason = "content differs".to_string();
                     if !diffs.is_empty() {

@@ -20,6 +20,10 @@
 //! rewritten atomically, keeping its mode and owner; the write refuses to run if the file
 //! changed since it was probed.
 //!
+//! Sensitive (diffs show `sha256:… (sensitive)` for the old and new content, the engine keeps
+//! the probed content and the steps out of the logs): the task says `sensitive = true`, or the
+//! file's mode gives group and others no read access.
+//!
 //! ```toml
 //! [[tasks]]
 //! name = "disable selinux"
@@ -28,7 +32,7 @@
 //! ```
 
 use super::common::{check_abs_path, trim_path, Attrs, State};
-use super::diff::text_diff;
+use super::diff::{private_mode, sensitive_content_diff, text_diff};
 use super::facts::file::{FileFact, PathState};
 use super::script::{write_file, Expect, WriteFile};
 use kwin_engine::fact::{FactQuery, Facts};
@@ -73,6 +77,8 @@ pub struct LineInFile {
     regexp: Option<Regex>,
     state: State,
     create: bool,
+    /// The task says `sensitive = true`.
+    sensitive: bool,
 }
 
 pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
@@ -111,6 +117,7 @@ pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> 
         regexp,
         state: p.state,
         create: p.create,
+        sensitive: false,
     }))
 }
 
@@ -189,8 +196,18 @@ impl Module for LineInFile {
         vec![self.path.clone()]
     }
 
+    fn mark_sensitive(&mut self) {
+        self.sensitive = true;
+    }
+
+    fn sensitive(&self, facts: &Facts) -> bool {
+        self.sensitive
+            || matches!(facts.get(&self.fact()), Ok(PathState::File(info)) if private_mode(info.meta.mode))
+    }
+
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let touches = Touches::Resources(vec![self.path.clone()]);
+        let sensitive = Module::sensitive(self, facts);
         let info = match facts.get(&self.fact())? {
             PathState::File(f) => f,
             PathState::Absent if self.state == State::Absent => {
@@ -208,7 +225,11 @@ impl Module for LineInFile {
                 return Ok(Plan::Change(Change {
                     action: Action::Create,
                     reason: "file missing".into(),
-                    diff: Some(text_diff(&self.path, "", &content)),
+                    diff: Some(if sensitive {
+                        sensitive_content_diff(&self.path, None, content.as_bytes())
+                    } else {
+                        text_diff(&self.path, "", &content)
+                    }),
                     steps: write_file(&WriteFile {
                         path: &self.path,
                         content: content.as_bytes(),
@@ -274,7 +295,11 @@ impl Module for LineInFile {
         Ok(Plan::Change(Change {
             action: Action::Update,
             reason: reason.into(),
-            diff: Some(text_diff(&self.path, text, &new)),
+            diff: Some(if sensitive {
+                sensitive_content_diff(&self.path, Some(&info), new.as_bytes())
+            } else {
+                text_diff(&self.path, text, &new)
+            }),
             steps,
             touches: Touches::Resources(touched),
         }))
@@ -293,6 +318,7 @@ mod tests {
             regexp: p.regexp.map(|r| Regex::new(&r).expect("regex")),
             state: p.state,
             create: p.create,
+            sensitive: false,
         }
     }
 

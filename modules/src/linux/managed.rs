@@ -3,7 +3,7 @@
 //! if different, plan the atomic write.
 
 use super::common::Attrs;
-use super::diff::content_diff;
+use super::diff::{content_diff, private_mode, sensitive_content_diff};
 use super::facts::file::PathState;
 use super::script::{write_file, Expect, WriteFile};
 use kwin_engine::module::{ModuleError, Step};
@@ -19,6 +19,7 @@ pub struct Rewrite {
 
 /// Plan writing `want` to `path` given its probed state (from a [`Detail::Content`] fact).
 /// Keeps an existing file's mode and owner; new files get `new_mode` and missing parents.
+/// A file readable by its owner only shows as hashes in the diff.
 /// `nonce`: the plan's [`Ctx::nonce`](kwin_engine::module::Ctx::nonce).
 ///
 /// [`Detail::Content`]: super::facts::file::Detail::Content
@@ -75,7 +76,11 @@ pub fn ensure_content(
         } else {
             "file differs"
         },
-        diff: content_diff(path, current, want),
+        diff: if attrs.mode.is_some_and(private_mode) {
+            sensitive_content_diff(path, current, want)
+        } else {
+            content_diff(path, current, want)
+        },
         steps: write_file(&WriteFile {
             path: &target,
             content: want,

@@ -46,23 +46,9 @@ pub fn decode_to(bytes: &[u8], target: &str) -> String {
 /// content by `base64 -d`.
 pub const PRINTF_LIMIT: usize = 64 * 1024;
 
-/// `bytes` as a single-quoted `printf` format that prints exactly them: letters, digits and a
-/// few punctuation characters as they are, every other byte (and a leading `-`) as a `\ooo`
-/// escape, so no user text reaches the shell or `printf` as anything but data.
-pub fn printf_format(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() + 2);
-    s.push('\'');
-    for (i, &b) in bytes.iter().enumerate() {
-        // A leading `-` would read as an option of `printf`.
-        if b.is_ascii_alphanumeric() || (b" ,.:=_/-+@".contains(&b) && !(i == 0 && b == b'-')) {
-            s.push(char::from(b));
-        } else {
-            s.push_str(&format!("\\{b:03o}"));
-        }
-    }
-    s.push('\'');
-    s
-}
+/// `bytes` as a single-quoted `printf` format that prints exactly them (see
+/// [`kwin_engine::quote::printf_format`]; the scrubber knows this form of every secret).
+pub use kwin_engine::quote::printf_format;
 
 /// What the file must still be when the step runs, so a change planned against one content
 /// never overwrites another.

@@ -5,6 +5,8 @@
 //! No-op when the file's SHA-256 equals the content's. Changes: writes a new temporary file with
 //! an unguessable name beside the target, checks it is still that plain file with that content,
 //! and renames it over (atomic on NTFS); creates missing parent directories.
+//! With the task's `sensitive = true`, the probe reads the file's hash only and diffs show
+//! `sha256:… (sensitive)` for both sides (Windows has no mode bits to make it the default).
 //!
 //! ```toml
 //! [[tasks]]
@@ -49,6 +51,8 @@ pub struct File {
     path: String,
     content: Option<Vec<u8>>,
     state: State,
+    /// The task says `sensitive = true`.
+    sensitive: bool,
 }
 
 impl File {
@@ -65,13 +69,36 @@ impl File {
             path: p.path,
             content: p.content.map(String::into_bytes),
             state: p.state,
+            sensitive: false,
         })
     }
 
     fn fact(&self) -> PathFact {
         PathFact {
             path: self.path.clone(),
-            content_limit: DIFF_LIMIT,
+            // A sensitive file's content never comes back.
+            content_limit: if self.sensitive { 0 } else { DIFF_LIMIT },
+        }
+    }
+
+    fn diff(&self, st: &PathState, new: &[u8]) -> String {
+        if self.sensitive {
+            let old = st
+                .sha256
+                .as_deref()
+                .filter(|_| st.exists)
+                .map(kwin_engine::module::sensitive_digest);
+            let new =
+                (self.state == State::Present).then(|| kwin_engine::module::sensitive_hash(new));
+            let mut d = format!("--- a/{p}\n+++ b/{p}\n", p = self.path);
+            for (sign, v) in [('-', old), ('+', new)] {
+                if let Some(v) = v {
+                    d.push_str(&format!("{sign} {v}\n"));
+                }
+            }
+            d
+        } else {
+            content_diff(&self.path, st.content().as_deref(), new)
         }
     }
 }
@@ -137,6 +164,14 @@ impl Module for File {
         vec![path_resource(&self.path)]
     }
 
+    fn mark_sensitive(&mut self) {
+        self.sensitive = true;
+    }
+
+    fn sensitive(&self, _facts: &Facts) -> bool {
+        self.sensitive
+    }
+
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: PathState = facts.get(&self.fact())?;
         let touches = Touches::Resources(vec![path_resource(&self.path)]);
@@ -154,7 +189,7 @@ impl Module for File {
                 Ok(Plan::Change(Change {
                     action: Action::Delete,
                     reason: "present".into(),
-                    diff: Some(content_diff(&self.path, st.content().as_deref(), b"")),
+                    diff: Some(self.diff(&st, b"")),
                     steps: vec![step(format!(
                         "Remove-Item -LiteralPath {} -Force",
                         ps_quote(&self.path)
@@ -190,7 +225,7 @@ impl Module for File {
                 Ok(Plan::Change(Change {
                     action,
                     reason: reason.into(),
-                    diff: Some(content_diff(&self.path, st.content().as_deref(), content)),
+                    diff: Some(self.diff(&st, content)),
                     steps,
                     touches,
                 }))
@@ -199,5 +234,74 @@ impl Module for File {
                 Err(ModuleError::Unsupported("file: no content given".into()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kwin_engine::fact::FactOutput;
+    use kwin_engine::module::Inputs;
+
+    fn plan_with(f: &File, fact_stdout: &str) -> Change {
+        let mut facts = Facts::new();
+        let q = &f.facts(Shell::PowerShell)[0];
+        facts.insert(
+            q.key.clone(),
+            FactOutput {
+                stdout: fact_stdout.as_bytes().to_vec(),
+                ..FactOutput::default()
+            },
+        );
+        let inputs = Inputs::new();
+        let ctx = Ctx {
+            shell: Shell::PowerShell,
+            host: "ww1",
+            inputs: &inputs,
+            nonce: "0123456789abcdef0123456789abcdef",
+        };
+        match f.plan(&facts, &ctx) {
+            Ok(Plan::Change(c)) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_sensitive_file_is_never_read_back_and_diffs_show_hashes() {
+        let params =
+            serde_json::json!({ "path": "C:\\k\\secret.txt", "content": "password=NewPw\r\n" });
+        let plain = File::new(&params).expect("params");
+        let mut marked = plain.clone();
+        Module::mark_sensitive(&mut marked);
+        assert!(Module::sensitive(&marked, &Facts::new()));
+        assert!(!Module::sensitive(&plain, &Facts::new()));
+        // The probe asks for the hash only.
+        assert_eq!(marked.fact().content_limit, 0);
+        use kwin_engine::fact::Fact;
+        assert_ne!(plain.fact().key(), marked.fact().key());
+        let old = "password=OldPw\r\n";
+        let sha = hex::encode(Sha256::digest(old));
+        let c = plan_with(
+            &marked,
+            &format!(r#"{{"size":16,"exists":true,"dir":false,"sha256":"{sha}"}}"#),
+        );
+        let d = c.diff.unwrap_or_default();
+        assert!(!d.contains("Pw"), "{d}");
+        assert!(
+            d.contains(&format!("- sha256:{}… (sensitive)", &sha[..16])),
+            "{d}"
+        );
+        assert!(
+            d.contains(&kwin_engine::module::sensitive_hash(b"password=NewPw\r\n")),
+            "{d}"
+        );
+        // Not sensitive: the diff shows the lines.
+        let c = plan_with(
+            &plain,
+            &format!(
+                r#"{{"size":16,"exists":true,"dir":false,"sha256":"{sha}","content_b64":"cGFzc3dvcmQ9T2xkUHcNCg=="}}"#
+            ),
+        );
+        assert!(c.diff.unwrap_or_default().contains("+password=NewPw"));
     }
 }

@@ -12,6 +12,7 @@ use super::known_hosts::{self, Recorded, Verdict};
 use super::RecordedHostKey;
 use crate::quote::{ps_quote, sh_quote};
 use crate::secret::Scrubber;
+use crate::transport::output::{Collector, Keep};
 use crate::transport::{Output, Shell, TransportError, MAX_OUTPUT};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use ssh2::{BlockDirections, ErrorCode, MethodType, Session, Sftp};
@@ -226,9 +227,10 @@ impl Conn {
         script: &str,
         deadline: Instant,
         limit: Duration,
+        keep: &Keep,
     ) -> Result<Output, TransportError> {
         let command = self.shell_command();
-        let mut out = self.exec(command, script.as_bytes(), deadline, limit)?;
+        let mut out = self.exec(command, script.as_bytes(), deadline, limit, keep)?;
         if self.t.shell == Shell::PowerShell {
             out.stderr = crate::transport::clixml::decode_stderr(&out.stderr);
         }
@@ -278,12 +280,13 @@ impl Conn {
         stdin: &[u8],
         deadline: Instant,
         limit: Duration,
+        keep: &Keep,
     ) -> Result<Output, TransportError> {
         if Instant::now() >= deadline {
             return Err(TransportError::Timeout(limit));
         }
         self.sess.set_blocking(false);
-        let r = self.exec_nonblocking(command, stdin, deadline, limit);
+        let r = self.exec_nonblocking(command, stdin, deadline, limit, keep);
         self.sess.set_blocking(true);
         r
     }
@@ -294,6 +297,7 @@ impl Conn {
         stdin: &[u8],
         deadline: Instant,
         limit: Duration,
+        keep: &Keep,
     ) -> Result<Output, TransportError> {
         let w = Waiter {
             sess: &self.sess,
@@ -305,7 +309,7 @@ impl Conn {
         let mut ch = w.retry("open a channel", || self.sess.channel_session())?;
         w.retry("start the shell", || ch.exec(command))?;
 
-        let mut out = Output::default();
+        let (mut stdout, mut stderr) = (Collector::new(keep), Collector::new(keep));
         let mut written = 0usize;
         let mut stdin_done = stdin.is_empty();
         let mut eof_sent = false;
@@ -337,17 +341,14 @@ impl Conn {
                 }
             }
             for (stream_id, done, sink) in [
-                (0, &mut out_done, &mut out.stdout),
-                (1, &mut err_done, &mut out.stderr),
+                (0, &mut out_done, &mut stdout),
+                (1, &mut err_done, &mut stderr),
             ] {
                 while !*done {
                     match ch.stream(stream_id).read(&mut buf) {
                         Ok(0) => *done = true,
                         Ok(n) => {
-                            if sink.len() + n > MAX_OUTPUT {
-                                return Err(TransportError::OutputTooLarge { limit: MAX_OUTPUT });
-                            }
-                            sink.extend_from_slice(&buf[..n]);
+                            sink.push(&buf[..n])?;
                             progress = true;
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -373,11 +374,15 @@ impl Conn {
         }
         w.retry("close the channel", || ch.close())?;
         w.retry("close the channel", || ch.wait_close())?;
-        out.exit = match ch.exit_signal().ok().and_then(|s| s.exit_signal) {
+        let exit = match ch.exit_signal().ok().and_then(|s| s.exit_signal) {
             Some(sig) => 128 + signal_number(&sig),
             None => ch.exit_status().map_err(|e| self.lost("exit status", &e))?,
         };
-        Ok(out)
+        Ok(Output {
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            exit,
+        })
     }
 
     fn lost(&self, what: &str, e: &ssh2::Error) -> TransportError {
@@ -581,7 +586,7 @@ impl Conn {
 
     fn finish_put(&mut self, path: &str, script: &str) -> Result<(), TransportError> {
         let deadline = Instant::now() + self.t.io_timeout;
-        let out = self.run(script, deadline, self.t.io_timeout)?;
+        let out = self.run(script, deadline, self.t.io_timeout, &Keep::all())?;
         if out.success() {
             Ok(())
         } else {
@@ -600,6 +605,7 @@ impl Conn {
                 &format!("exec cat -- {}\n", sh_quote(path)),
                 deadline,
                 self.t.io_timeout,
+                &Keep::all(),
             )?;
             if !out.success() {
                 return Err(TransportError::Remote(format!(

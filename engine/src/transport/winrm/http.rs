@@ -549,6 +549,15 @@ impl Client {
             // pypsrp take it; kwin refuses it.
             let (status, content_type) = (r.status, r.content_type);
             self.conn = None;
+            if status == 503 {
+                // http.sys answers for a WinRM service that is stopping (a host going down for
+                // a restart) with a plaintext 503: nothing of it is used, and like a lost
+                // connection the request may be tried again (a forged one only delays it).
+                return Err(TransportError::ConnectionLost(format!(
+                    "{}: the winrm service is unavailable (http 503, unencrypted: nothing of it is used)",
+                    self.address
+                )));
+            }
             return Err(TransportError::Remote(format!(
                 "{}: refused an unencrypted reply (http {status}, content type `{}`) on a connection whose messages are encrypted: it was not written by the server kwin authenticated with",
                 self.address,

@@ -34,7 +34,8 @@ mod tls;
 pub use http::Stats;
 pub use scripts::Dialect;
 
-use super::{Output, Shell, Transport, TransportError, MAX_OUTPUT};
+use super::output::{Collector, Keep};
+use super::{Output, Shell, Transport, TransportError};
 use crate::plan::WinrmSpec;
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -193,6 +194,8 @@ struct CommandSpec<'a> {
     args: &'a [&'a str],
     /// stdin, already cut into the pieces each Send carries.
     stdin: Vec<&'a [u8]>,
+    /// What of the output to keep (step output against the run's budget).
+    keep: &'a Keep,
 }
 
 impl WinrmTransport {
@@ -351,7 +354,7 @@ impl WinrmTransport {
             soap::parse_ack(&body, &id).map_err(|e| bad_reply("send stdin", e))?;
         }
 
-        let mut out = Output::default();
+        let (mut stdout, mut stderr) = (Collector::new(spec.keep), Collector::new(spec.keep));
         loop {
             let left = deadline
                 .checked_duration_since(Instant::now())
@@ -361,16 +364,14 @@ impl WinrmTransport {
             match exchange(c, poll, limit, |h| soap::receive(h, shell_id, &cmd)).await {
                 Ok((id, body)) => {
                     let r = soap::parse_receive(&body, &id).map_err(|e| bad_reply("receive", e))?;
-                    if out.stdout.len() + r.stdout.len() > MAX_OUTPUT
-                        || out.stderr.len() + r.stderr.len() > MAX_OUTPUT
-                    {
-                        return Err(TransportError::OutputTooLarge { limit: MAX_OUTPUT });
-                    }
-                    out.stdout.extend_from_slice(&r.stdout);
-                    out.stderr.extend_from_slice(&r.stderr);
+                    stdout.push(&r.stdout)?;
+                    stderr.push(&r.stderr)?;
                     if let Some(code) = r.done {
-                        out.exit = code;
-                        return Ok(out);
+                        return Ok(Output {
+                            stdout: stdout.finish(),
+                            stderr: stderr.finish(),
+                            exit: code,
+                        });
                     }
                 }
                 Err(OpError::Fault(f)) if f.is_timed_out() => continue,
@@ -415,6 +416,15 @@ impl Transport for WinrmTransport {
     }
 
     async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
+        self.run_keeping(script, timeout, &Keep::all()).await
+    }
+
+    async fn run_keeping(
+        &self,
+        script: &str,
+        timeout: Duration,
+        keep: &Keep,
+    ) -> Result<Output, TransportError> {
         let stdin = scripts::run_stdin(self.dialect, script);
         let mut pieces: Vec<&[u8]> = stdin.chunks(STDIN_CHUNK).collect();
         if pieces.is_empty() {
@@ -426,6 +436,7 @@ impl Transport for WinrmTransport {
                     command: scripts::POWERSHELL,
                     args: &scripts::RUN_ARGS,
                     stdin: pieces,
+                    keep,
                 },
                 timeout,
             )
@@ -463,6 +474,7 @@ impl Transport for WinrmTransport {
                     command: scripts::POWERSHELL,
                     args: &arg_refs,
                     stdin: pieces,
+                    keep: &Keep::all(),
                 },
                 transfer_timeout(bytes.len()),
             )
