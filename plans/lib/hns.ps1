@@ -3,7 +3,8 @@
 #
 # HNSCall(method, path, request, out response) is the HNS v1 API every Windows Server with the
 # Containers feature has, 2019 to 2025: microsoft/SDN Kubernetes/windows/hns.psm1 (at 242fb0c)
-# calls it through this P/Invoke, and hcsshim internal/hns (vendored by kubernetes/kubernetes:
+# calls it through this P/Invoke (declared void there; its HRESULT is read here, as hcsshim
+# does), and hcsshim internal/hns (vendored by kubernetes/kubernetes:
 # zsyscall_windows.go, hnsfuncs.go, hnsnetwork.go, hnsendpoint.go, hnspolicylist.go) through the
 # same export, for kube-proxy and containerd on every Windows release: GET /networks/,
 # /endpoints/ and /policylists/ list, DELETE /<kind>/<ID> removes, POST /networks/ creates; the
