@@ -12,6 +12,7 @@ pub mod fact;
 pub mod fs;
 pub mod graph;
 pub mod module;
+pub mod net;
 pub mod plan;
 pub mod quote;
 pub mod secret;

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("shell", &[]),
     ("fs", &[]),
     ("event", &[]),
+    ("net", &[]),
     // rank 1
     ("secret", &["quote"]),
     // rank 2: connection specs (pure data)
@@ -39,7 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("task", &["diag"]),
     ("template", &["quote"]),
     // rank 5
-    ("checksums", &["plan", "fs", "diag"]),
+    ("checksums", &["plan", "fs", "diag", "net"]),
     (
         "expand",
         &[
@@ -66,7 +67,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // rank 8: the transport implementations
     (
         "transport",
-        &["transport::spec", "shell", "secret", "quote", "fs"],
+        &["transport::spec", "shell", "secret", "quote", "fs", "net"],
     ),
     // rank 9
     (
@@ -77,6 +78,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "shell",
             "fs",
             "event",
+            "net",
             "secret",
             "transport::spec",
             "plan",
