@@ -3,7 +3,8 @@
 //! Rules live by area: `validate/hosts.rs` (names, addresses, connections, labels, taints),
 //! `validate/cluster.rs` (roles, address plan, pod network, runtime, versions, settings),
 //! `validate/tasks.rs` (the user's `[[tasks]]`: names, selectors, module names, `after` and
-//! `inputs`). A task's params are the build phase's (`module::build`): they are checked
+//! `inputs`), `validate/files.rs` (the files the plan names on this machine exist and can be
+//! opened). A plan without hosts is an error (`empty-plan`). A task's params are the build phase's (`module::build`): they are checked
 //! once expansion rendered them, so validation builds no module.
 //! Each rule reports at the plan line of the value it is about; the diagnostic codes are
 //! listed in the README ("The plan file").
@@ -13,13 +14,14 @@
 //! the example plans validate clean; the general notes belong to `kwin plan`.
 
 mod cluster;
+mod files;
 mod hosts;
 mod pass;
 mod tasks;
 
 use super::load::{self, Pruned};
 use super::loaded::LoadedPlan;
-use crate::diag::Diagnostics;
+use crate::diag::{Diagnostic, Diagnostics};
 use pass::V;
 use std::path::Path;
 
@@ -45,10 +47,26 @@ pub fn validate_with(plan: &LoadedPlan, known: Names<'_>, pruned: &Pruned) -> Di
         pruned,
         out: Diagnostics::default(),
     };
+    empty(&mut v);
     hosts::check(&mut v);
+    files::check(&mut v);
     cluster::check(&mut v);
     tasks::check(&mut v, known.modules, known.recipe_steps);
     v.out
+}
+
+/// A plan without hosts has nothing to act on: neither a cluster nor a task can run. (With
+/// `[cluster]` the missing control plane says so already.)
+fn empty(v: &mut V<'_>) {
+    let f = &v.plan.file;
+    if f.hosts.is_empty() && f.cluster.is_none() && !v.pruned.contains("hosts") {
+        let d = Diagnostic::error("empty-plan", "the plan has no hosts: there is nothing to do")
+            .with_hint(
+                "add a [[hosts]] entry (name, address, os) and a [cluster] or [[tasks]] for it; `kwin schema` lists every key",
+            );
+        let at = v.plan.source.location(0);
+        v.out.push(d.at(Some(at)));
+    }
 }
 
 /// A plan file read once, loaded as far as it goes, and validated.
