@@ -506,5 +506,32 @@ fn plan_durations_and_cli_timeouts_share_one_grammar() {
             "{s:?}"
         );
     }
-    assert_eq!(kwin_engine::plan::syntax::duration_secs("1h30m"), Some(5400));
+    assert_eq!(
+        kwin_engine::plan::syntax::duration_secs("1h30m"),
+        Some(5400)
+    );
+}
+
+/// Variables from the environment (`KWIN_VAR_<name>`), through the binary: a value of the
+/// wrong type names its source; good values make the plan validate clean.
+#[test]
+fn variables_from_the_environment() {
+    let plan = root().join("tests/plans/bad/variable-missing.toml");
+    let run = |value: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+            .args(["validate", "--output", "json"])
+            .arg(&plan)
+            .env("KWIN_VAR_cp1_address", value)
+            .output()
+            .expect("kwin runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(run("10.1.2.3"), (Some(0), String::new()));
+    // The value is checked as if written in the plan: nothing unchecked reaches a host.
+    let (code, out) = run("10.1.2.3; reboot");
+    assert_eq!(code, Some(1));
+    assert!(out.contains("\"bad-address\""), "{out}");
 }

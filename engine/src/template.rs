@@ -572,7 +572,10 @@ mod tests {
     #[test]
     fn strict_undefined_names_the_value_and_line() {
         let e = render("a\nb {{ cluster.nme }}").expect_err("undefined");
-        assert_eq!(e.message, "undefined value `cluster.nme`; `cluster` has: name, pod_cidr, vni");
+        assert_eq!(
+            e.message,
+            "undefined value `cluster.nme`; `cluster` has: name, pod_cidr, vni"
+        );
         assert_eq!(e.line, Some(2));
         let e = render("{{ nothing }}").expect_err("undefined");
         assert_eq!(

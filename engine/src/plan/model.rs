@@ -47,6 +47,39 @@ pub struct PlanFile {
     /// The user's own steps, on top of the built-in recipes.
     #[serde(default)]
     pub tasks: Vec<UserTask>,
+    /// Variables, by name: values given when kwin runs (`--var name=value`, the environment's
+    /// `KWIN_VAR_<name>`) or their default, used as `{{ var.name }}` in `[[hosts]]` and
+    /// `[defaults.*]` values and in `[[tasks]]` params.
+    #[serde(default)]
+    pub variables: BTreeMap<String, Variable>,
+}
+
+/// `[variables.<name>]`: one value the plan leaves to whoever runs it.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Variable {
+    /// "string", "integer" or "boolean": a given value that is not one is an error.
+    #[serde(rename = "type")]
+    pub kind: VarType,
+    /// The value when neither `--var` nor `KWIN_VAR_<name>` gives one; without it the
+    /// variable must be given wherever it is used.
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub default: Option<toml::Value>,
+    /// What the value is (for whoever runs the plan).
+    pub description: Option<String>,
+    /// The value is a secret: kwin scrubs it from everything it shows or logs. Default false.
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    pub sensitive: bool,
+}
+
+/// `variables.<name>.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VarType {
+    String,
+    Integer,
+    Boolean,
 }
 
 /// `[cluster]`: the Kubernetes cluster kwin builds with kubeadm.

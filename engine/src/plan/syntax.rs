@@ -264,7 +264,11 @@ pub fn version(s: &str, v_ok: bool) -> Result<semver::Version, String> {
     let numeric = !bare.is_empty() && bare.split('.').all(|p| p.parse::<u64>().is_ok());
     let parts = bare.split('.').count();
     let v = if had_v && v_ok { "v" } else { "" };
-    let without_v = if had_v && !v_ok { " without the `v`" } else { "" };
+    let without_v = if had_v && !v_ok {
+        " without the `v`"
+    } else {
+        ""
+    };
     match parsed {
         Ok(version) if !had_v || v_ok => Ok(version),
         Ok(_) => Err(format!("write it without the `v`: \"{bare}\"")),

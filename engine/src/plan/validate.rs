@@ -96,13 +96,40 @@ pub fn load_and_validate(path: &Path, known: Names<'_>) -> Checked {
     }
 }
 
+/// [`load_and_validate`] with the values of the plan's variables from `vars` (the CLI's
+/// `--var name=value`) before the environment's `KWIN_VAR_<name>` and the defaults.
+pub fn load_and_validate_with_vars(
+    path: &Path,
+    known: Names<'_>,
+    vars: std::collections::BTreeMap<String, String>,
+) -> Checked {
+    match load::read(path) {
+        Ok(text) => check_partial(
+            load::load_partial_with(path, &text, &super::vars::VarInput::with_env(vars)),
+            known,
+        ),
+        Err(diags) => Checked { plan: None, diags },
+    }
+}
+
 /// [`load_and_validate`] on `text`, as if read from `path`.
 pub fn load_and_validate_str(path: &Path, text: &str, known: Names<'_>) -> Checked {
-    let partial = load::load_partial(path, text);
+    check_partial(load::load_partial(path, text), known)
+}
+
+fn check_partial(partial: load::Partial, known: Names<'_>) -> Checked {
     let mut diags = partial.diags;
     if let Some(plan) = &partial.plan {
         diags.extend(validate_with(plan, known, &partial.pruned));
     }
+    // A value a variable could not be substituted in is reported by the variable's rule.
+    diags.0.retain(|d| {
+        d.code.starts_with("variable-")
+            || !d
+                .location
+                .as_ref()
+                .is_some_and(|l| partial.masked.contains(l))
+    });
     Checked {
         plan: partial.plan,
         diags: diags.dedup().sorted(),

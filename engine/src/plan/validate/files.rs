@@ -16,7 +16,12 @@ use std::path::{Path, PathBuf};
 pub(super) fn check(v: &mut V<'_>) {
     hosts(v);
     let plan = v.plan;
-    if let Some(f) = plan.file.cni.as_ref().and_then(|c| c.manifest_file.as_deref()) {
+    if let Some(f) = plan
+        .file
+        .cni
+        .as_ref()
+        .and_then(|c| c.manifest_file.as_deref())
+    {
         file(v, "cni.manifest_file", "cni.manifest_file", f, None);
     }
     if let Some(f) = plan
@@ -25,7 +30,13 @@ pub(super) fn check(v: &mut V<'_>) {
         .as_ref()
         .and_then(|p| p.credentials_file.as_deref())
     {
-        file(v, "proxy.credentials_file", "proxy.credentials_file", f, None);
+        file(
+            v,
+            "proxy.credentials_file",
+            "proxy.credentials_file",
+            f,
+            None,
+        );
     }
 }
 
@@ -79,7 +90,12 @@ fn used_files(conn: &ConnSpec) -> Vec<(&'static str, PathBuf)> {
             .collect(),
         ConnSpec::Winrm(w) => password(&Some(w.password.clone()))
             .into_iter()
-            .chain(w.ca_file.clone().filter(|_| w.https).map(|f| ("ca_file", f)))
+            .chain(
+                w.ca_file
+                    .clone()
+                    .filter(|_| w.https)
+                    .map(|f| ("ca_file", f)),
+            )
             .collect(),
         ConnSpec::Local { .. } => Vec::new(),
     }
