@@ -331,7 +331,9 @@ pub fn substitutions(
             let all_set = found
                 .iter()
                 .map(|(_, n)| check(n, v.span(), diags))
-                .fold(true, |a, b| a && b);
+                .collect::<Vec<bool>>() // every use reported, not only the first
+                .into_iter()
+                .all(|ok| ok);
             if !all_set {
                 masked.extend(source.span(Some(v.span())));
                 continue;
