@@ -538,5 +538,9 @@ fn check_str(
         modules: &modules,
         recipe_steps: steps,
     };
-    kwin_engine::plan::validate::load_and_validate_str(path, text, known).diags
+    let mut diags = kwin_engine::plan::validate::load_and_validate_str(path, text, known).diags;
+    // The examples name the user's own key files (`~/.ssh/id_ed25519`, ...), which this
+    // machine need not have: what is checked here is the version-dependent part.
+    diags.0.retain(|d| d.code != "local-file");
+    diags
 }
