@@ -18,7 +18,16 @@
 //!   explicit 22 from none);
 //! - `User` applies when the plan's user is the default (`root`, or `Administrator` for
 //!   `ssh-powershell`); become then follows the effective user (`sudo -n` unless root);
-//! - `IdentityFile`s apply when the plan names no `private_key`.
+//! - `IdentityFile`s apply when the plan names no `private_key`;
+//! - `ProxyJump` applies when the plan sets no `proxy_jump` (a `ProxyCommand` is refused).
+//!
+//! # Jump hosts
+//! A host's [`ProxyJump`] (or `ProxyJump` of the config) is resolved here into a second
+//! [`Target`]: a plan host with its own settings, or an address looked up in the config,
+//! logged into with the target's keys (never its password). `session.rs` opens the jump
+//! session first (host key verified like any), then a `direct-tcpip` channel to the target
+//! bridged to a socket pair (`jump.rs`), and runs the target's session over it. One jump at
+//! most: a jump host that would need one itself is refused.
 //!
 //! Authentication order and its rules: see `ssh/auth.rs`.
 //!
