@@ -347,7 +347,7 @@ fn module_cases() {
             "cases for unknown module `{m}`"
         );
     }
-    for m in kwin_modules::linux::NAMES {
+    for m in kwin_modules::linux::MODULES.iter().map(|r| &r.name) {
         assert!(
             per_module.get(*m).copied().unwrap_or(0) >= 5,
             "module `{m}` has fewer than 5 cases"
@@ -388,7 +388,7 @@ fn harness_rejects_unrequested_fact_keys() {
 #[test]
 fn documented_examples_build() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/linux");
-    for name in kwin_modules::linux::NAMES {
+    for name in kwin_modules::linux::MODULES.iter().map(|r| &r.name) {
         let path = dir.join(format!("{name}.rs"));
         let src = std::fs::read_to_string(&path).expect("module source");
         let doc: Vec<&str> = src

@@ -297,7 +297,7 @@ fn kube_cases() {
 #[test]
 fn every_kube_module_has_cases() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kube_cases");
-    for name in kwin_modules::kube::NAMES {
+    for name in kwin_modules::kube::MODULES.iter().map(|r| r.name) {
         assert!(root.join(name).is_dir(), "no cases for module `{name}`");
     }
 }

@@ -92,7 +92,7 @@ fn assert_ps_clean(what: &str, script: &str) {
 fn run_case(module: &str, path: &Path, scripts: &mut Vec<(String, String)>) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let case: Case = serde_json::from_str(&text).map_err(|e| format!("bad case file: {e}"))?;
-    let built = kwin_modules::windows::build(module, &case.params).ok_or("unknown module")?;
+    let built = kwin_engine::module::Registry::build(&kwin_modules::Builtin, module, Shell::PowerShell, &case.params);
     let m = match (built, &case.expect) {
         (Err(e), Expect::Obj(ExpectObj::ParamError(want))) => {
             return if e.to_string().contains(want.as_str()) {
@@ -258,7 +258,7 @@ fn windows_cases() {
 #[test]
 fn every_windows_module_has_cases() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/windows_cases");
-    for name in kwin_modules::windows::NAMES {
+    for name in kwin_modules::windows::MODULES.iter().map(|r| r.name) {
         assert!(
             root.join(name).is_dir(),
             "no cases for windows module `{name}`"
