@@ -10,12 +10,12 @@
 
 mod kube_common;
 
-use kwin_modules::table::Described;
 use kube_common::{expand, plan_text, root};
 use kwin_engine::module::Registry;
 use kwin_engine::task::Task;
 use kwin_engine::transport::Shell;
 use kwin_modules::kube::kubeadm_join::{JoinInputs, KubeadmJoin};
+use kwin_modules::table::Described;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -123,7 +123,8 @@ fn render(variant: &str, tasks: &[Task]) -> BTreeMap<String, String> {
                 out.insert(name("sh"), m.output(shell).unwrap_or_default());
             }
             "kubeadm_join" => {
-                let m = KubeadmJoin::from_json(p, shell).unwrap_or_else(|e| panic!("{}: {e}", t.id));
+                let m =
+                    KubeadmJoin::from_json(p, shell).unwrap_or_else(|e| panic!("{}: {e}", t.id));
                 let mut inputs = lab_inputs();
                 if p["control_plane"] == serde_json::json!(true) {
                     inputs.certificate_key = Some("1".repeat(64));
