@@ -11,6 +11,7 @@
 //! dev-dependency would link a second copy of `kwin_engine`.
 
 pub mod cases;
+pub mod converge;
 pub mod host;
 pub mod scripts;
 pub mod tier;
