@@ -29,6 +29,7 @@ pub mod reboot;
 pub mod service;
 pub mod swap_off;
 pub mod sysctl;
+pub mod user;
 
 /// The Linux modules.
 pub static MODULES: &[Row] = &[
@@ -44,4 +45,5 @@ pub static MODULES: &[Row] = &[
     row::<service::Service>(POSIX),
     row::<swap_off::SwapOff>(POSIX),
     row::<sysctl::Sysctl>(POSIX),
+    row::<user::User>(POSIX),
 ];
