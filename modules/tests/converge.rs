@@ -1085,3 +1085,87 @@ async fn modules_converge_under_busybox() {
     no_pwned(tmp.path());
 }
 }
+
+/// A host whose `/etc` and `/var` are overlays writing into `dir` (a mount namespace of its
+/// own per script; the overlays' upper layers keep what earlier scripts wrote): accounts can
+/// be made and removed there without touching this machine's.
+fn private_etc(dir: &Path) -> Arc<dyn Transport> {
+    let mut mounts = String::new();
+    for top in ["etc", "var"] {
+        let (upper, work) = (
+            dir.join(format!("{top}-upper")),
+            dir.join(format!("{top}-work")),
+        );
+        std::fs::create_dir_all(&upper).expect("mkdir");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        mounts.push_str(&format!(
+            "mount -t overlay overlay -o {} /{top} && ",
+            kwin_engine::quote::sh_quote(&format!(
+                "lowerdir=/{top},upperdir={},workdir={}",
+                s(&upper),
+                s(&work)
+            ))
+        ));
+    }
+    Arc::new(Sh::new(&[
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &format!("{mounts}exec /bin/sh -s"),
+    ]))
+}
+
+kwin_testkit::lab_test! {
+/// `user` creates an account, changes its shell and groups, and removes it, each change a
+/// no-op the second time, on a host whose /etc and /var are private overlays: this machine's
+/// own accounts never change.
+#[tokio::test]
+async fn user_create_change_remove_in_a_private_etc() {
+    kwin_testkit::tier::require_command("useradd", "Debian's passwd package");
+    let passwd_before = std::fs::read("/etc/passwd").expect("read /etc/passwd");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = private_etc(tmp.path());
+    let home = tmp.path().join("home it's");
+    let name = "kwin-test-user";
+    let account = |t: Arc<dyn Transport>| async move {
+        let out = t
+            .run(&format!("getent passwd {name}; id -Gn {name}"), TIMEOUT)
+            .await
+            .expect("run");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    let m = build(
+        "user",
+        json!({ "name": name, "home": s(&home), "shell": "/bin/sh", "groups": ["adm"] }),
+    );
+    let c = converge(&t, &m).await;
+    assert_eq!(c.action(), Some("create"));
+    let got = account(t.clone()).await;
+    assert!(
+        got.contains(&format!(":{}:/bin/sh\n", s(&home))) && got.contains(" adm"),
+        "{got}"
+    );
+    assert!(home.is_dir(), "useradd -m made the home directory");
+
+    let m = build("user", json!({ "name": name, "shell": "/bin/bash", "groups": [] }));
+    let c = converge(&t, &m).await;
+    assert_eq!(c.reason(), "groups, shell differ");
+    let got = account(t.clone()).await;
+    assert!(got.contains(":/bin/bash\n") && !got.contains("adm"), "{got}");
+
+    let m = build("user", json!({ "name": name, "state": "absent" }));
+    assert_eq!(converge(&t, &m).await.action(), Some("delete"));
+    assert_eq!(account(t.clone()).await, "");
+    assert!(home.is_dir(), "userdel keeps the home directory");
+
+    assert_eq!(
+        std::fs::read("/etc/passwd").expect("read /etc/passwd"),
+        passwd_before,
+        "this machine's /etc/passwd changed"
+    );
+}
+}
