@@ -61,14 +61,33 @@ fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph)> {
         ),
         run.output,
     )?;
-    if !p.fetched.is_empty() {
-        // stderr: JSON output on stdout stays events only.
-        let files: Vec<&str> = p.fetched.iter().map(|(f, _)| f.as_str()).collect();
+    // stderr: JSON output on stdout stays events only.
+    let (hashed, files): (Vec<_>, Vec<_>) = p.fetched.iter().partition(|f| f.from_artifact);
+    if !files.is_empty() {
+        let names: Vec<&str> = files.iter().map(|f| f.file.as_str()).collect();
         eprintln!(
             "checksums: {} fetched from the upstream checksum files and recorded in .kwin/{}: {}",
-            files.len(),
+            names.len(),
             kwin_engine::checksums::RECORD_FILE,
-            files.join(", ")
+            names.join(", ")
+        );
+    }
+    if !hashed.is_empty() {
+        let names: Vec<String> = hashed
+            .iter()
+            .map(|f| {
+                if f.sha512_checked {
+                    format!("{} (checked against its SHA-512 file)", f.file)
+                } else {
+                    f.file.clone()
+                }
+            })
+            .collect();
+        eprintln!(
+            "checksums: {} computed from the artifacts themselves, downloaded over https on this machine because their upstream publishes no SHA-256 file, and recorded in .kwin/{}: {}",
+            names.len(),
+            kwin_engine::checksums::RECORD_FILE,
+            names.join(", ")
         );
     }
     Some((p.plan, p.graph))

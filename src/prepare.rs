@@ -3,10 +3,12 @@
 //!
 //! Artifact checksums (engine `checksums`): the plan's pins, kwin's digests
 //! (`plans/digests.toml`) and `.kwin/checksums.toml` answer `sha256_of` / `openpgp_of`; for plan
-//! and apply the upstream checksum files still missing are fetched on the controller (https
-//! only), recorded, and the plan expanded again. A download with neither a pin nor a published
-//! checksum file is an error for every command, before any host is contacted; so is one whose
-//! checksum file would come over a plain-HTTP `artifacts.mirror`.
+//! and apply what is still missing is fetched on the controller (https only): the upstream's
+//! checksum files, and the artifacts whose upstream publishes no SHA-256 file (hashed here,
+//! checked against their SHA-512 file where there is one); the results are recorded and the
+//! plan expanded again. A download with neither a pin nor an https URL to fetch its checksum
+//! from is an error for every command, before any host is contacted; so is one whose checksum
+//! would come over a plain-HTTP `artifacts.mirror`.
 
 use kwin_engine::checksums::{self, Checksums as SumSet, Known, Wanted, WantedKind};
 use kwin_engine::diag::{Diagnostic, Diagnostics};
@@ -21,8 +23,21 @@ pub struct Prepared {
     pub plan: LoadedPlan,
     pub graph: TaskGraph,
     pub warnings: Diagnostics,
-    /// Checksums fetched from upstream checksum files during this preparation (file, URL).
-    pub fetched: Vec<(String, String)>,
+    /// Checksums fetched during this preparation.
+    pub fetched: Vec<Fetched>,
+}
+
+/// One checksum `kwin plan` / `apply` fetched and recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The artifact's file name.
+    pub file: String,
+    /// The URL it came from: the checksum file, or the artifact kwin hashed.
+    pub url: String,
+    /// Computed from the artifact itself (its upstream publishes no SHA-256 file).
+    pub from_artifact: bool,
+    /// The artifact was checked against its upstream's SHA-512 file.
+    pub sha512_checked: bool,
 }
 
 /// Load, validate (knowing the recipes' step names), expand and build the graph of `path`.
@@ -96,18 +111,27 @@ pub fn prepare_with(
     let mut fetched = Vec::new();
     let wanted = sums.wanted();
     if !wanted.is_empty() {
-        let unpinnable: Vec<&Wanted> = wanted.iter().filter(|w| w.sums_url.is_none()).collect();
-        if !unpinnable.is_empty() {
-            return Err(fail(unpinnable_diags(&plan, &unpinnable)));
-        }
-        if let Some(m) = plan
+        // Every checksum that cannot be had over https, all at once.
+        let unpinnable: Vec<&Wanted> = wanted.iter().filter(|w| w.source().is_none()).collect();
+        let mut refused = unpinnable_diags(&plan, &unpinnable);
+        match plan
             .file
             .artifacts
             .mirror
             .as_deref()
             .filter(|m| m.starts_with("http://"))
         {
-            return Err(fail(http_mirror_diags(&plan, m, &wanted)));
+            Some(m) => refused.extend(http_mirror_diags(&plan, m, &wanted)),
+            None => {
+                let plain: Vec<&Wanted> = wanted
+                    .iter()
+                    .filter(|w| w.source().is_some_and(|u| !u.starts_with("https://")))
+                    .collect();
+                refused.extend(plain_http_diags(&plan, &plain));
+            }
+        }
+        if refused.has_errors() {
+            return Err(fail(refused));
         }
         if fetch {
             let got = fetch_all(&wanted);
@@ -115,7 +139,14 @@ pub fn prepare_with(
             for r in got {
                 match r {
                     Ok((url, rec)) => {
-                        fetched.push((rec.file.clone(), url.clone()));
+                        fetched.push(Fetched {
+                            file: rec.file.clone(),
+                            url: url.clone(),
+                            from_artifact: wanted
+                                .iter()
+                                .any(|w| w.from_artifact() && w.url.as_deref() == Some(&url)),
+                            sha512_checked: rec.sha512_file.is_some(),
+                        });
                         sums.record(url, rec);
                     }
                     Err(e) => errors.push(
@@ -128,7 +159,7 @@ pub fn prepare_with(
                         )
                         .with_hint(format!(
                             "pin it in the plan: [artifacts.sha256] \"{}\" = \"<sha256>\" \
-                             (or set [artifacts] mirror to a site that serves the checksum files)",
+                             (or set [artifacts] mirror to an https site that serves the files)",
                             e.file
                         ))
                         .at(plan.loc("artifacts")),
@@ -195,7 +226,7 @@ fn unpinnable_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {
                     WantedKind::Sha256 => Diagnostic::error(
                         "artifact-checksum",
                         format!(
-                            "{what} has no published checksum file, and neither the plan nor kwin pins its SHA-256"
+                            "{what} has no published checksum file and no URL kwin could fetch it from, and neither the plan nor kwin pins its SHA-256"
                         ),
                     )
                     .with_hint(format!(
@@ -219,26 +250,55 @@ fn unpinnable_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {
     )
 }
 
-/// A plain-HTTP mirror would serve the checksum files too: refused for every checksum that
-/// is not pinned (by the plan or kwin).
+/// A plain-HTTP mirror would serve the checksum files (or the artifacts kwin hashes) too:
+/// refused for every checksum that is not pinned (by the plan or kwin).
 fn http_mirror_diags(plan: &LoadedPlan, mirror: &str, wanted: &[Wanted]) -> Diagnostics {
     Diagnostics(
         wanted
             .iter()
-            .filter(|w| w.sums_url.is_some())
+            .filter(|w| w.source().is_some())
             .map(|w| {
+                let over = if w.from_artifact() {
+                    "kwin would hash the file as that mirror serves it, over the same unauthenticated connection the hosts use"
+                } else {
+                    "its checksum file would come over the same unauthenticated connection as the file"
+                };
                 Diagnostic::error(
                     "mirror-http",
                     format!(
-                        "artifacts.mirror \"{mirror}\" is plain HTTP, and `{}` has no pinned SHA-256: its checksum file would come over the same unauthenticated connection as the file",
+                        "artifacts.mirror \"{mirror}\" is plain HTTP, and `{}` has no pinned SHA-256: {over}",
                         w.file
                     ),
                 )
                 .with_hint(format!(
-                    "pin it: [artifacts.sha256] \"{}\" = \"<64 hex digits>\" (from the upstream's checksum file, read over https), or serve the mirror over https",
+                    "pin it: [artifacts.sha256] \"{}\" = \"<64 hex digits>\" (taken from the upstream over https), or serve the mirror over https",
                     w.file
                 ))
                 .at(plan.loc("artifacts.mirror"))
+            })
+            .collect(),
+    )
+}
+
+/// A checksum (file or artifact) whose URL is not https: nothing fetched over it is trusted.
+fn plain_http_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {
+    Diagnostics(
+        wanted
+            .iter()
+            .map(|w| {
+                Diagnostic::error(
+                    "artifact-checksum",
+                    format!(
+                        "`{}`: its checksum would come from {}, and kwin fetches checksums only over https",
+                        w.file,
+                        w.source().unwrap_or_default()
+                    ),
+                )
+                .with_hint(format!(
+                    "pin it in the plan: [artifacts.sha256] \"{}\" = \"<64 hex digits>\", or use an https URL",
+                    w.file
+                ))
+                .at(plan.loc("artifacts").or_else(|| plan.loc("cluster")))
             })
             .collect(),
     )
@@ -258,7 +318,7 @@ fn fetch_all(
                 .map(|w| {
                     Err(checksums::FetchError {
                         file: w.file.clone(),
-                        url: w.sums_url.clone().unwrap_or_default(),
+                        url: w.source().unwrap_or_default().to_string(),
                         why: format!("cannot start: {e}"),
                     })
                 })
