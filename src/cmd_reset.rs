@@ -30,6 +30,9 @@ pub fn reset(run: RunArgs, yes: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     let plan = prepared.plan;
+    let Some(modules) = prepared.modules else {
+        anyhow::bail!("reset needs every checksum of its recipes known, and one is not: run `kwin plan` first");
+    };
     let Some(cluster) = &plan.file.cluster else {
         if run.output == OutputFormat::Human {
             println!("reset: the plan has no [cluster]: nothing to reset");
@@ -67,6 +70,14 @@ pub fn reset(run: RunArgs, yes: bool) -> anyhow::Result<ExitCode> {
             anyhow::bail!("reset cancelled: `{}` is not `{name}`", answer.trim());
         }
     }
-    crate::cmd_run::run_graph(&run, Mode::Apply, false, plan, prepared.graph, "reset")
-        .map(|(code, _)| code)
+    crate::cmd_run::run_graph(
+        &run,
+        Mode::Apply,
+        false,
+        plan,
+        prepared.graph,
+        modules,
+        "reset",
+    )
+    .map(|(code, _)| code)
 }

@@ -14,6 +14,7 @@ use kwin_engine::exec::connect::{connection_secrets, transport_for, ConnectOptio
 use kwin_engine::exec::lock::Lock;
 use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions};
 use kwin_engine::graph::TaskGraph;
+use kwin_engine::module::build::Modules;
 use kwin_engine::plan::LoadedPlan;
 use kwin_engine::secret::Scrubber;
 use std::io::IsTerminal;
@@ -50,7 +51,7 @@ pub fn apply(run: RunArgs, check: bool, no_verify: bool) -> anyhow::Result<ExitC
 }
 
 /// Load, validate, expand and build the graph; print diagnostics. `None`: stop with exit 1.
-fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph)> {
+fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph, Modules)> {
     let p = crate::prepare::reported(
         crate::prepare::prepare_with(
             &run.plan,
@@ -90,7 +91,8 @@ fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph)> {
             names.join(", ")
         );
     }
-    Some((p.plan, p.graph))
+    // Fetched above: every task's params are final, and their modules built.
+    Some((p.plan, p.graph, p.modules?))
 }
 
 /// Run the plan; the exit code, and the plan once it loaded.
@@ -100,14 +102,14 @@ fn go(
     detailed_exitcode: bool,
     no_verify: bool,
 ) -> anyhow::Result<(ExitCode, Option<LoadedPlan>)> {
-    let Some((plan, graph)) = prepare(run, no_verify) else {
+    let Some((plan, graph, modules)) = prepare(run, no_verify) else {
         return Ok((ExitCode::from(1), None));
     };
     let what = match mode {
         Mode::Plan => "plan",
         Mode::Apply => "apply",
     };
-    run_graph(run, mode, detailed_exitcode, plan, graph, what)
+    run_graph(run, mode, detailed_exitcode, plan, graph, modules, what)
 }
 
 /// Run a prepared task graph (`apply`, `plan`, `reset`): `.kwin/`, lock, transports,
@@ -131,6 +133,7 @@ pub fn run_graph(
     detailed_exitcode: bool,
     plan: LoadedPlan,
     graph: TaskGraph,
+    modules: Modules,
     what: &'static str,
 ) -> anyhow::Result<(ExitCode, Option<LoadedPlan>)> {
     let state_dir = plan.base_dir.join(".kwin");
@@ -213,8 +216,8 @@ pub fn run_graph(
         });
         execute(Run {
             graph: Arc::new(graph),
+            modules,
             hosts,
-            registry: &kwin_modules::Builtin,
             options,
             scrubber,
             events: sink,

@@ -13,6 +13,9 @@
 use kwin_engine::checksums::{self, Checksums as SumSet, Known, Wanted, WantedKind};
 use kwin_engine::diag::{Diagnostic, Diagnostics};
 use kwin_engine::graph::TaskGraph;
+use kwin_engine::module::build::{build_all, Modules};
+use kwin_engine::module::Registry;
+use kwin_engine::plan::validate::{load_and_validate, Names};
 use kwin_engine::plan::LoadedPlan;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -22,6 +25,9 @@ use std::time::Duration;
 pub struct Prepared {
     pub plan: LoadedPlan,
     pub graph: TaskGraph,
+    /// Every task's module, by graph node; `None` while a checksum is left to fetch (the
+    /// params that need it are not final; `validate` and `graph` never fetch).
+    pub modules: Option<Modules>,
     pub warnings: Diagnostics,
     /// Checksums fetched during this preparation.
     pub fetched: Vec<Fetched>,
@@ -40,8 +46,9 @@ pub struct Fetched {
     pub sha512_checked: bool,
 }
 
-/// Load, validate (knowing the recipes' step names), expand and build the graph of `path`.
-/// Errors: every diagnostic found, warnings included, sorted. Never uses the network.
+/// Load and validate (knowing the recipes' step names), expand, build the graph and every
+/// task's module of `path`. Errors: every diagnostic found, warnings included, sorted. Never
+/// uses the network.
 pub fn prepare(path: &Path) -> Result<Prepared, Diagnostics> {
     prepare_with(
         path,
@@ -82,11 +89,13 @@ pub fn prepare_with(
     let fetch = checksums_mode == Checksums::Fetch;
     let registry = kwin_modules::Builtin;
     let steps = kwin_modules::recipes::step_names();
-    let diags = kwin_engine::plan::check(path, &registry, &steps);
-    if diags.has_errors() {
-        return Err(diags);
-    }
-    let plan = kwin_engine::plan::load(path)?;
+    let modules = registry.names();
+    let known = Names {
+        modules: &modules,
+        recipe_steps: &steps,
+    };
+    // Read and parsed once: the plan that validated is the plan that runs.
+    let (plan, diags) = load_and_validate(path, known).into_result()?;
     let mut expanded = plan.clone();
     if user_tasks == UserTasks::Leave {
         expanded.file.tasks.clear();
@@ -195,9 +204,18 @@ pub fn prepare_with(
         }
     }
     let graph = TaskGraph::build(tasks).map_err(fail)?;
+    // The build phase: every task's module from its rendered params, before any connection.
+    // A checksum left to fetch (validate, graph) leaves the params that need it unfinished:
+    // plan and apply build them once fetched.
+    let modules = if wanted.is_empty() || fetch {
+        Some(build_all(&plan, &graph, &registry).map_err(fail)?)
+    } else {
+        None
+    };
     Ok(Prepared {
         plan,
         graph,
+        modules,
         warnings: diags,
         fetched,
     })

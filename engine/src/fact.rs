@@ -15,7 +15,7 @@ pub mod paths;
 
 pub use paths::{PathQuery, PathRead, CONTENT_LIMIT, STAT_FORMAT};
 
-use crate::transport::{Output, Shell};
+use crate::shell::{Output, Shell};
 use std::collections::BTreeMap;
 use std::fmt;
 use thiserror::Error;
@@ -214,11 +214,7 @@ impl Facts {
 }
 
 /// Random marker that delimits sections of a batched script's output.
-pub fn new_nonce() -> String {
-    use rand::Rng;
-    let n: u128 = rand::rng().random();
-    format!("{n:032x}")
-}
+pub use crate::fs::new_nonce;
 
 /// One script that answers every query, each answer delimited by markers carrying `nonce`.
 /// Duplicate keys are asked once. Path queries (POSIX) are answered together by kind (see

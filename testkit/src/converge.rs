@@ -13,6 +13,7 @@
 use kwin_engine::event::{Event, EventSink, Mode, TaskStatus};
 use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
 use kwin_engine::graph::TaskGraph;
+use kwin_engine::module::build::instantiate;
 use kwin_engine::secret::Scrubber;
 use kwin_engine::task::{Task, TaskId};
 use kwin_engine::transport::output::Keep;
@@ -136,6 +137,11 @@ pub async fn apply(t: Arc<dyn Transport>, module: &str, params: serde_json::Valu
         Ok(g) => Arc::new(g),
         Err(d) => panic!("graph of one task: {d}"),
     };
+    let shell = counting.shell();
+    let modules = match instantiate(&graph, &|_| shell, &kwin_modules::Builtin) {
+        Ok(m) => m,
+        Err(e) => panic!("{module}: {:?}", e.first().map(|e| &e.error)),
+    };
     let state = match tempfile::tempdir() {
         Ok(d) => d,
         Err(e) => panic!("state dir: {e}"),
@@ -150,7 +156,7 @@ pub async fn apply(t: Arc<dyn Transport>, module: &str, params: serde_json::Valu
             name: HOST.into(),
             transport: counting.clone(),
         }],
-        registry: &kwin_modules::Builtin,
+        modules,
         options,
         scrubber: Scrubber::default(),
         events,

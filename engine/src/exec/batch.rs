@@ -75,7 +75,7 @@ pub(crate) struct Batch {
 
 impl Batch {
     pub fn new(shell: Shell, mut items: Vec<Item>, probe: Vec<FactQuery>) -> Batch {
-        let nonce = fact::new_nonce();
+        let nonce = crate::fs::new_nonce();
         if shell == Shell::PowerShell {
             for item in &mut items {
                 item.verify_now = true;

@@ -321,7 +321,7 @@ impl Worker {
         if queries.is_empty() {
             return Ok(Facts::new());
         }
-        let nonce = fact::new_nonce();
+        let nonce = crate::fs::new_nonce();
         let script = fact::batch_script(self.shell, queries, &nonce);
         let keys = self.sensitive_keys();
         let shell = self.shell;

@@ -62,7 +62,7 @@ impl Journal {
             run_id: run_id.to_string(),
             plan: plan.to_path_buf(),
             mode,
-            started: super::state::rfc3339(super::state::unix_ms()),
+            started: crate::fs::rfc3339(crate::fs::unix_ms()),
             duration_ms: 0,
             interrupted: false,
             summary: None,
@@ -177,8 +177,8 @@ impl Journal {
         let dir = state_dir.join("runs");
         let path = dir.join(format!("{}.json", self.run_id));
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
-        super::state::private_dir(&dir)
-            .and_then(|_| super::state::write_private(&path, &bytes))
+        crate::fs::private_dir(&dir)
+            .and_then(|_| crate::fs::write_private(&path, &bytes))
             .map_err(|e| format!("cannot write journal {}: {e}", path.display()))?;
         Ok(path)
     }

@@ -2,8 +2,9 @@
 //!
 //! See ARCHITECTURE.md "Flow of one apply". The pieces:
 //!
-//! - [`execute`] (here): builds every task's module, wraps each host's transport in a logged
-//!   [`conn::Conn`], and hands over to the walker.
+//! - [`execute`] (here): takes every task's module (built before the run by
+//!   `module::build`), wraps each host's transport in a logged [`conn::Conn`], and hands over
+//!   to the walker.
 //! - `walker.rs`: one tokio task per host, a semaphore bounding how many hosts work at once,
 //!   and the [`walker::Board`] where every task's outcome is published (a watch channel per
 //!   task) so cross-host dependents can wait on it.
@@ -38,7 +39,7 @@ pub(crate) mod walker;
 
 use crate::event::{EventSink, Mode};
 use crate::graph::TaskGraph;
-use crate::module::Registry;
+use crate::module::build::Modules;
 use crate::secret::Scrubber;
 use crate::transport::Transport;
 use std::path::PathBuf;
@@ -84,7 +85,7 @@ impl RunOptions {
             retry_delay: Duration::from_secs(2),
             accept_new_host_keys: false,
             state_dir,
-            run_id: state::new_run_id(),
+            run_id: crate::fs::new_run_id(),
             plan: PathBuf::new(),
             allow_reboot: true,
             reboot_poll: Duration::from_secs(2),
@@ -150,11 +151,12 @@ impl Cancel {
 }
 
 /// Everything one run needs.
-pub struct Run<'a> {
+pub struct Run {
     pub graph: Arc<TaskGraph>,
+    /// Every task's module, by node index, built before the run (`module::build`).
+    pub modules: Modules,
     /// Every host of the plan (hosts without tasks are connected to and reported too).
     pub hosts: Vec<HostHandle>,
-    pub registry: &'a dyn Registry,
     pub options: RunOptions,
     pub scrubber: Scrubber,
     pub events: EventSink,
@@ -163,7 +165,7 @@ pub struct Run<'a> {
 
 /// Run the plan: `Mode::Plan` probes and reports, `Mode::Apply` converges. Emits events (the
 /// last one is `summary`), writes logs and the journal under `options.state_dir`.
-pub async fn execute(run: Run<'_>) -> RunSummary {
+pub async fn execute(run: Run) -> RunSummary {
     walker::walk(run).await
 }
 

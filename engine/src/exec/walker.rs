@@ -95,7 +95,7 @@ pub struct HostOutcome {
     pub host_failed: bool,
 }
 
-pub async fn walk(run: Run<'_>) -> RunSummary {
+pub async fn walk(run: Run) -> RunSummary {
     let start = Instant::now();
     let opts = run.options.clone();
     let report = Reporter::new(
@@ -132,22 +132,9 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
         .graph
         .node_indices()
         .map(|n| {
-            let t = graph.task(n);
-            let conn = conns
-                .get(&t.id.host)
-                .ok_or_else(|| format!("host `{}` is not part of this run", t.id.host))?;
-            run.registry
-                .build(&t.module, conn.shell(), &t.params)
-                .map(|mut m| {
-                    if t.sensitive {
-                        m.mark_sensitive();
-                    }
-                    Arc::from(m)
-                })
-                .map_err(|e| match &e.path {
-                    Some(p) => format!("invalid params for module `{}`: {p}: {e}", t.module),
-                    None => format!("invalid params for module `{}`: {e}", t.module),
-                })
+            run.modules.get(n.index()).cloned().ok_or_else(|| {
+                "no module was built for this task (this is a bug in kwin)".to_string()
+            })
         })
         .collect();
 

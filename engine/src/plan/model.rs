@@ -6,6 +6,8 @@
 //! unknown key and wrong type at once. Loading fills in defaults from `[defaults.*]` and the
 //! inventory and resolves each host's connection; `validate.rs` checks rules across fields.
 
+use super::loaded::ResolvedHost;
+pub use crate::transport::spec::WinrmAuth;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -276,17 +278,6 @@ pub enum TransportKind {
     SshPowershell,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum WinrmAuth {
-    /// NTLM (message encryption also over HTTP).
-    Ntlm,
-    /// Basic (HTTPS only).
-    Basic,
-    /// Kerberos (domain-joined hosts).
-    Kerberos,
-}
-
 /// How to reach a host. Every field is optional here; `[defaults.<os>]`, the inventory and
 /// built-in defaults fill the gaps.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
@@ -393,6 +384,15 @@ pub struct Selector {
     pub roles: Vec<Role>,
     /// "linux" or "windows".
     pub os: Option<Os>,
+}
+
+impl Selector {
+    /// Whether this selector picks host `h` (an empty selector picks every host).
+    pub fn matches(&self, h: &ResolvedHost) -> bool {
+        (self.hosts.is_empty() || self.hosts.iter().any(|n| n == &h.name))
+            && (self.roles.is_empty() || h.role.is_some_and(|r| self.roles.contains(&r)))
+            && self.os.is_none_or(|os| os == h.os)
+    }
 }
 
 /// `[[tasks]]`: one of the user's own steps.

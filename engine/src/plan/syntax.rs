@@ -396,6 +396,18 @@ pub fn endpoint(s: &str) -> Result<(String, Option<u16>), String> {
     Ok((host.to_string(), port))
 }
 
+/// An OpenPGP v4 fingerprint as 40 upper-case hex digits (spaces and a `0x` prefix dropped),
+/// or `None` if it is not one.
+pub fn normalize_fingerprint(s: &str) -> Option<String> {
+    let t: String = s
+        .trim()
+        .trim_start_matches("0x")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    (t.len() == 40 && t.bytes().all(|b| b.is_ascii_hexdigit())).then(|| t.to_ascii_uppercase())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

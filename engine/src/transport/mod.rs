@@ -11,51 +11,20 @@
 //! Only this folder knows ssh2, reqwest, hyper, rustls and sspi. Transports do not retry on
 //! their own: the engine applies the retry policy using [`TransportError::is_retryable`].
 
+pub use crate::shell::{Output, Shell, MAX_OUTPUT};
 use async_trait::async_trait;
-use std::fmt;
 use std::time::Duration;
 use thiserror::Error;
 
 pub mod clixml;
+pub mod connect;
+pub mod http;
 pub mod local;
 pub mod mock;
 pub mod output;
+pub mod spec;
 pub mod ssh;
 pub mod winrm;
-
-/// The language of scripts a host runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Shell {
-    /// `/bin/sh` (POSIX); scripts may rely on coreutils.
-    Posix,
-    /// Windows PowerShell 5.1 (`powershell.exe`).
-    PowerShell,
-}
-
-/// Result of one script run.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Output {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub exit: i32,
-}
-
-impl fmt::Debug for Output {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Output")
-            .field("stdout_bytes", &self.stdout.len())
-            .field("stderr_bytes", &self.stderr.len())
-            .field("exit", &self.exit)
-            .finish()
-    }
-}
-
-impl Output {
-    pub fn success(&self) -> bool {
-        self.exit == 0
-    }
-}
 
 /// Errors of a transport, classified for the retry policy.
 #[derive(Debug, Error)]
@@ -110,9 +79,6 @@ impl TransportError {
         )
     }
 }
-
-/// Largest stdout or stderr kwin keeps from one command (bounded memory).
-pub const MAX_OUTPUT: usize = 64 * 1024 * 1024;
 
 /// A connection to one host.
 #[async_trait]

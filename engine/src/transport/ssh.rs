@@ -44,8 +44,8 @@ mod known_hosts;
 mod session;
 
 use super::output::Keep;
+use super::spec::SshSpec;
 use super::{Output, Shell, Transport, TransportError};
-use crate::plan::SshSpec;
 use crate::secret::Scrubber;
 use async_trait::async_trait;
 use auth::{Credentials, KeyOrigin};

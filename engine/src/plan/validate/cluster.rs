@@ -729,7 +729,7 @@ fn artifacts_and_proxy(v: &mut V<'_>) {
         }
     }
     for (name, fp) in &f.artifacts.openpgp {
-        if crate::checksums::normalize_fingerprint(fp).is_none() {
+        if syntax::normalize_fingerprint(fp).is_none() {
             let path = PlanPath::root()
                 .key("artifacts")
                 .key("openpgp")

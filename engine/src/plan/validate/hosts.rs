@@ -5,7 +5,7 @@ use crate::diag::Diagnostic;
 use crate::plan::model::{Connection, Os, WinrmAuth};
 use crate::plan::spans::PlanPath;
 use crate::plan::{syntax, ConnSpec};
-use crate::transport::Shell;
+use crate::shell::Shell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 

@@ -512,7 +512,7 @@ impl Conn {
         bytes: &[u8],
         mode: Option<u32>,
     ) -> Result<(), TransportError> {
-        let nonce = crate::fact::new_nonce();
+        let nonce = crate::fs::new_nonce();
         let mode = mode.unwrap_or(0o644) & 0o7777;
         match (self.t.shell, self.t.become_root) {
             (Shell::PowerShell, _) => {
