@@ -281,14 +281,80 @@ fn endless_plan_or_inventory_is_refused() {
     );
 }
 
-#[test]
-fn schema_is_valid_and_examples_conform() {
+/// What `kwin schema` prints.
+fn printed_schema() -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
         .arg("schema")
         .output()
         .expect("kwin runs");
     assert!(out.status.success());
-    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).expect("schema is JSON");
+    serde_json::from_slice(&out.stdout).expect("schema is JSON")
+}
+
+/// The schema tells a task's params apart by its module: `contents` is no parameter of
+/// `file`, and an editor says so.
+#[test]
+fn schema_rejects_unknown_file_params() {
+    let schema = printed_schema();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let task = |params: &str| -> serde_json::Value {
+        toml::from_str(&format!(
+            "[[tasks]]\nname = \"motd\"\nmodule = \"file\"\nparams = {params}\n"
+        ))
+        .expect("TOML")
+    };
+    assert!(!validator.is_valid(&task("{ contents = \"x\" }")));
+    assert!(!validator.is_valid(&task("{ path = \"/etc/motd\", contents = \"x\" }")));
+    assert!(!validator.is_valid(&task("{ path = 5 }")));
+    assert!(validator.is_valid(&task("{ path = \"/etc/motd\", content = \"x\" }")));
+    // A module's parameter is no other module's.
+    let sysctl: serde_json::Value = toml::from_str(
+        "[[tasks]]\nname = \"fwd\"\nmodule = \"sysctl\"\nparams = { path = \"/etc/motd\" }\n",
+    )
+    .expect("TOML");
+    assert!(!validator.is_valid(&sysctl));
+}
+
+/// One branch per module the registry has, each naming its module and describing it.
+#[test]
+fn schema_has_a_branch_per_module() {
+    let schema = printed_schema();
+    let branches = schema["$defs"]["UserTask"]["oneOf"]
+        .as_array()
+        .expect("UserTask is a oneOf");
+    let mut names: Vec<&str> = branches
+        .iter()
+        .map(|b| {
+            b["properties"]["module"]["const"]
+                .as_str()
+                .expect("module const")
+        })
+        .collect();
+    names.sort_unstable();
+    let mut want = kwin_engine::module::Registry::names(&kwin_modules::Builtin);
+    want.sort_unstable();
+    assert_eq!(names, want);
+    for b in branches {
+        let m = b["properties"]["module"]["const"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            b["properties"]["module"]["description"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty()),
+            "{m}: no description"
+        );
+        let r = b["properties"]["params"]["$ref"]
+            .as_str()
+            .unwrap_or_default();
+        let def = r.trim_start_matches("#/$defs/");
+        assert!(schema["$defs"][def]["properties"].is_object(), "{m}: {r}");
+    }
+}
+
+#[test]
+fn schema_is_valid_and_examples_conform() {
+    let schema = printed_schema();
     jsonschema::meta::validate(&schema).expect("schema is a valid JSON Schema");
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let mut plans = cases("examples");

@@ -5,7 +5,7 @@
 //! and `kube` (Kubernetes steps, run from a control-plane host). A module name may exist for
 //! both shells (e.g. `file`); [`Builtin`] picks the implementation for the host's shell.
 
-use kwin_engine::module::{Module, ParamError, Registry};
+use kwin_engine::module::{Module, ModuleInfo, ParamError, Registry};
 use kwin_engine::transport::Shell;
 
 pub mod kube;
@@ -59,6 +59,25 @@ impl Registry for Builtin {
 
     fn params_schema(&self, name: &str, shell: Shell) -> Option<serde_json::Value> {
         table::find(name, shell).map(|r| (r.params)().to_value())
+    }
+
+    /// One entry per module name: its rows' shells together (a module of both shells has
+    /// one params type, `tests/table.rs`), the first row's doc and schema.
+    fn modules(&self) -> Vec<ModuleInfo> {
+        let mut out: Vec<ModuleInfo> = Vec::new();
+        for (_, r) in table::all() {
+            match out.iter_mut().find(|m| m.name == r.name) {
+                Some(m) => m.shells.extend(r.shells.iter().copied()),
+                None => out.push(ModuleInfo {
+                    name: r.name,
+                    doc: r.doc,
+                    shells: r.shells.to_vec(),
+                    params: (r.params)().to_value(),
+                }),
+            }
+        }
+        out.sort_by_key(|m| m.name);
+        out
     }
 
     fn build(

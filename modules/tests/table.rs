@@ -140,3 +140,72 @@ fn a_parameter_of_the_other_shell_is_refused_by_name() {
     }
     assert!(checked >= 20, "only {checked} parameters checked");
 }
+
+/// The build phase walks a task's rendered params against its module's schema before the
+/// module deserializes them (`module::build`): on every case's params, the walk finds a
+/// problem exactly when deserializing fails, so no refusal goes unlocated and no params
+/// pass the walk only to fail as "a bug in kwin".
+#[test]
+fn schema_and_serde_agree_on_every_case() {
+    use kwin_engine::plan::spans::PlanPath;
+    use kwin_engine::plan::structure::check_value;
+    use kwin_testkit::cases::{case_files, case_shell, read_case, Suite};
+    let mut disagree = Vec::new();
+    let mut checked = 0;
+    for suite in Suite::all() {
+        for f in case_files(&suite.dir) {
+            let case = read_case(&f.path).unwrap_or_else(|e| panic!("{e}"));
+            let shell = case_shell(&case, suite.shell);
+            let Some(schema) = Builtin.params_schema(&f.module, shell) else {
+                continue;
+            };
+            let params = if case.params.is_null() {
+                serde_json::json!({})
+            } else {
+                case.params.clone()
+            };
+            let findings = check_value(&params, &schema, &PlanPath::root());
+            let serde_ok = match Builtin.build(&f.module, shell, &params) {
+                Ok(_) => true,
+                Err(e) => !e.shape,
+            };
+            checked += 1;
+            if findings.is_empty() != serde_ok {
+                let found: Vec<String> = findings
+                    .iter()
+                    .map(|x| format!("{}: {}", x.path, x.diag.summary))
+                    .collect();
+                disagree.push(format!(
+                    "{}: walk {found:?}, deserializes: {serde_ok}",
+                    f.path.display()
+                ));
+            }
+        }
+    }
+    assert!(checked > 400, "{checked} cases");
+    assert!(disagree.is_empty(), "{}", disagree.join("\n"));
+}
+
+/// The check above can fail: params the walk refuses and serde takes, or the reverse, are
+/// told apart.
+#[test]
+fn the_agreement_check_sees_both_ways() {
+    use kwin_engine::plan::spans::PlanPath;
+    use kwin_engine::plan::structure::check_value;
+    let schema = Builtin.params_schema("file", Shell::Posix).expect("file");
+    let bad = serde_json::json!({ "path": "/x", "contents": "y" });
+    assert!(!check_value(&bad, &schema, &PlanPath::root()).is_empty());
+    let e = Builtin
+        .build("file", Shell::Posix, &bad)
+        .expect_err("refused");
+    assert!(e.shape, "{e:?}");
+    let good = serde_json::json!({ "path": "/x", "content": "y", "mode": 644 });
+    assert!(check_value(&good, &schema, &PlanPath::root()).is_empty());
+    let semantic = serde_json::json!({ "path": "x" });
+    assert!(
+        !Builtin
+            .build("file", Shell::Posix, &semantic)
+            .expect_err("relative")
+            .shape
+    );
+}
