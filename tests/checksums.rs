@@ -17,6 +17,7 @@
 //! HTTP URL or redirect, and a file over the size cap are refused.
 
 use kwin_engine::checksums;
+use kwin_testkit::kwin;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -339,7 +340,7 @@ connect_timeout = 2
 }
 
 fn kwin(args: &[&str], ca: &TestCa) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kwin"))
+    kwin!(".")
         .args(args)
         .env("SSL_CERT_FILE", ca.ca_file())
         .env_remove("SSL_CERT_DIR")
@@ -349,6 +350,7 @@ fn kwin(args: &[&str], ca: &TestCa) -> std::process::Output {
         .env_remove("https_proxy")
         .env_remove("http_proxy")
         .env_remove("ALL_PROXY")
+        .command()
         .output()
         .expect("run kwin")
 }

@@ -12,8 +12,6 @@
 //!   with `EnvironmentFile=` (an `Environment=` value is readable by any local user over
 //!   D-Bus, systemd.exec(5)).
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 

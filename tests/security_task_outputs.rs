@@ -20,8 +20,8 @@ use kwin_engine::secret::Scrubber;
 use kwin_engine::task::{InputRef, Origin, Task, TaskId};
 use kwin_engine::transport::local::LocalTransport;
 use kwin_engine::transport::{Shell, Transport};
+use kwin_testkit::kwin::walk;
 use serde_json::json;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,21 +169,6 @@ impl Registry for Modules {
             _ => return Err(ParamError::new(format!("unknown module `{name}`"))),
         })
     }
-}
-
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                v.extend(walk(&path));
-            } else {
-                v.push(path);
-            }
-        }
-    }
-    v
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,10 +12,10 @@ use std::process::{Command, Stdio};
 /// `kwin!(dir)`: the binary, to run in `dir`; `kwin!(dir, args)`: that, run with `args`.
 #[macro_export]
 macro_rules! kwin {
-    ($dir:expr) => {
+    ($dir:expr $(,)?) => {
         $crate::kwin::Kwin::new(env!("CARGO_BIN_EXE_kwin"), $dir)
     };
-    ($dir:expr, $args:expr) => {
+    ($dir:expr, $args:expr $(,)?) => {
         $crate::kwin::Kwin::new(env!("CARGO_BIN_EXE_kwin"), $dir)
             .args($args)
             .run()
@@ -109,7 +109,7 @@ impl Run {
     pub fn events(&self) -> Vec<Value> {
         events(&self.stdout)
     }
-    /// The `summary` event.
+    /// The last summary event (`summary`, `verify_summary`, ...).
     pub fn summary(&self) -> Value {
         summary(&self.stdout)
     }
@@ -159,11 +159,11 @@ pub fn events(stdout: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The last `summary` event in `stdout`.
+/// The last summary event in `stdout` (`summary` of apply, `verify_summary`, ...).
 pub fn summary(stdout: &str) -> Value {
     events(stdout)
         .into_iter()
-        .rfind(|e| e["event"] == "summary")
+        .rfind(|e| e["event"].as_str().is_some_and(|k| k.ends_with("summary")))
         .unwrap_or_else(|| panic!("no summary in:\n{stdout}"))
 }
 

@@ -18,7 +18,8 @@ pub const PASSPHRASE: &str = "kwin-test-passphrase";
 /// The password of `kwnopw`.
 pub const PASSWORD: &str = "kwin-test-password-9";
 
-fn sh(cmd: &str) -> String {
+/// `sh -c cmd`: its stdout; a failure fails the test.
+pub fn sh(cmd: &str) -> String {
     let out = Command::new("sh")
         .args(["-c", cmd])
         .output()
@@ -31,13 +32,15 @@ fn sh(cmd: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn write(path: &Path, text: &str, mode: u32) {
+/// Write `text` to `path` with `mode`; a failure fails the test.
+pub fn write(path: &Path, text: &str, mode: u32) {
     std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
-fn mkdir(path: &Path, mode: u32) {
+/// `mkdir -p path` with `mode`; a failure fails the test.
+pub fn mkdir(path: &Path, mode: u32) {
     std::fs::create_dir_all(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -243,7 +246,8 @@ impl Sshd {
         self.path("id_ed25519")
     }
 
-    fn spawn(&mut self) {
+    /// Start sshd (again, after [`Sshd::stop`]) and wait until it listens.
+    pub fn spawn(&mut self) {
         let d = self.dir.path().display().to_string();
         let script = format!(
             "mkdir -p /run/sshd && mount --bind {d}/etc/passwd /etc/passwd && \

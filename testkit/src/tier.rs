@@ -85,6 +85,37 @@ mod tests {
         assert_eq!(src.matches(attr.as_str()).count(), 2, "{attr}");
     }
 
+    /// README's test command is the one `.ci/run` runs, and the one the lab tests' ignore
+    /// reason names: every tier, so CI cannot leave the lab out.
+    #[test]
+    fn readme_ci_and_the_ignore_reason_give_one_test_command() {
+        let root = crate::host::workspace();
+        let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+        let tests = readme
+            .split("\n## Tests\n")
+            .nth(1)
+            .expect("README has a `## Tests` section");
+        let readme_cmd = tests
+            .split("```sh\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .map(str::trim)
+            .expect("a sh block in README's Tests");
+        assert_eq!(readme_cmd, "cargo test --workspace -- --include-ignored");
+        let ci = std::fs::read_to_string(root.join(".ci/run")).expect(".ci/run");
+        let ci_cmds: Vec<&str> = ci
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("cargo test"))
+            .collect();
+        assert_eq!(
+            ci_cmds,
+            [readme_cmd],
+            ".ci/run runs README's test command, once"
+        );
+        assert!(super::LAB.contains(readme_cmd), "{}", super::LAB);
+    }
+
     /// Without root, a lab test fails (it does not pass without running).
     #[test]
     fn a_lab_test_without_root_fails() {
