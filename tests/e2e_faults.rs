@@ -143,7 +143,7 @@ after = ["slow"]
 params = { path = "/etc/after-slow", content = "x\n" }
 "#,
     ));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let child = kwin_testkit::kwin!(".").command()
         .args(["apply", "plan.toml"])
         .current_dir(dir.path())
         .stdout(std::process::Stdio::piped())

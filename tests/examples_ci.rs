@@ -193,7 +193,8 @@ fn filled_in_plan_validates_clean() {
     assert!(!plan.contains("${"), "unfilled: {plan}");
     let path = dir.path().join("plan.toml");
     std::fs::write(&path, plan).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .arg("validate")
         .arg(&path)
         .output()

@@ -75,7 +75,8 @@ fn names(n: usize) -> Vec<String> {
 }
 
 fn spawn_apply(dir: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_kwin"))
+    kwin_testkit::kwin!(".")
+        .command()
         .args(["apply", "plan.toml", "--output", "json"])
         .current_dir(dir)
         .stdout(Stdio::piped())

@@ -295,7 +295,8 @@ params = {{ run = "head -c 65536 /dev/urandom; head -c 65536 /dev/urandom >&2; t
     );
     std::fs::write(dir.path().join("plan.toml"), plan).expect("plan");
     let t0 = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .args(["apply", "plan.toml", "--output", "json"])
         .current_dir(dir.path())
         .output()

@@ -146,7 +146,7 @@ params = {{ run = "cat {ws}; cat {ws} >&2; touch {ws}.done", unless = "test -e {
     let plan_text = std::fs::read_to_string(dir.path().join("plan.toml")).expect("plan");
 
     let run = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        let o = kwin_testkit::kwin!(".").command()
             .args(args)
             .current_dir(dir.path())
             .env("KWIN_SECRETS_PASSPHRASE", &passphrase)
@@ -320,7 +320,7 @@ params = {{ path = "/root/sens/motd", content = {motd}, mode = "0644" }}
     );
     let dir = lab.plan_dir(&plan);
     let run = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        let o = kwin_testkit::kwin!(".").command()
             .args(args)
             .current_dir(dir.path())
             .output()

@@ -15,7 +15,6 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -52,7 +51,8 @@ impl Line {
 
 /// Run `kwin validate --output json` on `plan`: the diagnostics and the exit code.
 fn validate(plan: &Path) -> (Vec<Line>, i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .args(["validate", "--output", "json"])
         .arg(plan)
         .current_dir(root())
@@ -229,7 +229,8 @@ fn good_plans_validate_clean() {
 #[test]
 fn human_output_has_file_line_col_and_hint() {
     let case = root().join("tests/plans/bad/unknown-keys.toml");
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .args(["validate"])
         .arg(&case)
         .output()
@@ -283,7 +284,8 @@ fn endless_plan_or_inventory_is_refused() {
 
 /// What `kwin schema` prints.
 fn printed_schema() -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .arg("schema")
         .output()
         .expect("kwin runs");
@@ -519,7 +521,8 @@ params = { path = "/tmp/x", content = "{% for a in range(100000) %}{% for b in r
 "#,
     )
     .expect("plan");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let mut child = kwin_testkit::kwin!(".")
+        .command()
         .args(["validate"])
         .arg(&plan)
         .stdout(std::process::Stdio::piped())

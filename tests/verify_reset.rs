@@ -503,7 +503,7 @@ fn verify_against_the_api_tier() {
     );
 
     // Ctrl-C while waiting for the pods: the namespace is still deleted, exit 130.
-    let child = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let child = kwin_testkit::kwin!(".").command()
         .args([
             "verify",
             "plan.toml",
