@@ -236,9 +236,9 @@ pub fn run_graph(
 
     let code = if summary.interrupted {
         ExitCode::from(130)
-    } else if summary.failed > 0 {
+    } else if summary.counts.failed > 0 {
         ExitCode::from(1)
-    } else if detailed_exitcode && summary.changed > 0 {
+    } else if detailed_exitcode && summary.counts.changed > 0 {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS

@@ -17,6 +17,7 @@ use kwin_engine::module::build::{build_all, Modules};
 use kwin_engine::module::Registry;
 use kwin_engine::plan::validate::{load_and_validate, Names};
 use kwin_engine::plan::LoadedPlan;
+use kwin_engine::transport::http::Client;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -343,7 +344,8 @@ fn fetch_all(
                 .collect()
         }
     };
-    runtime.block_on(checksums::fetch(wanted, Duration::from_secs(20)))
+    let client = Client::new(Duration::from_secs(20));
+    runtime.block_on(checksums::fetch(wanted, Arc::new(client)))
 }
 
 /// The prepared plan, its warnings printed (human output only); or `None` with every

@@ -259,7 +259,11 @@ async fn a_task_output_secret_never_shows() {
             "{events}"
         );
     }
-    assert_eq!((summary.changed, summary.failed), (3, 1), "{events}");
+    assert_eq!(
+        (summary.counts.changed, summary.counts.failed),
+        (3, 1),
+        "{events}"
+    );
     assert!(events.contains("exit code 9"), "{events}");
 
     let mut forms = vec![token.clone()];

@@ -12,10 +12,13 @@ pub mod fact;
 pub mod fs;
 pub mod graph;
 pub mod module;
+pub mod net;
 pub mod plan;
 pub mod quote;
 pub mod secret;
 pub mod shell;
 pub mod task;
 pub mod template;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 pub mod transport;

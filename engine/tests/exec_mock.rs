@@ -4,7 +4,7 @@
 //! exit codes are real), and every round trip must be expected: a script nobody expected
 //! fails the test. Host state lives in a temp dir per test.
 
-use kwin_engine::event::{Event, EventSink, Mode, TaskStatus};
+use kwin_engine::event::{Counts, Event, EventSink, Mode, TaskStatus};
 use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::graph::TaskGraph;
@@ -513,10 +513,10 @@ fn w(content: &str) -> String {
 
 fn summary(o: &Outcome) -> (usize, usize, usize, usize) {
     (
-        o.summary.ok,
-        o.summary.changed,
-        o.summary.failed,
-        o.summary.skipped,
+        o.summary.counts.ok,
+        o.summary.counts.changed,
+        o.summary.counts.failed,
+        o.summary.counts.skipped,
     )
 }
 
@@ -1201,7 +1201,7 @@ async fn journal_and_logs_are_written_privately() {
     )
     .await;
     h1.finish().expect("h1");
-    assert_eq!(out.summary.changed, 1);
+    assert_eq!(out.summary.counts.changed, 1);
     let journal = state.join("runs").join(format!("{run_id}.json"));
     let j: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&journal).expect("journal")).expect("json");
@@ -1364,8 +1364,11 @@ async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
     assert!(matches!(
         o.events[n - 1],
         Event::Summary {
-            changed: 3,
-            skipped: 2,
+            counts: Counts {
+                changed: 3,
+                skipped: 2,
+                ..
+            },
             ..
         }
     ));

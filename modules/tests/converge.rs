@@ -710,13 +710,13 @@ async fn service_without_systemd_fails_clearly() {
     if Path::new("/run/systemd/system").is_dir() {
         // A systemd host: a unit that does not exist is neither running nor enabled.
         assert!(
-            out.summary.failed == 0 && !out.changed(),
+            out.summary.counts.failed == 0 && !out.changed(),
             "{:#?}",
             out.events
         );
     } else {
         let err = out.message.unwrap_or_default();
-        assert_eq!(out.summary.failed, 1, "{:#?}", out.events);
+        assert_eq!(out.summary.counts.failed, 1, "{:#?}", out.events);
         assert!(
             err.contains("service `kwin-no-such-unit`: this host does not run systemd"),
             "{err}"

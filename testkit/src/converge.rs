@@ -59,7 +59,7 @@ impl Outcome {
     }
     /// Whether the run changed the host.
     pub fn changed(&self) -> bool {
-        self.summary.changed > 0
+        self.summary.counts.changed > 0
     }
     /// The change's action (`create`, `update`, ...), if it planned one.
     pub fn action(&self) -> Option<&str> {
@@ -216,14 +216,14 @@ pub async fn apply(t: Arc<dyn Transport>, module: &str, params: serde_json::Valu
 pub async fn converge(t: Arc<dyn Transport>, module: &str, params: serde_json::Value) -> Outcome {
     let first = apply(t.clone(), module, params.clone()).await;
     assert!(
-        first.summary.failed == 0 && first.status != Some(TaskStatus::Failed),
+        first.summary.counts.failed == 0 && first.status != Some(TaskStatus::Failed),
         "{module} failed: {:?}\n{:#?}",
         first.message,
         first.events
     );
     let second = apply(t, module, params).await;
     assert!(
-        second.summary.changed == 0 && second.summary.failed == 0,
+        second.summary.counts.changed == 0 && second.summary.counts.failed == 0,
         "the second run of {module} is not a no-op: {:?}\n{:#?}",
         second.planned,
         second.events

@@ -4,7 +4,7 @@
 //! records it here), so the journal and the output cannot disagree. Event texts are already
 //! scrubbed. Written once at the end of the run (0600), also when interrupted.
 
-use crate::event::{Event, EventSink, Mode, TaskStatus};
+use crate::event::{Counts, Event, EventSink, Mode, TaskStatus};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,10 +26,8 @@ pub struct Journal {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct JournalSummary {
     pub hosts: usize,
-    pub ok: usize,
-    pub changed: usize,
-    pub failed: usize,
-    pub skipped: usize,
+    #[serde(flatten)]
+    pub counts: Counts,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -149,19 +147,13 @@ impl Journal {
             Event::Interrupted {} => self.interrupted = true,
             Event::Summary {
                 hosts,
-                ok,
-                changed,
-                failed,
-                skipped,
+                counts,
                 duration_ms,
             } => {
                 self.duration_ms = *duration_ms;
                 self.summary = Some(JournalSummary {
                     hosts: *hosts,
-                    ok: *ok,
-                    changed: *changed,
-                    failed: *failed,
-                    skipped: *skipped,
+                    counts: *counts,
                 });
             }
             Event::RunStarted { .. }

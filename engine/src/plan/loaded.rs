@@ -2,7 +2,7 @@
 //! source map for diagnostics) and [`ResolvedHost`] (one host after the inventory and
 //! `[defaults.*]` were merged in, with its connection spec).
 
-use super::model::{Os, PlanFile, Role};
+use super::model::{Os, PlanFile, Role, Selector};
 use super::net::{ClusterNet, CniSettings};
 use super::spans::SpanIndex;
 use super::{proxy, syntax};
@@ -44,6 +44,16 @@ impl ResolvedHost {
                 .is_ok()
                 .then_some(self.address.as_str()),
         }
+    }
+}
+
+/// (Here, not in `model.rs`: the model knows nothing of resolved hosts.)
+impl Selector {
+    /// Whether this selector picks host `h` (an empty selector picks every host).
+    pub fn matches(&self, h: &ResolvedHost) -> bool {
+        (self.hosts.is_empty() || self.hosts.iter().any(|n| n == &h.name))
+            && (self.roles.is_empty() || h.role.is_some_and(|r| self.roles.contains(&r)))
+            && self.os.is_none_or(|os| os == h.os)
     }
 }
 

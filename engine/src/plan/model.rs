@@ -6,7 +6,6 @@
 //! unknown key and wrong type at once. Loading fills in defaults from `[defaults.*]` and the
 //! inventory and resolves each host's connection; `validate.rs` checks rules across fields.
 
-use super::loaded::ResolvedHost;
 pub use crate::transport::spec::WinrmAuth;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -384,15 +383,6 @@ pub struct Selector {
     pub roles: Vec<Role>,
     /// "linux" or "windows".
     pub os: Option<Os>,
-}
-
-impl Selector {
-    /// Whether this selector picks host `h` (an empty selector picks every host).
-    pub fn matches(&self, h: &ResolvedHost) -> bool {
-        (self.hosts.is_empty() || self.hosts.iter().any(|n| n == &h.name))
-            && (self.roles.is_empty() || h.role.is_some_and(|r| self.roles.contains(&r)))
-            && self.os.is_none_or(|os| os == h.os)
-    }
 }
 
 /// `[[tasks]]`: one of the user's own steps.

@@ -14,11 +14,13 @@
 
 mod cluster;
 mod hosts;
+mod pass;
 mod tasks;
 
 use super::load::{self, Pruned};
 use super::loaded::LoadedPlan;
-use crate::diag::{Diagnostic, Diagnostics};
+use crate::diag::Diagnostics;
+use pass::V;
 use std::path::Path;
 
 /// What validation checks names against: the modules a task may use and the recipe step
@@ -86,32 +88,6 @@ pub fn load_and_validate_str(path: &Path, text: &str, known: Names<'_>) -> Check
     Checked {
         plan: partial.plan,
         diags: diags.dedup().sorted(),
-    }
-}
-
-/// The state of one validation run.
-pub(crate) struct V<'a> {
-    pub plan: &'a LoadedPlan,
-    pub pruned: &'a Pruned,
-    pub out: Diagnostics,
-}
-
-impl V<'_> {
-    /// Report `d` at the value at `path`.
-    pub fn at(&mut self, path: &str, d: Diagnostic) {
-        let loc = self.plan.loc(path);
-        self.out.push(d.at(loc));
-    }
-
-    /// Report `d` at the key at `path`.
-    pub fn at_key(&mut self, path: &str, d: Diagnostic) {
-        let loc = self.plan.key_loc(path);
-        self.out.push(d.at(loc));
-    }
-
-    /// Whether the plan text has a value at exactly `path`.
-    pub fn has(&self, path: &str) -> bool {
-        self.plan.spans.has(path)
     }
 }
 

@@ -1,27 +1,29 @@
-//! HTTPS GETs from the controller (artifact checksum files): https only, a redirect must stay
-//! on https, at most a given number of bytes read. Uses the controller's
-//! `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` environment. The only place outside the SSH and
-//! WinRM transports that speaks to the network, so `reqwest` stays inside `transport/`.
+//! HTTPS GETs from the controller ([`crate::net::Https`]): https only, a redirect must stay on
+//! https. Uses the controller's `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` environment. With the
+//! SSH and WinRM transports, the only code that knows an HTTP client, so `reqwest` stays
+//! inside `transport/`.
 
-use std::future::Future;
+use crate::net::{Body, Https};
+use async_trait::async_trait;
 use std::time::Duration;
 
-/// An HTTPS client for GETs with bounded bodies. Cheap to clone.
+/// An HTTPS client (reqwest, rustls). Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Https {
+pub struct Client {
     client: Result<reqwest::Client, String>,
 }
 
-impl Https {
+impl Client {
     /// A client whose requests time out after `timeout` (connecting, and as a whole). A
     /// client that cannot be made fails every request with the reason.
-    pub fn new(timeout: Duration) -> Https {
-        // https only, and a redirect must stay on https.
+    pub fn new(timeout: Duration) -> Client {
+        // https only, and a redirect must stay on https: a checksum (or an artifact hashed on
+        // the controller) that could come over plain HTTP proves nothing.
         let policy = reqwest::redirect::Policy::custom(|attempt| {
             if attempt.url().scheme() != "https" {
                 let to = attempt.url().to_string();
                 attempt.error(format!(
-                    "redirected to {to}: checksum files are fetched only over https"
+                    "redirected to {to}: checksums are fetched only over https"
                 ))
             } else if attempt.previous().len() >= 10 {
                 attempt.error("more than 10 redirects")
@@ -37,36 +39,43 @@ impl Https {
             .user_agent(concat!("kwin/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot make an HTTP client: {e}"));
-        Https { client }
+        Client { client }
     }
+}
 
-    /// GET `url`: the body of a successful response, read up to `limit + 1` bytes — a longer
-    /// body comes back cut there, so the caller sees it is longer than `limit` without the
-    /// rest ever being held (as `fs::read_bounded` does for files). `Err`: why there is no
-    /// body, on one line.
-    pub fn get_bounded(
-        &self,
-        url: String,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<u8>, String>> + Send + 'static {
-        let client = self.client.clone();
-        async move {
-            let client = client?;
-            let mut resp = client.get(&url).send().await.map_err(|e| describe(&e))?;
-            let status = resp.status();
-            if !status.is_success() {
-                return Err(format!("HTTP {status}"));
-            }
-            let mut body = Vec::new();
-            while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
-                let room = (limit + 1).saturating_sub(body.len());
-                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                if body.len() > limit {
-                    break;
-                }
-            }
-            Ok(body)
+#[async_trait]
+impl Https for Client {
+    async fn get(&self, url: &str, timeout: Option<Duration>) -> Result<Box<dyn Body>, String> {
+        let client = self.client.as_ref().map_err(Clone::clone)?;
+        if !url.starts_with("https://") {
+            return Err("checksums are fetched only over https".to_string());
         }
+        let mut req = client.get(url);
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
+        let resp = req.send().await.map_err(|e| describe(&e))?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("HTTP {status}"));
+        }
+        Ok(Box::new(Response(resp)))
+    }
+}
+
+struct Response(reqwest::Response);
+
+#[async_trait]
+impl Body for Response {
+    fn announced_len(&self) -> Option<u64> {
+        self.0.content_length()
+    }
+    async fn chunk(&mut self) -> Result<Option<Vec<u8>>, String> {
+        self.0
+            .chunk()
+            .await
+            .map(|c| c.map(|b| b.to_vec()))
+            .map_err(|e| describe(&e))
     }
 }
 

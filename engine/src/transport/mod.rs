@@ -14,71 +14,21 @@
 pub use crate::shell::{Output, Shell, MAX_OUTPUT};
 use async_trait::async_trait;
 use std::time::Duration;
-use thiserror::Error;
 
 pub mod clixml;
 pub mod connect;
+mod error;
 pub mod http;
 pub mod local;
+/// The strict mock transport, for tests only (`test-support`).
+#[cfg(any(test, feature = "test-support"))]
 pub mod mock;
 pub mod output;
 pub mod spec;
 pub mod ssh;
 pub mod winrm;
 
-/// Errors of a transport, classified for the retry policy.
-#[derive(Debug, Error)]
-pub enum TransportError {
-    /// Could not establish a connection (refused, unreachable, DNS). Retryable: a host that
-    /// is booting refuses, then accepts.
-    #[error("cannot connect to {address}: {reason}")]
-    Connect { address: String, reason: String },
-    /// An established connection broke. Retryable for idempotent operations.
-    #[error("connection lost: {0}")]
-    ConnectionLost(String),
-    /// The host's identity did not match. Never retryable.
-    #[error("host key mismatch for {host}: expected {expected}, got {actual}")]
-    HostKeyMismatch {
-        host: String,
-        expected: String,
-        actual: String,
-    },
-    /// Unknown host key and no pin, and new keys are not accepted.
-    #[error("host key of {host} is unknown ({actual}); pin it with host_key = \"{actual}\" or run with --accept-new-host-keys")]
-    HostKeyUnknown { host: String, actual: String },
-    /// Credentials refused. Never retryable.
-    #[error("authentication failed for {user}@{host}: {reason}")]
-    Auth {
-        host: String,
-        user: String,
-        reason: String,
-    },
-    /// TLS certificate not trusted or fingerprint mismatch. Never retryable.
-    #[error("TLS failure: {0}")]
-    Tls(String),
-    /// The operation did not finish within its time limit.
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
-    /// The remote side reported a protocol-level fault (e.g. a WS-Management fault).
-    #[error("remote fault: {0}")]
-    Remote(String),
-    /// Output exceeded the limit kwin accepts from one command.
-    #[error("output exceeded {limit} bytes")]
-    OutputTooLarge { limit: usize },
-    /// Local IO (reading a key file, etc.).
-    #[error("{0}")]
-    Local(String),
-}
-
-impl TransportError {
-    /// Whether retrying the same operation after a backoff may succeed.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            TransportError::Connect { .. } | TransportError::ConnectionLost(_)
-        )
-    }
-}
+pub use error::TransportError;
 
 /// A connection to one host.
 #[async_trait]

@@ -1,7 +1,7 @@
 //! Rules about the cluster: roles, the address plan, the pod network, the runtime,
 //! component versions, the artifact mirror and the proxy.
 
-use super::V;
+use super::pass::V;
 use crate::diag::Diagnostic;
 use crate::plan::model::{CniBackend, CniPlugin, Os, Role, RuntimeKind};
 use crate::plan::net::{self, ClusterNet, CniSettings};

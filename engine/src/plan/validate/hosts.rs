@@ -1,6 +1,6 @@
 //! Rules about hosts: names, addresses, connection settings, labels and taints.
 
-use super::V;
+use super::pass::V;
 use crate::diag::Diagnostic;
 use crate::plan::model::{Connection, Os, WinrmAuth};
 use crate::plan::spans::PlanPath;

@@ -3,7 +3,7 @@
 //! checks expansion makes. A task's params are checked by the build phase
 //! (`module::build`), after expansion rendered them.
 
-use super::V;
+use super::pass::V;
 use crate::diag::{did_you_mean, Diagnostic};
 use crate::plan::model::UserTask;
 use crate::plan::refs::{self, Use};

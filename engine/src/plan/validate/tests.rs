@@ -199,7 +199,7 @@ fn validation_and_expansion_accept_the_same_references() {
         );
         let checked = load_and_validate_str(Path::new("t.toml"), &text, known);
         let validate_ok = !checked.diags.0.iter().any(|d| d.code == "task-after");
-        let others: Vec<&Diagnostic> = checked
+        let others: Vec<&crate::diag::Diagnostic> = checked
             .diags
             .errors()
             .filter(|d| d.code != "task-after")

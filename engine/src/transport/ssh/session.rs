@@ -8,8 +8,7 @@
 //! blocking mode with the session timeout as the longest tolerated silence.
 
 use super::auth::{self, Credentials};
-use super::known_hosts::{self, Recorded, Verdict};
-use super::RecordedHostKey;
+use super::known_hosts::{self, Recorded, RecordedHostKey, Verdict};
 use crate::quote::{ps_quote, sh_quote};
 use crate::secret::Scrubber;
 use crate::transport::output::{Collector, Keep};
