@@ -11,6 +11,7 @@
 //! | [`api`] | the Kubernetes API tier (`lab/apiserver`: kube-apiserver + etcd) |
 //! | [`kwin`] | the `kwin` binary (`kwin!(dir, args)`), its events, round trips from its logs |
 //! | [`scan`] | where a secret shows up in what a run left (events, logs, journal) |
+//! | [`exec`] | executor fixtures: a file fact, params, tasks with `after` and inputs, one run of `exec::execute` and its events |
 //! | [`cases`] | the one runner of the data-driven module cases (`modules/tests/{cases,windows_cases,kube_cases}`) |
 //!
 //! Engine unit tests (`#[cfg(test)]` inside `engine/src`) cannot use this crate: a
@@ -19,6 +20,7 @@
 pub mod api;
 pub mod cases;
 pub mod converge;
+pub mod exec;
 pub mod host;
 pub mod kwin;
 pub mod lab;
