@@ -16,7 +16,11 @@ fn root() -> PathBuf {
 
 /// `kwin ARGS` in the repository.
 fn kwin_at_root(args: &[&str]) -> Run {
-    kwin!(root(), args)
+    kwin!(root())
+        // The SSH key the example plans name (`~/.ssh/id_ed25519`) exists there.
+        .env("HOME", root().join("tests/plans/home"))
+        .args(args)
+        .run()
 }
 
 /// Compare `actual` with tests/golden/<name>.txt, or rewrite it with KWIN_BLESS=1.
@@ -540,7 +544,7 @@ params = {{ path = \"/etc/motd\", content = \"{{{{ cluster.name }}}}\" }}
     ));
     let err = expand(&plan).expect_err("no cluster").to_string();
     assert!(
-        err.contains("plan.toml:15:42: error[template]: task `motd`: params.content: undefined value `cluster`\n"),
+        err.contains("plan.toml:15:42: error[template]: task `motd`: params.content: undefined value `cluster`; templates can see: first_control_plane, host, hosts, var\n"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "reported once: {err}");

@@ -7,7 +7,8 @@
 //!
 //! Variables (see the structs below for every field):
 //! `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts`, `windows` (only with `[cluster]`),
-//! `host`, `first_control_plane` (none without a control plane), `hosts` (every host).
+//! `host`, `first_control_plane` (none without a control plane), `hosts` (every host), `var`
+//! (the plan's variables that have a value).
 
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::plan::versions;
@@ -738,6 +739,8 @@ impl RecipeContext {
 
         let host_values: Vec<Value> = hosts.iter().map(Value::from_serialize).collect();
         shared.push(("hosts", Value::from(host_values.clone())));
+        // The plan's variables that have a value (`plan/vars.rs`), typed as declared.
+        shared.push(("var", Value::from_serialize(&plan.vars)));
 
         if diags.has_errors() {
             return Err(diags);

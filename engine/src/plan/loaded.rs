@@ -67,6 +67,8 @@ pub struct LoadedPlan {
     pub hosts: Vec<ResolvedHost>,
     pub source: SourceMap,
     pub spans: SpanIndex,
+    /// The plan's variables that have a value (`plan/vars.rs`), typed as declared.
+    pub vars: std::collections::BTreeMap<String, super::vars::VarValue>,
 }
 
 impl LoadedPlan {
@@ -134,11 +136,19 @@ impl LoadedPlan {
     /// Secrets the plan names beyond connections (the proxy credentials, in every form they
     /// take in rendered files), for the run's scrubber. Unreadable ones are left out: the
     /// expansion reports them.
+    /// The values of variables marked `sensitive` are secrets too.
     pub fn plan_secrets(&self) -> Vec<Secret> {
-        self.proxy_credentials()
+        let mut out: Vec<Secret> = self
+            .proxy_credentials()
             .and_then(|(src, _)| proxy::ProxyCredentials::read(&src).ok())
             .map(|c| c.secrets())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        for (name, decl) in &self.file.variables {
+            if let (true, Some(v)) = (decl.sensitive, self.vars.get(name)) {
+                out.push(Secret::new(v.text()));
+            }
+        }
+        out
     }
 
     /// Where the proxy credentials come from (`[proxy] credentials_env` / `credentials_file`),
