@@ -317,7 +317,7 @@ port = 1
 os = "linux"
 role = "control-plane"
 host_key = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-private_key = "/nonexistent"
+private_key = "id_never_used"
 connect_timeout = 2
 
 [[hosts]]
@@ -336,6 +336,9 @@ connect_timeout = 2
         ),
     )
     .expect("write plan");
+    // The plan names a key file, which must exist (kwin checks local files before anything
+    // runs); no host is ever reached with it.
+    std::fs::write(dir.join("id_never_used"), "not a key\n").expect("write key file");
     p
 }
 
