@@ -55,6 +55,9 @@ pub fn print_diagnostics(diags: &Diagnostics, output: OutputFormat) {
 
 /// Print the plan file's JSON Schema.
 pub fn schema() -> anyhow::Result<ExitCode> {
-    println!("{}", kwin_engine::plan::schema::schema_json());
+    println!(
+        "{}",
+        kwin_engine::module::schema::plan_schema_json(&kwin_modules::Builtin)
+    );
     Ok(ExitCode::SUCCESS)
 }
