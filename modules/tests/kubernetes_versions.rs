@@ -204,9 +204,6 @@ fn windows_runtime_classes_decides_the_runtime_class_step() {
 
 #[test]
 fn the_examples_validate_and_render_for_every_minor_kwin_accepts() {
-    // The SSH key the example plans name (`~/.ssh/id_ed25519`), which validation checks is
-    // there, exists under this HOME (as for tests/graph.rs).
-    std::env::set_var("HOME", ps_corpus::workspace().join("tests/plans/home"));
     let steps = kwin_modules::recipes::step_names();
     for minor in minors() {
         let version = format!("1.{minor}.0");
