@@ -145,7 +145,7 @@ pub fn prepare_with(
         }
         if fetch {
             let got = fetch_all(&wanted);
-            let mut errors = Diagnostics::default();
+            let mut failed = Vec::new();
             for r in got {
                 match r {
                     Ok((url, rec)) => {
@@ -159,25 +159,14 @@ pub fn prepare_with(
                         });
                         sums.record(url, rec);
                     }
-                    Err(e) => errors.push(
-                        Diagnostic::error(
-                            "artifact-checksum",
-                            format!(
-                                "cannot get the checksum of `{}` from {}: {}",
-                                e.file, e.url, e.why
-                            ),
-                        )
-                        .with_hint(format!(
-                            "pin it in the plan: [artifacts.sha256] \"{}\" = \"<sha256>\" \
-                             (or set [artifacts] mirror to an https site that serves the files)",
-                            e.file
-                        ))
-                        .at(plan.loc("artifacts")),
-                    ),
+                    Err(e) => failed.push(e),
                 }
             }
-            if errors.has_errors() {
-                return Err(fail(errors));
+            if !failed.is_empty() {
+                // One error: every artifact, who needs it, and the table to pin them with.
+                return Err(fail(Diagnostics(vec![checksums::unfetched_diagnostic(
+                    &plan, &sums, &tasks, &wanted, &failed,
+                )])));
             }
             kwin_engine::exec::state::private_dir(&plan.base_dir.join(".kwin"))
                 .and_then(|()| {
