@@ -62,8 +62,14 @@ fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph, Mod
         ),
         run.output,
     )?;
-    // stderr: JSON output on stdout stays events only.
-    let (hashed, files): (Vec<_>, Vec<_>) = p.fetched.iter().partition(|f| f.from_artifact);
+    report_fetched(&p.fetched);
+    // Fetched above: every task's params are final, and their modules built.
+    Some((p.plan, p.graph, p.modules?))
+}
+
+/// What was fetched, on stderr (JSON output on stdout stays events only).
+pub fn report_fetched(fetched: &[crate::prepare::Fetched]) {
+    let (hashed, files): (Vec<_>, Vec<_>) = fetched.iter().partition(|f| f.from_artifact);
     if !files.is_empty() {
         let names: Vec<&str> = files.iter().map(|f| f.file.as_str()).collect();
         eprintln!(
@@ -91,8 +97,6 @@ fn prepare(run: &RunArgs, no_verify: bool) -> Option<(LoadedPlan, TaskGraph, Mod
             names.join(", ")
         );
     }
-    // Fetched above: every task's params are final, and their modules built.
-    Some((p.plan, p.graph, p.modules?))
 }
 
 /// Run the plan; the exit code, and the plan once it loaded.

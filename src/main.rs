@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod cmd_checksums;
 mod cmd_graph;
 mod cmd_kube;
 mod cmd_kubeconfig;
@@ -74,6 +75,14 @@ enum Command {
     },
     /// Print the JSON Schema of the plan file (for editor completion).
     Schema,
+    /// Fetch the artifact checksums the plan needs that neither it nor kwin pins (as `plan`
+    /// does) and print them as an [artifacts.sha256] table, for a controller without internet.
+    Checksums {
+        plan: PathBuf,
+        /// Write the table to this file instead of printing it.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+    },
     /// Probe every host and show what apply would change, with diffs. Changes nothing.
     Plan {
         #[command(flatten)]
@@ -124,6 +133,7 @@ fn main() -> ExitCode {
         Command::Validate { plan, output } => cmd_validate::validate(&plan, output),
         Command::Schema => cmd_validate::schema(),
         Command::Graph { plan, format } => cmd_graph::graph(&plan, format),
+        Command::Checksums { plan, write } => cmd_checksums::checksums(&plan, write.as_deref()),
         Command::Plan {
             run,
             detailed_exitcode,

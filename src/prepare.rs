@@ -211,6 +211,34 @@ pub fn prepare_with(
     })
 }
 
+/// `kwin checksums`: what [`prepare_with`] fetches for plan/apply, fetched and recorded the
+/// same way; then every SHA-256 the plan's downloads need that neither the plan nor kwin pins
+/// (an expansion without records asks for exactly those), answered from the records, as
+/// `[artifacts.sha256]` rows. With the fetched checksums and the warnings.
+pub fn pin_rows(path: &Path) -> Result<(Prepared, Vec<checksums::PinRow>), Diagnostics> {
+    let p = prepare_with(
+        path,
+        kwin_modules::recipes::RECIPES,
+        UserTasks::Include,
+        false,
+        Checksums::Fetch,
+    )?;
+    let error = |e: String| Diagnostics(vec![Diagnostic::error("artifact-checksum", e)]);
+    let known = known_digests().map_err(error)?;
+    let record = checksums::load_record(&checksums::record_path(&p.plan.base_dir.join(".kwin")))
+        .map_err(error)?;
+    let bare = SumSet::for_plan(&p.plan.file, Default::default(), known.clone());
+    kwin_engine::expand::expand_with(&p.plan, kwin_modules::recipes::RECIPES, &bare)?;
+    let sums = SumSet::for_plan(&p.plan.file, record, known);
+    let rows = checksums::pin_rows(&bare.wanted(), &sums).map_err(|files| {
+        error(format!(
+            "checksums still unknown after fetching: {}",
+            files.join(", ")
+        ))
+    })?;
+    Ok((p, rows))
+}
+
 /// kwin's own digests (`plans/digests.toml`), parsed once.
 fn known_digests() -> Result<Arc<Known>, String> {
     static KNOWN: OnceLock<Result<Arc<Known>, String>> = OnceLock::new();

@@ -1159,3 +1159,60 @@ fn without_a_network_plan_names_every_pin_and_prints_a_table_to_fill() {
         "{all}"
     );
 }
+
+#[test]
+fn kwin_checksums_fetches_the_table_for_an_air_gapped_controller() {
+    let ca = TestCa::new();
+    let m = serve(flannel_files(), Some(&ca));
+    let connected = tempfile::tempdir().expect("tmp");
+    let p = plan_cni(connected.path(), &m.url, "flannel", "");
+    let ps = p.to_str().expect("utf-8");
+    let out = kwin(&["checksums", ps], &ca);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let (_, table) = printed_table(&stdout);
+    let want: BTreeMap<String, String> = flannel_needs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    assert_eq!(table, want, "{stdout}");
+    // recorded as `kwin plan` records them
+    assert!(connected.path().join(".kwin/checksums.toml").exists());
+
+    // `--write`: the same table in a file, now from the record (nothing fetched again)
+    let before: usize = m.hits.lock().expect("lock").values().sum();
+    let file = connected.path().join("pins.toml");
+    let out = kwin(
+        &["checksums", ps, "--write", file.to_str().expect("utf-8")],
+        &ca,
+    );
+    assert!(out.status.success(), "{}", output_text(&out));
+    let after: usize = m.hits.lock().expect("lock").values().sum();
+    assert_eq!(before, after, "fetched again");
+    let written = std::fs::read_to_string(&file).expect("written");
+    let (_, again) = printed_table(&written);
+    assert_eq!(again, want, "{written}");
+
+    // the air-gapped controller: no record, no route to the mirror; the table pasted into
+    // its plan, `kwin validate` and `kwin plan` never need the network for a checksum
+    let gapped = tempfile::tempdir().expect("tmp");
+    let offline = format!("https://127.0.0.1:{}", closed_port());
+    let p = plan_cni(gapped.path(), &offline, "flannel", &written);
+    let ps = p.to_str().expect("utf-8");
+    let v = kwin(&["validate", ps], &ca);
+    assert!(v.status.success(), "{}", output_text(&v));
+    let out = kwin(&["plan", ps], &ca);
+    let all = output_text(&out);
+    assert!(
+        !all.contains("artifact-checksum")
+            && !all.contains("checksums:")
+            && all.contains("cannot connect to 127.0.0."),
+        "{all}"
+    );
+    assert!(!gapped.path().join(".kwin/checksums.toml").exists());
+    // and `kwin checksums` there has nothing left to fetch
+    let out = kwin(&["checksums", ps], &ca);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let (_, rest) = printed_table(&String::from_utf8_lossy(&out.stdout));
+    assert!(rest.is_empty(), "{rest:?}");
+}

@@ -765,6 +765,25 @@ pub fn sha256_table(rows: &[PinRow]) -> String {
     out
 }
 
+/// The table `kwin checksums` prints: every SHA-256 in `asked` — what an expansion without
+/// records asked for in vain, i.e. neither pinned by the plan nor by kwin — answered from the
+/// records of `sums`. `Err`: the files no record answers (fetch them first).
+pub fn pin_rows(asked: &[Wanted], sums: &Checksums) -> Result<Vec<PinRow>, Vec<String>> {
+    let mut rows = Vec::new();
+    let mut missing = Vec::new();
+    for w in asked.iter().filter(|w| w.kind == WantedKind::Sha256) {
+        match sums.recorded_answer(w) {
+            Some(h) => rows.push(PinRow::of(w, Some(h.to_string()))),
+            None => missing.push(w.file.clone()),
+        }
+    }
+    if missing.is_empty() {
+        Ok(rows)
+    } else {
+        Err(missing)
+    }
+}
+
 fn at(loc: &Option<Location>) -> String {
     loc.as_ref()
         .map(|l| format!(" ({}:{}:{})", l.file.display(), l.line, l.col))
