@@ -763,6 +763,49 @@ impl RecipeContext {
     }
 }
 
+/// The values templates see, built from [`Effective`](crate::plan::effective::Effective):
+/// its parts serialized once, per host only `host` changes. Cheap to clone per host
+/// (minijinja values are shared).
+#[derive(Debug, Clone)]
+pub struct TemplateContext {
+    shared: Vec<(&'static str, Value)>,
+    hosts: Vec<Value>,
+}
+
+impl TemplateContext {
+    pub fn new(eff: &crate::plan::effective::Effective) -> TemplateContext {
+        let mut shared: Vec<(&'static str, Value)> = vec![(
+            "first_control_plane",
+            Value::from_serialize(&eff.first_control_plane),
+        )];
+        if let (Some(cluster), Some(cni), Some(runtime), Some(versions)) =
+            (&eff.cluster, &eff.cni, &eff.runtime, &eff.versions)
+        {
+            shared.push(("cluster", Value::from_serialize(cluster)));
+            shared.push(("cni", Value::from_serialize(cni)));
+            shared.push(("runtime", Value::from_serialize(runtime)));
+            shared.push(("versions", Value::from_serialize(versions)));
+            shared.push(("proxy", Value::from_serialize(&eff.proxy)));
+            shared.push(("artifacts", Value::from_serialize(&eff.artifacts)));
+            shared.push(("windows", Value::from_serialize(&eff.windows)));
+        }
+        let hosts: Vec<Value> = eff.hosts.iter().map(Value::from_serialize).collect();
+        shared.push(("hosts", Value::from(hosts.clone())));
+        TemplateContext { shared, hosts }
+    }
+
+    /// The context of the plan's host at index `i` (as in `plan.hosts`).
+    pub fn for_host(&self, i: usize) -> Value {
+        let host = self.hosts.get(i).cloned().unwrap_or(Value::from(()));
+        Value::from_iter(
+            self.shared
+                .iter()
+                .map(|(k, v)| (*k, v.clone()))
+                .chain(std::iter::once(("host", host))),
+        )
+    }
+}
+
 /// The runtime a host uses, by its OS.
 fn runtime_of(h: &ResolvedHost, file: &crate::plan::PlanFile) -> RuntimeKind {
     match h.os {
@@ -845,6 +888,67 @@ transport = "local"
         ] {
             assert!(no_proxy.contains(s), "{no_proxy}");
         }
+    }
+
+    /// Transitional: the context built from `Effective` is the one `RecipeContext` built, for
+    /// every example plan and every good test plan.
+    #[test]
+    fn effective_gives_the_same_template_context() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut files = Vec::new();
+        for dir in ["examples", "tests/plans/good"] {
+            for e in std::fs::read_dir(root.join(dir)).expect("dir").flatten() {
+                if e.path().extension().is_some_and(|x| x == "toml") {
+                    files.push(e.path());
+                }
+            }
+        }
+        assert!(files.len() > 8, "{files:?}");
+        let dir = tempfile::tempdir().expect("tmp");
+        let creds = dir.path().join("creds");
+        std::fs::write(&creds, "alice:s3cret-pass\n").expect("write");
+        let extra = [
+            format!(
+                "[cluster]\nname = \"x\"\nkubernetes_version = \"1.30.2\"\ncontrol_plane_endpoint = \"[fd00::1]:8443\"\n\
+                 dns_service_ip = \"10.96.0.53\"\n[cni]\nplugin = \"calico\"\n[runtime]\nlinux = \"docker\"\ncri_dockerd = true\n\
+                 [artifacts]\nmirror = \"https://mirror.lab/\"\n\
+                 [proxy]\nhttp = \"http://proxy:3128\"\nhttps = \"http://proxy:3129\"\nno_proxy = [\"corp\"]\ncredentials_file = \"{}\"\n\
+                 [[hosts]]\nname = \"cp1\"\naddress = \"cp1.lab\"\nos = \"linux\"\nrole = \"control-plane\"\ntransport = \"local\"\n\
+                 [[hosts]]\nname = \"cp2\"\naddress = \"fd00::2\"\nnode_ip = \"10.0.0.2\"\nos = \"linux\"\nrole = \"control-plane\"\ntransport = \"local\"\n",
+                creds.display()
+            ),
+        ];
+        let mut plans = Vec::new();
+        for f in &files {
+            if let Ok(p) = crate::plan::load(f) {
+                plans.push((f.display().to_string(), p));
+            }
+        }
+        for (i, text) in extra.iter().enumerate() {
+            let p = crate::plan::load_str(&dir.path().join("plan.toml"), text).expect("extra plan");
+            plans.push((format!("extra {i}"), p));
+        }
+        let mut compared = 0;
+        for (f, p) in plans {
+            let Ok(old) = RecipeContext::from_plan(&p) else {
+                continue;
+            };
+            let eff = crate::plan::effective::Effective::build(&p).expect("effective");
+            let new = TemplateContext::new(&eff);
+            for i in 0..p.hosts.len() {
+                assert_eq!(
+                    format!("{:?}", new.for_host(i)),
+                    format!("{:?}", old.for_host(i)),
+                    "{f} host {i}"
+                );
+            }
+            assert_eq!(
+                format!("{:?}", eff.component_versions()),
+                format!("{:?}", old.component_versions)
+            );
+            compared += 1;
+        }
+        assert!(compared >= 9, "only {compared} plans compared");
     }
 
     #[test]

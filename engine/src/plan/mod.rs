@@ -11,6 +11,7 @@
 //! [`LoadedPlan::cluster_net`] (CIDRs, DNS IP, max pods), [`LoadedPlan::cni_settings`],
 //! [`LoadedPlan::kubernetes_version`], [`LoadedPlan::control_planes`].
 
+pub mod effective;
 pub mod load;
 pub mod model;
 pub mod net;
