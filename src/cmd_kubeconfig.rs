@@ -16,7 +16,7 @@
 //! context and server are reported.
 
 use crate::{OutputFormat, RunArgs};
-use kwin_engine::expand::context::{defaults, host_port, node_ip};
+use kwin_engine::plan::effective::{defaults, host_port, node_ip};
 use kwin_engine::plan::LoadedPlan;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;

@@ -157,7 +157,7 @@ pub fn run_verify(plan: &LoadedPlan, run: &RunArgs, args: &VerifyArgs) -> anyhow
         dns_domain: cluster
             .dns_domain
             .clone()
-            .unwrap_or_else(|| kwin_engine::expand::context::defaults::DNS_DOMAIN.into()),
+            .unwrap_or_else(|| kwin_engine::plan::effective::defaults::DNS_DOMAIN.into()),
         linux_workers: plan
             .hosts
             .iter()

@@ -307,16 +307,6 @@ impl Default for SettingsEff {
     }
 }
 
-/// The CNI settings with defaults applied (also what validation checks).
-pub fn cni_settings(c: &super::Cni) -> CniSettings {
-    CniSettings {
-        plugin: c.plugin,
-        backend: c.backend.unwrap_or(CniBackend::Vxlan),
-        vni: c.vni.unwrap_or(defaults::VXLAN_VNI),
-        port: c.port.unwrap_or(defaults::VXLAN_PORT),
-    }
-}
-
 /// The node IP of `h`: its `node_ip`, else its address when that is an IP address.
 pub fn node_ip(h: &ResolvedHost) -> Option<String> {
     h.node_ip
@@ -460,11 +450,9 @@ impl Effective {
         let (endpoint, api_server_host, api_server_port) =
             match (&c.control_plane_endpoint, &eff.first_control_plane) {
                 (Some(ep), _) => match syntax::endpoint(ep) {
-                    Ok((host, port)) => (
-                        ep.clone(),
-                        host,
-                        port.unwrap_or(defaults::API_SERVER_PORT),
-                    ),
+                    Ok((host, port)) => {
+                        (ep.clone(), host, port.unwrap_or(defaults::API_SERVER_PORT))
+                    }
                     Err(e) => {
                         diags.push(internal("cluster.control_plane_endpoint", e));
                         (String::new(), String::new(), defaults::API_SERVER_PORT)
@@ -525,7 +513,7 @@ impl Effective {
 
         let cni = match &file.cni {
             Some(n) => {
-                let s = cni_settings(n);
+                let s = CniSettings::from_cni(n);
                 CniEff {
                     plugin: match s.plugin {
                         CniPlugin::Flannel => "flannel",
@@ -771,14 +759,20 @@ transport = "local"
         let e = Effective::build(&plan(&text)).expect("effective");
         let c = e.cluster.expect("cluster");
         assert_eq!(c.control_plane_endpoint, "[fd00::1]:8443");
-        assert_eq!((c.api_server_host.as_str(), c.api_server_port), ("fd00::1", 8443));
+        assert_eq!(
+            (c.api_server_host.as_str(), c.api_server_port),
+            ("fd00::1", 8443)
+        );
         let text = CLUSTER.replace(
             "service_cidr = \"10.100.0.0/16\"",
             "control_plane_endpoint = \"api.lab\"",
         );
         let c = Effective::build(&plan(&text)).expect("effective").cluster;
         let c = c.expect("cluster");
-        assert_eq!((c.api_server_host.as_str(), c.api_server_port), ("api.lab", 6443));
+        assert_eq!(
+            (c.api_server_host.as_str(), c.api_server_port),
+            ("api.lab", 6443)
+        );
     }
 
     #[test]
@@ -808,7 +802,10 @@ transport = "local"
         );
         assert!(!format!("{e:?}").contains("s3cret-pass"));
         let json = serde_json::to_string(&e).expect("json");
-        assert!(json.contains("http://alice:s3cret-pass@proxy:3128"), "{json}");
+        assert!(
+            json.contains("http://alice:s3cret-pass@proxy:3128"),
+            "{json}"
+        );
         assert!(e.secrets().iter().any(|s| s.expose() == "s3cret-pass"));
         std::fs::remove_file(&creds).expect("rm");
         let d = Effective::build(&plan(&text)).expect_err("unreadable");
