@@ -11,6 +11,7 @@ pub mod expand;
 pub mod fact;
 pub mod graph;
 pub mod module;
+pub mod pipeline;
 pub mod plan;
 pub mod quote;
 pub mod secret;

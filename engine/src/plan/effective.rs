@@ -180,7 +180,7 @@ pub struct WindowsEff {
 }
 
 /// `[settings]` with defaults: the executor's knobs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SettingsEff {
     pub parallelism: usize,
     pub step_timeout_secs: u64,

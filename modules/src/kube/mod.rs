@@ -24,6 +24,7 @@ pub mod facts;
 pub mod join_data;
 pub mod kubeadm_init;
 pub mod kubeadm_join;
+pub mod kubeconfig;
 mod script;
 pub mod verify;
 pub mod wait;

@@ -1,0 +1,210 @@
+//! The bodies of [`super::prepare`]'s phases.
+//!
+//! Artifact checksums (`crate::checksums`): the plan's pins, kwin's digests
+//! (`plans/digests.toml`) and `.kwin/checksums.toml` answer `sha256_of` / `openpgp_of`; for plan
+//! and apply the upstream checksum files still missing are fetched on the controller (https
+//! only), recorded, and the plan expanded again. A download with neither a pin nor a published
+//! checksum file is an error for every command, before any host is contacted; so is one whose
+//! checksum file would come over a plain-HTTP `artifacts.mirror`.
+
+use super::Request;
+use crate::checksums::{self, Checksums, Known, Wanted, WantedKind};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::plan::LoadedPlan;
+use crate::task::Task;
+use std::time::Duration;
+
+/// Whether the plan's own `[[tasks]]` become tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserTasks {
+    Include,
+    /// `kwin reset`: only its recipes run.
+    Leave,
+}
+
+/// Whether missing artifact checksums may be fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChecksumMode {
+    /// Pins and `.kwin/checksums.toml` only; never the network (validate, graph, reset).
+    Known,
+    /// Fetch the upstream checksum files still missing, record them (plan, apply).
+    Fetch,
+}
+
+/// Time allowed for fetching every missing checksum file.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Phases 1–2: the plan read and parsed once, then validated. `Ok`: the plan and its
+/// warnings; `Err`: every diagnostic (errors and warnings), sorted.
+pub(super) fn load_and_validate(
+    req: &Request<'_>,
+) -> Result<(LoadedPlan, Diagnostics), Diagnostics> {
+    let text = crate::plan::load::read(req.plan)?;
+    let partial = crate::plan::load::load_partial(req.plan, &text);
+    let mut diags = partial.diags;
+    if let Some(plan) = &partial.plan {
+        diags.extend(crate::plan::validate::validate_with(
+            plan,
+            req.registry,
+            req.recipe_steps,
+            &partial.pruned,
+        ));
+    }
+    let diags = diags.dedup().sorted();
+    match partial.plan {
+        Some(plan) if !diags.has_errors() => Ok((plan, diags)),
+        _ => Err(diags),
+    }
+}
+
+/// Phase 4: the tasks of `plan`, every artifact checksum known (fetched if `req` allows);
+/// and the checksums fetched (file, URL).
+pub(super) async fn expand(
+    req: &Request<'_>,
+    plan: &LoadedPlan,
+) -> Result<(Vec<Task>, Vec<(String, String)>), Diagnostics> {
+    let mut expanded = plan.clone();
+    if req.user_tasks == UserTasks::Leave {
+        expanded.file.tasks.clear();
+    }
+    if req.no_verify {
+        if let Some(c) = expanded.file.cluster.as_mut() {
+            c.verify = Some(false);
+        }
+    }
+    let expand = |sums: &Checksums| crate::expand::expand_with(&expanded, req.recipes, sums);
+    let error = |e: String| Diagnostics(vec![Diagnostic::error("artifact-checksum", e)]);
+    let record = checksums::record_path(&plan.base_dir.join(".kwin"));
+    let recorded = checksums::load_record(&record).map_err(error)?;
+    let known = Known::parse(req.digests).map_err(error)?;
+    let mut sums = Checksums::for_plan(&plan.file, recorded, std::sync::Arc::new(known));
+    let mut tasks = expand(&sums)?;
+    let mut fetched = Vec::new();
+    let wanted = sums.wanted();
+    if wanted.is_empty() {
+        return Ok((tasks, fetched));
+    }
+    let unpinnable: Vec<&Wanted> = wanted.iter().filter(|w| w.sums_url.is_none()).collect();
+    if !unpinnable.is_empty() {
+        return Err(unpinnable_diags(plan, &unpinnable));
+    }
+    if let Some(m) = plan
+        .file
+        .artifacts
+        .mirror
+        .as_deref()
+        .filter(|m| m.starts_with("http://"))
+    {
+        return Err(http_mirror_diags(plan, m, &wanted));
+    }
+    if req.checksums == ChecksumMode::Known {
+        return Ok((tasks, fetched));
+    }
+    let mut errors = Diagnostics::default();
+    for r in checksums::fetch(&wanted, FETCH_TIMEOUT).await {
+        match r {
+            Ok((url, rec)) => {
+                fetched.push((rec.file.clone(), url.clone()));
+                sums.record(url, rec);
+            }
+            Err(e) => errors.push(
+                Diagnostic::error(
+                    "artifact-checksum",
+                    format!(
+                        "cannot get the checksum of `{}` from {}: {}",
+                        e.file, e.url, e.why
+                    ),
+                )
+                .with_hint(format!(
+                    "pin it in the plan: [artifacts.sha256] \"{}\" = \"<sha256>\" \
+                     (or set [artifacts] mirror to a site that serves the checksum files)",
+                    e.file
+                ))
+                .at(plan.loc("artifacts")),
+            ),
+        }
+    }
+    if errors.has_errors() {
+        return Err(errors);
+    }
+    crate::exec::state::private_dir(&plan.base_dir.join(".kwin"))
+        .and_then(|()| {
+            checksums::save_record(&record, sums.recorded()).map_err(std::io::Error::other)
+        })
+        .map_err(|e| error(format!("cannot record fetched checksums: {e}")))?;
+    let sums = sums.with_records(sums.recorded().clone());
+    tasks = expand(&sums)?;
+    let still = sums.wanted();
+    if !still.is_empty() {
+        let files: Vec<&str> = still.iter().map(|w| w.file.as_str()).collect();
+        return Err(error(format!(
+            "checksums still unknown after fetching: {}",
+            files.join(", ")
+        )));
+    }
+    Ok((tasks, fetched))
+}
+
+fn unpinnable_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {
+    let at = || plan.loc("artifacts").or_else(|| plan.loc("cluster"));
+    Diagnostics(
+        wanted
+            .iter()
+            .map(|w| {
+                let what = w
+                    .url
+                    .as_deref()
+                    .map(|u| format!("`{}` ({u})", w.file))
+                    .unwrap_or_else(|| format!("`{}`", w.file));
+                match w.kind {
+                    WantedKind::Sha256 => Diagnostic::error(
+                        "artifact-checksum",
+                        format!(
+                            "{what} has no published checksum file, and neither the plan nor kwin pins its SHA-256"
+                        ),
+                    )
+                    .with_hint(format!(
+                        "add its SHA-256 to the plan: [artifacts.sha256] \"{}\" = \"<64 hex digits>\"",
+                        w.file
+                    )),
+                    WantedKind::OpenPgp => Diagnostic::error(
+                        "artifact-checksum",
+                        format!(
+                            "signing key {what}: neither the plan nor kwin pins its OpenPGP fingerprint"
+                        ),
+                    )
+                    .with_hint(format!(
+                        "add the key's fingerprint to the plan: [artifacts.openpgp] \"{}\" = \"<40 hex digits>\"",
+                        w.file
+                    )),
+                }
+                .at(at())
+            })
+            .collect(),
+    )
+}
+
+/// A plain-HTTP mirror would serve the checksum files too: refused for every checksum that
+/// is not pinned (by the plan or kwin).
+fn http_mirror_diags(plan: &LoadedPlan, mirror: &str, wanted: &[Wanted]) -> Diagnostics {
+    Diagnostics(
+        wanted
+            .iter()
+            .filter(|w| w.sums_url.is_some())
+            .map(|w| {
+                Diagnostic::error(
+                    "mirror-http",
+                    format!(
+                        "artifacts.mirror \"{mirror}\" is plain HTTP, and `{}` has no pinned SHA-256: its checksum file would come over the same unauthenticated connection as the file",
+                        w.file
+                    ),
+                )
+                .with_hint(format!(
+                    "pin it: [artifacts.sha256] \"{}\" = \"<64 hex digits>\" (from the upstream's checksum file, read over https), or serve the mirror over https",
+                    w.file
+                ))
+                .at(plan.loc("artifacts.mirror"))
+            })
+            .collect(),
+    )
+}
