@@ -8,6 +8,10 @@
 pub const POD_CIDR: &str = "10.244.0.0/16";
 /// `cluster.service_cidr`.
 pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+/// `cluster.dns_service_ip` with the default `SERVICE_CIDR`, as the plan's schema shows it
+/// (the value used is always [`crate::plan::net::default_dns_ip`] of the service CIDR; a
+/// test holds the two equal).
+pub const DNS_SERVICE_IP: &str = "10.96.0.10";
 /// `cluster.max_pods_per_node` (the kubelet's default).
 pub const MAX_PODS_PER_NODE: u32 = 110;
 /// `cluster.dns_domain`.
@@ -82,4 +86,16 @@ pub mod windows {
     /// microsoft/windows-container-networking (sdnoverlay.exe, the delegate flannel's Windows
     /// CNI configuration names).
     pub const SDN_CNI: &str = "v0.3.1";
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_schema_dns_address_is_the_tenth_of_the_default_service_cidr() {
+        let cidr = super::SERVICE_CIDR.parse().expect("default service CIDR");
+        assert_eq!(
+            crate::plan::net::default_dns_ip(&cidr).to_string(),
+            super::DNS_SERVICE_IP
+        );
+    }
 }
