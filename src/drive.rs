@@ -34,10 +34,7 @@ pub fn ready(out: &Output, prepared: Result<Prepared, Diagnostics>) -> Option<Pr
     match prepared {
         Ok(p) => {
             out.warnings(&p.warnings);
-            if !p.fetched.is_empty() {
-                let files: Vec<&str> = p.fetched.iter().map(|(f, _)| f.as_str()).collect();
-                out.checksums_fetched(&files);
-            }
+            out.checksums_fetched(&p.fetched);
             Some(p)
         }
         Err(d) => {

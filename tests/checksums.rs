@@ -8,7 +8,13 @@
 //! Checksum files come only over HTTPS: a plain-HTTP mirror is refused unless every download
 //! has a pinned digest, a redirect from https to http is refused, and a record fetched over
 //! http earlier is not trusted. Every URL the recipes render with kwin's default versions has a
-//! digest (kwin's or the plan's) or an https checksum file.
+//! digest (kwin's or the plan's), an https checksum file, or is an https URL kwin fetches itself.
+//!
+//! An artifact whose upstream publishes no SHA-256 file (flannel's Windows build; the
+//! windows-container-networking zip, which has only a SHA-512 file) is fetched by `kwin plan`
+//! on the controller, over HTTPS under the same rules, checked against the SHA-512 file where
+//! the upstream publishes one, and its SHA-256 recorded by its URL; a SHA-512 mismatch, a plain
+//! HTTP URL or redirect, and a file over the size cap are refused.
 
 use kwin_engine::checksums;
 use std::collections::BTreeMap;
@@ -132,8 +138,9 @@ impl TestCa {
     }
 }
 
-/// Serves `files` (URL path → body; a body `302 <url>` is a redirect there) over HTTP/1.1 on
-/// loopback — over TLS when given a server config — counting requests per path.
+/// Serves `files` (URL path → body; a body `302 <url>` is a redirect there, `BIG <n>` is `n`
+/// bytes sent without a Content-Length, `LEN <n>` a Content-Length of `n` and no body) over
+/// HTTP/1.1 on loopback — over TLS when given a server config — counting requests per path.
 struct Mirror {
     url: String,
     hits: Arc<Mutex<BTreeMap<String, usize>>>,
@@ -152,9 +159,32 @@ fn answer(stream: &mut (impl Read + Write), files: &BTreeMap<String, String>) ->
         }
     }
     let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let stream = reader.into_inner();
+    if let Some(n) = files
+        .get(&path)
+        .and_then(|b| b.strip_prefix("BIG "))
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut sent = 0;
+        while sent < n {
+            let k = chunk.len().min(n - sent);
+            if stream.write_all(&chunk[..k]).is_err() {
+                break; // the client stopped reading
+            }
+            sent += k;
+        }
+        let _ = stream.flush();
+        return Some(path);
+    }
     let resp = match files.get(&path) {
         Some(body) if body.starts_with("302 ") => format!(
             "HTTP/1.1 302 Found\r\nLocation: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            &body[4..]
+        ),
+        Some(body) if body.starts_with("LEN ") => format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             &body[4..]
         ),
         Some(body) => format!(
@@ -165,7 +195,6 @@ fn answer(stream: &mut (impl Read + Write), files: &BTreeMap<String, String>) ->
             "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
         }
     };
-    let stream = reader.into_inner();
     let _ = stream.write_all(resp.as_bytes());
     let _ = stream.flush();
     Some(path)
@@ -242,11 +271,20 @@ fn upstream_files() -> BTreeMap<String, String> {
     f
 }
 
-/// A Calico cluster with one Windows worker (flannel's Windows build would need pins: it publishes
-/// no checksum file); hosts on a closed loopback port (never reached: every test here is about
-/// what happens before, or fails fast on connect).
+/// A Calico cluster with one Windows worker; hosts on a closed loopback port (never reached:
+/// every test here is about what happens before, or fails fast on connect).
 fn plan(dir: &Path, mirror: &str, extra: &str) -> PathBuf {
+    plan_cni(dir, mirror, "calico", extra)
+}
+
+/// The same cluster with `cni` as its pod network (flannel at v0.26.2).
+fn plan_cni(dir: &Path, mirror: &str, cni: &str, extra: &str) -> PathBuf {
     let p = dir.join("plan.toml");
+    let flannel = if cni == "flannel" {
+        "flannel = \"v0.26.2\""
+    } else {
+        ""
+    };
     std::fs::write(
         &p,
         format!(
@@ -256,11 +294,12 @@ name = "sums"
 kubernetes_version = "1.31.4"
 
 [cni]
-plugin = "calico"
+plugin = "{cni}"
 
 [versions]
 containerd = "1.7.24"
 cni_plugins = "v1.6.1"
+{flannel}
 
 [artifacts]
 mirror = "{mirror}"
@@ -569,6 +608,7 @@ fn a_checksum_recorded_from_http_is_not_trusted() {
             checksums::Recorded {
                 file: file.into(),
                 sha256: sum.into(),
+                ..checksums::Recorded::default()
             },
         );
     }
@@ -609,6 +649,232 @@ fn a_redirect_from_https_to_http_is_refused() {
         "followed to http"
     );
     assert!(!dir.path().join(".kwin/checksums.toml").exists());
+}
+
+/// flannel's Windows build and the windows-container-networking zip as a mirror serves them
+/// (contents made up: kwin never looks inside), with the SHA-512 file the latter publishes.
+const FLANNEL_TGZ: &str =
+    "/github.com/flannel-io/flannel/releases/download/v0.26.2/flannel-v0.26.2-windows-amd64.tar.gz";
+const SDN_ZIP: &str = "/github.com/microsoft/windows-container-networking/releases/download/v0.3.1/windows-container-networking-cni-amd64-v0.3.1.zip";
+const FLANNEL_BODY: &str = "flanneld.exe, mk-docker-opts.sh and README.md, gzipped\n";
+const SDN_BODY: &str = "sdnoverlay.exe, sdnbridge.exe and nat.exe, zipped\n";
+const FLANNEL_CNI: &str = "9999999999999999999999999999999999999999999999999999999999999999";
+
+fn sha256_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(b))
+}
+
+fn sha512_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha512::digest(b))
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// What a flannel cluster with Windows nodes downloads, beyond [`upstream_files`].
+fn flannel_files() -> BTreeMap<String, String> {
+    let mut f = upstream_files();
+    f.insert(
+        "/github.com/flannel-io/cni-plugin/releases/download/v1.6.2-flannel1/cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz.sha256".into(),
+        format!("{FLANNEL_CNI}  cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz\n"),
+    );
+    f.insert(FLANNEL_TGZ.into(), FLANNEL_BODY.into());
+    f.insert(SDN_ZIP.into(), SDN_BODY.into());
+    // What `shasum -a 512 ./release/<zip> > <zip>.sha512` writes (microsoft/
+    // windows-container-networking Makefile, target `release`, at v0.3.1).
+    f.insert(
+        format!("{SDN_ZIP}.sha512"),
+        format!(
+            "{}  ./release/windows-container-networking-cni-amd64-v0.3.1.zip\n",
+            sha512_hex(SDN_BODY.as_bytes())
+        ),
+    );
+    f
+}
+
+#[test]
+fn artifacts_without_a_sha256_file_are_hashed_on_the_controller_and_recorded() {
+    let ca = TestCa::new();
+    let m = serve(flannel_files(), Some(&ca));
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = plan_cni(dir.path(), &m.url, "flannel", "");
+    let ps = p.to_str().expect("utf-8");
+
+    // validate needs no pin for them, and fetches nothing
+    let v = kwin(&["validate", ps], &ca);
+    assert!(v.status.success(), "{}", output_text(&v));
+    assert!(m.hits.lock().expect("lock").is_empty(), "validate fetched");
+
+    let out = kwin(&["plan", ps], &ca);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("checksums: 2 computed from the artifacts themselves")
+            && stderr.contains("flannel-v0.26.2-windows-amd64.tar.gz")
+            && stderr.contains(
+                "windows-container-networking-cni-amd64-v0.3.1.zip (checked against its SHA-512 file)"
+            ),
+        "{}",
+        output_text(&out)
+    );
+    let flannel = sha256_hex(FLANNEL_BODY.as_bytes());
+    let sdn = sha256_hex(SDN_BODY.as_bytes());
+    // recorded by the artifact's URL, 0600
+    let rec = checksums::load_record(&dir.path().join(".kwin/checksums.toml")).expect("record");
+    let by_url = |path: &str| {
+        rec.get(&format!("{}{path}", m.url))
+            .unwrap_or_else(|| panic!("{path} not recorded: {rec:?}"))
+    };
+    assert_eq!(by_url(FLANNEL_TGZ).sha256, flannel);
+    assert_eq!(
+        by_url(FLANNEL_TGZ).file,
+        "flannel-v0.26.2-windows-amd64.tar.gz"
+    );
+    assert_eq!(by_url(SDN_ZIP).sha256, sdn);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join(".kwin/checksums.toml"))
+        .expect("meta")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    // the node's download and unpack steps check exactly those
+    assert_eq!(
+        expanded_sha256(&p, "ww1/flanneld-download").as_deref(),
+        Some(flannel.as_str())
+    );
+    assert_eq!(
+        expanded_sha256(&p, "ww1/flanneld-unpack").as_deref(),
+        Some(flannel.as_str())
+    );
+    assert_eq!(
+        expanded_sha256(&p, "ww1/sdn-cni-download").as_deref(),
+        Some(sdn.as_str())
+    );
+
+    // second run: recorded, nothing fetched
+    let before: usize = m.hits.lock().expect("lock").values().sum();
+    let out = kwin(&["plan", ps], &ca);
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("checksums:"),
+        "{}",
+        output_text(&out)
+    );
+    let after: usize = m.hits.lock().expect("lock").values().sum();
+    assert_eq!(before, after, "the record was not used");
+}
+
+/// `kwin plan` on `files` served over TLS fails before any host and records nothing; its
+/// output.
+fn plan_refused(files: BTreeMap<String, String>) -> String {
+    let ca = TestCa::new();
+    let m = serve(files, Some(&ca));
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = plan_cni(dir.path(), &m.url, "flannel", "");
+    let out = kwin(&["plan", p.to_str().expect("utf-8")], &ca);
+    let all = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(!all.contains("cannot connect to 127.0.0."), "{all}");
+    assert!(
+        !dir.path().join(".kwin/checksums.toml").exists(),
+        "recorded after a refusal: {all}"
+    );
+    all
+}
+
+#[test]
+fn an_artifact_that_does_not_match_its_sha512_file_is_refused() {
+    let mut files = flannel_files();
+    files.insert(
+        SDN_ZIP.into(),
+        "a zip that is not the one the SHA-512 file names\n".into(),
+    );
+    let all = plan_refused(files);
+    assert!(
+        all.contains(
+            "error[artifact-checksum]: cannot get the checksum of `windows-container-networking-cni-amd64-v0.3.1.zip`"
+        ) && all.contains("does not match the SHA-512")
+            && all.contains(".zip.sha512"),
+        "{all}"
+    );
+    // a SHA-512 file that is missing is an error too, never a skipped check
+    let mut files = flannel_files();
+    files.remove(&format!("{SDN_ZIP}.sha512"));
+    let all = plan_refused(files);
+    assert!(all.contains(".zip.sha512: HTTP 404 Not Found"), "{all}");
+}
+
+#[test]
+fn an_artifact_is_fetched_only_over_https() {
+    // a redirect from the https mirror to plain http
+    let plain = serve(flannel_files(), None);
+    let mut files = flannel_files();
+    files.insert(
+        FLANNEL_TGZ.into(),
+        format!("302 {}{FLANNEL_TGZ}", plain.url),
+    );
+    let all = plan_refused(files);
+    assert!(
+        all.contains("cannot get the checksum of `flannel-v0.26.2-windows-amd64.tar.gz`")
+            && all.contains(&format!("redirected to {}{FLANNEL_TGZ}", plain.url))
+            && all.contains("only over https"),
+        "{all}"
+    );
+    assert!(
+        plain.hits.lock().expect("lock").is_empty(),
+        "followed to http"
+    );
+
+    // a plain-HTTP mirror: refused before anything is fetched, the artifacts named
+    let ca = TestCa::new();
+    let m = serve(flannel_files(), None);
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = plan_cni(dir.path(), &m.url, "flannel", "");
+    for cmd in ["validate", "plan"] {
+        let out = kwin(&[cmd, p.to_str().expect("utf-8")], &ca);
+        let all = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {all}");
+        for file in [
+            "flannel-v0.26.2-windows-amd64.tar.gz",
+            "windows-container-networking-cni-amd64-v0.3.1.zip",
+        ] {
+            assert!(
+                all.contains(&format!(
+                    "error[mirror-http]: artifacts.mirror \"{}\" is plain HTTP, and `{file}` has no pinned SHA-256",
+                    m.url
+                )),
+                "{cmd}: {file} not refused: {all}"
+            );
+        }
+    }
+    assert!(m.hits.lock().expect("lock").is_empty(), "fetched over http");
+}
+
+/// Largest artifact kwin hashes on the controller (engine `checksums::MAX_ARTIFACT_BYTES`).
+const ARTIFACT_CAP: usize = 64 * 1024 * 1024;
+
+#[test]
+fn an_artifact_over_the_size_cap_is_refused() {
+    // announced too large: refused without reading it
+    let mut files = flannel_files();
+    files.insert(FLANNEL_TGZ.into(), format!("LEN {}", ARTIFACT_CAP + 1));
+    let all = plan_refused(files);
+    assert!(
+        all.contains("cannot get the checksum of `flannel-v0.26.2-windows-amd64.tar.gz`")
+            && all.contains("larger than 64 MiB"),
+        "{all}"
+    );
+    // sent without a length: cut at the cap
+    let mut files = flannel_files();
+    files.insert(FLANNEL_TGZ.into(), format!("BIG {}", ARTIFACT_CAP + 1));
+    let all = plan_refused(files);
+    assert!(
+        all.contains("cannot get the checksum of `flannel-v0.26.2-windows-amd64.tar.gz`")
+            && all.contains("larger than 64 MiB"),
+        "{all}"
+    );
 }
 
 /// Every string under `v` that looks like a URL, with the path of keys to it.
@@ -715,16 +981,21 @@ role = "worker"
                     at(&t.params, &p).as_str().map(str::to_string)
                 };
                 let ok = match key {
-                    // a download, an archive or a manifest: its SHA-256, or an https checksum
-                    // file to fetch it from
+                    // a download, an archive or a manifest: its SHA-256, an https checksum
+                    // file to fetch it from, or (no SHA-256 file published) the artifact's own
+                    // https URL, which kwin fetches and hashes on the controller
                     "url" if parent.last().map(String::as_str) != Some("repository") => {
                         let file = url.rsplit('/').next().unwrap_or("");
                         sibling("sha256").is_some_and(|h| h.len() == 64)
                             || wanted.iter().any(|w| {
                                 w.file == file
-                                    && w.sums_url
-                                        .as_deref()
-                                        .is_some_and(|u| u.starts_with("https://"))
+                                    && match &w.sums_url {
+                                        Some(u) => u.starts_with("https://"),
+                                        None => {
+                                            w.url.as_deref() == Some(url.as_str())
+                                                && url.starts_with("https://")
+                                        }
+                                    }
                             })
                     }
                     // a package repository: its metadata is verified by the package manager
@@ -742,7 +1013,7 @@ role = "worker"
     assert!(seen >= 12, "only {seen} URLs rendered");
     assert!(
         problems.is_empty(),
-        "URLs the recipes render with neither a digest (plans/digests.toml or the plan) nor an https checksum file:\n{}",
+        "URLs the recipes render with neither a digest (plans/digests.toml or the plan) nor an https checksum file, and that kwin would not fetch itself over https:\n{}",
         problems.join("\n")
     );
 }

@@ -590,6 +590,60 @@ pods: {{ cluster.pod_cdir }}
 }
 
 #[test]
+fn recipe_libraries_are_inserted_as_they_are() {
+    let recipe = r#"recipe = "uses-lib"
+applies = { roles = ["worker"] }
+
+[[steps]]
+name = "script"
+module = "file"
+[steps.params]
+path = "/etc/x"
+content = '''
+{{ lib.shared }}
+echo {{ cluster.name | sh }}
+'''
+"#;
+    // A library is text, never a template: `{{` in it stays as it is.
+    let lib = "# shared\nf() { echo '{{ x }}'; }\n";
+    let plan = load_str(CLUSTER);
+    let tasks = kwin_engine::expand::expand(
+        &plan,
+        &[
+            ("plans/lib/shared.sh", lib),
+            ("plans/uses-lib.toml", recipe),
+        ],
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let t = tasks
+        .iter()
+        .find(|t| t.id.name == "script")
+        .expect("the step expanded");
+    assert_eq!(
+        t.params["content"].as_str(),
+        Some(format!("{lib}\necho t\n").as_str())
+    );
+    // An unknown library is an undefined value; a badly named one is refused.
+    let err = kwin_engine::expand::expand(&plan, &[("plans/uses-lib.toml", recipe)])
+        .expect_err("no such library")
+        .to_string();
+    assert!(
+        err.contains("step `script`: params.content: undefined value `lib"),
+        "{err}"
+    );
+    let err = kwin_engine::expand::expand(
+        &plan,
+        &[
+            ("plans/lib/Shared-Lib.sh", lib),
+            ("plans/uses-lib.toml", recipe),
+        ],
+    )
+    .expect_err("bad library name")
+    .to_string();
+    assert!(err.contains("error[recipe-library]"), "{err}");
+}
+
+#[test]
 fn recipe_asserts_point_at_the_host() {
     let plan = load_str(
         r#"

@@ -350,8 +350,8 @@ fn plan(lab: &Lab, linux: &[&str], windows: &[&str]) -> tempfile::TempDir {
         ));
     }
     if !windows.is_empty() {
-        // flannel's Windows artifacts publish no SHA-256 file: every command needs them
-        // pinned (placeholders: these hosts are never connected to).
+        // flannel's Windows artifacts publish no SHA-256 file: pinned so that no command
+        // fetches them to hash them (placeholders: these hosts are never connected to).
         text.push_str(&format!(
             "\n[artifacts.sha256]\n\"flannel-{}-windows-amd64.tar.gz\" = \"{}\"\n\"windows-container-networking-cni-amd64-{}.zip\" = \"{}\"\n",
             kwin_engine::plan::effective::defaults::pinned::FLANNEL,

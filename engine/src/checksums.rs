@@ -1,32 +1,39 @@
 //! Artifact checksums: where the SHA-256 (or, for a signing key, the OpenPGP fingerprint) of
 //! every download comes from.
 //!
-//! Recipes ask with `sha256_of('file-name', 'checksum-file-url', url='artifact-url')` for a
-//! checksum they need (the checksum-file URL is left out when the upstream publishes none), and
-//! with `openpgp_of('file-name', 'key-url')` for a signing key's fingerprint. The answer to
-//! `sha256_of`, in this order:
+//! Recipes ask with `sha256_of('file-name', 'checksum-file-url', url='artifact-url',
+//! sha512='sha512-file-url')` for a checksum they need (the checksum-file URL is left out when
+//! the upstream publishes no SHA-256 file; `sha512=` names the SHA-512 file of an upstream that
+//! publishes only that), and with `openpgp_of('file-name', 'key-url')` for a signing key's
+//! fingerprint. The answer to `sha256_of`, in this order:
 //!
 //! 1. the plan's pin, `[artifacts.sha256]`, by file name — always wins;
 //! 2. kwin's own digests (`plans/digests.toml`, [`Known`]), by the artifact's upstream URL
 //!    (with a mirror, the URL under the mirror maps back to the upstream one): each comes from
 //!    a source readable without trusting the download's site (a git tag's blob, another
 //!    project's reviewed table), cited there;
-//! 3. a checksum recorded earlier from the upstream's published checksum file,
-//!    `.kwin/checksums.toml` next to the plan, by checksum-file URL — only `https://` ones;
+//! 3. a checksum recorded earlier in `.kwin/checksums.toml` next to the plan — only `https://`
+//!    keys: by checksum-file URL, taken from the upstream's published checksum file; or, for an
+//!    artifact without one, by the artifact's own URL, computed from the artifact;
 //! 4. nothing yet: the request is remembered ([`Checksums::wanted`]). `kwin plan` / `kwin apply`
-//!    then fetch the missing checksum files on the controller ([`fetch`]: `https://` only, and
-//!    a redirect must stay on https), record them, and expand again; `kwin validate` and
-//!    `kwin graph` never touch the network.
+//!    then [`fetch`] on the controller: the missing checksum files, and the artifacts whose
+//!    upstream publishes no SHA-256 file (hashed as they stream in, at most
+//!    [`MAX_ARTIFACT_BYTES`], checked against the upstream's SHA-512 file where `sha512=`
+//!    names one) — `https://` only, and a redirect must stay on https; they record the
+//!    results and expand again. `kwin validate` and `kwin graph` never touch the network.
 //!
 //! `openpgp_of` answers from `[artifacts.openpgp]`, then [`Known`]; there is no checksum file
-//! for a key. A request neither answers cannot be satisfied: the run stops before connecting
-//! to any host, naming the file and the plan line to add. With a plain-HTTP mirror, a
-//! checksum that would have to be fetched is refused at validation too (`src/prepare.rs`): the
-//! checksum file would come over the same unauthenticated channel as the artifact.
+//! for a key. A request neither answers and that names no https URL to fetch cannot be
+//! satisfied: the run stops before connecting to any host, naming the file and the plan line
+//! to add. With a plain-HTTP mirror, a checksum that would have to be fetched is refused at
+//! validation too (`src/prepare.rs`): it would come over the same unauthenticated channel as
+//! the artifact.
 //!
 //! Trust: a checksum file fetched over HTTPS from the upstream (or an https mirror) proves the
-//! artifact a host downloads is the one the upstream published, byte for byte; it does not
-//! protect against a compromised upstream. kwin's digests and a pin in the plan (or a reviewed
+//! artifact a host downloads is the one the upstream published, byte for byte; an artifact
+//! fetched over HTTPS and hashed on the controller proves exactly the same (the host must get
+//! the bytes the controller got from the upstream), and no more. Neither protects against a
+//! compromised upstream. kwin's digests and a pin in the plan (or a reviewed
 //! `.kwin/checksums.toml` kept with the plan) fix the artifacts for every run.
 
 use serde::{Deserialize, Serialize};
@@ -41,13 +48,22 @@ pub const RECORD_FILE: &str = "checksums.toml";
 /// Largest checksum file accepted (upstream files are under 1 KiB; `runc.sha256sum` ~1 KiB).
 const MAX_SUMS_BYTES: usize = 64 * 1024;
 
-/// One checksum taken from a published checksum file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Largest artifact kwin fetches to hash on the controller. What goes this way is a release
+/// archive of one or a few programs (flannel's Windows build and windows-container-networking's
+/// zip are around 10 MiB) or a manifest; anything larger is refused rather than streamed on.
+pub const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// One checksum taken from a published checksum file, or computed from the artifact.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recorded {
     /// The artifact's file name, as the recipe named it.
     pub file: String,
     /// Lower-case hex SHA-256.
     pub sha256: String,
+    /// For an artifact kwin fetched and hashed itself: the upstream's SHA-512 file it was
+    /// checked against, when the upstream publishes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha512_file: Option<String>,
 }
 
 /// What a recipe asked for.
@@ -65,8 +81,27 @@ pub struct Wanted {
     pub file: String,
     /// The upstream's checksum file, when it publishes one.
     pub sums_url: Option<String>,
-    /// The artifact's own URL, when the recipe gave it.
+    /// The artifact's own URL, when the recipe gave it: without a checksum file, kwin fetches
+    /// the artifact from it and hashes it.
     pub url: Option<String>,
+    /// The upstream's SHA-512 file of the artifact, for one that publishes no SHA-256 file.
+    pub sha512_url: Option<String>,
+}
+
+impl Wanted {
+    /// Where `kwin plan` / `apply` would get the answer from: the checksum file, else the
+    /// artifact itself (for a SHA-256 only); `None` when nothing can be fetched.
+    pub fn source(&self) -> Option<&str> {
+        match self.kind {
+            WantedKind::Sha256 => self.sums_url.as_deref().or(self.url.as_deref()),
+            WantedKind::OpenPgp => None,
+        }
+    }
+
+    /// Whether the answer would come from the artifact itself (no checksum file).
+    pub fn from_artifact(&self) -> bool {
+        self.kind == WantedKind::Sha256 && self.sums_url.is_none() && self.url.is_some()
+    }
 }
 
 /// Digests kwin ships (`plans/digests.toml`): SHA-256 of artifacts by upstream URL and
@@ -264,16 +299,24 @@ impl Checksums {
         self.pins.get(file).cloned()
     }
 
-    /// The answer to `sha256_of(file, sums_url, url=...)`; a miss is remembered.
-    pub fn lookup(&self, file: &str, sums_url: Option<&str>, url: Option<&str>) -> Option<String> {
+    /// The answer to `sha256_of(file, sums_url, url=..., sha512=...)`; a miss is remembered.
+    pub fn lookup(
+        &self,
+        file: &str,
+        sums_url: Option<&str>,
+        url: Option<&str>,
+        sha512_url: Option<&str>,
+    ) -> Option<String> {
         if let Some(pin) = self.pins.get(file) {
             return Some(pin.clone());
         }
         if let Some(h) = url.and_then(|u| self.known.sha256(&self.upstream_url(u))) {
             return Some(h.to_string());
         }
-        // Only checksums that came over https are trusted.
+        // Only checksums that came over https are trusted: from the checksum file when there
+        // is one, else computed from the artifact.
         if let Some(r) = sums_url
+            .or(url)
             .filter(|u| u.starts_with("https://"))
             .and_then(|u| self.recorded.get(u))
         {
@@ -281,7 +324,15 @@ impl Checksums {
                 return Some(r.sha256.clone());
             }
         }
-        self.want(WantedKind::Sha256, file, sums_url, url);
+        if let Ok(mut w) = self.wanted.lock() {
+            w.insert(Wanted {
+                kind: WantedKind::Sha256,
+                file: file.to_string(),
+                sums_url: sums_url.map(str::to_string),
+                url: url.map(str::to_string),
+                sha512_url: sha512_url.map(str::to_string),
+            });
+        }
         None
     }
 
@@ -293,19 +344,16 @@ impl Checksums {
         if let Some(f) = self.known.fingerprint(&self.upstream_url(url)) {
             return Some(f.to_string());
         }
-        self.want(WantedKind::OpenPgp, file, None, Some(url));
-        None
-    }
-
-    fn want(&self, kind: WantedKind, file: &str, sums_url: Option<&str>, url: Option<&str>) {
         if let Ok(mut w) = self.wanted.lock() {
             w.insert(Wanted {
-                kind,
+                kind: WantedKind::OpenPgp,
                 file: file.to_string(),
-                sums_url: sums_url.map(str::to_string),
-                url: url.map(str::to_string),
+                sums_url: None,
+                url: Some(url.to_string()),
+                sha512_url: None,
             });
         }
+        None
     }
 
     /// Every lookup that found nothing, sorted.
@@ -321,8 +369,9 @@ impl Checksums {
         &self.recorded
     }
 
-    pub fn record(&mut self, sums_url: String, r: Recorded) {
-        self.recorded.insert(sums_url, r);
+    /// Record `r` under `url`: the checksum file's URL, or the artifact's when kwin hashed it.
+    pub fn record(&mut self, url: String, r: Recorded) {
+        self.recorded.insert(url, r);
     }
 
     /// The same knowledge with new records and nothing wanted yet.
@@ -363,9 +412,11 @@ pub fn load_record(path: &Path) -> Result<BTreeMap<String, Recorded>, String> {
 /// Write the record (0600, replaced atomically).
 pub fn save_record(path: &Path, map: &BTreeMap<String, Recorded>) -> Result<(), String> {
     let mut text = String::from(
-        "# SHA-256 checksums kwin fetched from the upstream's published checksum files, by the\n\
-         # checksum file's URL. Keep this file with the plan to fix the artifacts of every run;\n\
-         # a pin in the plan's [artifacts.sha256] wins over it.\n\n",
+        "# SHA-256 checksums kwin fetched over https: from the upstream's published checksum\n\
+         # files, by the checksum file's URL; for an artifact whose upstream publishes no SHA-256\n\
+         # file, computed from the artifact itself (checked against its SHA-512 file where one is\n\
+         # published, `sha512_file`), by the artifact's URL. Keep this file with the plan to fix\n\
+         # the artifacts of every run; a pin in the plan's [artifacts.sha256] wins over it.\n\n",
     );
     text.push_str(
         &toml::to_string(map).map_err(|e| format!("cannot encode {}: {e}", path.display()))?,
@@ -375,13 +426,27 @@ pub fn save_record(path: &Path, map: &BTreeMap<String, Recorded>) -> Result<(), 
 }
 
 fn is_sha256(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+    is_hex(s, 64)
 }
 
-/// The checksum of `file` in a checksum file: either one bare hash, or `sha256sum` lines
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The SHA-256 of `file` in a checksum file: either one bare hash, or `sha256sum` lines
 /// (`<hash>  <name>` / `<hash> *<name>`, the name possibly with a directory) of which the one
 /// naming `file` is taken.
 pub fn parse_sums(text: &str, file: &str) -> Result<String, String> {
+    parse_hex_sums(text, file, 64, "SHA-256")
+}
+
+/// The SHA-512 of `file` in a SHA-512 file (`sha512sum` / `shasum -a 512` lines, or one bare
+/// hash), as [`parse_sums`].
+pub fn parse_sha512_sums(text: &str, file: &str) -> Result<String, String> {
+    parse_hex_sums(text, file, 128, "SHA-512")
+}
+
+fn parse_hex_sums(text: &str, file: &str, len: usize, what: &str) -> Result<String, String> {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
@@ -393,7 +458,7 @@ pub fn parse_sums(text: &str, file: &str) -> Result<String, String> {
         let (Some(hash), name) = (words.next(), words.next()) else {
             continue;
         };
-        if !is_sha256(hash) {
+        if !is_hex(hash, len) {
             continue;
         }
         match name {
@@ -412,14 +477,15 @@ pub fn parse_sums(text: &str, file: &str) -> Result<String, String> {
     if named > 0 {
         Err(format!("it lists {named} file(s), none named `{file}`"))
     } else {
-        Err("it holds no SHA-256 (64 hex digits)".to_string())
+        Err(format!("it holds no {what} ({len} hex digits)"))
     }
 }
 
-/// A checksum file that could not be used.
+/// A checksum that could not be had: its checksum file, or the artifact kwin hashes itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchError {
     pub file: String,
+    /// The URL that failed: the checksum file, the artifact or its SHA-512 file.
     pub url: String,
     pub why: String,
 }
@@ -434,20 +500,28 @@ impl std::fmt::Display for FetchError {
     }
 }
 
-/// Fetch every wanted checksum file (on the controller, all at once) and parse it.
-/// Requests without a checksum-file URL are not fetched (the caller reports them).
-/// Uses the controller's `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` environment.
+/// How long one artifact kwin hashes itself may take to arrive (checksum files get the
+/// caller's timeout).
+const ARTIFACT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Fetch every wanted checksum (on the controller, all at once): the checksum file where there
+/// is one; else the artifact itself, hashed as it streams in (at most [`MAX_ARTIFACT_BYTES`])
+/// and checked against its SHA-512 file when the request names one. Each result is keyed by
+/// the URL the checksum came from (checksum file or artifact). Requests with nothing to fetch
+/// (no URL, or a signing key) are left out: the caller reports them. Only `https://`, and
+/// redirects must stay on https. Uses the controller's `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`
+/// environment.
 pub async fn fetch(
     wanted: &[Wanted],
     timeout: Duration,
 ) -> Vec<Result<(String, Recorded), FetchError>> {
-    // https only, and a redirect must stay on https: a checksum file that could come over
-    // plain HTTP proves nothing about the artifact.
+    // https only, and a redirect must stay on https: a checksum (or an artifact hashed here)
+    // that could come over plain HTTP proves nothing about what a host downloads.
     let policy = reqwest::redirect::Policy::custom(|attempt| {
         if attempt.url().scheme() != "https" {
             let to = attempt.url().to_string();
             attempt.error(format!(
-                "redirected to {to}: checksum files are fetched only over https"
+                "redirected to {to}: checksums are fetched only over https"
             ))
         } else if attempt.previous().len() >= 10 {
             attempt.error("more than 10 redirects")
@@ -468,10 +542,10 @@ pub async fn fetch(
             return wanted
                 .iter()
                 .filter_map(|w| {
-                    w.sums_url.as_ref().map(|u| {
+                    w.source().map(|u| {
                         Err(FetchError {
                             file: w.file.clone(),
-                            url: u.clone(),
+                            url: u.to_string(),
                             why: format!("cannot make an HTTP client: {e}"),
                         })
                     })
@@ -481,26 +555,29 @@ pub async fn fetch(
     };
     let mut set = tokio::task::JoinSet::new();
     for (i, w) in wanted.iter().enumerate() {
-        let Some(url) = w.sums_url.clone() else {
+        let Some(url) = w.source().map(str::to_string) else {
             continue;
         };
         let client = client.clone();
-        let file = w.file.clone();
+        let w = w.clone();
         set.spawn(async move {
-            let r = fetch_one(&client, &url, &file).await;
-            (
-                i,
-                r.map(|sha256| {
-                    (
-                        url.clone(),
-                        Recorded {
-                            file: file.clone(),
-                            sha256,
-                        },
-                    )
-                })
-                .map_err(|why| FetchError { file, url, why }),
-            )
+            let r = if w.from_artifact() {
+                hash_artifact(&client, &url, &w.file, w.sha512_url.as_deref()).await
+            } else {
+                fetch_one(&client, &url, &w.file)
+                    .await
+                    .map(|sha256| Recorded {
+                        file: w.file.clone(),
+                        sha256,
+                        sha512_file: None,
+                    })
+                    .map_err(|why| FetchError {
+                        file: w.file.clone(),
+                        url: url.clone(),
+                        why,
+                    })
+            };
+            (i, r.map(|rec| (url, rec)))
         });
     }
     let mut out = Vec::new();
@@ -521,15 +598,30 @@ pub async fn fetch(
     out.into_iter().map(|(_, r)| r).collect()
 }
 
-async fn fetch_one(client: &reqwest::Client, url: &str, file: &str) -> Result<String, String> {
+/// GET `url` over https with a success status.
+async fn get(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Option<Duration>,
+) -> Result<reqwest::Response, String> {
     if !url.starts_with("https://") {
-        return Err("checksum files are fetched only over https".to_string());
+        return Err("checksums are fetched only over https".to_string());
     }
-    let mut resp = client.get(url).send().await.map_err(|e| describe(&e))?;
+    let mut req = client.get(url);
+    if let Some(t) = timeout {
+        req = req.timeout(t);
+    }
+    let resp = req.send().await.map_err(|e| describe(&e))?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!("HTTP {status}"));
     }
+    Ok(resp)
+}
+
+/// A small text file (a checksum file) at `url`, at most [`MAX_SUMS_BYTES`].
+async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, String> {
+    let mut resp = get(client, url, None).await?;
     let mut body = Vec::new();
     while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
         if body.len() + chunk.len() > MAX_SUMS_BYTES {
@@ -540,8 +632,79 @@ async fn fetch_one(client: &reqwest::Client, url: &str, file: &str) -> Result<St
         }
         body.extend_from_slice(&chunk);
     }
-    let text = std::str::from_utf8(&body).map_err(|_| "not UTF-8 text".to_string())?;
-    parse_sums(text, file)
+    String::from_utf8(body).map_err(|_| "not UTF-8 text".to_string())
+}
+
+async fn fetch_one(client: &reqwest::Client, url: &str, file: &str) -> Result<String, String> {
+    parse_sums(&fetch_text(client, url).await?, file)
+}
+
+/// The artifact at `url` hashed on the controller: its SHA-256, after its SHA-512 matched the
+/// upstream's SHA-512 file at `sha512_url` (fetched first, so a missing one stops before the
+/// download).
+async fn hash_artifact(
+    client: &reqwest::Client,
+    url: &str,
+    file: &str,
+    sha512_url: Option<&str>,
+) -> Result<Recorded, FetchError> {
+    use sha2::{Digest, Sha256, Sha512};
+    let fail = |url: &str, why: String| FetchError {
+        file: file.to_string(),
+        url: url.to_string(),
+        why,
+    };
+    let want512 = match sha512_url {
+        Some(u) => Some(
+            fetch_text(client, u)
+                .await
+                .and_then(|t| parse_sha512_sums(&t, file))
+                .map_err(|why| fail(u, why))?,
+        ),
+        None => None,
+    };
+    let too_large = || {
+        format!(
+            "larger than {} MiB: kwin hashes only artifacts up to that size (pin its SHA-256 in the plan instead)",
+            MAX_ARTIFACT_BYTES / (1024 * 1024)
+        )
+    };
+    let mut resp = get(client, url, Some(ARTIFACT_TIMEOUT))
+        .await
+        .map_err(|why| fail(url, why))?;
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_ARTIFACT_BYTES)
+    {
+        return Err(fail(url, too_large()));
+    }
+    let mut sha256 = Sha256::new();
+    let mut sha512 = want512.as_ref().map(|_| Sha512::new());
+    let mut len: u64 = 0;
+    while let Some(chunk) = resp.chunk().await.map_err(|e| fail(url, describe(&e)))? {
+        len += chunk.len() as u64;
+        if len > MAX_ARTIFACT_BYTES {
+            return Err(fail(url, too_large()));
+        }
+        sha256.update(&chunk);
+        if let Some(h) = sha512.as_mut() {
+            h.update(&chunk);
+        }
+    }
+    if let (Some(want), Some(h), Some(u)) = (want512, sha512, sha512_url) {
+        let got = hex::encode(h.finalize());
+        if got != want {
+            return Err(fail(
+                url,
+                format!("its SHA-512 {got} does not match the SHA-512 file {u} ({want})"),
+            ));
+        }
+    }
+    Ok(Recorded {
+        file: file.to_string(),
+        sha256: hex::encode(sha256.finalize()),
+        sha512_file: sha512_url.map(str::to_string),
+    })
 }
 
 /// reqwest's error with its causes, on one line.
@@ -616,25 +779,41 @@ mod tests {
             Recorded {
                 file: "kubeadm.exe".into(),
                 sha256: B.into(),
+                ..Recorded::default()
             },
         );
         let c = Checksums::new(pins, rec);
         assert_eq!(
-            c.lookup("kubelet.exe", Some("https://m/kubelet.exe.sha256"), None)
-                .as_deref(),
+            c.lookup(
+                "kubelet.exe",
+                Some("https://m/kubelet.exe.sha256"),
+                None,
+                None
+            )
+            .as_deref(),
             Some(A)
         );
         assert_eq!(
-            c.lookup("kubeadm.exe", Some("https://m/kubeadm.exe.sha256"), None)
-                .as_deref(),
+            c.lookup(
+                "kubeadm.exe",
+                Some("https://m/kubeadm.exe.sha256"),
+                None,
+                None
+            )
+            .as_deref(),
             Some(B)
         );
         // a record for another file name under that URL does not answer
         assert_eq!(
-            c.lookup("other.exe", Some("https://m/kubeadm.exe.sha256"), None),
+            c.lookup(
+                "other.exe",
+                Some("https://m/kubeadm.exe.sha256"),
+                None,
+                None
+            ),
             None
         );
-        assert_eq!(c.lookup("containerd.service", None, None), None);
+        assert_eq!(c.lookup("containerd.service", None, None, None), None);
         let w = c.wanted();
         assert_eq!(w.len(), 2);
         assert_eq!(w[0].file, "containerd.service");
@@ -666,12 +845,13 @@ source = "test"
         let known = Arc::new(Known::parse(TABLE).expect("table"));
         let c = Checksums::for_plan(&plan_file(None), BTreeMap::new(), known.clone());
         let url = "https://raw.githubusercontent.com/o/r/v1.0.0/m.yml";
-        assert_eq!(c.lookup("m.yml", None, Some(url)).as_deref(), Some(A));
+        assert_eq!(c.lookup("m.yml", None, Some(url), None).as_deref(), Some(A));
         assert_eq!(
             c.lookup(
                 "m.yml",
                 None,
-                Some("https://raw.githubusercontent.com/o/r/v2.0.0/m.yml")
+                Some("https://raw.githubusercontent.com/o/r/v2.0.0/m.yml"),
+                None
             ),
             None
         );
@@ -685,7 +865,8 @@ source = "test"
             c.lookup(
                 "m.yml",
                 None,
-                Some("http://mirror.lab:8080/raw.githubusercontent.com/o/r/v1.0.0/m.yml")
+                Some("http://mirror.lab:8080/raw.githubusercontent.com/o/r/v1.0.0/m.yml"),
+                None
             )
             .as_deref(),
             Some(A)
@@ -715,13 +896,81 @@ source = "test"
             Recorded {
                 file: "kubelet.exe".into(),
                 sha256: A.into(),
+                ..Recorded::default()
             },
         );
         let c = Checksums::new(BTreeMap::new(), rec);
         assert_eq!(
-            c.lookup("kubelet.exe", Some("http://m/kubelet.exe.sha256"), None),
+            c.lookup(
+                "kubelet.exe",
+                Some("http://m/kubelet.exe.sha256"),
+                None,
+                None
+            ),
             None
         );
+    }
+
+    #[test]
+    fn an_artifact_without_a_checksum_file_is_answered_by_its_url_record() {
+        let url = "https://github.com/o/r/releases/download/v1/tool-v1.zip";
+        let sha512 = "https://github.com/o/r/releases/download/v1/tool-v1.zip.sha512";
+        let c = Checksums::new(BTreeMap::new(), BTreeMap::new());
+        assert_eq!(c.lookup("tool-v1.zip", None, Some(url), Some(sha512)), None);
+        let w = c.wanted();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].from_artifact());
+        assert_eq!(w[0].source(), Some(url));
+        assert_eq!(w[0].sha512_url.as_deref(), Some(sha512));
+        // recorded by the artifact's URL: the answer, for that file name only
+        let mut rec = BTreeMap::new();
+        rec.insert(
+            url.to_string(),
+            Recorded {
+                file: "tool-v1.zip".into(),
+                sha256: A.into(),
+                sha512_file: Some(sha512.into()),
+            },
+        );
+        let c = Checksums::new(BTreeMap::new(), rec.clone());
+        assert_eq!(
+            c.lookup("tool-v1.zip", None, Some(url), Some(sha512))
+                .as_deref(),
+            Some(A)
+        );
+        assert_eq!(c.lookup("other.zip", None, Some(url), None), None);
+        // a record under a plain-HTTP URL is no answer
+        let http = url.replacen("https://", "http://", 1);
+        let mut rec = BTreeMap::new();
+        rec.insert(
+            http.clone(),
+            Recorded {
+                file: "tool-v1.zip".into(),
+                sha256: A.into(),
+                ..Recorded::default()
+            },
+        );
+        let c = Checksums::new(BTreeMap::new(), rec);
+        assert_eq!(c.lookup("tool-v1.zip", None, Some(&http), None), None);
+        // a signing key is never fetched
+        let c = Checksums::new(BTreeMap::new(), BTreeMap::new());
+        assert_eq!(c.fingerprint("Release.key", "https://x/Release.key"), None);
+        assert_eq!(c.wanted()[0].source(), None);
+    }
+
+    #[test]
+    fn sha512_files_as_shasum_writes_them() {
+        let h = "ab".repeat(64);
+        let text = format!("{h}  ./release/windows-container-networking-cni-amd64-v0.3.1.zip\n");
+        assert_eq!(
+            parse_sha512_sums(&text, "windows-container-networking-cni-amd64-v0.3.1.zip")
+                .as_deref(),
+            Ok(h.as_str())
+        );
+        assert!(parse_sha512_sums(&text, "other.zip").is_err());
+        // a SHA-256 is not a SHA-512
+        let e = parse_sha512_sums(&format!("{A}\n"), "x").expect_err("not a SHA-512");
+        assert!(e.contains("no SHA-512 (128 hex digits)"), "{e}");
     }
 
     #[test]
@@ -750,6 +999,7 @@ source = "test"
             Recorded {
                 file: "kubelet.exe".into(),
                 sha256: A.into(),
+                ..Recorded::default()
             },
         );
         save_record(&p, &m).expect("save");

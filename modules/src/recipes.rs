@@ -9,8 +9,19 @@ macro_rules! recipe {
     };
 }
 
-/// (file name, text) of every recipe.
+/// A library: script text several recipes share (`{{ lib.<name> }}`, plans/README.md).
+macro_rules! library {
+    ($name:literal) => {
+        (
+            concat!("plans/lib/", $name),
+            include_str!(concat!("../../plans/lib/", $name)),
+        )
+    };
+}
+
+/// (file name, text) of every recipe, and of the libraries they use.
 pub const RECIPES: &[(&str, &str)] = &[
+    library!("hns.ps1"),
     recipe!("node-prereqs"),
     recipe!("runtime-containerd"),
     recipe!("runtime-docker"),
@@ -31,6 +42,7 @@ pub const DIGESTS: &str = include_str!("../../plans/digests.toml");
 
 /// The recipes of `kwin reset`: expanded instead of [`RECIPES`], never by `apply`.
 pub const RESET_RECIPES: &[(&str, &str)] = &[
+    library!("hns.ps1"),
     recipe!("reset-drain"),
     recipe!("reset-linux"),
     recipe!("reset-windows"),
@@ -54,7 +66,8 @@ mod tests {
     #[test]
     fn every_recipe_parses_and_checks() {
         let set = RecipeSet::parse(RECIPES).unwrap_or_else(|d| panic!("{d}"));
-        assert_eq!(set.recipes.len(), RECIPES.len());
+        let toml = RECIPES.iter().filter(|(f, _)| f.ends_with(".toml")).count();
+        assert_eq!(set.recipes.len(), toml);
         let names = step_names();
         assert!(names.iter().any(|n| n == "kubeadm-init"), "{names:?}");
     }
@@ -84,7 +97,11 @@ mod tests {
     #[test]
     fn reset_recipes_parse_apart_from_the_build_recipes() {
         let set = RecipeSet::parse(RESET_RECIPES).unwrap_or_else(|d| panic!("{d}"));
-        assert_eq!(set.recipes.len(), RESET_RECIPES.len());
+        let toml = RESET_RECIPES
+            .iter()
+            .filter(|(f, _)| f.ends_with(".toml"))
+            .count();
+        assert_eq!(set.recipes.len(), toml);
         for r in &set.recipes {
             for s in &r.def.steps {
                 assert!(

@@ -283,32 +283,49 @@ fn windows_daemonsets_run_release_binaries_kwin_installed() {
     }
 }
 
-/// The flannel Windows artifacts without a published SHA-256 are named by validation until
-/// pinned; those with one are fetched from the upstream's checksum file.
+/// The flannel Windows artifacts without a published SHA-256 file are asked for with their own
+/// URL (kwin fetches and hashes them on the controller), the windows-container-networking zip
+/// with its SHA-512 file; those with a SHA-256 file are fetched from it. The example plan needs
+/// no pin.
 #[test]
-fn flannel_artifacts_without_published_checksums_need_pins() {
+fn flannel_artifacts_without_published_checksums_are_fetched_by_url() {
     let rel = "examples/flannel.toml";
     let plan = kwin_engine::plan::load_str(&root().join(rel), &plan_text(rel, &[]))
         .unwrap_or_else(|d| panic!("{d}"));
-    let mut bare = plan.clone();
-    bare.file.artifacts.sha256.clear();
-    let sums = kwin_engine::checksums::Checksums::for_plan(&bare.file, Default::default(), known());
-    kwin_engine::expand::expand_with(&bare, kwin_modules::recipes::RECIPES, &sums)
+    assert!(
+        plan.file.artifacts.sha256.is_empty(),
+        "{rel} pins {:?}: it needs no pin",
+        plan.file.artifacts.sha256
+    );
+    let sums = kwin_engine::checksums::Checksums::for_plan(&plan.file, Default::default(), known());
+    kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums)
         .unwrap_or_else(|d| panic!("{d}"));
     let wanted = sums.wanted();
-    let unpinnable: Vec<&str> = wanted
+    let from_artifact: Vec<(&str, Option<&str>, Option<&str>)> = wanted
         .iter()
         .filter(|w| w.sums_url.is_none())
-        .map(|w| w.file.as_str())
+        .map(|w| (w.file.as_str(), w.url.as_deref(), w.sha512_url.as_deref()))
         .collect();
+    let gh = "https://github.com";
     assert_eq!(
-        unpinnable,
+        from_artifact,
         [
-            "flannel-v0.26.2-windows-amd64.tar.gz",
-            "windows-container-networking-cni-amd64-v0.3.1.zip"
+            (
+                "flannel-v0.26.2-windows-amd64.tar.gz",
+                Some(format!("{gh}/flannel-io/flannel/releases/download/v0.26.2/flannel-v0.26.2-windows-amd64.tar.gz").as_str()),
+                None
+            ),
+            (
+                "windows-container-networking-cni-amd64-v0.3.1.zip",
+                Some(format!("{gh}/microsoft/windows-container-networking/releases/download/v0.3.1/windows-container-networking-cni-amd64-v0.3.1.zip").as_str()),
+                Some(format!("{gh}/microsoft/windows-container-networking/releases/download/v0.3.1/windows-container-networking-cni-amd64-v0.3.1.zip.sha512").as_str())
+            ),
         ],
         "{wanted:?}"
     );
+    assert!(wanted
+        .iter()
+        .all(|w| w.from_artifact() || w.sums_url.is_some()));
     let with_url = |file: &str| {
         wanted
             .iter()
@@ -323,15 +340,6 @@ fn flannel_artifacts_without_published_checksums_need_pins() {
     assert_eq!(
         with_url("cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz"),
         "https://github.com/flannel-io/cni-plugin/releases/download/v1.6.2-flannel1/cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz.sha256"
-    );
-    // The example plan pins both, so it validates and renders as it is.
-    let sums = kwin_engine::checksums::Checksums::for_plan(&plan.file, Default::default(), known());
-    kwin_engine::expand::expand_with(&plan, kwin_modules::recipes::RECIPES, &sums)
-        .unwrap_or_else(|d| panic!("{d}"));
-    assert!(
-        sums.wanted().iter().all(|w| w.sums_url.is_some()),
-        "{:?}",
-        sums.wanted()
     );
 }
 
@@ -395,7 +403,7 @@ fn reset_runs_kubeadm_with_containerd_up_then_removes_everything() {
                 &|t| {
                     t.module == "command"
                         && t.params["run"].as_str().is_some_and(|r| {
-                            r.contains("Remove-HnsNetwork") && r.contains(&format!("'{n}'"))
+                            r.contains("Remove-KwinHnsNetwork") && r.contains(&format!("'{n}'"))
                         })
                 },
                 &format!("removing the HNS network {n}"),
@@ -442,6 +450,86 @@ fn reset_runs_kubeadm_with_containerd_up_then_removes_everything() {
                     t.id
                 );
             }
+        }
+    }
+}
+
+/// The shared HNS snippet (plans/lib/hns.ps1), as the recipes embed it.
+fn hns_snippet() -> String {
+    let path = root().join("plans/lib/hns.ps1");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Reset's HNS steps cannot report success without having talked to HNS: a `command` runs
+/// when its `unless` fails, and a failing `onlyif` makes it a no-op (modules/src/windows/
+/// command.rs), so each HNS step is guarded by `unless` (what is left to remove; HNS not
+/// answering is "not known to be clean", and `run` then fails loudly), reaches HNS only
+/// through the shared snippet (vmcompute.dll's HNSCall, whose failures throw), and swallows no
+/// error on the way. A Windows Server 2019 or 2022 node without the HostNetworkingService
+/// module (documented for 2025 only) removes its networks the same way.
+#[test]
+fn reset_hns_steps_fail_loudly_instead_of_skipping() {
+    let snippet = hns_snippet();
+    // The snippet throws on an HRESULT failure and on an HNS answer without success.
+    for needle in [
+        "[DllImport(\"vmcompute.dll\")]",
+        "HNSCall(",
+        "if ($hr -lt 0) { throw",
+        "if (-not $result.Success) { throw",
+    ] {
+        assert!(snippet.contains(needle), "the snippet lacks `{needle}`");
+    }
+    for rel in ["examples/flannel.toml", "examples/calico.toml"] {
+        let g = reset_graph(rel);
+        let hns: Vec<&Task> = g
+            .graph
+            .node_indices()
+            .map(|n| g.task(n))
+            .filter(|t| t.id.host == "ww1" && t.module == "command")
+            .filter(|t| {
+                ["run", "onlyif", "unless"].iter().any(|k| {
+                    t.params[*k]
+                        .as_str()
+                        .is_some_and(|s| s.to_ascii_lowercase().contains("hns"))
+                })
+            })
+            .collect();
+        let names: Vec<String> = hns.iter().map(|t| t.id.name.clone()).collect();
+        assert!(
+            names.contains(&"hns-networks".to_string())
+                && names.contains(&"hns-external-network".to_string()),
+            "{rel}: HNS steps {names:?}"
+        );
+        for t in hns {
+            let p = &t.params;
+            assert!(
+                p["onlyif"].is_null(),
+                "{rel}: {} is guarded by `onlyif`: when HNS cannot be asked, the guard fails and the step does nothing",
+                t.id
+            );
+            for key in ["unless", "run"] {
+                let text = p[key].as_str().unwrap_or("");
+                assert!(
+                    text.contains(snippet.trim()),
+                    "{rel}: {} `{key}` does not reach HNS through plans/lib/hns.ps1:\n{text}",
+                    t.id
+                );
+                let own = text.replace(snippet.trim(), "");
+                for bad in ["SilentlyContinue", "Ignore", "Get-Command", "Import-Module"] {
+                    assert!(
+                        !own.contains(bad),
+                        "{rel}: {} `{key}` uses `{bad}`: an HNS failure must fail the step:\n{own}",
+                        t.id
+                    );
+                }
+            }
+            // What is removed is checked again: a network HNS keeps is an error.
+            let run = p["run"].as_str().unwrap_or("");
+            assert!(
+                run.contains("Remove-KwinHnsNetwork") && run.contains("throw"),
+                "{rel}: {}: {run}",
+                t.id
+            );
         }
     }
 }

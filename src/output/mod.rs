@@ -17,6 +17,7 @@ mod json;
 use crate::OutputFormat;
 use kwin_engine::diag::Diagnostics;
 use kwin_engine::event::{Event, Mode};
+use kwin_engine::pipeline::Fetched;
 use serde_json::json;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -124,16 +125,40 @@ impl Output {
         }
     }
 
-    /// Artifact checksums fetched from upstream (stderr: JSON output on stdout stays events
-    /// only).
-    pub fn checksums_fetched(&self, files: &[&str]) {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "checksums: {} fetched from the upstream checksum files and recorded in .kwin/{}: {}",
-            files.len(),
-            kwin_engine::checksums::RECORD_FILE,
-            files.join(", ")
-        );
+    /// Artifact checksums fetched on the controller (stderr: JSON output on stdout stays
+    /// events only): those read from the upstream checksum files, then those computed from
+    /// the artifacts themselves.
+    pub fn checksums_fetched(&self, fetched: &[Fetched]) {
+        let (hashed, files): (Vec<_>, Vec<_>) = fetched.iter().partition(|f| f.from_artifact);
+        let record = kwin_engine::checksums::RECORD_FILE;
+        let mut err = std::io::stderr().lock();
+        if !files.is_empty() {
+            let names: Vec<&str> = files.iter().map(|f| f.file.as_str()).collect();
+            let _ = writeln!(
+                err,
+                "checksums: {} fetched from the upstream checksum files and recorded in .kwin/{record}: {}",
+                names.len(),
+                names.join(", ")
+            );
+        }
+        if !hashed.is_empty() {
+            let names: Vec<String> = hashed
+                .iter()
+                .map(|f| {
+                    if f.sha512_checked {
+                        format!("{} (checked against its SHA-512 file)", f.file)
+                    } else {
+                        f.file.clone()
+                    }
+                })
+                .collect();
+            let _ = writeln!(
+                err,
+                "checksums: {} computed from the artifacts themselves, downloaded over https on this machine because their upstream publishes no SHA-256 file, and recorded in .kwin/{record}: {}",
+                names.len(),
+                names.join(", ")
+            );
+        }
     }
 
     /// What a run learned the user should know afterwards (a host key recorded with

@@ -5,6 +5,8 @@
 //! 1. [`RecipeContext::from_plan`]: the template context, every default filled in once.
 //! 2. Without `[cluster]` only the user's tasks expand. With it, [`RecipeSet::parse`] reads the
 //!    recipes (format: `recipe.rs`, plans/README.md) and every template is compiled once.
+//!    Libraries among the sources (script files, [`recipe::libraries`]) are template globals:
+//!    `{{ lib.hns }}` inserts `plans/lib/hns.ps1` as it is.
 //! 3. Per host, in plan order: each recipe whose `applies` matches (roles, os,
 //!    `first_control_plane`, `when`) contributes its steps whose `when` holds, params rendered
 //!    with the host's context. Recipe order becomes `Task::order`. Templates that do not read
@@ -58,9 +60,12 @@ pub fn expand_with(
         RecipeSet::default()
     };
     let mut env = template::environment();
-    // `sha256_of('file-name', 'checksum-file-url', url='artifact-url')`: the artifact's
-    // checksum — the plan's pin, kwin's digest of that URL, one recorded from the upstream's
-    // checksum file — or none (see crate::checksums).
+    // `lib.<name>`: a library's text (`plans/lib/<name>.ps1`), inserted as it is.
+    env.add_global("lib", Value::from_serialize(recipe::libraries(recipes)?));
+    // `sha256_of('file-name', 'checksum-file-url', url='artifact-url', sha512='sha512-url')`:
+    // the artifact's checksum — the plan's pin, kwin's digest of that URL, one recorded from
+    // the upstream's checksum file or computed from the artifact (checked against its SHA-512
+    // file) — or none (see crate::checksums).
     // `openpgp_of('key-file-name', 'key-url')`: a signing key's fingerprint, the plan's or kwin's.
     // `sha256_pin('file-name')`: the plan's pin or none, for optional checksums.
     let s = sums.clone();
@@ -68,8 +73,9 @@ pub fn expand_with(
         "sha256_of",
         move |file: &str, sums_url: Option<&str>, kwargs: minijinja::value::Kwargs| {
             let url: Option<&str> = kwargs.get("url")?;
+            let sha512: Option<&str> = kwargs.get("sha512")?;
             kwargs.assert_all_used()?;
-            Ok::<_, minijinja::Error>(s.lookup(file, sums_url, url))
+            Ok::<_, minijinja::Error>(s.lookup(file, sums_url, url, sha512))
         },
     );
     let s = sums.clone();

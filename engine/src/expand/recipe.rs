@@ -133,12 +133,53 @@ pub struct RecipeSet {
     pub step_names: HashSet<String>,
 }
 
+/// Whether a source of the recipe list is a library (a script file, `plans/lib/<name>.ps1`)
+/// rather than a recipe: anything not ending in `.toml`.
+pub fn is_library(file: &str) -> bool {
+    !file.ends_with(".toml")
+}
+
+/// The libraries among `sources`, by name (the file name without directory and extension):
+/// script text shared by several recipes, which their templates insert with
+/// `{{ lib.<name> }}` as it is (never rendered as a template itself).
+pub fn libraries(sources: &[(&str, &str)]) -> Result<BTreeMap<String, String>, Diagnostics> {
+    let mut out = BTreeMap::new();
+    let mut diags = Diagnostics::default();
+    for (file, text) in sources.iter().filter(|(f, _)| is_library(f)) {
+        let name = Path::new(file)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let plain = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !plain {
+            diags.push(Diagnostic::error(
+                "recipe-library",
+                format!("library {file}: its name must be lower-case letters, digits and `_`"),
+            ));
+        } else if out.insert(name.clone(), text.to_string()).is_some() {
+            diags.push(Diagnostic::error(
+                "recipe-library",
+                format!("library {file}: another library is named `{name}`"),
+            ));
+        }
+    }
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    Ok(out)
+}
+
 impl RecipeSet {
-    /// Parse and check `sources` ((file name, text) pairs).
+    /// Parse and check `sources` ((file name, text) pairs); libraries ([`is_library`]) are
+    /// left to [`libraries`].
     pub fn parse(sources: &[(&str, &str)]) -> Result<RecipeSet, Diagnostics> {
         let mut diags = Diagnostics::default();
         let mut recipes = Vec::new();
-        for (file, text) in sources {
+        for (file, text) in sources.iter().filter(|(f, _)| !is_library(f)) {
             match parse_one(file, text) {
                 Ok(r) => recipes.push(r),
                 Err(d) => diags.push(d),

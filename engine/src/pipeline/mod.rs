@@ -25,7 +25,7 @@ mod phase;
 pub mod remote;
 mod session;
 
-pub use phase::{ChecksumMode, UserTasks};
+pub use phase::{ChecksumMode, Fetched, UserTasks};
 pub use remote::{HostRemote, Interrupted, Remote, RemoteError, RunKind};
 pub use session::{Flags, Session, SessionError};
 
@@ -64,8 +64,8 @@ pub struct Prepared {
     pub graph: Arc<TaskGraph>,
     /// Warnings of validation (errors stop `prepare`).
     pub warnings: Diagnostics,
-    /// Checksums fetched from upstream checksum files: (file, URL).
-    pub fetched: Vec<(String, String)>,
+    /// Checksums fetched (plan, apply).
+    pub fetched: Vec<Fetched>,
 }
 
 /// What the process edge hands a session: where its events go, and its side of Ctrl-C.

@@ -2,10 +2,12 @@
 //!
 //! Artifact checksums (`crate::checksums`): the plan's pins, kwin's digests
 //! (`plans/digests.toml`) and `.kwin/checksums.toml` answer `sha256_of` / `openpgp_of`; for plan
-//! and apply the upstream checksum files still missing are fetched on the controller (https
-//! only), recorded, and the plan expanded again. A download with neither a pin nor a published
-//! checksum file is an error for every command, before any host is contacted; so is one whose
-//! checksum file would come over a plain-HTTP `artifacts.mirror`.
+//! and apply what is still missing is fetched on the controller (https only): the upstream's
+//! checksum files, and the artifacts whose upstream publishes no SHA-256 file (hashed here,
+//! checked against their SHA-512 file where there is one); the results are recorded and the
+//! plan expanded again. A download with neither a pin nor an https URL to fetch its checksum
+//! from is an error for every command, before any host is contacted; so is one whose checksum
+//! would come over a plain-HTTP `artifacts.mirror`.
 
 use super::Request;
 use crate::checksums::{self, Checksums, Known, Wanted, WantedKind};
@@ -29,6 +31,19 @@ pub enum ChecksumMode {
     Known,
     /// Fetch the upstream checksum files still missing, record them (plan, apply).
     Fetch,
+}
+
+/// One checksum `kwin plan` / `apply` fetched and recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The artifact's file name.
+    pub file: String,
+    /// The URL it came from: the checksum file, or the artifact kwin hashed.
+    pub url: String,
+    /// Computed from the artifact itself (its upstream publishes no SHA-256 file).
+    pub from_artifact: bool,
+    /// The artifact was checked against its upstream's SHA-512 file.
+    pub sha512_checked: bool,
 }
 
 /// Time allowed for fetching every missing checksum file.
@@ -58,11 +73,11 @@ pub(super) fn load_and_validate(
 }
 
 /// Phase 4: the tasks of `plan`, every artifact checksum known (fetched if `req` allows);
-/// and the checksums fetched (file, URL).
+/// and the checksums fetched.
 pub(super) async fn expand(
     req: &Request<'_>,
     plan: &LoadedPlan,
-) -> Result<(Vec<Task>, Vec<(String, String)>), Diagnostics> {
+) -> Result<(Vec<Task>, Vec<Fetched>), Diagnostics> {
     let mut expanded = plan.clone();
     if req.user_tasks == UserTasks::Leave {
         expanded.file.tasks.clear();
@@ -84,18 +99,27 @@ pub(super) async fn expand(
     if wanted.is_empty() {
         return Ok((tasks, fetched));
     }
-    let unpinnable: Vec<&Wanted> = wanted.iter().filter(|w| w.sums_url.is_none()).collect();
-    if !unpinnable.is_empty() {
-        return Err(unpinnable_diags(plan, &unpinnable));
-    }
-    if let Some(m) = plan
+    // Every checksum that cannot be had over https, all at once.
+    let unpinnable: Vec<&Wanted> = wanted.iter().filter(|w| w.source().is_none()).collect();
+    let mut refused = unpinnable_diags(plan, &unpinnable);
+    match plan
         .file
         .artifacts
         .mirror
         .as_deref()
         .filter(|m| m.starts_with("http://"))
     {
-        return Err(http_mirror_diags(plan, m, &wanted));
+        Some(m) => refused.extend(http_mirror_diags(plan, m, &wanted)),
+        None => {
+            let plain: Vec<&Wanted> = wanted
+                .iter()
+                .filter(|w| w.source().is_some_and(|u| !u.starts_with("https://")))
+                .collect();
+            refused.extend(plain_http_diags(plan, &plain));
+        }
+    }
+    if refused.has_errors() {
+        return Err(refused);
     }
     if req.checksums == ChecksumMode::Known {
         return Ok((tasks, fetched));
@@ -104,7 +128,14 @@ pub(super) async fn expand(
     for r in checksums::fetch(&wanted, FETCH_TIMEOUT).await {
         match r {
             Ok((url, rec)) => {
-                fetched.push((rec.file.clone(), url.clone()));
+                fetched.push(Fetched {
+                    file: rec.file.clone(),
+                    url: url.clone(),
+                    from_artifact: wanted
+                        .iter()
+                        .any(|w| w.from_artifact() && w.url.as_deref() == Some(&url)),
+                    sha512_checked: rec.sha512_file.is_some(),
+                });
                 sums.record(url, rec);
             }
             Err(e) => errors.push(
@@ -117,7 +148,7 @@ pub(super) async fn expand(
                 )
                 .with_hint(format!(
                     "pin it in the plan: [artifacts.sha256] \"{}\" = \"<sha256>\" \
-                     (or set [artifacts] mirror to a site that serves the checksum files)",
+                     (or set [artifacts] mirror to an https site that serves the files)",
                     e.file
                 ))
                 .at(plan.loc("artifacts")),
@@ -160,7 +191,7 @@ fn unpinnable_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {
                     WantedKind::Sha256 => Diagnostic::error(
                         "artifact-checksum",
                         format!(
-                            "{what} has no published checksum file, and neither the plan nor kwin pins its SHA-256"
+                            "{what} has no published checksum file and no URL kwin could fetch it from, and neither the plan nor kwin pins its SHA-256"
                         ),
                     )
                     .with_hint(format!(
@@ -184,26 +215,55 @@ fn unpinnable_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {
     )
 }
 
-/// A plain-HTTP mirror would serve the checksum files too: refused for every checksum that
-/// is not pinned (by the plan or kwin).
+/// A plain-HTTP mirror would serve the checksum files (or the artifacts kwin hashes) too:
+/// refused for every checksum that is not pinned (by the plan or kwin).
 fn http_mirror_diags(plan: &LoadedPlan, mirror: &str, wanted: &[Wanted]) -> Diagnostics {
     Diagnostics(
         wanted
             .iter()
-            .filter(|w| w.sums_url.is_some())
+            .filter(|w| w.source().is_some())
             .map(|w| {
+                let over = if w.from_artifact() {
+                    "kwin would hash the file as that mirror serves it, over the same unauthenticated connection the hosts use"
+                } else {
+                    "its checksum file would come over the same unauthenticated connection as the file"
+                };
                 Diagnostic::error(
                     "mirror-http",
                     format!(
-                        "artifacts.mirror \"{mirror}\" is plain HTTP, and `{}` has no pinned SHA-256: its checksum file would come over the same unauthenticated connection as the file",
+                        "artifacts.mirror \"{mirror}\" is plain HTTP, and `{}` has no pinned SHA-256: {over}",
                         w.file
                     ),
                 )
                 .with_hint(format!(
-                    "pin it: [artifacts.sha256] \"{}\" = \"<64 hex digits>\" (from the upstream's checksum file, read over https), or serve the mirror over https",
+                    "pin it: [artifacts.sha256] \"{}\" = \"<64 hex digits>\" (taken from the upstream over https), or serve the mirror over https",
                     w.file
                 ))
                 .at(plan.loc("artifacts.mirror"))
+            })
+            .collect(),
+    )
+}
+
+/// A checksum (file or artifact) whose URL is not https: nothing fetched over it is trusted.
+fn plain_http_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {
+    Diagnostics(
+        wanted
+            .iter()
+            .map(|w| {
+                Diagnostic::error(
+                    "artifact-checksum",
+                    format!(
+                        "`{}`: its checksum would come from {}, and kwin fetches checksums only over https",
+                        w.file,
+                        w.source().unwrap_or_default()
+                    ),
+                )
+                .with_hint(format!(
+                    "pin it in the plan: [artifacts.sha256] \"{}\" = \"<64 hex digits>\", or use an https URL",
+                    w.file
+                ))
+                .at(plan.loc("artifacts").or_else(|| plan.loc("cluster")))
             })
             .collect(),
     )

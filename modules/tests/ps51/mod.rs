@@ -13,9 +13,13 @@
 //!   `generate_cmdlets.py`), one of their documented aliases, a function the script defines,
 //!   or a native program named with its extension (`sc.exe`, not `sc`, which is the alias of
 //!   `Set-Content`) or by path.
-//! - `import-only`: cmdlets documented only for later Windows Server releases (the
-//!   HostNetworkingService module) are accepted only in a script that imports their module
-//!   itself and so is written for the module to be missing.
+//! - `ws2025-only`: cmdlets documented only for Windows Server 2025 (the HostNetworkingService
+//!   module: Get-HnsNetwork, Get-HnsPolicyList, ...) are refused, imported or not. kwin
+//!   supports Windows Server 2019 and 2022, where Microsoft documents no such module and
+//!   nothing shows the policy-list cmdlets in-box (microsoft/SDN 299daf2 kept them in hns.psm1
+//!   when it dropped the ones that clashed with in-box cmdlets); a script that imports the
+//!   module "if present" does nothing where it is absent. kwin's scripts talk to HNS through
+//!   `plans/lib/hns.ps1` (vmcompute.dll's HNSCall) instead.
 //! - `parameter`: every named parameter of a cmdlet is one of its documented parameters or a
 //!   common parameter, written out in full (no alias, no prefix): what 5.1 accepts and what a
 //!   reader can look up.
@@ -38,7 +42,7 @@ pub struct Cmdlet {
     pub name: String,
     pub module: String,
     /// `5.1` (ships with Windows PowerShell 5.1), `ws2019` (Windows Server 2019 module),
-    /// `import` (documented only for a later Windows Server).
+    /// `ws2025` (documented only for Windows Server 2025).
     pub availability: String,
     pub params: Vec<String>,
     /// Alias (lowercase) → parameter.
@@ -263,10 +267,9 @@ pub fn analyze(script: &str, table: &Table) -> Analysis {
     let root = tree.root_node();
     let all = descendants(root);
 
-    // Functions the script defines; string values assigned to variables; imported modules.
+    // Functions the script defines; string values assigned to variables.
     let mut functions = BTreeSet::new();
     let mut strings: BTreeMap<String, String> = BTreeMap::new();
-    let mut imports = BTreeSet::new();
     for n in &all {
         match n.kind() {
             "function_statement" => {
@@ -355,26 +358,13 @@ pub fn analyze(script: &str, table: &Table) -> Analysis {
             }
             "command" => {
                 let inv = command(*n, script, table, &functions, &strings, &mut findings);
-                if inv.kind == CommandKind::Cmdlet && inv.name.eq_ignore_ascii_case("Import-Module")
-                {
-                    // Positional or -Name argument: the module name.
-                    for a in arguments(*n) {
-                        if let Some(lit) = as_string_literal(a, script) {
-                            if let Some(v) = literal_value(lit, script) {
-                                imports.insert(v.to_ascii_lowercase());
-                            }
-                        } else {
-                            imports.insert(text(a, script).trim().to_ascii_lowercase());
-                        }
-                    }
-                }
                 invocations.push(inv);
             }
             _ => {}
         }
     }
 
-    // Cmdlets documented only for later Windows Server releases need the script's own import.
+    // Cmdlets documented only for Windows Server 2025 are refused.
     for n in &all {
         if n.kind() != "command" {
             continue;
@@ -388,12 +378,12 @@ pub fn analyze(script: &str, table: &Table) -> Analysis {
             .cloned()
             .unwrap_or(name.to_ascii_lowercase());
         if let Some(c) = table.cmdlets.get(&key) {
-            if c.availability == "import" && !imports.contains(&c.module.to_ascii_lowercase()) {
+            if c.availability == "ws2025" && !functions.contains(&key) {
                 findings.push(Finding {
                     line: line(*n),
-                    rule: "import-only",
+                    rule: "ws2025-only",
                     message: format!(
-                        "`{}` ({}) is documented for later Windows Server releases only ({}); import the module in the script and allow for it to be missing",
+                        "`{}` ({}) is documented for Windows Server 2025 only ({}), and kwin supports 2019 and 2022: reach HNS through plans/lib/hns.ps1",
                         c.name, c.module, c.source
                     ),
                 });

@@ -9,6 +9,9 @@
 //!   fact scripts, its `run` / `onlyif` / `unless` text, its output script and its step
 //!   scripts (planned against a fresh host: for each fact kind, the answer a `create` case of
 //!   `tests/windows_cases/` gives) are collected;
+//! - the start scripts the same recipes ship in ConfigMaps for Windows HostProcess pods (every
+//!   ConfigMap `*.ps1` entry of every `kube_apply` manifest): Windows nodes run them with
+//!   Windows PowerShell;
 //! - the engine's own PowerShell: the probe batch, the executor's apply batch
 //!   (`powershell_batch_sample`), the reboot trigger and boot-id scripts, the WinRM run
 //!   wrapper, upload and download scripts, and the ssh-powershell bootstrap;
@@ -410,6 +413,46 @@ pub fn recipe_scripts() -> Vec<Script> {
     out
 }
 
+/// The PowerShell start scripts the recipes ship in ConfigMaps (`*.ps1` data entries of the
+/// `kube_apply` manifests) for the example plans: what HostProcess pods run on Windows nodes.
+pub fn configmap_scripts() -> Vec<Script> {
+    let mut out = Vec::new();
+    for example in EXAMPLES {
+        let plan = example_plan(example, None);
+        let tasks = expand_with_sums(&plan, kwin_modules::recipes::RECIPES)
+            .unwrap_or_else(|d| panic!("{example}: {d}"));
+        for t in tasks.iter().filter(|t| t.module == "kube_apply") {
+            let Some(manifest) = t.params.get("manifest").and_then(|v| v.as_str()) else {
+                continue;
+            };
+            for doc in serde_yaml_ng::Deserializer::from_str(manifest) {
+                let v = serde_json::Value::deserialize(doc)
+                    .unwrap_or_else(|e| panic!("{example} {}: {e}", t.id));
+                if v["kind"] != "ConfigMap" {
+                    continue;
+                }
+                let Some(data) = v["data"].as_object() else {
+                    continue;
+                };
+                for (key, text) in data {
+                    if let (true, Some(text)) = (key.ends_with(".ps1"), text.as_str()) {
+                        out.push(Script::new(
+                            format!(
+                                "{example} (apply) {}: ConfigMap {}/{} {key}",
+                                t.id,
+                                v["metadata"]["namespace"].as_str().unwrap_or(""),
+                                v["metadata"]["name"].as_str().unwrap_or("")
+                            ),
+                            text,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The engine's own PowerShell.
 pub fn engine_scripts() -> Vec<Script> {
     use kwin_engine::exec::reboot::{boot_id_script, trigger_script};
@@ -486,6 +529,7 @@ pub fn example_scripts() -> Vec<Script> {
 pub fn all() -> Vec<Script> {
     let mut v = module_case_scripts();
     v.extend(recipe_scripts());
+    v.extend(configmap_scripts());
     v.extend(engine_scripts());
     v.extend(verify_scripts());
     v.extend(example_scripts());
