@@ -1,7 +1,7 @@
 //! `kwin kubeconfig plan.toml [-o FILE]`: the cluster's admin kubeconfig, read on the first
 //! control plane over a session's connection (host keys as for apply, the run logged — its
 //! stdout never: it holds the admin key; `kwin_modules::kube::kubeconfig`), written with mode
-//! 0600 through a new, randomly named file and a rename (`state::write_private`). Default
+//! 0600 through a new, randomly named file and a rename (`fs::write_private`). Default
 //! file: `<cluster name>.kubeconfig` next to the plan. Only the path, context and server are
 //! reported.
 
@@ -39,7 +39,7 @@ pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow:
         Err(FetchError::Failed(e)) => anyhow::bail!("{e}"),
     };
     let path = file.unwrap_or_else(|| p.plan.base_dir.join(format!("{}.kubeconfig", cluster.name)));
-    kwin_engine::exec::state::write_private(&path, yaml.as_bytes())
+    kwin_engine::fs::write_private(&path, yaml.as_bytes())
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     out.kubeconfig_written(&KubeconfigWritten {
         path: &path,

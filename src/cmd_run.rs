@@ -54,7 +54,7 @@ pub fn run_prepared(
 ) -> anyhow::Result<Outcome> {
     drive::stage(out, Render::Run(mode, what), |ctl| async move {
         let mut s = Session::open(p, &run.flags(), mode, ctl)?;
-        let summary = pipeline::run(&mut s, p, &kwin_modules::Builtin).await?;
+        let summary = pipeline::run(&mut s, p).await?;
         Ok((Outcome::of(&summary, detailed_exitcode), s.notes()))
     })
 }

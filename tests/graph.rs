@@ -512,7 +512,8 @@ params = {{ run = \"true\", creates = \"/tmp/done\" }}
         .expect_err("bad inputs")
         .to_string();
     assert!(
-        err.contains("input `other`") && err.contains("`no-such-task` does not run on host `cp1`"),
+        err.contains("input `other`")
+            && err.contains("`no-such-task`, which is not a task or recipe step"),
         "{err}"
     );
     assert!(!err.contains("input `token`"), "{err}");

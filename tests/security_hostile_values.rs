@@ -3,7 +3,7 @@
 //! or reaches the host literally — never run as code.
 //!
 //! - Fields that become names, addresses, labels, taints or pins are refused
-//!   (in process, `kwin_engine::plan::check_str`).
+//!   (in process, `kwin_engine::plan::validate::load_and_validate_str`).
 //! - User task values (file path and content, command guards and text) are applied to a real
 //!   lab host over SSH, read back with the system ssh client and compared byte for byte; a
 //!   marker file that any injection would create must not exist; the second apply changes
@@ -43,12 +43,19 @@ fn steps() -> Vec<String> {
 }
 
 fn check(text: &str) -> kwin_engine::diag::Diagnostics {
-    kwin_engine::plan::check_str(
+    use kwin_engine::module::Registry;
+    let modules = kwin_modules::Builtin.names();
+    let steps = steps();
+    let known = kwin_engine::plan::validate::Names {
+        modules: &modules,
+        recipe_steps: &steps,
+    };
+    kwin_engine::plan::validate::load_and_validate_str(
         std::path::Path::new("plan.toml"),
         text,
-        &kwin_modules::Builtin,
-        &steps(),
+        known,
     )
+    .diags
 }
 
 /// A one-line TOML basic string holding `s` exactly.

@@ -263,18 +263,25 @@ fn mutate_once(rng: &mut Rng, text: &mut Vec<u8>) -> &'static str {
     }
 }
 
-/// The front half of `kwin validate`, in process: check (load + validate), and when that
-/// finds no error, expansion and the graph. `Ok(warnings)` or `Err(diagnostics)`.
-fn front_half(path: &Path) -> Result<Diagnostics, Diagnostics> {
-    let registry = kwin_modules::Builtin;
+/// Load and validate the plan at `path` (read once): the plan, or every diagnostic.
+fn load_and_validate(path: &Path) -> kwin_engine::plan::validate::Checked {
+    use kwin_engine::module::Registry;
     let steps = kwin_modules::recipes::step_names();
-    let diags = kwin_engine::plan::check(path, &registry, &steps);
-    if diags.has_errors() {
-        return Err(diags);
-    }
-    let plan = kwin_engine::plan::load(path)?;
+    let modules = kwin_modules::Builtin.names();
+    let known = kwin_engine::plan::validate::Names {
+        modules: &modules,
+        recipe_steps: &steps,
+    };
+    kwin_engine::plan::validate::load_and_validate(path, known)
+}
+
+/// The front half of `kwin validate`, in process: load + validate, and when that finds no
+/// error, expansion, the graph and the build phase. `Ok(warnings)` or `Err(diagnostics)`.
+fn front_half(path: &Path) -> Result<Diagnostics, Diagnostics> {
+    let (plan, diags) = load_and_validate(path).into_result()?;
     let tasks = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RECIPES)?;
-    kwin_engine::graph::TaskGraph::build(tasks)?;
+    let graph = kwin_engine::graph::TaskGraph::build(tasks)?;
+    kwin_engine::module::build::build_all(&plan, &graph, &kwin_modules::Builtin)?;
     Ok(diags)
 }
 
@@ -409,8 +416,7 @@ fn invalid_utf8_plan_is_rejected_at_the_line_of_the_bad_byte() {
     let path = dir.path().join("plan.toml");
     let text = b"[[hosts]]\nname = \"h1\"\naddress = \"10.0.0.1\"\nos = \"linux\"\nlabels = { team = \"caf\xe9\" }\n";
     std::fs::write(&path, text).expect("write plan");
-    let steps = kwin_modules::recipes::step_names();
-    let diags = kwin_engine::plan::check(&path, &kwin_modules::Builtin, &steps);
+    let diags = load_and_validate(&path).diags;
     assert!(diags.has_errors(), "accepted: {diags}");
     let lines: Vec<usize> = diags
         .errors()

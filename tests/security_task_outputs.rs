@@ -11,6 +11,7 @@ use kwin_engine::event::{EventSink, Mode};
 use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::graph::TaskGraph;
+use kwin_engine::module::build::instantiate;
 use kwin_engine::module::{
     Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Registry, Step, Touches,
 };
@@ -247,10 +248,12 @@ async fn a_task_output_secret_never_shows() {
     options.step_timeout = Duration::from_secs(30);
     let (sink, mut rx) = EventSink::channel();
     let (_canceller, cancel) = Cancel::pair();
+    let modules =
+        instantiate(&graph, &|_| Shell::Posix, &Modules).unwrap_or_else(|e| panic!("build: {e:?}"));
     let summary = execute(Run {
         graph: Arc::new(graph),
+        modules,
         hosts,
-        registry: &Modules,
         options,
         scrubber: Scrubber::new(),
         events: sink,
@@ -271,7 +274,11 @@ async fn a_task_output_secret_never_shows() {
             "{events}"
         );
     }
-    assert_eq!((summary.changed, summary.failed), (3, 1), "{events}");
+    assert_eq!(
+        (summary.counts.changed, summary.counts.failed),
+        (3, 1),
+        "{events}"
+    );
     assert!(events.contains("exit code 9"), "{events}");
 
     let mut forms = vec![token.clone()];

@@ -1,4 +1,4 @@
-//! Load + validate + expand + graph of a plan with 1,000 Linux hosts, each with the
+//! Load + validate + expand + graph + build of a plan with 1,000 Linux hosts, each with the
 //! benchmark workload's 20 user tasks (bench/workload/gen.py): 20,000 task instances.
 //! Goal (bench/README.md): the whole pipeline in < 100 ms.
 //!
@@ -9,8 +9,10 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use kwin_engine::expand::expand;
 use kwin_engine::graph::TaskGraph;
+use kwin_engine::module::build::build_all;
+use kwin_engine::module::Registry;
 use kwin_engine::plan::load_str;
-use kwin_engine::plan::validate::validate;
+use kwin_engine::plan::validate::{validate, Names};
 use kwin_modules::recipes::RECIPES;
 use kwin_modules::Builtin;
 use std::fmt::Write as _;
@@ -151,22 +153,35 @@ fn fixture() -> Fixture {
     }
 }
 
+/// What validation checks names against: the built-in modules (no recipe steps: the
+/// workload's tasks name none).
+fn known<'a>(modules: &'a [&'a str]) -> Names<'a> {
+    Names {
+        modules,
+        recipe_steps: &[],
+    }
+}
+
 /// The pipeline under test; panics on any diagnostic error so a broken plan cannot look fast.
 fn pipeline(path: &Path, text: &str) -> TaskGraph {
     let plan = match load_str(path, text) {
         Ok(p) => p,
         Err(d) => panic!("load: {d:?}"),
     };
-    let diags = validate(&plan, &Builtin);
+    let diags = validate(&plan, known(&Builtin.names()));
     assert!(!diags.has_errors(), "validate: {diags:?}");
     let tasks = match expand(&plan, RECIPES) {
         Ok(t) => t,
         Err(d) => panic!("expand: {d:?}"),
     };
-    match TaskGraph::build(tasks) {
+    let graph = match TaskGraph::build(tasks) {
         Ok(g) => g,
         Err(d) => panic!("graph: {d:?}"),
+    };
+    if let Err(d) = build_all(&plan, &graph, &Builtin) {
+        panic!("build: {d:?}");
     }
+    graph
 }
 
 fn bench(c: &mut Criterion) {
@@ -199,8 +214,9 @@ fn bench(c: &mut Criterion) {
     let plan = load_str(&f.path, &f.text)
         .map_err(|d| format!("{d:?}"))
         .expect("load");
+    let modules = Builtin.names();
     group.bench_function("validate", |b| {
-        b.iter(|| black_box(validate(&plan, &Builtin)))
+        b.iter(|| black_box(validate(&plan, known(&modules))))
     });
     group.bench_function("expand", |b| {
         b.iter_with_large_drop(|| {
@@ -222,6 +238,16 @@ fn bench(c: &mut Criterion) {
             },
             BatchSize::LargeInput,
         )
+    });
+    let graph = TaskGraph::build(tasks)
+        .map_err(|d| format!("{d:?}"))
+        .expect("graph");
+    group.bench_function("build", |b| {
+        b.iter_with_large_drop(|| {
+            build_all(&plan, &graph, &Builtin)
+                .map_err(|d| format!("{d:?}"))
+                .expect("build")
+        })
     });
     group.finish();
 }

@@ -36,6 +36,7 @@
 //! compromised upstream. kwin's digests and a pin in the plan (or a reviewed
 //! `.kwin/checksums.toml` kept with the plan) fix the artifacts for every run.
 
+use crate::net::Https;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -221,17 +222,7 @@ impl Known {
     }
 }
 
-/// An OpenPGP v4 fingerprint as 40 upper-case hex digits (spaces and a `0x` prefix dropped),
-/// or `None` if it is not one.
-pub fn normalize_fingerprint(s: &str) -> Option<String> {
-    let t: String = s
-        .trim()
-        .trim_start_matches("0x")
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    (t.len() == 40 && t.bytes().all(|b| b.is_ascii_hexdigit())).then(|| t.to_ascii_uppercase())
-}
+pub use crate::plan::syntax::normalize_fingerprint;
 
 /// The checksums known to one expansion, and what was asked for in vain.
 #[derive(Debug, Clone, Default)]
@@ -421,7 +412,7 @@ pub fn save_record(path: &Path, map: &BTreeMap<String, Recorded>) -> Result<(), 
     text.push_str(
         &toml::to_string(map).map_err(|e| format!("cannot encode {}: {e}", path.display()))?,
     );
-    crate::exec::state::write_private(path, text.as_bytes())
+    crate::fs::write_private(path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
@@ -504,55 +495,17 @@ impl std::fmt::Display for FetchError {
 /// caller's timeout).
 const ARTIFACT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Fetch every wanted checksum (on the controller, all at once): the checksum file where there
-/// is one; else the artifact itself, hashed as it streams in (at most [`MAX_ARTIFACT_BYTES`])
-/// and checked against its SHA-512 file when the request names one. Each result is keyed by
-/// the URL the checksum came from (checksum file or artifact). Requests with nothing to fetch
-/// (no URL, or a signing key) are left out: the caller reports them. Only `https://`, and
-/// redirects must stay on https. Uses the controller's `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`
-/// environment.
+/// Fetch every wanted checksum (on the controller, all at once) with `client`
+/// (`transport::http::Client`): the checksum file where there is one; else the artifact
+/// itself, hashed as it streams in (at most [`MAX_ARTIFACT_BYTES`]) and checked against its
+/// SHA-512 file when the request names one. Each result is keyed by the URL the checksum came
+/// from (checksum file or artifact). Requests with nothing to fetch (no URL, or a signing
+/// key) are left out: the caller reports them. Only `https://`, and redirects must stay on
+/// https (the client's rule).
 pub async fn fetch(
     wanted: &[Wanted],
-    timeout: Duration,
+    client: Arc<dyn Https>,
 ) -> Vec<Result<(String, Recorded), FetchError>> {
-    // https only, and a redirect must stay on https: a checksum (or an artifact hashed here)
-    // that could come over plain HTTP proves nothing about what a host downloads.
-    let policy = reqwest::redirect::Policy::custom(|attempt| {
-        if attempt.url().scheme() != "https" {
-            let to = attempt.url().to_string();
-            attempt.error(format!(
-                "redirected to {to}: checksums are fetched only over https"
-            ))
-        } else if attempt.previous().len() >= 10 {
-            attempt.error("more than 10 redirects")
-        } else {
-            attempt.follow()
-        }
-    });
-    let client = match reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .https_only(true)
-        .redirect(policy)
-        .user_agent(concat!("kwin/", env!("CARGO_PKG_VERSION")))
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            return wanted
-                .iter()
-                .filter_map(|w| {
-                    w.source().map(|u| {
-                        Err(FetchError {
-                            file: w.file.clone(),
-                            url: u.to_string(),
-                            why: format!("cannot make an HTTP client: {e}"),
-                        })
-                    })
-                })
-                .collect();
-        }
-    };
     let mut set = tokio::task::JoinSet::new();
     for (i, w) in wanted.iter().enumerate() {
         let Some(url) = w.source().map(str::to_string) else {
@@ -561,10 +514,11 @@ pub async fn fetch(
         let client = client.clone();
         let w = w.clone();
         set.spawn(async move {
+            let client = client.as_ref();
             let r = if w.from_artifact() {
-                hash_artifact(&client, &url, &w.file, w.sha512_url.as_deref()).await
+                hash_artifact(client, &url, &w.file, w.sha512_url.as_deref()).await
             } else {
-                fetch_one(&client, &url, &w.file)
+                fetch_one(client, &url, &w.file)
                     .await
                     .map(|sha256| Recorded {
                         file: w.file.clone(),
@@ -598,32 +552,11 @@ pub async fn fetch(
     out.into_iter().map(|(_, r)| r).collect()
 }
 
-/// GET `url` over https with a success status.
-async fn get(
-    client: &reqwest::Client,
-    url: &str,
-    timeout: Option<Duration>,
-) -> Result<reqwest::Response, String> {
-    if !url.starts_with("https://") {
-        return Err("checksums are fetched only over https".to_string());
-    }
-    let mut req = client.get(url);
-    if let Some(t) = timeout {
-        req = req.timeout(t);
-    }
-    let resp = req.send().await.map_err(|e| describe(&e))?;
-    let status = resp.status();
-    if !status.is_success() {
-        return Err(format!("HTTP {status}"));
-    }
-    Ok(resp)
-}
-
 /// A small text file (a checksum file) at `url`, at most [`MAX_SUMS_BYTES`].
-async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, String> {
-    let mut resp = get(client, url, None).await?;
+async fn fetch_text(client: &dyn Https, url: &str) -> Result<String, String> {
+    let mut resp = client.get(url, None).await?;
     let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
+    while let Some(chunk) = resp.chunk().await? {
         if body.len() + chunk.len() > MAX_SUMS_BYTES {
             return Err(format!(
                 "larger than {} KiB: not a checksum file",
@@ -635,7 +568,7 @@ async fn fetch_text(client: &reqwest::Client, url: &str) -> Result<String, Strin
     String::from_utf8(body).map_err(|_| "not UTF-8 text".to_string())
 }
 
-async fn fetch_one(client: &reqwest::Client, url: &str, file: &str) -> Result<String, String> {
+async fn fetch_one(client: &dyn Https, url: &str, file: &str) -> Result<String, String> {
     parse_sums(&fetch_text(client, url).await?, file)
 }
 
@@ -643,7 +576,7 @@ async fn fetch_one(client: &reqwest::Client, url: &str, file: &str) -> Result<St
 /// upstream's SHA-512 file at `sha512_url` (fetched first, so a missing one stops before the
 /// download).
 async fn hash_artifact(
-    client: &reqwest::Client,
+    client: &dyn Https,
     url: &str,
     file: &str,
     sha512_url: Option<&str>,
@@ -669,19 +602,17 @@ async fn hash_artifact(
             MAX_ARTIFACT_BYTES / (1024 * 1024)
         )
     };
-    let mut resp = get(client, url, Some(ARTIFACT_TIMEOUT))
+    let mut resp = client
+        .get(url, Some(ARTIFACT_TIMEOUT))
         .await
         .map_err(|why| fail(url, why))?;
-    if resp
-        .content_length()
-        .is_some_and(|n| n > MAX_ARTIFACT_BYTES)
-    {
+    if resp.announced_len().is_some_and(|n| n > MAX_ARTIFACT_BYTES) {
         return Err(fail(url, too_large()));
     }
     let mut sha256 = Sha256::new();
     let mut sha512 = want512.as_ref().map(|_| Sha512::new());
     let mut len: u64 = 0;
-    while let Some(chunk) = resp.chunk().await.map_err(|e| fail(url, describe(&e)))? {
+    while let Some(chunk) = resp.chunk().await.map_err(|why| fail(url, why))? {
         len += chunk.len() as u64;
         if len > MAX_ARTIFACT_BYTES {
             return Err(fail(url, too_large()));
@@ -705,24 +636,6 @@ async fn hash_artifact(
         sha256: hex::encode(sha256.finalize()),
         sha512_file: sha512_url.map(str::to_string),
     })
-}
-
-/// reqwest's error with its causes, on one line.
-fn describe(e: &reqwest::Error) -> String {
-    let mut s = if e.is_timeout() {
-        "timed out".to_string()
-    } else if e.is_connect() {
-        "cannot connect".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut src = std::error::Error::source(e);
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -28,6 +28,37 @@ pub enum TaskStatus {
     Skipped,
 }
 
+/// Tasks by outcome: of a host (`host_finished`), of a run (`summary`, the journal,
+/// `exec::RunSummary`). Flattened into the events' JSON: `"ok":…,"changed":…,…`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub ok: usize,
+    pub changed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+impl Counts {
+    /// Count one task that ended with `status`.
+    pub fn add(&mut self, status: TaskStatus) {
+        match status {
+            TaskStatus::Ok => self.ok += 1,
+            TaskStatus::Changed => self.changed += 1,
+            TaskStatus::Failed => self.failed += 1,
+            TaskStatus::Skipped => self.skipped += 1,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.ok += o.ok;
+        self.changed += o.changed;
+        self.failed += o.failed;
+        self.skipped += o.skipped;
+    }
+}
+
 /// The outcome of one check of `kwin verify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -80,10 +111,8 @@ pub enum Event {
     },
     HostFinished {
         host: String,
-        ok: usize,
-        changed: usize,
-        failed: usize,
-        skipped: usize,
+        #[serde(flatten)]
+        counts: Counts,
         duration_ms: u64,
         /// Why the host failed, if it did.
         error: Option<String>,
@@ -114,10 +143,8 @@ pub enum Event {
     /// Always the last event of a run.
     Summary {
         hosts: usize,
-        ok: usize,
-        changed: usize,
-        failed: usize,
-        skipped: usize,
+        #[serde(flatten)]
+        counts: Counts,
         duration_ms: u64,
     },
 }
@@ -134,5 +161,41 @@ impl EventSink {
     /// Send an event; a closed receiver (CLI shutting down) is not an error for the engine.
     pub fn send(&self, e: Event) {
         let _ = self.0.send(e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON of the events that carry [`Counts`] is what it was with the counts written
+    /// out field by field (consumers of `--output json` and the journal see no change).
+    #[test]
+    fn counts_flatten_into_the_same_json() {
+        let counts = Counts {
+            ok: 1,
+            changed: 2,
+            failed: 3,
+            skipped: 4,
+        };
+        let host = Event::HostFinished {
+            host: "h1".into(),
+            counts,
+            duration_ms: 5,
+            error: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&host).expect("json"),
+            r#"{"event":"host_finished","host":"h1","ok":1,"changed":2,"failed":3,"skipped":4,"duration_ms":5,"error":null}"#
+        );
+        let summary = Event::Summary {
+            hosts: 2,
+            counts,
+            duration_ms: 6,
+        };
+        assert_eq!(
+            serde_json::to_string(&summary).expect("json"),
+            r#"{"event":"summary","hosts":2,"ok":1,"changed":2,"failed":3,"skipped":4,"duration_ms":6}"#
+        );
     }
 }

@@ -11,85 +11,16 @@
 //! every other query runs its own command in a subshell (a fork, no exec), so a failing or
 //! exiting query does not stop the others.
 
+mod output;
 pub mod paths;
 
+use output::find;
+pub use output::{clip, FactError, FactOutput};
 pub use paths::{PathQuery, PathRead, CONTENT_LIMIT, STAT_FORMAT};
 
-use crate::transport::{Output, Shell};
+use crate::shell::{Output, Shell};
 use std::collections::BTreeMap;
 use std::fmt;
-use thiserror::Error;
-
-/// Raw answer to one fact query.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FactOutput {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub exit: i32,
-}
-
-impl FactOutput {
-    pub fn stdout_str(&self) -> Result<&str, FactError> {
-        std::str::from_utf8(&self.stdout).map_err(|_| FactError::NotUtf8)
-    }
-}
-
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum FactError {
-    #[error("fact `{0}` was not probed (this is a bug in kwin)")]
-    Missing(String),
-    #[error("fact output is not valid UTF-8")]
-    NotUtf8,
-    #[error("cannot parse fact output: {}", clip(.0))]
-    Parse(String),
-    #[error("fact command failed with exit code {exit}: {}", clip(.stderr))]
-    Command { exit: i32, stderr: String },
-}
-
-/// Longest stretch of remote text an error message quotes (at each end of the text).
-const QUOTE_HALF: usize = 512;
-
-/// `text`, or when it is long, its first and last whole words within [`QUOTE_HALF`] bytes
-/// each and how many bytes were left out between them. A host can print anything (a 64 MiB
-/// line, a runaway loop) and messages go to the terminal, the logs and the run journal, so
-/// they quote a bounded amount. Cuts fall only on whitespace: a word, such as a secret the
-/// run's scrubber replaces later, is quoted whole or not at all.
-pub fn clip(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.len() <= 2 * QUOTE_HALF + 64 {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut head_end = QUOTE_HALF;
-    while !text.is_char_boundary(head_end) {
-        head_end -= 1;
-    }
-    let head = if text[head_end..].starts_with(char::is_whitespace) {
-        &text[..head_end]
-    } else {
-        match text[..head_end].rfind(char::is_whitespace) {
-            Some(i) => &text[..i],
-            None => "",
-        }
-    };
-    let mut tail_start = text.len() - QUOTE_HALF;
-    while !text.is_char_boundary(tail_start) {
-        tail_start += 1;
-    }
-    let tail = if text[..tail_start].ends_with(char::is_whitespace) {
-        &text[tail_start..]
-    } else {
-        match text[tail_start..].find(char::is_whitespace) {
-            Some(i) => &text[tail_start + i..],
-            None => "",
-        }
-    };
-    let left_out = text.len() - head.len() - tail.len();
-    let quoted = format!(
-        "{} [... {left_out} bytes left out ...] {}",
-        head.trim_end(),
-        tail.trim_start()
-    );
-    std::borrow::Cow::Owned(quoted.trim().to_string())
-}
 
 /// A typed, read-only question about a host.
 pub trait Fact {
@@ -145,6 +76,11 @@ type Split<'a> = (
     Vec<(&'a FactQuery, &'a PathQuery)>,
     Vec<(usize, &'a FactQuery)>,
 );
+
+/// The path questions of a split.
+fn only_paths<'a>(qs: &[(&'a FactQuery, &'a PathQuery)]) -> Vec<&'a PathQuery> {
+    qs.iter().map(|(_, p)| *p).collect()
+}
 
 fn split(shell: Shell, queries: &[FactQuery]) -> Split<'_> {
     let mut seen = std::collections::HashSet::new();
@@ -214,11 +150,7 @@ impl Facts {
 }
 
 /// Random marker that delimits sections of a batched script's output.
-pub fn new_nonce() -> String {
-    use rand::Rng;
-    let n: u128 = rand::rng().random();
-    format!("{n:032x}")
-}
+pub use crate::fs::new_nonce;
 
 /// One script that answers every query, each answer delimited by markers carrying `nonce`.
 /// Duplicate keys are asked once. Path queries (POSIX) are answered together by kind (see
@@ -233,7 +165,7 @@ pub fn batch_script(shell: Shell, queries: &[FactQuery], nonce: &str) -> String 
             // shell would stop reading it at its input buffer's end. Each command gets its own.
             s.push_str("export LC_ALL=C\n");
             if !path_qs.is_empty() {
-                s.push_str(&paths::script(&path_qs, nonce));
+                s.push_str(&paths::script(&only_paths(&path_qs), nonce));
             }
             for (i, q) in rest {
                 s.push_str(&format!(
@@ -292,7 +224,11 @@ pub fn parse_batch_for(
         if let Some(e) = find(&stdout, end.as_bytes()) {
             out_from = e + end.len();
         }
-        for ((q, _), answer) in path_qs.iter().zip(paths::answers(&path_qs, group, nonce)?) {
+        for ((q, _), answer) in
+            path_qs
+                .iter()
+                .zip(paths::answers(&only_paths(&path_qs), group, nonce)?)
+        {
             facts.insert(q.key.clone(), answer);
         }
     }
@@ -363,7 +299,7 @@ pub fn redact_for_log(
         let end = format!("\n@@kwin:{nonce}:paths:end\n");
         let keys: Vec<&str> = path_qs.iter().map(|(q, _)| q.key.as_str()).collect();
         stdout = replace_section(&stdout, begin.as_bytes(), end.as_bytes(), |group| {
-            paths::redact_group(&path_qs, group, nonce, &|j| {
+            paths::redact_group(&only_paths(&path_qs), group, nonce, &|j| {
                 keys.get(j).is_some_and(|k| sensitive(k))
             })
         });
@@ -479,29 +415,10 @@ fn section<'a>(hay: &'a [u8], begin: &[u8], end: &[u8]) -> Option<(&'a [u8], &'a
     Some((&hay[b..e], &hay[e + end.len()..]))
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return None;
-    }
-    memchr::memmem::find(hay, needle)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn run_sh(script: &str) -> Output {
-        let out = std::process::Command::new("/bin/sh")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .expect("sh");
-        Output {
-            stdout: out.stdout,
-            stderr: out.stderr,
-            exit: out.status.code().unwrap_or(-1),
-        }
-    }
+    use crate::testing::run_sh;
 
     #[test]
     fn the_log_form_of_a_probe_hides_private_files_and_sensitive_answers() {
@@ -623,7 +540,6 @@ mod tests {
     /// batch must be read whole, and a query reading stdin must not eat the script.
     #[test]
     fn long_batch_through_stdin() {
-        use std::io::Write;
         let mut qs: Vec<FactQuery> = (0..400)
             .map(|i| FactQuery {
                 key: format!("k{i}"),
@@ -642,25 +558,7 @@ mod tests {
         let nonce = new_nonce();
         let script = batch_script(Shell::Posix, &qs, &nonce);
         assert!(script.len() > 64 * 1024);
-        let mut child = std::process::Command::new("/bin/sh")
-            .arg("-s")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("sh");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(script.as_bytes())
-            .expect("write");
-        let out = child.wait_with_output().expect("wait");
-        let out = Output {
-            stdout: out.stdout,
-            stderr: out.stderr,
-            exit: out.status.code().unwrap_or(-1),
-        };
+        let out = run_sh(&script);
         let facts = parse_batch(&qs, &out, &nonce).expect("every answer arrives");
         assert_eq!(facts.len(), 401);
         assert_eq!(facts.raw("reads-stdin").map(|f| f.stdout.len()), Some(0));

@@ -1,18 +1,21 @@
 //! Modules: idempotent steps. The engine's contract with `kwin-modules`.
 //!
-//! A module instance is built from a task's params (validated at plan load, so bad params are
-//! diagnostics with a plan line). It names the [`FactQuery`]s it needs; [`Module::plan`] is
-//! pure: desired state vs the facts → [`Plan::NoOp`] (with why) or [`Plan::Change`] (what,
-//! why, a diff, and the steps that carry it out). The engine executes the steps; a module never
-//! touches a host itself, so `--check` is simply "plan only".
+//! A module instance is built from a task's rendered params by the build phase (`build.rs`),
+//! before any host is contacted, so bad params are diagnostics with a plan line. It names the
+//! [`FactQuery`]s it needs; [`Module::plan`] is pure: desired state vs the facts →
+//! [`Plan::NoOp`] (with why) or [`Plan::Change`] (what, why, a diff, and the steps that carry
+//! it out). The engine executes the steps; a module never touches a host itself, so
+//! `--check` is simply "plan only".
 //!
 //! After its steps ran, the engine re-probes the task's facts and plans again: anything but
 //! NoOp is reported as "did not converge" — a bug in the module.
 
+pub mod build;
+
 use crate::fact::{FactError, FactQuery, Facts};
 use crate::secret::Secret;
 pub use crate::secret::{sensitive_digest, sensitive_hash, SENSITIVE_MARK};
-use crate::transport::Shell;
+use crate::shell::Shell;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -200,7 +203,7 @@ pub struct Ctx<'a> {
 
 /// A fresh [`Ctx::nonce`]: 128 random bits as 32 lowercase hex digits.
 pub fn new_plan_nonce() -> String {
-    crate::fact::new_nonce()
+    crate::fs::new_nonce()
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]

@@ -4,10 +4,11 @@
 //! exit codes are real), and every round trip must be expected: a script nobody expected
 //! fails the test. Host state lives in a temp dir per test.
 
-use kwin_engine::event::{Event, EventSink, Mode, TaskStatus};
+use kwin_engine::event::{Counts, Event, EventSink, Mode, TaskStatus};
 use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::graph::TaskGraph;
+use kwin_engine::module::build::{instantiate, Modules};
 use kwin_engine::module::{
     Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Registry, Step, Touches,
 };
@@ -438,6 +439,18 @@ fn opts(mode: Mode, state: &Path) -> RunOptions {
     o
 }
 
+/// Every task's module, built for the shell of its host's transport (as `module::build`
+/// builds them for a plan, before the run).
+fn modules(graph: &TaskGraph, hosts: &[HostHandle]) -> Modules {
+    let shell_of = |t: &Task| {
+        hosts
+            .iter()
+            .find(|h| h.name == t.id.host)
+            .map_or(Shell::Posix, |h| h.transport.shell())
+    };
+    instantiate(graph, &shell_of, &TestRegistry).unwrap_or_else(|e| panic!("build: {e:?}"))
+}
+
 async fn run_with(
     tasks: Vec<T>,
     hosts: &[(&str, Arc<dyn Transport>)],
@@ -447,16 +460,17 @@ async fn run_with(
     let graph = TaskGraph::build(tasks.into_iter().map(|t| t.task).collect()).expect("graph");
     let (sink, mut rx) = EventSink::channel();
     let (_canceller, cancel) = Cancel::pair();
+    let hosts: Vec<HostHandle> = hosts
+        .iter()
+        .map(|(n, t)| HostHandle {
+            name: n.to_string(),
+            transport: t.clone(),
+        })
+        .collect();
     let summary = execute(Run {
+        modules: modules(&graph, &hosts),
         graph: Arc::new(graph),
-        hosts: hosts
-            .iter()
-            .map(|(n, t)| HostHandle {
-                name: n.to_string(),
-                transport: t.clone(),
-            })
-            .collect(),
-        registry: &TestRegistry,
+        hosts,
         options: o,
         scrubber,
         events: sink,
@@ -499,10 +513,10 @@ fn w(content: &str) -> String {
 
 fn summary(o: &Outcome) -> (usize, usize, usize, usize) {
     (
-        o.summary.ok,
-        o.summary.changed,
-        o.summary.failed,
-        o.summary.skipped,
+        o.summary.counts.ok,
+        o.summary.counts.changed,
+        o.summary.counts.failed,
+        o.summary.counts.skipped,
     )
 }
 
@@ -1187,7 +1201,7 @@ async fn journal_and_logs_are_written_privately() {
     )
     .await;
     h1.finish().expect("h1");
-    assert_eq!(out.summary.changed, 1);
+    assert_eq!(out.summary.counts.changed, 1);
     let journal = state.join("runs").join(format!("{run_id}.json"));
     let j: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&journal).expect("journal")).expect("json");
@@ -1307,19 +1321,20 @@ async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
     let graph = TaskGraph::build(tasks.into_iter().map(|t| t.task).collect()).expect("graph");
     let (sink, mut rx) = EventSink::channel();
     let (canceller, cancel) = Cancel::pair();
+    let hosts = vec![
+        HostHandle {
+            name: "h1".into(),
+            transport: Arc::new(h1.clone()),
+        },
+        HostHandle {
+            name: "h2".into(),
+            transport: Arc::new(h2.clone()),
+        },
+    ];
     let run = execute(Run {
+        modules: modules(&graph, &hosts),
         graph: Arc::new(graph),
-        hosts: vec![
-            HostHandle {
-                name: "h1".into(),
-                transport: Arc::new(h1.clone()),
-            },
-            HostHandle {
-                name: "h2".into(),
-                transport: Arc::new(h2.clone()),
-            },
-        ],
-        registry: &TestRegistry,
+        hosts,
         options: opts(Mode::Apply, &d.path().join(".kwin")),
         scrubber: Scrubber::new(),
         events: sink,
@@ -1349,8 +1364,11 @@ async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
     assert!(matches!(
         o.events[n - 1],
         Event::Summary {
-            changed: 3,
-            skipped: 2,
+            counts: Counts {
+                changed: 3,
+                skipped: 2,
+                ..
+            },
             ..
         }
     ));

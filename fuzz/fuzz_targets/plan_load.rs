@@ -12,20 +12,29 @@ fuzz_target!(|data: &[u8]| {
     let path = Path::new("/nonexistent-kwin-fuzz/plan.toml");
     let registry = kwin_modules::Builtin;
     let steps = kwin_modules::recipes::step_names();
-    let diags = kwin_engine::plan::check_str(path, &text, &registry, &steps);
-    let _ = diags.to_string();
-    if diags.has_errors() {
-        return;
-    }
-    match kwin_engine::plan::load_str(path, &text) {
-        Ok(plan) => {
+    let modules = kwin_engine::module::Registry::names(&registry);
+    let known = kwin_engine::plan::validate::Names {
+        modules: &modules,
+        recipe_steps: &steps,
+    };
+    let checked = kwin_engine::plan::validate::load_and_validate_str(path, &text, known);
+    let _ = checked.diags.to_string();
+    match checked.into_result() {
+        Err(_) => {}
+        Ok((plan, _)) => {
             if let Ok(tasks) = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RECIPES)
             {
-                if let Err(d) = kwin_engine::graph::TaskGraph::build(tasks) {
-                    assert!(d.has_errors(), "graph rejected without an error: {d:?}");
+                match kwin_engine::graph::TaskGraph::build(tasks) {
+                    Err(d) => assert!(d.has_errors(), "graph rejected without an error: {d:?}"),
+                    Ok(graph) => {
+                        if let Err(d) =
+                            kwin_engine::module::build::build_all(&plan, &graph, &registry)
+                        {
+                            assert!(d.has_errors(), "build rejected without an error: {d:?}");
+                        }
+                    }
                 }
             }
         }
-        Err(d) => panic!("check found no error but load refused: {d}"),
     }
 });

@@ -216,7 +216,7 @@ fn the_examples_validate_and_render_for_every_minor_kwin_accepts() {
                 toml::Value::String(version.clone()),
             );
             let text = toml::to_string(&doc).expect("toml");
-            let diags = kwin_engine::plan::check_str(&path, &text, &kwin_modules::Builtin, &steps);
+            let diags = check_str(&path, &text, &steps);
             assert!(
                 diags.0.is_empty(),
                 "{example} at {version} does not validate clean:\n{diags}"
@@ -240,7 +240,7 @@ fn the_examples_validate_and_render_for_every_minor_kwin_accepts() {
             "kubernetes_version = \"1.31.4\"",
             &format!("kubernetes_version = \"{version}\""),
         );
-        let diags = kwin_engine::plan::check_str(&path, &text, &kwin_modules::Builtin, &steps);
+        let diags = check_str(&path, &text, &steps);
         assert!(
             diags.0.iter().any(|d| d.code.starts_with("k8s-version")),
             "{example} at {version} validates:\n{diags}"
@@ -524,4 +524,19 @@ fn the_flag_scan_finds_flags_where_kwin_writes_them() {
     );
     // A path that merely contains a component's name is not a command.
     assert!(f("path = 'C:\\Program Files\\containerd\\config.toml' --x").is_empty());
+}
+
+/// Load and validate `text` (what `kwin validate` does before expansion): every diagnostic.
+fn check_str(
+    path: &std::path::Path,
+    text: &str,
+    steps: &[String],
+) -> kwin_engine::diag::Diagnostics {
+    use kwin_engine::module::Registry;
+    let modules = kwin_modules::Builtin.names();
+    let known = kwin_engine::plan::validate::Names {
+        modules: &modules,
+        recipe_steps: steps,
+    };
+    kwin_engine::plan::validate::load_and_validate_str(path, text, known).diags
 }

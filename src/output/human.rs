@@ -6,7 +6,7 @@
 //! changes" when nothing changed). `kwin verify`: one row per check, printed as a table.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kwin_engine::event::{CheckResult, Event, Mode, TaskStatus};
+use kwin_engine::event::{CheckResult, Counts, Event, Mode, TaskStatus};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
@@ -281,10 +281,13 @@ impl Human {
             }
             Event::Summary {
                 hosts,
-                ok,
-                changed,
-                failed,
-                skipped,
+                counts:
+                    Counts {
+                        ok,
+                        changed,
+                        failed,
+                        skipped,
+                    },
                 duration_ms,
             } => {
                 if let Some(mp) = &self.bars {
@@ -413,10 +416,12 @@ mod tests {
     fn summary(ok: usize, changed: usize, failed: usize, skipped: usize) -> Event {
         Event::Summary {
             hosts: 2,
-            ok,
-            changed,
-            failed,
-            skipped,
+            counts: Counts {
+                ok,
+                changed,
+                failed,
+                skipped,
+            },
             duration_ms: 1400,
         }
     }
@@ -433,10 +438,10 @@ mod tests {
                 finished("w2", "join", TaskStatus::Skipped, "host w2 failed"),
                 Event::HostFinished {
                     host: "w2".into(),
-                    ok: 0,
-                    changed: 0,
-                    failed: 0,
-                    skipped: 1,
+                    counts: Counts {
+                        skipped: 1,
+                        ..Counts::default()
+                    },
                     duration_ms: 10,
                     error: Some("cannot connect to 10.0.0.3:22: refused".into()),
                 },

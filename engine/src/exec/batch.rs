@@ -20,7 +20,7 @@
 //! step's own output cannot forge them.
 
 use crate::fact::{self, FactError, FactQuery, Facts};
-use crate::transport::{Output, Shell};
+use crate::shell::{Output, Shell};
 
 /// One task's part of a batch: its `Run` scripts and the facts to re-read after them.
 #[derive(Debug, Clone)]
@@ -75,7 +75,7 @@ pub(crate) struct Batch {
 
 impl Batch {
     pub fn new(shell: Shell, mut items: Vec<Item>, probe: Vec<FactQuery>) -> Batch {
-        let nonce = fact::new_nonce();
+        let nonce = crate::fs::new_nonce();
         if shell == Shell::PowerShell {
             for item in &mut items {
                 item.verify_now = true;
@@ -434,27 +434,10 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
 
+    /// Run `script` as `Conn::run` sends a POSIX script: in a brace group reading from
+    /// /dev/null.
     fn sh(script: &str) -> Output {
-        let mut child = std::process::Command::new("/bin/sh")
-            .arg("-s")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("sh");
-        {
-            use std::io::Write;
-            let mut stdin = child.stdin.take().expect("stdin");
-            stdin
-                .write_all(format!("{{\n{script}\n}} </dev/null\n").as_bytes())
-                .expect("write");
-        }
-        let out = child.wait_with_output().expect("wait");
-        Output {
-            stdout: out.stdout,
-            stderr: out.stderr,
-            exit: out.status.code().unwrap_or(-1),
-        }
+        crate::testing::run_sh(&format!("{{\n{script}\n}} </dev/null\n"))
     }
 
     fn q(key: &str, cmd: &str) -> FactQuery {

@@ -11,8 +11,9 @@
 //! (probes) are; apply batches are not — the host worker re-probes and lets facts decide.
 
 use super::logs::HostLog;
+use crate::shell::{Output, Shell};
 use crate::transport::output::Keep;
-use crate::transport::{Output, Shell, Transport, TransportError};
+use crate::transport::{Transport, TransportError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -204,7 +205,7 @@ impl Conn {
         let ms = t.elapsed().as_millis();
         if log_stdout == LogStdout::TaskOutputs {
             if let Ok(out) = &r {
-                for v in super::inputs::parse_outputs(&out.stdout).values() {
+                for v in super::text::parse_outputs(&out.stdout).values() {
                     self.log.scrubber().add(v);
                 }
             }

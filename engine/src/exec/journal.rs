@@ -4,7 +4,7 @@
 //! records it here), so the journal and the output cannot disagree. Event texts are already
 //! scrubbed. Written once at the end of the run (0600), also when interrupted.
 
-use crate::event::{Event, EventSink, Mode, TaskStatus};
+use crate::event::{Counts, Event, EventSink, Mode, TaskStatus};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,10 +26,8 @@ pub struct Journal {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct JournalSummary {
     pub hosts: usize,
-    pub ok: usize,
-    pub changed: usize,
-    pub failed: usize,
-    pub skipped: usize,
+    #[serde(flatten)]
+    pub counts: Counts,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -62,7 +60,7 @@ impl Journal {
             run_id: run_id.to_string(),
             plan: plan.to_path_buf(),
             mode,
-            started: super::state::rfc3339(super::state::unix_ms()),
+            started: crate::fs::rfc3339(crate::fs::unix_ms()),
             duration_ms: 0,
             interrupted: false,
             summary: None,
@@ -149,19 +147,13 @@ impl Journal {
             Event::Interrupted {} => self.interrupted = true,
             Event::Summary {
                 hosts,
-                ok,
-                changed,
-                failed,
-                skipped,
+                counts,
                 duration_ms,
             } => {
                 self.duration_ms = *duration_ms;
                 self.summary = Some(JournalSummary {
                     hosts: *hosts,
-                    ok: *ok,
-                    changed: *changed,
-                    failed: *failed,
-                    skipped: *skipped,
+                    counts: *counts,
                 });
             }
             Event::RunStarted { .. }
@@ -177,8 +169,8 @@ impl Journal {
         let dir = state_dir.join("runs");
         let path = dir.join(format!("{}.json", self.run_id));
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
-        super::state::private_dir(&dir)
-            .and_then(|_| super::state::write_private(&path, &bytes))
+        crate::fs::private_dir(&dir)
+            .and_then(|_| crate::fs::write_private(&path, &bytes))
             .map_err(|e| format!("cannot write journal {}: {e}", path.display()))?;
         Ok(path)
     }

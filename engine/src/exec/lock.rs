@@ -54,11 +54,11 @@ impl Lock {
             path: path.clone(),
             reason: e.to_string(),
         };
-        super::state::private_dir(state_dir).map_err(io)?;
+        crate::fs::private_dir(state_dir).map_err(io)?;
         let info = LockInfo {
             pid: std::process::id(),
             hostname: hostname(),
-            started: super::state::rfc3339(super::state::unix_ms()),
+            started: crate::fs::rfc3339(crate::fs::unix_ms()),
             run_id: run_id.to_string(),
         };
         let mut warning = None;
@@ -72,10 +72,10 @@ impl Lock {
         let tmp = state_dir.join(format!(
             ".lock-{}-{}",
             std::process::id(),
-            crate::fact::new_nonce()
+            crate::fs::new_nonce()
         ));
         {
-            let mut f = super::state::private_file_new(&tmp).map_err(io)?;
+            let mut f = crate::fs::private_file_new(&tmp).map_err(io)?;
             f.write_all(&bytes).map_err(io)?;
         }
         let result = (|| {
@@ -121,7 +121,7 @@ impl Lock {
                             Ok(()) => {
                                 let still = std::fs::read(&path).ok().as_deref() == Some(&seen[..]);
                                 let replaced = if still {
-                                    super::state::write_private(&path, &bytes).map_err(io)
+                                    crate::fs::write_private(&path, &bytes).map_err(io)
                                 } else {
                                     Ok(())
                                 };

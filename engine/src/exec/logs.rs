@@ -22,12 +22,11 @@ impl HostLog {
     /// the error text (the caller warns once).
     pub fn open(dir: &Path, host: &str, scrubber: Scrubber) -> (HostLog, Option<String>) {
         let path = dir.join(format!("{host}.log"));
-        let (file, err) = match super::state::private_dir(dir)
-            .and_then(|_| super::state::private_file_new(&path))
-        {
-            Ok(f) => (Some(f), None),
-            Err(e) => (None, Some(format!("cannot write {}: {e}", path.display()))),
-        };
+        let (file, err) =
+            match crate::fs::private_dir(dir).and_then(|_| crate::fs::private_file_new(&path)) {
+                Ok(f) => (Some(f), None),
+                Err(e) => (None, Some(format!("cannot write {}: {e}", path.display()))),
+            };
         (
             HostLog {
                 file: Mutex::new(file),

@@ -8,9 +8,9 @@
 //! `reboot_shell` (a WinRM host is restarted as Windows even when its module scripts are POSIX).
 
 use super::conn::{Conn, LogStdout};
-use super::RunOptions;
+use super::text::last_lines;
 use crate::module::RebootSpec;
-use crate::transport::Shell;
+use crate::shell::Shell;
 use std::time::{Duration, Instant};
 
 /// The script that prints the host's boot id (one line).
@@ -58,13 +58,19 @@ fn first_line(b: &[u8]) -> Option<String> {
     Some(l.to_string())
 }
 
-/// Restart the host behind `conn` and wait for it to come back.
-pub async fn reboot(conn: &Conn, spec: &RebootSpec, opts: &RunOptions) -> Result<(), String> {
+/// Restart the host behind `conn` and wait for it to come back: each script within
+/// `step_timeout`, the host polled every `poll`.
+pub async fn reboot(
+    conn: &Conn,
+    spec: &RebootSpec,
+    step_timeout: Duration,
+    poll: Duration,
+) -> Result<(), String> {
     let out = conn
         .run(
             "reboot",
             &trigger_script(conn.reboot_shell()),
-            opts.step_timeout,
+            step_timeout,
             LogStdout::Yes,
         )
         .await
@@ -73,12 +79,12 @@ pub async fn reboot(conn: &Conn, spec: &RebootSpec, opts: &RunOptions) -> Result
         return Err(format!(
             "reboot command failed with exit code {}: {}",
             out.exit,
-            super::inputs::last_lines(&String::from_utf8_lossy(&out.stderr), 3)
+            last_lines(&String::from_utf8_lossy(&out.stderr), 3)
         ));
     }
     let before = first_line(&out.stdout).ok_or("cannot read the boot id before rebooting")?;
     conn.close().await;
-    let probe_timeout = opts.step_timeout.min(Duration::from_secs(30));
+    let probe_timeout = step_timeout.min(Duration::from_secs(30));
 
     let down_by = Instant::now() + Duration::from_secs(spec.down_timeout_secs);
     loop {
@@ -88,7 +94,7 @@ pub async fn reboot(conn: &Conn, spec: &RebootSpec, opts: &RunOptions) -> Result
                 spec.down_timeout_secs
             ));
         }
-        tokio::time::sleep(opts.reboot_poll).await;
+        tokio::time::sleep(poll).await;
         if conn.connect().await.is_err() {
             break;
         }
@@ -114,7 +120,7 @@ pub async fn reboot(conn: &Conn, spec: &RebootSpec, opts: &RunOptions) -> Result
                 spec.up_timeout_secs
             ));
         }
-        tokio::time::sleep(opts.reboot_poll).await;
+        tokio::time::sleep(poll).await;
         if conn.connect().await.is_err() {
             continue;
         }

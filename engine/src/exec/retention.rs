@@ -31,7 +31,7 @@ impl Default for Retention {
     }
 }
 
-/// Whether `name` is a run id as [`super::state::new_run_id`] makes them.
+/// Whether `name` is a run id as [`crate::fs::new_run_id`] makes them.
 pub fn is_run_id(name: &str) -> bool {
     let b = name.as_bytes();
     b.len() == 23
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn run_ids_are_recognised() {
-        let id = super::super::state::new_run_id();
+        let id = crate::fs::new_run_id();
         assert!(is_run_id(&id), "{id}");
         for bad in [
             "notes",

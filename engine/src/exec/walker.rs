@@ -8,94 +8,23 @@
 //! flushes its pending batch before it waits, so what others wait for is never stuck in it.
 //! No deadlock: the earliest unfinished task in the global order never waits.
 
+use super::board::{Board, Done};
 use super::conn::Conn;
-use super::inputs::Outputs;
 use super::journal::{Journal, Reporter};
 use super::logs::HostLog;
-use super::{host, plan_only, Cancel, Run, RunOptions, RunSummary};
+use super::outputs::Outputs;
+use super::run::{Run, RunSummary};
+use super::shared::Shared;
+use super::worker::{self, apply::Apply, plan::PlanOnly};
 use crate::event::{Event, Mode, TaskStatus};
-use crate::graph::TaskGraph;
-use crate::module::Module;
-use crate::secret::Scrubber;
+use crate::transport::output::OutputBudget;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
 
-/// A finished task, as dependents see it.
-#[derive(Debug, Clone)]
-pub struct Done {
-    pub status: TaskStatus,
-    /// For dependents, when this task did not succeed: "cp1/init failed".
-    pub cause: Option<String>,
-    pub at: Instant,
-}
-
-impl Done {
-    pub fn succeeded(&self) -> bool {
-        matches!(self.status, TaskStatus::Ok | TaskStatus::Changed)
-    }
-}
-
-/// Outcome of every task, by node index.
-pub struct Board {
-    slots: Vec<watch::Sender<Option<Done>>>,
-}
-
-impl Board {
-    pub fn new(n: usize) -> Self {
-        Board {
-            slots: (0..n).map(|_| watch::channel(None).0).collect(),
-        }
-    }
-    pub fn set(&self, n: NodeIndex, done: Done) {
-        if let Some(s) = self.slots.get(n.index()) {
-            s.send_replace(Some(done));
-        }
-    }
-    pub fn get(&self, n: NodeIndex) -> Option<Done> {
-        self.slots.get(n.index()).and_then(|s| s.borrow().clone())
-    }
-    /// Wait until `n` finished; `None` if the run was cancelled first.
-    pub async fn wait(&self, n: NodeIndex, cancel: &Cancel) -> Option<Done> {
-        let mut rx = self.slots.get(n.index())?.subscribe();
-        tokio::select! {
-            r = rx.wait_for(|d| d.is_some()) => r.ok().and_then(|d| d.clone()),
-            _ = cancel.cancelled() => None,
-        }
-    }
-}
-
-/// What every worker of a run shares.
-pub struct Shared {
-    pub graph: Arc<TaskGraph>,
-    /// Module per node index, or why it could not be built.
-    pub modules: Vec<Result<Arc<dyn Module>, String>>,
-    pub board: Board,
-    pub conns: HashMap<String, Arc<Conn>>,
-    pub outputs: Outputs,
-    pub scrubber: Scrubber,
-    pub report: Reporter,
-    pub opts: RunOptions,
-    pub cancel: Cancel,
-    pub permits: Arc<Semaphore>,
-    /// The run's output budget, shared by every host.
-    pub budget: Arc<crate::transport::output::OutputBudget>,
-}
-
-/// Per-host totals.
-#[derive(Debug, Clone, Default)]
-pub struct HostOutcome {
-    pub ok: usize,
-    pub changed: usize,
-    pub failed: usize,
-    pub skipped: usize,
-    /// The host failed outside any task (connect, probe).
-    pub host_failed: bool,
-}
-
-pub async fn walk(run: Run<'_>) -> RunSummary {
+pub async fn walk(run: Run) -> RunSummary {
     let start = Instant::now();
     let opts = run.options.clone();
     let report = Reporter::new(
@@ -132,22 +61,9 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
         .graph
         .node_indices()
         .map(|n| {
-            let t = graph.task(n);
-            let conn = conns
-                .get(&t.id.host)
-                .ok_or_else(|| format!("host `{}` is not part of this run", t.id.host))?;
-            run.registry
-                .build(&t.module, conn.shell(), &t.params)
-                .map(|mut m| {
-                    if t.sensitive {
-                        m.mark_sensitive();
-                    }
-                    Arc::from(m)
-                })
-                .map_err(|e| match &e.path {
-                    Some(p) => format!("invalid params for module `{}`: {p}: {e}", t.module),
-                    None => format!("invalid params for module `{}`: {e}", t.module),
-                })
+            run.modules.get(n.index()).cloned().ok_or_else(|| {
+                "no module was built for this task (this is a bug in kwin)".to_string()
+            })
         })
         .collect();
 
@@ -170,7 +86,7 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
         opts: opts.clone(),
         cancel: run.cancel.clone(),
         permits: Arc::new(Semaphore::new(opts.parallelism.max(1))),
-        budget: crate::transport::output::OutputBudget::new(opts.output_budget),
+        budget: OutputBudget::new(opts.output_budget),
     });
 
     let mut summary = RunSummary {
@@ -200,7 +116,7 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
                 message: Some(format!("host `{}` is not part of this run", id.host)),
                 duration_ms: 0,
             });
-            summary.failed += 1;
+            summary.counts.failed += 1;
         }
     }
 
@@ -210,19 +126,16 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
         let sh = shared.clone();
         let name = h.name.clone();
         match opts.mode {
-            Mode::Apply => workers.spawn(host::work(sh, name, nodes)),
-            Mode::Plan => workers.spawn(plan_only::work(sh, name, nodes)),
+            Mode::Apply => workers.spawn(worker::run(sh, name, nodes, &Apply)),
+            Mode::Plan => workers.spawn(worker::run(sh, name, nodes, &PlanOnly)),
         };
     }
     while let Some(r) = workers.join_next().await {
         match r {
             Ok(o) => {
-                summary.ok += o.ok;
-                summary.changed += o.changed;
-                summary.failed += o.failed;
-                summary.skipped += o.skipped;
+                summary.counts += o.counts;
                 if o.host_failed {
-                    summary.failed += 1;
+                    summary.counts.failed += 1;
                 }
             }
             Err(e) => {
@@ -230,7 +143,7 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
                     None,
                     format!("a host worker crashed (this is a bug in kwin): {e}"),
                 );
-                summary.failed += 1;
+                summary.counts.failed += 1;
             }
         }
     }
@@ -245,10 +158,7 @@ pub async fn walk(run: Run<'_>) -> RunSummary {
     }
     let last = Event::Summary {
         hosts: summary.hosts,
-        ok: summary.ok,
-        changed: summary.changed,
-        failed: summary.failed,
-        skipped: summary.skipped,
+        counts: summary.counts,
         duration_ms: summary.duration_ms,
     };
     let mut journal = shared.report.journal();

@@ -25,7 +25,8 @@
 
 pub mod context;
 pub mod recipe;
-pub mod refs;
+/// The reference grammar lives in the plan layer (`plan::refs`), shared with validation.
+pub use crate::plan::refs;
 
 pub use context::RecipeContext;
 pub use recipe::RecipeSet;
@@ -36,7 +37,7 @@ use crate::plan::{LoadedPlan, ResolvedHost, Selector};
 use crate::task::{InputRef, Origin, Task, TaskId};
 use crate::template::{self, TemplateError, Tree, TreeError, Value};
 use recipe::{template_diag, CompiledRecipe, Recipe, RefKind, StepRefs};
-use refs::Scope;
+use refs::{Scope, Use};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -93,6 +94,8 @@ pub fn expand_with(
         .iter()
         .map(|r| CompiledRecipe::compile(&env, r, &mut diags))
         .collect();
+    let mut steps: Vec<&str> = set.step_names.iter().map(String::as_str).collect();
+    steps.sort_unstable();
     let mut user = Vec::with_capacity(plan.file.tasks.len());
     for (i, ut) in plan.file.tasks.iter().enumerate() {
         let mut errors = Vec::new();
@@ -105,24 +108,34 @@ pub fn expand_with(
             diags.push(user_template_diag(plan, i, &ut.name, &e, None));
         }
         let mut refs = StepRefs::default();
+        // The same grammar and plan-level checks as validation (`plan::refs`).
+        let checked = |written: &str, usage: Use<'_>| {
+            refs::parse(written, matches!(usage, Use::Input(_)))
+                .map_err(|msg| refs::Problem {
+                    message: format!("task `{}`: {msg}", ut.name),
+                    hint: None,
+                })
+                .and_then(|r| refs::check_user_ref(plan, i, written, &r, usage, &steps).map(|()| r))
+        };
+        let diag = |make: fn(String) -> Diagnostic, path: &str, p: refs::Problem| {
+            let d = make(p.message).at(plan.loc(path));
+            match p.hint {
+                Some(h) => d.with_hint(h),
+                None => d,
+            }
+        };
         for (j, a) in ut.after.iter().enumerate() {
             let path = format!("tasks[{i}].after[{j}]");
-            match refs::parse(a, false) {
+            match checked(a, Use::After) {
                 Ok(r) => refs.after.push((r, path)),
-                Err(msg) => diags.push(
-                    Diagnostic::error("task-after", format!("task `{}`: {msg}", ut.name))
-                        .at(plan.loc(&path)),
-                ),
+                Err(p) => diags.push(diag(|m| Diagnostic::error("task-after", m), &path, p)),
             }
         }
         for (name, a) in &ut.inputs {
             let path = format!("tasks[{i}].inputs.{name}");
-            match refs::parse(a, true) {
+            match checked(a, Use::Input(name)) {
                 Ok(r) => refs.inputs.push((name.clone(), r, path)),
-                Err(msg) => diags.push(
-                    Diagnostic::error("task-inputs", format!("task `{}`: {msg}", ut.name))
-                        .at(plan.loc(&path)),
-                ),
+                Err(p) => diags.push(diag(|m| Diagnostic::error("task-inputs", m), &path, p)),
             }
         }
         user.push((Tree::Object(items), refs));
@@ -439,7 +452,7 @@ impl<'a> Expander<'a> {
         let mut shared: Option<Rendered> = None;
         let location = plan.loc(&format!("tasks[{i}]"));
         for (hi, h) in plan.hosts.iter().enumerate() {
-            if !selects(&ut.on, h) {
+            if !ut.on.matches(h) {
                 continue;
             }
             let params = match cached(&mut shared, reads_host, || {
@@ -670,9 +683,7 @@ fn user_template_diag(
     .at(loc)
 }
 
-/// Whether `sel` picks host `h` (an empty selector picks every host).
+/// Whether `sel` picks host `h`: [`Selector::matches`].
 pub fn selects(sel: &Selector, h: &ResolvedHost) -> bool {
-    (sel.hosts.is_empty() || sel.hosts.iter().any(|n| n == &h.name))
-        && (sel.roles.is_empty() || h.role.is_some_and(|r| sel.roles.contains(&r)))
-        && sel.os.is_none_or(|os| os == h.os)
+    sel.matches(h)
 }

@@ -29,8 +29,8 @@
 //! recipe, known `requires` without cycles, well-formed references that name a step some recipe
 //! defines, recipes never name plan hosts.
 
-use super::refs::{self, Ref, Scope};
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location, SourceMap};
+use crate::plan::refs::{self, Ref, Scope};
 use crate::plan::spans::SpanIndex;
 use crate::plan::{Os, Role};
 use crate::template::{Snippet, TemplateError, Tree, TreeError};

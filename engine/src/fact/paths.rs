@@ -28,7 +28,7 @@
 //! bytes), so parsers do not care how the answer was gathered. Bodies are framed by markers
 //! carrying the run's random nonce, so file content cannot forge them.
 
-use super::{FactError, FactOutput, FactQuery};
+use super::output::{find, FactError, FactOutput};
 use crate::quote::sh_quote;
 use base64::Engine;
 
@@ -69,9 +69,9 @@ fn marker(nonce: &str, tag: &str) -> String {
 }
 
 /// The script part that answers `qs` (all POSIX path queries, deduplicated by the caller).
-pub(crate) fn script(qs: &[(&FactQuery, &PathQuery)], nonce: &str) -> String {
+pub(crate) fn script(qs: &[&PathQuery], nonce: &str) -> String {
     let mut s = format!("printf '{}\\n'\nset --\n", marker(nonce, "paths"));
-    for (j, (_, q)) in qs.iter().enumerate() {
+    for (j, q) in qs.iter().enumerate() {
         let p = sh_quote(&q.path);
         s.push_str(&format!(
             "__kw_p={p}\n\
@@ -92,7 +92,7 @@ pub(crate) fn script(qs: &[(&FactQuery, &PathQuery)], nonce: &str) -> String {
         big = marker(nonce, "S"),
         one = marker(nonce, "s"),
     ));
-    for (j, (_, q)) in qs.iter().enumerate() {
+    for (j, q) in qs.iter().enumerate() {
         if q.hashed() {
             s.push_str(&format!(
                 "[ \"$__kw_t{j}\" = file ] && set -- \"$@\" {}\n",
@@ -108,7 +108,7 @@ pub(crate) fn script(qs: &[(&FactQuery, &PathQuery)], nonce: &str) -> String {
         big = marker(nonce, "H"),
         one = marker(nonce, "h"),
     ));
-    for (j, (_, q)) in qs.iter().enumerate() {
+    for (j, q) in qs.iter().enumerate() {
         let p = sh_quote(&q.path);
         let read = format!(
             "printf '{c}\\n'; head -c {} -- {p} 2>&1 </dev/null; printf '{r}:%d' $?",
@@ -157,12 +157,12 @@ fn records<'a>(group: &'a [u8], prefix: &[u8]) -> Result<Vec<Record<'a>>, FactEr
     let mut out = Vec::new();
     let mut rest = group;
     // Whatever precedes the first record is not ours (there is none when all went well).
-    match super::find(rest, prefix) {
+    match find(rest, prefix) {
         Some(i) => rest = &rest[i + prefix.len()..],
         None => return Ok(out),
     }
     loop {
-        let (chunk, next) = match super::find(rest, prefix) {
+        let (chunk, next) = match find(rest, prefix) {
             Some(i) => (&rest[..i], Some(&rest[i + prefix.len()..])),
             None => (rest, None),
         };
@@ -253,7 +253,7 @@ fn hash_lines<'a>(
 /// Split the group's output (`group`: the bytes between its begin and end markers) into one
 /// answer per query. Malformed output is an error, never a panic.
 pub(crate) fn answers(
-    qs: &[(&FactQuery, &PathQuery)],
+    qs: &[&PathQuery],
     group: &[u8],
     nonce: &str,
 ) -> Result<Vec<FactOutput>, FactError> {
@@ -342,10 +342,10 @@ pub(crate) fn answers(
         ans[j].stat = Some(st);
     }
     let hashed: Vec<usize> = (0..qs.len())
-        .filter(|&j| qs[j].1.hashed() && ans[j].kind.as_deref() == Some("file"))
+        .filter(|&j| qs[j].hashed() && ans[j].kind.as_deref() == Some("file"))
         .collect();
     if let Some(body) = big_hash {
-        hash_rr = hash_lines(body, hashed.iter().map(|&j| qs[j].1.path.as_str()))?;
+        hash_rr = hash_lines(body, hashed.iter().map(|&j| qs[j].path.as_str()))?;
     }
     if hash_rr.len() != hashed.len() {
         return Err(bad(&format!(
@@ -357,7 +357,7 @@ pub(crate) fn answers(
     for (&j, h) in hashed.iter().zip(hash_rr) {
         ans[j].hash = Some(h);
     }
-    qs.iter().zip(ans).map(|((_, q), a)| render(q, a)).collect()
+    qs.iter().zip(ans).map(|(q, a)| render(q, a)).collect()
 }
 
 /// Whether a `stat=` answer's mode gives group and others no read access.
@@ -375,7 +375,7 @@ fn private_mode(answer: &FactOutput) -> bool {
 /// by its size and [`crate::secret::sensitive_hash`]. When the group cannot be parsed, every
 /// content is replaced.
 pub(crate) fn redact_group(
-    qs: &[(&FactQuery, &PathQuery)],
+    qs: &[&PathQuery],
     group: &[u8],
     nonce: &str,
     sensitive: &dyn Fn(usize) -> bool,
@@ -389,7 +389,7 @@ pub(crate) fn redact_group(
     let p = prefix.as_bytes();
     let mut out = Vec::with_capacity(group.len());
     let mut rest = group;
-    match super::find(rest, p) {
+    match find(rest, p) {
         Some(i) => {
             out.extend_from_slice(&rest[..i]);
             rest = &rest[i..];
@@ -399,7 +399,7 @@ pub(crate) fn redact_group(
     // `rest` starts with the prefix of a record.
     while !rest.is_empty() {
         let after = &rest[p.len()..];
-        let (chunk, next) = match super::find(after, p) {
+        let (chunk, next) = match find(after, p) {
             Some(i) => (&after[..i], &after[i..]),
             None => (after, &[][..]),
         };
@@ -504,29 +504,6 @@ mod tests {
         }
     }
 
-    fn sh_stdin(shell: &str, script: &str) -> Output {
-        use std::io::Write;
-        let mut child = std::process::Command::new(shell)
-            .arg("-s")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("sh");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(script.as_bytes())
-            .expect("write");
-        let out = child.wait_with_output().expect("wait");
-        Output {
-            stdout: out.stdout,
-            stderr: out.stderr,
-            exit: out.status.code().unwrap_or(-1),
-        }
-    }
-
     fn sha(b: &[u8]) -> String {
         use sha2::Digest;
         hex::encode(sha2::Sha256::digest(b))
@@ -580,7 +557,7 @@ mod tests {
                     exit: o.status.code().unwrap_or(-1),
                 }
             } else {
-                sh_stdin(shell, &script)
+                crate::testing::run_in(shell, &script)
             };
             assert!(!script.contains("exit 99"), "path queries run no command");
             let f = parse_batch(&qs, &out, &nonce).expect("parse");
@@ -632,10 +609,7 @@ mod tests {
             q("/b", PathRead::Content),
             q("/c", PathRead::Meta),
         ];
-        let pq: Vec<(&FactQuery, &PathQuery)> = qs
-            .iter()
-            .map(|q| (q, q.path.as_ref().expect("path")))
-            .collect();
+        let pq: Vec<&PathQuery> = qs.iter().map(|q| q.path.as_ref().expect("path")).collect();
         let n = "n";
         let h = "a".repeat(64);
         let group = format!(

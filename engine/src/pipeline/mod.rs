@@ -25,7 +25,7 @@ mod phase;
 pub mod remote;
 mod session;
 
-pub use phase::{ChecksumMode, Fetched, UserTasks};
+pub use phase::{ChecksumMode, Fetched, Request, UserTasks};
 pub use remote::{HostRemote, Interrupted, Remote, RemoteError, RunKind};
 pub use session::{Flags, Session, SessionError};
 
@@ -33,35 +33,19 @@ use crate::diag::Diagnostics;
 use crate::event::{EventSink, Mode};
 use crate::exec::{Cancel, RunSummary};
 use crate::graph::TaskGraph;
-use crate::module::Registry;
+use crate::module::build::{build_all, Modules};
 use crate::plan::effective::Effective;
 use crate::plan::LoadedPlan;
-use std::path::Path;
 use std::sync::Arc;
-
-/// What a command asks of [`prepare`].
-pub struct Request<'a> {
-    /// The plan file.
-    pub plan: &'a Path,
-    /// The modules tasks may name.
-    pub registry: &'a dyn Registry,
-    /// The recipes to expand: (file name, text).
-    pub recipes: &'a [(&'a str, &'a str)],
-    /// The step names `after` may name besides the plan's tasks (the build recipes' steps).
-    pub recipe_steps: &'a [String],
-    /// kwin's digests of what the recipes download (`plans/digests.toml`).
-    pub digests: &'a str,
-    pub user_tasks: UserTasks,
-    /// `apply --no-verify`: expand as if `cluster.verify = false`.
-    pub no_verify: bool,
-    pub checksums: ChecksumMode,
-}
 
 /// A plan ready to run, and what was met on the way.
 pub struct Prepared {
     pub plan: LoadedPlan,
     pub eff: Effective,
     pub graph: Arc<TaskGraph>,
+    /// Every task's module, by graph node; `None` while a checksum is left to fetch (the
+    /// params that need it are not final; `validate`, `graph` and `reset` never fetch).
+    pub modules: Option<Modules>,
     /// Warnings of validation (errors stop `prepare`).
     pub warnings: Diagnostics,
     /// Checksums fetched (plan, apply).
@@ -90,9 +74,9 @@ impl Outcome {
     pub fn of(summary: &RunSummary, detailed_exitcode: bool) -> Outcome {
         if summary.interrupted {
             Outcome::Interrupted
-        } else if summary.failed > 0 {
+        } else if summary.counts.failed > 0 {
             Outcome::Failed
-        } else if detailed_exitcode && summary.changed > 0 {
+        } else if detailed_exitcode && summary.counts.changed > 0 {
             Outcome::ChangesPending
         } else {
             Outcome::Success
@@ -117,27 +101,35 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
         }
     }
     // 4. Tasks, with every artifact's checksum.
-    let (tasks, fetched) = phase::expand(req, &plan).await.map_err(fail)?;
+    let expanded = phase::expand(req, &plan).await.map_err(fail)?;
     // 5. The graph.
-    let graph = Arc::new(TaskGraph::build(tasks).map_err(fail)?);
+    let graph = Arc::new(TaskGraph::build(expanded.tasks).map_err(fail)?);
+    // 6. Every task's module from its rendered params, before any connection. A checksum
+    //    left to fetch (validate, graph, reset) leaves the params that need it unfinished:
+    //    they are built once it is known.
+    let modules = if expanded.complete {
+        Some(build_all(&plan, &graph, req.registry).map_err(fail)?)
+    } else {
+        None
+    };
     Ok(Prepared {
         plan,
         eff,
         graph,
+        modules,
         warnings,
-        fetched,
+        fetched: expanded.fetched,
     })
 }
 
-/// Phases 6–8 (`plan`, `apply`, `reset`): lock (apply), a transport per host, the executor.
-pub async fn run(
-    s: &mut Session,
-    p: &Prepared,
-    registry: &dyn Registry,
-) -> Result<RunSummary, SessionError> {
+/// Phases 7–9 (`plan`, `apply`, `reset`): lock (apply), a transport per host, the executor.
+pub async fn run(s: &mut Session, p: &Prepared) -> Result<RunSummary, SessionError> {
+    let Some(modules) = p.modules.clone() else {
+        return Err(SessionError::ChecksumsUnknown);
+    };
     if s.mode() == Mode::Apply {
         s.lock()?;
     }
     s.open_hosts(&p.plan);
-    Ok(s.execute(p.graph.clone(), registry).await)
+    Ok(s.execute(p.graph.clone(), modules).await)
 }

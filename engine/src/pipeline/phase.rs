@@ -9,12 +9,33 @@
 //! from is an error for every command, before any host is contacted; so is one whose checksum
 //! would come over a plain-HTTP `artifacts.mirror`.
 
-use super::Request;
 use crate::checksums::{self, Checksums, Known, Wanted, WantedKind};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::module::Registry;
+use crate::plan::validate::Names;
 use crate::plan::LoadedPlan;
 use crate::task::Task;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// What a command asks of [`super::prepare`].
+pub struct Request<'a> {
+    /// The plan file.
+    pub plan: &'a Path,
+    /// The modules tasks may name.
+    pub registry: &'a dyn Registry,
+    /// The recipes to expand: (file name, text).
+    pub recipes: &'a [(&'a str, &'a str)],
+    /// The step names `after` may name besides the plan's tasks (the build recipes' steps).
+    pub recipe_steps: &'a [String],
+    /// kwin's digests of what the recipes download (`plans/digests.toml`).
+    pub digests: &'a str,
+    pub user_tasks: UserTasks,
+    /// `apply --no-verify`: expand as if `cluster.verify = false`.
+    pub no_verify: bool,
+    pub checksums: ChecksumMode,
+}
 
 /// Whether the plan's own `[[tasks]]` become tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,30 +75,26 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 pub(super) fn load_and_validate(
     req: &Request<'_>,
 ) -> Result<(LoadedPlan, Diagnostics), Diagnostics> {
-    let text = crate::plan::load::read(req.plan)?;
-    let partial = crate::plan::load::load_partial(req.plan, &text);
-    let mut diags = partial.diags;
-    if let Some(plan) = &partial.plan {
-        diags.extend(crate::plan::validate::validate_with(
-            plan,
-            req.registry,
-            req.recipe_steps,
-            &partial.pruned,
-        ));
-    }
-    let diags = diags.dedup().sorted();
-    match partial.plan {
-        Some(plan) if !diags.has_errors() => Ok((plan, diags)),
-        _ => Err(diags),
-    }
+    let modules = req.registry.names();
+    let known = Names {
+        modules: &modules,
+        recipe_steps: req.recipe_steps,
+    };
+    crate::plan::validate::load_and_validate(req.plan, known).into_result()
 }
 
-/// Phase 4: the tasks of `plan`, every artifact checksum known (fetched if `req` allows);
-/// and the checksums fetched.
-pub(super) async fn expand(
-    req: &Request<'_>,
-    plan: &LoadedPlan,
-) -> Result<(Vec<Task>, Vec<Fetched>), Diagnostics> {
+/// What phase 4 gives.
+pub(super) struct Expanded {
+    pub tasks: Vec<Task>,
+    /// The checksums fetched.
+    pub fetched: Vec<Fetched>,
+    /// Every checksum is known, so every task's params are final. `false` only with
+    /// [`ChecksumMode::Known`] and a checksum left to fetch.
+    pub complete: bool,
+}
+
+/// Phase 4: the tasks of `plan`, every artifact checksum known (fetched if `req` allows).
+pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expanded, Diagnostics> {
     let mut expanded = plan.clone();
     if req.user_tasks == UserTasks::Leave {
         expanded.file.tasks.clear();
@@ -92,12 +109,16 @@ pub(super) async fn expand(
     let record = checksums::record_path(&plan.base_dir.join(".kwin"));
     let recorded = checksums::load_record(&record).map_err(error)?;
     let known = Known::parse(req.digests).map_err(error)?;
-    let mut sums = Checksums::for_plan(&plan.file, recorded, std::sync::Arc::new(known));
+    let mut sums = Checksums::for_plan(&plan.file, recorded, Arc::new(known));
     let mut tasks = expand(&sums)?;
     let mut fetched = Vec::new();
     let wanted = sums.wanted();
     if wanted.is_empty() {
-        return Ok((tasks, fetched));
+        return Ok(Expanded {
+            tasks,
+            fetched,
+            complete: true,
+        });
     }
     // Every checksum that cannot be had over https, all at once.
     let unpinnable: Vec<&Wanted> = wanted.iter().filter(|w| w.source().is_none()).collect();
@@ -122,10 +143,15 @@ pub(super) async fn expand(
         return Err(refused);
     }
     if req.checksums == ChecksumMode::Known {
-        return Ok((tasks, fetched));
+        return Ok(Expanded {
+            tasks,
+            fetched,
+            complete: false,
+        });
     }
     let mut errors = Diagnostics::default();
-    for r in checksums::fetch(&wanted, FETCH_TIMEOUT).await {
+    let client = Arc::new(crate::transport::http::Client::new(FETCH_TIMEOUT));
+    for r in checksums::fetch(&wanted, client).await {
         match r {
             Ok((url, rec)) => {
                 fetched.push(Fetched {
@@ -158,7 +184,7 @@ pub(super) async fn expand(
     if errors.has_errors() {
         return Err(errors);
     }
-    crate::exec::state::private_dir(&plan.base_dir.join(".kwin"))
+    crate::fs::private_dir(&plan.base_dir.join(".kwin"))
         .and_then(|()| {
             checksums::save_record(&record, sums.recorded()).map_err(std::io::Error::other)
         })
@@ -173,7 +199,11 @@ pub(super) async fn expand(
             files.join(", ")
         )));
     }
-    Ok((tasks, fetched))
+    Ok(Expanded {
+        tasks,
+        fetched,
+        complete: true,
+    })
 }
 
 fn unpinnable_diags(plan: &LoadedPlan, wanted: &[&Wanted]) -> Diagnostics {

@@ -13,16 +13,16 @@ use super::remote::HostRemote;
 use super::{Ctl, Prepared};
 use crate::event::{Event, EventSink, Mode};
 use crate::exec::conn::Conn;
-use crate::exec::connect::{connection_secrets, transport_for, ConnectOptions, Made};
 use crate::exec::lock::Lock;
 use crate::exec::logs::HostLog;
 use crate::exec::retention::Retention;
 use crate::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
 use crate::graph::TaskGraph;
-use crate::module::Registry;
+use crate::module::build::Modules;
 use crate::plan::effective::SettingsEff;
 use crate::plan::{LoadedPlan, ResolvedHost};
 use crate::secret::Scrubber;
+use crate::transport::connect::{transport_for, ConnectOptions, Made};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +43,8 @@ pub enum SessionError {
     StateDir { path: PathBuf, reason: String },
     #[error("{0}")]
     Lock(#[from] crate::exec::lock::LockError),
+    #[error("every checksum of the recipes must be known before a run, and one is not: run `kwin plan` first")]
+    ChecksumsUnknown,
 }
 
 pub struct Session {
@@ -97,7 +99,7 @@ impl Session {
         ctl: Ctl,
     ) -> Result<Session, SessionError> {
         let state_dir = p.plan.base_dir.join(".kwin");
-        crate::exec::state::private_dir(&state_dir).map_err(|e| SessionError::StateDir {
+        crate::fs::private_dir(&state_dir).map_err(|e| SessionError::StateDir {
             path: state_dir.clone(),
             reason: e.to_string(),
         })?;
@@ -108,7 +110,7 @@ impl Session {
             scrubber.add(s);
         }
         for h in &p.plan.hosts {
-            for s in connection_secrets(h) {
+            for s in h.conn.secrets() {
                 scrubber.add(&s);
             }
         }
@@ -152,7 +154,7 @@ impl Session {
         let i = match self.hosts.iter().position(|(n, _)| *n == host.name) {
             Some(i) => i,
             None => {
-                let made = transport_for(host, &self.connect, &self.scrubber);
+                let made = transport_for(&host.name, &host.conn, &self.connect, &self.scrubber);
                 self.hosts.push((host.name.clone(), made));
                 self.hosts.len() - 1
             }
@@ -168,7 +170,7 @@ impl Session {
     }
 
     /// Phase 8: the executor over every host opened.
-    pub async fn execute(&mut self, graph: Arc<TaskGraph>, registry: &dyn Registry) -> RunSummary {
+    pub async fn execute(&mut self, graph: Arc<TaskGraph>, modules: Modules) -> RunSummary {
         let hosts = self
             .hosts
             .iter()
@@ -179,8 +181,8 @@ impl Session {
             .collect();
         execute(Run {
             graph,
+            modules,
             hosts,
-            registry,
             options: self.opts.clone(),
             scrubber: self.scrubber.clone(),
             events: self.events.clone(),

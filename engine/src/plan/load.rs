@@ -6,12 +6,13 @@
 //! merge the inventory and `[defaults.*]` into each host. A plan that loads with errors can
 //! still be validated ([`load_partial`]) so one `kwin validate` run reports everything.
 
+use super::loaded::{resolve_path, LoadedPlan, ResolvedHost};
 use super::model::*;
 use super::spans::SpanIndex;
 use super::structure::{self, Anchor};
-use super::{resolve_path, ConnSpec, LoadedPlan, ResolvedHost, SecretSource, SshSpec, WinrmSpec};
 use crate::diag::{Diagnostic, Diagnostics, SourceMap};
-use crate::transport::Shell;
+use crate::shell::Shell;
+use crate::transport::spec::{ConnSpec, SecretSource, SshSpec, WinrmSpec};
 use serde::de::IntoDeserializer;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -26,25 +27,7 @@ pub fn load(path: &Path) -> Result<LoadedPlan, Diagnostics> {
 /// Largest plan or inventory file read (a plan of 1,000 hosts is about 100 KiB).
 pub const MAX_PLAN_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Read at most `limit` bytes of `path`; more is an error, so a device or endless file given
-/// by mistake (`/dev/zero`) fails at once instead of filling memory.
-pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)?;
-    let meta = file.metadata()?;
-    if meta.is_dir() {
-        return Err(std::io::Error::other("is a directory"));
-    }
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::other(format!(
-            "larger than {} MiB",
-            limit / (1024 * 1024)
-        )));
-    }
-    Ok(bytes)
-}
+pub use crate::fs::read_bounded;
 
 pub(crate) fn read(path: &Path) -> Result<String, Diagnostics> {
     let bytes = read_bounded(path, MAX_PLAN_BYTES).map_err(|e| {

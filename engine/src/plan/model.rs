@@ -7,6 +7,7 @@
 //! inventory and resolves each host's connection; `validate.rs` checks rules across fields.
 
 use super::effective::defaults;
+pub use crate::transport::spec::WinrmAuth;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -275,17 +276,6 @@ pub enum TransportKind {
     Winrm,
     /// OpenSSH for Windows with PowerShell.
     SshPowershell,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum WinrmAuth {
-    /// NTLM (message encryption also over HTTP).
-    Ntlm,
-    /// Basic (HTTPS only).
-    Basic,
-    /// Kerberos (domain-joined hosts).
-    Kerberos,
 }
 
 /// How to reach a host. Every field is optional here; `[defaults.<os>]`, the inventory and

@@ -9,8 +9,8 @@
 //! `EnvironmentFile=`: an `Environment=` value is readable by every local user over D-Bus
 //! (systemd.exec(5), `Environment=`).
 
-use super::SecretSource;
 use crate::secret::{Secret, MIN_SECRET_LEN};
+use crate::transport::spec::SecretSource;
 
 /// The root-only environment file holding the proxy URLs with credentials on Linux nodes.
 pub const ENV_FILE: &str = "/etc/kwin/proxy.env";

@@ -43,20 +43,25 @@ pub fn node_name(s: &str) -> Result<(), String> {
             s.len()
         ));
     }
-    for label in s.split('.') {
+    labels(s, |label| {
         if label.chars().any(|c| c.is_ascii_uppercase()) {
             return Err(format!(
                 "node names must be lowercase (\"{}\")",
                 s.to_ascii_lowercase()
             ));
         }
-        dns_label(label).map_err(|e| {
-            if label.is_empty() {
-                "it has an empty part between dots".to_string()
-            } else {
-                e
-            }
-        })?;
+        dns_label(label)
+    })
+}
+
+/// Check every dot-separated label of `s` with `check`; an empty one is "an empty part
+/// between dots".
+fn labels(s: &str, check: impl Fn(&str) -> Result<(), String>) -> Result<(), String> {
+    for label in s.split('.') {
+        if label.is_empty() {
+            return Err("it has an empty part between dots".to_string());
+        }
+        check(label)?;
     }
     Ok(())
 }
@@ -70,16 +75,9 @@ pub fn dns_name(s: &str) -> Result<(), String> {
     if s.len() > 253 {
         return Err("it is longer than 253 characters".into());
     }
-    for label in s.split('.') {
-        dns_label(&label.to_ascii_lowercase()).map_err(|e| {
-            if label.is_empty() {
-                "it has an empty part between dots".to_string()
-            } else {
-                format!("in `{label}`: {e}")
-            }
-        })?;
-    }
-    Ok(())
+    labels(s, |label| {
+        dns_label(&label.to_ascii_lowercase()).map_err(|e| format!("in `{label}`: {e}"))
+    })
 }
 
 /// An IP address or a DNS name.
@@ -185,16 +183,7 @@ fn node_name_like_subdomain(s: &str) -> Result<(), String> {
     if s.is_empty() {
         return Err("it is empty".into());
     }
-    for label in s.split('.') {
-        dns_label(label).map_err(|e| {
-            if label.is_empty() {
-                "it has an empty part between dots".to_string()
-            } else {
-                e
-            }
-        })?;
-    }
-    Ok(())
+    labels(s, dns_label)
 }
 
 /// A label (or taint) value: empty, or at most 63 of letters, digits, `-`, `_`, `.`,
@@ -394,6 +383,18 @@ pub fn endpoint(s: &str) -> Result<(String, Option<u16>), String> {
         None => None,
     };
     Ok((host.to_string(), port))
+}
+
+/// An OpenPGP v4 fingerprint as 40 upper-case hex digits (spaces and a `0x` prefix dropped),
+/// or `None` if it is not one.
+pub fn normalize_fingerprint(s: &str) -> Option<String> {
+    let t: String = s
+        .trim()
+        .trim_start_matches("0x")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    (t.len() == 40 && t.bytes().all(|b| b.is_ascii_hexdigit())).then(|| t.to_ascii_uppercase())
 }
 
 #[cfg(test)]

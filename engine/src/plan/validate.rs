@@ -2,7 +2,9 @@
 //!
 //! Rules live by area: `validate/hosts.rs` (names, addresses, connections, labels, taints),
 //! `validate/cluster.rs` (roles, address plan, pod network, runtime, versions, settings),
-//! `validate/tasks.rs` (the user's `[[tasks]]`: names, selectors, `after`, module params).
+//! `validate/tasks.rs` (the user's `[[tasks]]`: names, selectors, module names, `after` and
+//! `inputs`). A task's params are the build phase's (`module::build`): they are checked
+//! once expansion rendered them, so validation builds no module.
 //! Each rule reports at the plan line of the value it is about; the diagnostic codes are
 //! listed in the README ("The plan file").
 //!
@@ -12,26 +14,32 @@
 
 mod cluster;
 mod hosts;
+mod pass;
 mod tasks;
 
-use super::load::Pruned;
-use super::LoadedPlan;
-use crate::diag::{Diagnostic, Diagnostics};
-use crate::module::Registry;
+use super::load::{self, Pruned};
+use super::loaded::LoadedPlan;
+use crate::diag::Diagnostics;
+use pass::V;
+use std::path::Path;
 
-/// Check `plan`; errors and warnings, each pointing at the plan line.
-pub fn validate(plan: &LoadedPlan, registry: &dyn Registry) -> Diagnostics {
-    validate_with(plan, registry, &[], &Pruned::default())
+/// What validation checks names against: the modules a task may use and the recipe step
+/// names a reference may name besides the plan's tasks. Plain data, so validation needs no
+/// module registry.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Names<'a> {
+    pub modules: &'a [&'a str],
+    pub recipe_steps: &'a [String],
 }
 
-/// [`validate`], knowing the recipe step names `after` may refer to and which parts of the
-/// plan were cut out while loading (their absence is not reported again).
-pub fn validate_with(
-    plan: &LoadedPlan,
-    registry: &dyn Registry,
-    recipe_steps: &[String],
-    pruned: &Pruned,
-) -> Diagnostics {
+/// Check `plan`; errors and warnings, each pointing at the plan line.
+pub fn validate(plan: &LoadedPlan, known: Names<'_>) -> Diagnostics {
+    validate_with(plan, known, &Pruned::default())
+}
+
+/// [`validate`], knowing which parts of the plan were cut out while loading (their absence
+/// is not reported again).
+pub fn validate_with(plan: &LoadedPlan, known: Names<'_>, pruned: &Pruned) -> Diagnostics {
     let mut v = V {
         plan,
         pruned,
@@ -39,33 +47,47 @@ pub fn validate_with(
     };
     hosts::check(&mut v);
     cluster::check(&mut v);
-    tasks::check(&mut v, registry, recipe_steps);
+    tasks::check(&mut v, known.modules, known.recipe_steps);
     v.out
 }
 
-/// The state of one validation run.
-pub(crate) struct V<'a> {
-    pub plan: &'a LoadedPlan,
-    pub pruned: &'a Pruned,
-    pub out: Diagnostics,
+/// A plan file read once, loaded as far as it goes, and validated.
+#[derive(Debug)]
+pub struct Checked {
+    /// The plan, when it loaded (with errors too: then it is only partly there).
+    pub plan: Option<LoadedPlan>,
+    /// Every diagnostic of loading and validation, errors and warnings, sorted by position.
+    pub diags: Diagnostics,
 }
 
-impl V<'_> {
-    /// Report `d` at the value at `path`.
-    pub fn at(&mut self, path: &str, d: Diagnostic) {
-        let loc = self.plan.loc(path);
-        self.out.push(d.at(loc));
+impl Checked {
+    /// The plan, if it loaded without errors; else every diagnostic.
+    pub fn into_result(self) -> Result<(LoadedPlan, Diagnostics), Diagnostics> {
+        match self.plan {
+            Some(plan) if !self.diags.has_errors() => Ok((plan, self.diags)),
+            _ => Err(self.diags),
+        }
     }
+}
 
-    /// Report `d` at the key at `path`.
-    pub fn at_key(&mut self, path: &str, d: Diagnostic) {
-        let loc = self.plan.key_loc(path);
-        self.out.push(d.at(loc));
+/// Read the plan at `path` once, load it and validate what loaded: every diagnostic at once.
+pub fn load_and_validate(path: &Path, known: Names<'_>) -> Checked {
+    match load::read(path) {
+        Ok(text) => load_and_validate_str(path, &text, known),
+        Err(diags) => Checked { plan: None, diags },
     }
+}
 
-    /// Whether the plan text has a value at exactly `path`.
-    pub fn has(&self, path: &str) -> bool {
-        self.plan.spans.has(path)
+/// [`load_and_validate`] on `text`, as if read from `path`.
+pub fn load_and_validate_str(path: &Path, text: &str, known: Names<'_>) -> Checked {
+    let partial = load::load_partial(path, text);
+    let mut diags = partial.diags;
+    if let Some(plan) = &partial.plan {
+        diags.extend(validate_with(plan, known, &partial.pruned));
+    }
+    Checked {
+        plan: partial.plan,
+        diags: diags.dedup().sorted(),
     }
 }
 

@@ -112,7 +112,7 @@ impl Transport for LocalTransport {
         let dir = p.parent().unwrap_or(std::path::Path::new("/"));
         // A new file (never one planted at the name, nor through a link), private until its
         // mode is set.
-        let tmp = dir.join(format!(".kwin-tmp-{}", crate::fact::new_nonce()));
+        let tmp = dir.join(format!(".kwin-tmp-{}", crate::fs::new_nonce()));
         let write = async {
             use tokio::io::AsyncWriteExt;
             let mut f = tokio::fs::OpenOptions::new()

@@ -11,108 +11,24 @@
 //! Only this folder knows ssh2, reqwest, hyper, rustls and sspi. Transports do not retry on
 //! their own: the engine applies the retry policy using [`TransportError::is_retryable`].
 
+pub use crate::shell::{Output, Shell, MAX_OUTPUT};
 use async_trait::async_trait;
-use std::fmt;
 use std::time::Duration;
-use thiserror::Error;
 
 pub mod clixml;
+pub mod connect;
+mod error;
+pub mod http;
 pub mod local;
+/// The strict mock transport, for tests only (`test-support`).
+#[cfg(any(test, feature = "test-support"))]
 pub mod mock;
 pub mod output;
+pub mod spec;
 pub mod ssh;
 pub mod winrm;
 
-/// The language of scripts a host runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Shell {
-    /// `/bin/sh` (POSIX); scripts may rely on coreutils.
-    Posix,
-    /// Windows PowerShell 5.1 (`powershell.exe`).
-    PowerShell,
-}
-
-/// Result of one script run.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Output {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub exit: i32,
-}
-
-impl fmt::Debug for Output {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Output")
-            .field("stdout_bytes", &self.stdout.len())
-            .field("stderr_bytes", &self.stderr.len())
-            .field("exit", &self.exit)
-            .finish()
-    }
-}
-
-impl Output {
-    pub fn success(&self) -> bool {
-        self.exit == 0
-    }
-}
-
-/// Errors of a transport, classified for the retry policy.
-#[derive(Debug, Error)]
-pub enum TransportError {
-    /// Could not establish a connection (refused, unreachable, DNS). Retryable: a host that
-    /// is booting refuses, then accepts.
-    #[error("cannot connect to {address}: {reason}")]
-    Connect { address: String, reason: String },
-    /// An established connection broke. Retryable for idempotent operations.
-    #[error("connection lost: {0}")]
-    ConnectionLost(String),
-    /// The host's identity did not match. Never retryable.
-    #[error("host key mismatch for {host}: expected {expected}, got {actual}")]
-    HostKeyMismatch {
-        host: String,
-        expected: String,
-        actual: String,
-    },
-    /// Unknown host key and no pin, and new keys are not accepted.
-    #[error("host key of {host} is unknown ({actual}); pin it with host_key = \"{actual}\" or run with --accept-new-host-keys")]
-    HostKeyUnknown { host: String, actual: String },
-    /// Credentials refused. Never retryable.
-    #[error("authentication failed for {user}@{host}: {reason}")]
-    Auth {
-        host: String,
-        user: String,
-        reason: String,
-    },
-    /// TLS certificate not trusted or fingerprint mismatch. Never retryable.
-    #[error("TLS failure: {0}")]
-    Tls(String),
-    /// The operation did not finish within its time limit.
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
-    /// The remote side reported a protocol-level fault (e.g. a WS-Management fault).
-    #[error("remote fault: {0}")]
-    Remote(String),
-    /// Output exceeded the limit kwin accepts from one command.
-    #[error("output exceeded {limit} bytes")]
-    OutputTooLarge { limit: usize },
-    /// Local IO (reading a key file, etc.).
-    #[error("{0}")]
-    Local(String),
-}
-
-impl TransportError {
-    /// Whether retrying the same operation after a backoff may succeed.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            TransportError::Connect { .. } | TransportError::ConnectionLost(_)
-        )
-    }
-}
-
-/// Largest stdout or stderr kwin keeps from one command (bounded memory).
-pub const MAX_OUTPUT: usize = 64 * 1024 * 1024;
+pub use error::TransportError;
 
 /// A connection to one host.
 #[async_trait]

@@ -16,7 +16,8 @@
 //! Everything outside step sections — markers, exit codes, fact answers, task outputs — is
 //! always kept whole: cutting output never changes what kwin parses, so never a result.
 
-use super::{TransportError, MAX_OUTPUT};
+use super::error::TransportError;
+use crate::shell::MAX_OUTPUT;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -43,9 +43,11 @@ mod config;
 mod known_hosts;
 mod session;
 
+pub use known_hosts::RecordedHostKey;
+
 use super::output::Keep;
+use super::spec::SshSpec;
 use super::{Output, Shell, Transport, TransportError};
-use crate::plan::SshSpec;
 use crate::secret::Scrubber;
 use async_trait::async_trait;
 use auth::{Credentials, KeyOrigin};
@@ -103,28 +105,6 @@ impl SshOptions {
                 .filter(|s| !s.is_empty())
                 .map(PathBuf::from),
         }
-    }
-}
-
-/// A host key kwin recorded because new keys were accepted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordedHostKey {
-    /// The name written to the file: `host`, or `[host]:port` for ports other than 22.
-    pub host: String,
-    /// `SHA256:...`.
-    pub fingerprint: String,
-    pub file: PathBuf,
-}
-
-impl fmt::Display for RecordedHostKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "recorded new host key {} for {} in {}",
-            self.fingerprint,
-            self.host,
-            self.file.display()
-        )
     }
 }
 

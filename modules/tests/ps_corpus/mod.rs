@@ -478,7 +478,7 @@ pub fn engine_scripts() -> Vec<Script> {
         ),
         s(
             "engine: apply batch",
-            kwin_engine::exec::powershell_batch_sample(),
+            kwin_engine::testing::powershell_batch_sample(),
         ),
         s("engine: reboot trigger", trigger_script(Shell::PowerShell)),
         s(

@@ -1,7 +1,7 @@
 //! Rules about the cluster: roles, the address plan, the pod network, the runtime,
 //! component versions, the artifact mirror and the proxy.
 
-use super::V;
+use super::pass::V;
 use crate::diag::Diagnostic;
 use crate::plan::model::{CniBackend, CniPlugin, Os, Role, RuntimeKind};
 use crate::plan::net::{self, ClusterNet, CniSettings};
@@ -729,7 +729,7 @@ fn artifacts_and_proxy(v: &mut V<'_>) {
         }
     }
     for (name, fp) in &f.artifacts.openpgp {
-        if crate::checksums::normalize_fingerprint(fp).is_none() {
+        if syntax::normalize_fingerprint(fp).is_none() {
             let path = PlanPath::root()
                 .key("artifacts")
                 .key("openpgp")

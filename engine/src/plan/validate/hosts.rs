@@ -1,11 +1,11 @@
 //! Rules about hosts: names, addresses, connection settings, labels and taints.
 
-use super::V;
+use super::pass::V;
 use crate::diag::Diagnostic;
 use crate::plan::model::{Connection, Os, WinrmAuth};
 use crate::plan::spans::PlanPath;
 use crate::plan::{syntax, ConnSpec};
-use crate::transport::Shell;
+use crate::shell::Shell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 

@@ -1,23 +1,27 @@
-//! Rules about the user's `[[tasks]]`: names, selectors, `after`, and module params (each
-//! task's module is built with the registry for every shell its hosts speak, so a bad
-//! parameter is reported at its plan line before anything connects).
+//! Rules about the user's `[[tasks]]`: names, selectors, module names, and references
+//! (`after`, `inputs`) through the one reference grammar, `plan::refs`, with the same
+//! checks expansion makes. A task's params are checked by the build phase
+//! (`module::build`), after expansion rendered them.
 
-use super::V;
+use super::pass::V;
 use crate::diag::{did_you_mean, Diagnostic};
-use crate::expand::selects;
-use crate::module::Registry;
-use crate::plan::model::{Os, UserTask};
-use crate::plan::spans::PlanPath;
-use crate::plan::ResolvedHost;
-use crate::transport::Shell;
-use std::collections::{BTreeSet, HashMap};
+use crate::plan::model::UserTask;
+use crate::plan::refs::{self, Use};
+use std::collections::HashMap;
 
-pub(super) fn check(v: &mut V<'_>, registry: &dyn Registry, recipe_steps: &[String]) {
+/// `modules`: the module names a task may use. `recipe_steps`: the step names a reference
+/// may name besides the plan's tasks (used only with `[cluster]`, as expansion does).
+pub(super) fn check(v: &mut V<'_>, modules: &[&str], recipe_steps: &[String]) {
     let plan = v.plan;
     let tasks = &plan.file.tasks;
+    let steps: Vec<&str> = if plan.file.cluster.is_some() {
+        recipe_steps.iter().map(String::as_str).collect()
+    } else {
+        Vec::new()
+    };
     let mut first: HashMap<&str, usize> = HashMap::new();
     for (i, t) in tasks.iter().enumerate() {
-        if !crate::expand::refs::valid_name(&t.name) {
+        if !refs::valid_name(&t.name) {
             v.at(
                 &format!("tasks[{i}].name"),
                 Diagnostic::error(
@@ -44,14 +48,14 @@ pub(super) fn check(v: &mut V<'_>, registry: &dyn Registry, recipe_steps: &[Stri
         }
     }
     for (i, t) in tasks.iter().enumerate() {
-        let matched = selector(v, i, t);
-        module(v, registry, i, t, &matched);
-        after(v, i, t, &matched, recipe_steps);
+        selector(v, i, t);
+        module(v, modules, i, t);
+        references(v, i, t, &steps);
     }
 }
 
-/// Check the selector; the hosts it picks.
-fn selector<'p>(v: &mut V<'p>, i: usize, t: &UserTask) -> Vec<&'p ResolvedHost> {
+/// Check the selector: the hosts it names exist, and it picks at least one.
+fn selector(v: &mut V<'_>, i: usize, t: &UserTask) {
     let plan = v.plan;
     let names: Vec<&str> = plan.hosts.iter().map(|h| h.name.as_str()).collect();
     let mut unknown = 0;
@@ -71,8 +75,8 @@ fn selector<'p>(v: &mut V<'p>, i: usize, t: &UserTask) -> Vec<&'p ResolvedHost> 
             v.at(&format!("tasks[{i}].on.hosts[{j}]"), d);
         }
     }
-    let matched: Vec<&ResolvedHost> = plan.hosts.iter().filter(|h| selects(&t.on, h)).collect();
-    if matched.is_empty() && (unknown == 0 || unknown < t.on.hosts.len()) {
+    let matched = plan.hosts.iter().any(|h| t.on.matches(h));
+    if !matched && (unknown == 0 || unknown < t.on.hosts.len()) {
         let path = if v.has(&format!("tasks[{i}].on")) {
             format!("tasks[{i}].on")
         } else {
@@ -87,239 +91,54 @@ fn selector<'p>(v: &mut V<'p>, i: usize, t: &UserTask) -> Vec<&'p ResolvedHost> 
             .with_hint("check `on.hosts`, `on.roles` and `on.os` against the hosts"),
         );
     }
-    matched
 }
 
-fn shell_name(s: Shell) -> &'static str {
-    match s {
-        Shell::Posix => "Linux",
-        Shell::PowerShell => "Windows",
-    }
-}
-
-fn module(v: &mut V<'_>, registry: &dyn Registry, i: usize, t: &UserTask, hosts: &[&ResolvedHost]) {
-    let names = registry.names();
-    let module_path = format!("tasks[{i}].module");
-    if !names.contains(&t.module.as_str()) {
-        let hint = match did_you_mean(&t.module, names.iter().copied()) {
-            Some(s) => format!("did you mean `{s}`?"),
-            None if names.is_empty() => "this kwin has no modules".to_string(),
-            None => format!("modules: {}", names.join(", ")),
-        };
-        v.at(
-            &module_path,
-            Diagnostic::error(
-                "unknown-module",
-                format!("task `{}`: unknown module `{}`", t.name, t.module),
-            )
-            .with_hint(hint),
-        );
+/// The task's module exists. Whether it exists for the task's hosts' OS, and takes the
+/// params, is the build phase's to say (`module::build`).
+fn module(v: &mut V<'_>, names: &[&str], i: usize, t: &UserTask) {
+    if names.contains(&t.module.as_str()) {
         return;
     }
-    let mut shells: Vec<Shell> = Vec::new();
-    for s in hosts.iter().map(|h| h.conn.shell()) {
-        if !shells.contains(&s) {
-            shells.push(s);
-        }
-    }
-    if hosts.is_empty() {
-        match t.on.os {
-            Some(Os::Linux) => shells.push(Shell::Posix),
-            Some(Os::Windows) => shells.push(Shell::PowerShell),
-            None => {}
-        }
-    }
-    let params = match serde_json::to_value(&t.params) {
-        Ok(p) => p,
-        Err(e) => {
-            v.at(
-                &format!("tasks[{i}].params"),
-                Diagnostic::error("task-params", format!("task `{}`: {e}", t.name)),
-            );
-            return;
-        }
+    let hint = match did_you_mean(&t.module, names.iter().copied()) {
+        Some(s) => format!("did you mean `{s}`?"),
+        None if names.is_empty() => "this kwin has no modules".to_string(),
+        None => format!("modules: {}", names.join(", ")),
     };
-    let mut reported = BTreeSet::new();
-    for shell in shells {
-        let Err(e) = registry.build(&t.module, shell, &params) else {
-            continue;
-        };
-        if !reported.insert((e.path.clone(), e.message.clone())) {
-            continue;
-        }
-        let on = shell_name(shell);
-        match &e.path {
-            Some(p) => {
-                let path = param_path(i, p);
-                v.at(
-                    &path,
-                    Diagnostic::error(
-                        "task-params",
-                        format!(
-                            "task `{}` (module `{}`) on {on} hosts: params.{p}: {}",
-                            t.name, t.module, e.message
-                        ),
-                    ),
-                );
-            }
-            None => {
-                let (at, hint, on_key) = unlocated_param_error(v, i, shell, &e.message);
-                let d = Diagnostic::error(
-                    "task-params",
-                    format!(
-                        "task `{}` (module `{}`) on {on} hosts: {}",
-                        t.name, t.module, e.message
-                    ),
-                )
-                .with_hint(hint);
-                if on_key {
-                    v.at_key(&at, d);
-                } else {
-                    v.at(&at, d);
-                }
-            }
-        }
-    }
+    v.at(
+        &format!("tasks[{i}].module"),
+        Diagnostic::error(
+            "unknown-module",
+            format!("task `{}`: unknown module `{}`", t.name, t.module),
+        )
+        .with_hint(hint),
+    );
 }
 
-/// Where to report a param error without a path, and the hint: an unknown field (serde's
-/// "unknown field `x`, expected ...") at that field's key, a module missing for the OS at
-/// `module`. Returns (path, hint, whether the path is a key).
-fn unlocated_param_error(
-    v: &V<'_>,
-    i: usize,
-    shell: Shell,
-    message: &str,
-) -> (String, String, bool) {
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        if let Some((field, expected)) = rest.split_once('`') {
-            let path = PlanPath::root()
-                .key("tasks")
-                .index(i)
-                .key("params")
-                .key(field)
-                .to_string();
-            let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-            let hint = match did_you_mean(field, candidates.iter().copied()) {
-                Some(s) => format!("did you mean `{s}`?"),
-                None => "see the module's documentation for its parameters".to_string(),
-            };
-            if v.has(&path) {
-                return (path, hint, true);
-            }
-        }
-    }
-    let module_path = format!("tasks[{i}].module");
-    if message.contains("not available on") {
-        let other = match shell {
-            Shell::Posix => "windows",
-            Shell::PowerShell => "linux",
-        };
-        let hint = format!("run it only where it exists: on = {{ os = \"{other}\" }}");
-        return (module_path, hint, false);
-    }
-    let at = if v.has(&format!("tasks[{i}].params")) {
-        format!("tasks[{i}].params")
-    } else {
-        module_path
-    };
-    (
-        at,
-        "see the module's documentation for its parameters".to_string(),
-        false,
-    )
-}
-
-/// `rules.0.port` under task `i` → `tasks[i].params.rules[0].port`.
-fn param_path(i: usize, p: &str) -> String {
-    let mut path = PlanPath::root().key("tasks").index(i).key("params");
-    for seg in p.split('.').filter(|s| !s.is_empty()) {
-        path = match seg.parse::<usize>() {
-            Ok(n) => path.index(n),
-            Err(_) => path.key(seg),
-        };
-    }
-    path.to_string()
-}
-
-fn after(v: &mut V<'_>, i: usize, t: &UserTask, hosts: &[&ResolvedHost], recipe_steps: &[String]) {
+/// `after` and `inputs`: parsed by the one grammar, checked as expansion checks them.
+fn references(v: &mut V<'_>, i: usize, t: &UserTask, steps: &[&str]) {
     let plan = v.plan;
-    let tasks = &plan.file.tasks;
-    let task_names: Vec<&str> = tasks.iter().map(|x| x.name.as_str()).collect();
-    let known = |n: &str| task_names.contains(&n) || recipe_steps.iter().any(|s| s == n);
-    for (j, a) in t.after.iter().enumerate() {
-        let path = format!("tasks[{i}].after[{j}]");
-        let (host, name) = match a.split_once(':') {
-            Some((h, n)) => (Some(h), n),
-            None => (None, a.as_str()),
-        };
-        if host.is_none() && name == t.name {
-            v.at(
-                &path,
-                Diagnostic::error(
-                    "task-after",
-                    format!("task `{}` cannot run after itself", t.name),
-                ),
-            );
-            continue;
-        }
-        if let Some(h) = host {
-            if plan.host(h).is_none() {
-                let mut d = Diagnostic::error(
-                    "task-after",
-                    format!(
-                        "task `{}` runs after `{a}`, but the plan has no host `{h}`",
-                        t.name
-                    ),
-                );
-                if let Some(s) = did_you_mean(h, plan.hosts.iter().map(|x| x.name.as_str())) {
-                    d = d.with_hint(format!("did you mean `{s}:{name}`?"));
-                }
-                v.at(&path, d);
-                continue;
-            }
-        }
-        if !known(name) {
-            let candidates = task_names
-                .iter()
-                .copied()
-                .chain(recipe_steps.iter().map(String::as_str));
-            let mut d = Diagnostic::error(
-                "task-after",
-                format!(
-                    "task `{}` runs after `{name}`, which is not a task or recipe step",
-                    t.name
-                ),
-            );
-            if let Some(s) = did_you_mean(name, candidates) {
-                d = d.with_hint(format!("did you mean `{s}`?"));
+    let mut check = |path: String, written: &str, usage: Use<'_>| {
+        let problem = refs::parse(written, matches!(usage, Use::Input(_)))
+            .map_err(|msg| refs::Problem {
+                message: format!("task `{}`: {msg}", t.name),
+                hint: None,
+            })
+            .and_then(|r| refs::check_user_ref(plan, i, written, &r, usage, steps));
+        if let Err(p) = problem {
+            let mut d = match usage {
+                Use::After => Diagnostic::error("task-after", p.message),
+                Use::Input(_) => Diagnostic::error("task-inputs", p.message),
+            };
+            if let Some(h) = p.hint {
+                d = d.with_hint(h);
             }
             v.at(&path, d);
-            continue;
         }
-        // A user task must run on the host the dependency refers to.
-        let Some(dep) = tasks.iter().find(|x| x.name == name) else {
-            continue;
-        };
-        let dep_hosts: std::collections::HashSet<&str> = plan
-            .hosts
-            .iter()
-            .filter(|h| selects(&dep.on, h))
-            .map(|h| h.name.as_str())
-            .collect();
-        let wanted: Vec<&str> = match host {
-            Some(h) => vec![h],
-            None => hosts.iter().map(|h| h.name.as_str()).collect(),
-        };
-        if let Some(missing) = wanted.iter().find(|h| !dep_hosts.contains(**h)) {
-            v.at(
-                &path,
-                Diagnostic::error(
-                    "task-after",
-                    format!("task `{}` runs after `{name}` on `{missing}`, but `{name}` does not run on `{missing}`", t.name),
-                )
-                .with_hint("`after = [\"task\"]` waits for the task on the same host; write \"host:task\" to wait for another host"),
-            );
-        }
+    };
+    for (j, a) in t.after.iter().enumerate() {
+        check(format!("tasks[{i}].after[{j}]"), a, Use::After);
+    }
+    for (name, a) in &t.inputs {
+        check(format!("tasks[{i}].inputs.{name}"), a, Use::Input(name));
     }
 }

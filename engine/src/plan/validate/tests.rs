@@ -1,50 +1,20 @@
-//! Unit tests of the validation rules with a small module registry.
+//! Unit tests of the validation rules.
 
 use super::*;
-use crate::fact::{FactQuery, Facts};
-use crate::module::ModuleError;
-use crate::module::{Ctx, Module, ParamError, Plan};
-use crate::transport::Shell;
 use std::path::Path;
 
-/// A registry with `file` (both shells; needs a string `path`) and `apt` (Linux only).
-struct TestRegistry;
+/// The module names tasks may use in these tests.
+const MODULES: &[&str] = &["apt", "file"];
 
-#[derive(Debug)]
-struct Nop;
-
-impl Module for Nop {
-    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
-        Vec::new()
-    }
-    fn plan(&self, _facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
-        Ok(Plan::noop("test"))
+fn known() -> Names<'static> {
+    Names {
+        modules: MODULES,
+        recipe_steps: &[],
     }
 }
 
-impl Registry for TestRegistry {
-    fn names(&self) -> Vec<&'static str> {
-        vec!["apt", "file"]
-    }
-    fn build(
-        &self,
-        name: &str,
-        shell: Shell,
-        params: &serde_json::Value,
-    ) -> Result<Box<dyn Module>, ParamError> {
-        match (name, shell) {
-            ("file", _) => match params.get("path") {
-                Some(serde_json::Value::String(_)) => Ok(Box::new(Nop)),
-                Some(_) => Err(ParamError::at("path", "expected a string")),
-                None => Err(ParamError::new("missing parameter `path`")),
-            },
-            ("apt", Shell::Posix) => Ok(Box::new(Nop)),
-            ("apt", Shell::PowerShell) => Err(ParamError::new(
-                "module `apt` is not available on Windows hosts",
-            )),
-            _ => Err(ParamError::new(format!("unknown module `{name}`"))),
-        }
-    }
+fn check_str(text: &str) -> Diagnostics {
+    load_and_validate_str(Path::new("t.toml"), text, known()).diags
 }
 
 const HOSTS: &str = r#"
@@ -73,7 +43,7 @@ plugin = "flannel"
 
 /// (line, code) of every diagnostic of `text`.
 fn codes(text: &str) -> Vec<(usize, &'static str)> {
-    crate::plan::check_str(Path::new("t.toml"), text, &TestRegistry, &[])
+    check_str(text)
         .0
         .iter()
         .map(|d| (d.location.as_ref().map_or(0, |l| l.line), d.code))
@@ -90,38 +60,24 @@ fn a_good_cluster_is_clean() {
 }
 
 #[test]
-fn task_params_are_checked_per_shell() {
+fn unknown_modules_are_named_with_a_suggestion() {
     let text = format!(
         "{HOSTS}\n[[tasks]]\nname = \"motd\"\nmodule = \"file\"\nparams = {{ path = 5 }}\n\n\
-         [[tasks]]\nname = \"pkgs\"\nmodule = \"apt\"\n\n\
          [[tasks]]\nname = \"x\"\nmodule = \"fiel\"\n"
     );
     let got = codes(&text);
-    // params.path: one error although two shells build the module.
-    assert_eq!(
-        got.iter().filter(|(_, c)| *c == "task-params").count(),
-        2,
-        "{got:?}"
-    );
+    // Params are the build phase's (module::build): validation builds no module.
     let fiel_line = text
         .lines()
         .position(|l| l.contains("\"fiel\""))
         .map(|n| n + 1);
-    assert!(
-        got.contains(&(fiel_line.unwrap_or(0), "unknown-module")),
-        "{got:?}"
-    );
-    let d = crate::plan::check_str(Path::new("t.toml"), &text, &TestRegistry, &[]);
+    assert_eq!(got, [(fiel_line.unwrap_or(0), "unknown-module")], "{got:?}");
+    let d = check_str(&text);
     let unknown =
         d.0.iter()
             .find(|d| d.code == "unknown-module")
             .expect("reported");
     assert_eq!(unknown.hint.as_deref(), Some("did you mean `file`?"));
-    let apt =
-        d.0.iter()
-            .find(|d| d.summary.contains("`apt`"))
-            .expect("reported");
-    assert!(apt.summary.contains("on Windows hosts"), "{apt:?}");
 }
 
 #[test]
@@ -185,18 +141,86 @@ fn a_plan_with_only_tasks_is_clean() {
     assert!(plan.first_control_plane().is_none());
 }
 
+/// Recipes for the reference test: `kubeadm-init` on the first control plane, `kubeadm-join`
+/// on workers.
+const REF_RECIPES: &[(&str, &str)] = &[(
+    "plans/t.toml",
+    r#"
+recipe = "t"
+applies = {}
+[[steps]]
+name = "kubeadm-init"
+module = "file"
+when = "{{ host.is_first_control_plane }}"
+[[steps]]
+name = "kubeadm-join"
+module = "file"
+when = "{{ not host.is_control_plane }}"
+"#,
+)];
+
+/// One grammar (`plan::refs`), one set of plan-level rules: a reference of the plan's
+/// `[[tasks]]` is accepted by validation exactly when expansion accepts it. (Whether a recipe
+/// step runs on a named host — `cp1:kubeadm-join` — depends on its `when`, which only
+/// expansion evaluates; validation leaves that to it.)
 #[test]
-fn param_errors_point_at_the_param() {
-    let text = "[[hosts]]\nname = \"web1\"\naddress = \"192.168.56.30\"\nos = \"linux\"\n\n\
-                [[tasks]]\nname = \"motd\"\nmodule = \"file\"\nparams = { path = 5 }\n";
-    let d = crate::plan::check_str(Path::new("t.toml"), text, &TestRegistry, &[]);
-    let e = d.0.first().expect("one error");
-    assert_eq!(e.code, "task-params");
-    let loc = e.location.as_ref().expect("located");
-    // `params = { path = 5 }` on line 9: the 5.
-    assert_eq!((loc.line, loc.col), (9, 19));
-    assert!(
-        e.summary.contains("params.path: expected a string"),
-        "{e:?}"
-    );
+fn validation_and_expansion_accept_the_same_references() {
+    let steps: Vec<String> = crate::expand::RecipeSet::parse(REF_RECIPES)
+        .expect("recipes")
+        .step_names
+        .into_iter()
+        .collect();
+    let known = Names {
+        modules: MODULES,
+        recipe_steps: &steps,
+    };
+    let cases = [
+        "motd",
+        "cp1:motd",
+        "@first_control_plane:kubeadm-init",
+        "@all:kubeadm-join",
+        "@workers:x",
+        ":x",
+        "cp1:",
+        "a.b",
+        "nohost:motd",
+        // The task itself; a task of the plan that does not run where it is waited for.
+        "probe",
+        "ww1:motd",
+        "@first_control_plane:motd",
+        "kubeadm-init",
+        "@all:nothing",
+    ];
+    let mut disagree = Vec::new();
+    for r in cases {
+        let text = format!(
+            "{CLUSTER}{HOSTS}\n[[tasks]]\nname = \"motd\"\nmodule = \"file\"\non = {{ hosts = [\"cp1\"] }}\n\n\
+             [[tasks]]\nname = \"probe\"\nmodule = \"file\"\non = {{ hosts = [\"cp1\"] }}\nafter = [{r:?}]\n"
+        );
+        let checked = load_and_validate_str(Path::new("t.toml"), &text, known);
+        let validate_ok = !checked.diags.0.iter().any(|d| d.code == "task-after");
+        let others: Vec<&crate::diag::Diagnostic> = checked
+            .diags
+            .errors()
+            .filter(|d| d.code != "task-after")
+            .collect();
+        assert!(others.is_empty(), "{r}: {others:?}");
+        let plan = checked.plan.expect("loads");
+        let expand_ok = match crate::expand::expand(&plan, REF_RECIPES) {
+            Ok(_) => true,
+            Err(d) => {
+                let other: Vec<_> = d.errors().filter(|d| d.code != "task-after").collect();
+                assert!(other.is_empty(), "{r}: expansion: {other:?}");
+                false
+            }
+        };
+        if validate_ok != expand_ok {
+            disagree.push(format!(
+                "{r}: validation {}, expansion {}",
+                if validate_ok { "accepts" } else { "refuses" },
+                if expand_ok { "accepts" } else { "refuses" }
+            ));
+        }
+    }
+    assert!(disagree.is_empty(), "{disagree:#?}");
 }

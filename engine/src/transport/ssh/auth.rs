@@ -10,7 +10,7 @@
 //! A key's passphrase comes from the plan's passphrase source. The `Auth` error lists what was
 //! tried and why each failed; it never contains a secret.
 
-use crate::plan::SecretSource;
+use crate::transport::spec::SecretSource;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use ssh2::Session;

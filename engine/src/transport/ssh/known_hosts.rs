@@ -12,9 +12,32 @@ use super::config::wildmatch;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use base64::Engine;
 use sha2::{Digest, Sha256};
+use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+/// A host key kwin recorded because new keys were accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedHostKey {
+    /// The name written to the file: `host`, or `[host]:port` for ports other than 22.
+    pub host: String,
+    /// `SHA256:...`.
+    pub fingerprint: String,
+    pub file: PathBuf,
+}
+
+impl fmt::Display for RecordedHostKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "recorded new host key {} for {} in {}",
+            self.fingerprint,
+            self.host,
+            self.file.display()
+        )
+    }
+}
 
 /// One key a known_hosts file holds for the host being checked.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,8 +8,7 @@
 //! blocking mode with the session timeout as the longest tolerated silence.
 
 use super::auth::{self, Credentials};
-use super::known_hosts::{self, Recorded, Verdict};
-use super::RecordedHostKey;
+use super::known_hosts::{self, Recorded, RecordedHostKey, Verdict};
 use crate::quote::{ps_quote, sh_quote};
 use crate::secret::Scrubber;
 use crate::transport::output::{Collector, Keep};
@@ -512,7 +511,7 @@ impl Conn {
         bytes: &[u8],
         mode: Option<u32>,
     ) -> Result<(), TransportError> {
-        let nonce = crate::fact::new_nonce();
+        let nonce = crate::fs::new_nonce();
         let mode = mode.unwrap_or(0o644) & 0o7777;
         match (self.t.shell, self.t.become_root) {
             (Shell::PowerShell, _) => {

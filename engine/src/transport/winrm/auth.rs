@@ -83,11 +83,14 @@ impl NtlmClient {
         })
     }
 
-    /// The NEGOTIATE message.
-    pub fn negotiate(&mut self) -> Result<Vec<u8>, String> {
-        if self.state != LegState::Start {
-            return Err("ntlm: negotiate out of order".into());
-        }
+    /// One round of initializing the NTLM context: the token for the server, answering its
+    /// `challenge` when there is one. `what` names the round in errors.
+    fn step(
+        &mut self,
+        challenge: Option<&[u8]>,
+        what: &str,
+    ) -> Result<(SecurityStatus, Vec<SecurityBuffer>), String> {
+        let mut input = challenge.map(|c| vec![SecurityBuffer::new(c.to_vec(), BufferType::Token)]);
         let mut output = vec![SecurityBuffer::new(Vec::new(), BufferType::Token)];
         let mut builder = self
             .ntlm
@@ -97,16 +100,23 @@ impl NtlmClient {
             .with_target_data_representation(DataRepresentation::Native)
             .with_target_name(&self.target)
             .with_output(&mut output);
+        builder.input = input.as_deref_mut();
         let result = self
             .ntlm
             .initialize_security_context_impl(&mut builder)
             .and_then(|mut g| g.resolve_to_result())
-            .map_err(|e| format!("ntlm negotiate: {e}"))?;
-        if result.status != SecurityStatus::ContinueNeeded {
-            return Err(format!(
-                "ntlm negotiate: unexpected status {:?}",
-                result.status
-            ));
+            .map_err(|e| format!("{what}: {e}"))?;
+        Ok((result.status, output))
+    }
+
+    /// The NEGOTIATE message.
+    pub fn negotiate(&mut self) -> Result<Vec<u8>, String> {
+        if self.state != LegState::Start {
+            return Err("ntlm: negotiate out of order".into());
+        }
+        let (status, output) = self.step(None, "ntlm negotiate")?;
+        if status != SecurityStatus::ContinueNeeded {
+            return Err(format!("ntlm negotiate: unexpected status {status:?}"));
         }
         self.state = LegState::Negotiated;
         Ok(take_token(output))
@@ -117,24 +127,9 @@ impl NtlmClient {
         if self.state != LegState::Negotiated {
             return Err("ntlm: authenticate out of order".into());
         }
-        let mut input = vec![SecurityBuffer::new(challenge.to_vec(), BufferType::Token)];
-        let mut output = vec![SecurityBuffer::new(Vec::new(), BufferType::Token)];
-        let mut builder = self
-            .ntlm
-            .initialize_security_context()
-            .with_credentials_handle(&mut self.creds)
-            .with_context_requirements(flags())
-            .with_target_data_representation(DataRepresentation::Native)
-            .with_target_name(&self.target)
-            .with_input(&mut input)
-            .with_output(&mut output);
-        let result = self
-            .ntlm
-            .initialize_security_context_impl(&mut builder)
-            .and_then(|mut g| g.resolve_to_result())
-            .map_err(|e| format!("ntlm challenge: {e}"))?;
+        let (status, mut output) = self.step(Some(challenge), "ntlm challenge")?;
         if matches!(
-            result.status,
+            status,
             SecurityStatus::CompleteNeeded | SecurityStatus::CompleteAndContinue
         ) {
             self.ntlm

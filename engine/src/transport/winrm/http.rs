@@ -22,7 +22,7 @@
 
 use super::auth::{self, NtlmClient};
 use super::{crypt, soap, tls};
-use crate::plan::{SecretSource, WinrmAuth, WinrmSpec};
+use crate::transport::spec::{SecretSource, WinrmAuth, WinrmSpec};
 use crate::transport::TransportError;
 use base64::Engine as _;
 use bytes::Bytes;

@@ -36,7 +36,7 @@ pub use scripts::Dialect;
 
 use super::output::{Collector, Keep};
 use super::{Output, Shell, Transport, TransportError};
-use crate::plan::WinrmSpec;
+use crate::transport::spec::WinrmSpec;
 use async_trait::async_trait;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
@@ -446,7 +446,7 @@ impl Transport for WinrmTransport {
 
     async fn put(&self, path: &str, bytes: &[u8], mode: Option<u32>) -> Result<(), TransportError> {
         let sha = hex::encode(Sha256::digest(bytes));
-        let nonce = &crate::fact::new_nonce()[..16];
+        let nonce = &crate::fs::new_nonce()[..16];
         let script = scripts::upload_script(self.dialect, path, &sha, nonce, mode);
         let args = scripts::encoded_command_args(&script);
         if scripts::command_line_len(scripts::POWERSHELL, &args) > scripts::COMMAND_LINE_LIMIT {
@@ -534,13 +534,13 @@ mod tests {
     /// stand-in.
     #[test]
     fn a_winrm_host_reboots_as_windows_in_every_dialect() {
-        let spec = crate::plan::WinrmSpec {
+        let spec = crate::transport::spec::WinrmSpec {
             address: "127.0.0.1".into(),
             port: 1,
             user: "Administrator".into(),
-            password: crate::plan::SecretSource::Env("KWIN_TEST_UNSET_PASSWORD".into()),
+            password: crate::transport::spec::SecretSource::Env("KWIN_TEST_UNSET_PASSWORD".into()),
             https: false,
-            auth: crate::plan::WinrmAuth::Ntlm,
+            auth: crate::transport::spec::WinrmAuth::Ntlm,
             cert_fingerprint: None,
             ca_file: None,
             insecure: false,

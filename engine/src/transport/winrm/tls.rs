@@ -13,7 +13,7 @@
 //! fingerprint so the user can pin it.
 
 use super::super::TransportError;
-use crate::plan::WinrmSpec;
+use crate::transport::spec::WinrmSpec;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};

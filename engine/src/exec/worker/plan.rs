@@ -1,42 +1,31 @@
-//! `kwin plan` and `kwin apply --check`: connect, probe (ONE round trip), plan every task
-//! against the probed facts, report. Never changes a host and never waits on another host.
+//! The `plan` policy of the per-host worker ([`PlanOnly`]): `kwin plan` and
+//! `kwin apply --check`. After `worker::run` connected and probed (ONE round trip), plan
+//! every task against the probed facts, report. Never changes a host and never waits on another host.
 //!
 //! A task that needs another task's output (a join token) is reported as a change whose
 //! details are known only after apply: reading outputs may itself have effects (creating a
 //! token), so plan never runs output scripts. Later tasks are planned against the facts as
 //! probed, not as earlier changes would leave them (like any dry run).
 
-use super::host::Worker;
-use super::walker::{HostOutcome, Shared};
+use super::{Policy, Worker};
 use crate::event::{Event, TaskStatus};
 use crate::module::{Ctx, Inputs, ModuleError, Plan};
-use petgraph::graph::NodeIndex;
-use std::sync::Arc;
+use async_trait::async_trait;
 use std::time::Instant;
 
-pub(crate) async fn work(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -> HostOutcome {
-    let mut w = Worker::new(sh, host, nodes);
-    w.acquire().await;
-    if let Err(e) = w.connect().await {
-        w.fail_host(e);
-        return w.end();
-    }
-    if let Err(e) = w.probe_all().await {
-        w.fail_host(e);
-        return w.end();
-    }
-    let inputs = Inputs::new();
-    for t in 0..w.tasks.len() {
-        if w.sh.cancel.is_cancelled() {
-            w.skip(t, "interrupted");
-            continue;
-        }
+/// Plan each task and report it; nothing is queued, so nothing is flushed.
+pub(crate) struct PlanOnly;
+
+#[async_trait]
+impl Policy for PlanOnly {
+    async fn task(&self, w: &mut Worker, t: usize) {
+        let inputs = Inputs::new();
         w.tasks[t].started = Some(Instant::now());
         let module = match w.tasks[t].module.clone() {
             Ok(m) => m,
             Err(e) => {
                 w.finish(t, TaskStatus::Failed, Some(e));
-                continue;
+                return;
             }
         };
         let nonce = crate::module::new_plan_nonce();
@@ -80,5 +69,8 @@ pub(crate) async fn work(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -
             Err(e) => w.finish(t, TaskStatus::Failed, Some(e.to_string())),
         }
     }
-    w.end()
+
+    async fn flush(&self, _w: &mut Worker) -> Result<(), String> {
+        Ok(())
+    }
 }

@@ -1,7 +1,6 @@
-//! The per-host worker of `apply`.
+//! The `apply` policy of the per-host worker ([`Apply`]).
 //!
-//! Flow: connect (retrying) → probe (ONE script with every fact of every task on the host) →
-//! for each task in order:
+//! After `worker::run` connected and probed, for each task in order:
 //!
 //! 1. wait for its dependencies (cross-host ones through the board; the pending batch is sent
 //!    first so nobody waits on it); a dependency that failed or was skipped skips the task;
@@ -21,76 +20,37 @@
 //! A batch is ONE script: each task's steps, then that task's facts re-read (convergence
 //! check: planning again must give NoOp, else "did not converge", a bug in the module) —
 //! right after its steps when a later change of the batch may touch them, otherwise in the
-//! batch's single end read — and the facts of later tasks the batch may have touched. The first failing task stops the
-//! script and the host; later tasks are skipped. A retryable transport error while a batch
+//! batch's single end read — and the facts of later tasks the batch may have touched. The
+//! first failing task stops the script and the host; later tasks are skipped. A retryable transport error while a batch
 //! runs: reconnect (with backoff), re-probe, re-plan the batch's tasks — what is now NoOp
 //! was applied — and send the rest again. Facts decide; nothing is re-run blindly.
 
-use super::batch::{Batch, Item, ItemResult, Section};
-use super::conn::{Backoff, Conn, LogAs, LogStdout};
-use super::inputs::last_lines;
-use super::walker::{Done, HostOutcome, Shared};
+use super::{InputErr, Pending, Policy, Worker};
 use crate::event::{Event, TaskStatus};
-use crate::fact::{self, FactQuery, Facts};
-use crate::module::{Action, Change, Ctx, Inputs, Module, ModuleError, Plan, Step, Touches};
-use crate::secret::Secret;
-use crate::task::TaskId;
-use crate::transport::output::Keep;
-use crate::transport::Shell;
-use petgraph::graph::NodeIndex;
+use crate::exec::batch::{Batch, Item, ItemResult, Section};
+use crate::exec::conn::{LogAs, LogStdout};
+use crate::exec::reboot::reboot;
+use crate::exec::text::last_lines;
+use crate::fact::FactQuery;
+use crate::module::{Action, Change, Ctx, Inputs, ModuleError, Plan, Step, Touches};
+use crate::shell::Output;
+use crate::transport::output::{Keep, TAIL};
+use crate::transport::TransportError;
+use async_trait::async_trait;
 use petgraph::Direction;
-use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::OwnedSemaphorePermit;
 
-pub(crate) struct HTask {
-    pub node: NodeIndex,
-    pub id: TaskId,
-    pub module_name: String,
-    pub module: Result<Arc<dyn Module>, String>,
-    pub queries: Vec<FactQuery>,
-    pub reads: Vec<String>,
-    /// Index into `executed` from which changes may have made this task's facts stale.
-    pub fresh_since: usize,
-    /// When this task's facts were last read.
-    pub fresh_at: Instant,
-    pub started: Option<Instant>,
-    pub done: bool,
-    /// The task says `sensitive = true`.
-    pub sensitive: bool,
-}
+/// Converge each task: plan, batch, run, verify (see the module docs).
+pub(crate) struct Apply;
 
-/// A task planned but not yet published: a change waiting in the batch, or a NoOp waiting
-/// for the changes queued before it.
-struct Pending {
-    t: usize,
-    change: Option<Change>,
-    inputs: Inputs,
-    why: String,
-}
-
-pub(crate) struct Worker {
-    pub sh: Arc<Shared>,
-    pub host: String,
-    pub conn: Arc<Conn>,
-    pub shell: Shell,
-    pub tasks: Vec<HTask>,
-    pub facts: Facts,
-    /// Touches of every change run on this host, in order.
-    executed: Vec<Touches>,
-    pending: Vec<Pending>,
-    /// Why the rest of this host's tasks do not run ("h1/x failed").
-    pub stopped: Option<String>,
-    pub out: HostOutcome,
-    pub host_error: Option<String>,
-    permit: Option<OwnedSemaphorePermit>,
-    start: Instant,
-}
-
-enum InputErr {
-    Skip(String),
-    Fail(String),
-    Cancelled,
+#[async_trait]
+impl Policy for Apply {
+    async fn task(&self, w: &mut Worker, t: usize) {
+        w.step(t).await;
+    }
+    async fn flush(&self, w: &mut Worker) -> Result<(), String> {
+        w.flush(Vec::new()).await
+    }
 }
 
 fn is_batchable(c: &Change) -> bool {
@@ -108,266 +68,6 @@ fn run_scripts(c: &Change) -> Vec<String> {
 }
 
 impl Worker {
-    pub fn new(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -> Worker {
-        let conn = sh.conns[&host].clone();
-        let shell = conn.shell();
-        let now = Instant::now();
-        let tasks = nodes
-            .into_iter()
-            .map(|n| {
-                let task = sh.graph.task(n);
-                let module = sh.modules[n.index()].clone();
-                let (queries, reads) = match &module {
-                    Ok(m) => (m.facts(shell), m.reads()),
-                    Err(_) => (Vec::new(), Vec::new()),
-                };
-                HTask {
-                    node: n,
-                    id: task.id.clone(),
-                    module_name: task.module.clone(),
-                    module,
-                    queries,
-                    reads,
-                    fresh_since: 0,
-                    fresh_at: now,
-                    started: None,
-                    done: false,
-                    sensitive: task.sensitive,
-                }
-            })
-            .collect();
-        Worker {
-            sh,
-            host,
-            conn,
-            shell,
-            tasks,
-            facts: Facts::new(),
-            executed: Vec::new(),
-            pending: Vec::new(),
-            stopped: None,
-            out: HostOutcome::default(),
-            host_error: None,
-            permit: None,
-            start: now,
-        }
-    }
-
-    fn backoff(&self) -> Backoff {
-        Backoff::new(self.sh.opts.retries, self.sh.opts.retry_delay)
-    }
-
-    pub async fn acquire(&mut self) {
-        if self.permit.is_none() {
-            self.permit = self.sh.permits.clone().acquire_owned().await.ok();
-        }
-    }
-
-    fn release(&mut self) {
-        self.permit = None;
-    }
-
-    // ----- reporting -------------------------------------------------------------------
-
-    pub fn finish(&mut self, t: usize, status: TaskStatus, message: Option<String>) {
-        let task = &mut self.tasks[t];
-        if task.done {
-            return;
-        }
-        task.done = true;
-        let duration_ms = task
-            .started
-            .map(|s| s.elapsed().as_millis() as u64)
-            .unwrap_or(0);
-        let cause = match status {
-            TaskStatus::Failed => Some(format!("{} failed", task.id)),
-            TaskStatus::Skipped => message.clone(),
-            _ => None,
-        };
-        match status {
-            TaskStatus::Ok => self.out.ok += 1,
-            TaskStatus::Changed => self.out.changed += 1,
-            TaskStatus::Failed => self.out.failed += 1,
-            TaskStatus::Skipped => self.out.skipped += 1,
-        }
-        let (node, id) = (task.node, task.id.clone());
-        self.sh.board.set(
-            node,
-            Done {
-                status,
-                cause,
-                at: Instant::now(),
-            },
-        );
-        self.sh.report.emit(Event::TaskFinished {
-            host: id.host,
-            task: id.name,
-            status,
-            message: message.map(|m| self.sh.scrubber.scrub(&m)),
-            duration_ms,
-        });
-    }
-
-    /// Fail task `t`; the host's remaining tasks are skipped.
-    pub fn fail(&mut self, t: usize, message: String) {
-        self.finish(t, TaskStatus::Failed, Some(message));
-        if self.stopped.is_none() {
-            self.stopped = Some(format!("{} failed", self.tasks[t].id));
-        }
-    }
-
-    pub fn skip(&mut self, t: usize, cause: &str) {
-        self.finish(t, TaskStatus::Skipped, Some(cause.to_string()));
-    }
-
-    /// The host failed outside any task: every task not done is skipped.
-    pub fn fail_host(&mut self, err: String) {
-        let cause = format!("host {} failed", self.host);
-        self.host_error = Some(err);
-        self.out.host_failed = true;
-        for t in 0..self.tasks.len() {
-            self.skip(t, &cause);
-        }
-        self.stopped = Some(cause);
-    }
-
-    /// Whether task `t` is sensitive: it says so, or its module finds its content secret
-    /// (a file readable by its owner only) given the facts read so far.
-    pub fn is_sensitive(&self, t: usize) -> bool {
-        let task = &self.tasks[t];
-        task.sensitive || task.module.as_ref().is_ok_and(|m| m.sensitive(&self.facts))
-    }
-
-    /// Keys of the facts of every sensitive task: their answers are left out of the host log.
-    fn sensitive_keys(&self) -> std::collections::HashSet<String> {
-        (0..self.tasks.len())
-            .filter(|&t| self.is_sensitive(t))
-            .flat_map(|t| self.tasks[t].queries.iter().map(|q| q.key.clone()))
-            .collect()
-    }
-
-    pub fn emit_planned(&self, t: usize, plan: &Plan) {
-        let task = &self.tasks[t];
-        let sc = &self.sh.scrubber;
-        let sensitive = self.is_sensitive(t);
-        let (change, action, reason, diff) = match plan {
-            Plan::NoOp { why, .. } => (false, None, why.clone(), None),
-            Plan::Change(c) => (
-                true,
-                Some(c.action.to_string()),
-                c.reason.clone(),
-                c.diff.as_deref().map(|d| {
-                    if sensitive {
-                        crate::module::hash_diff_lines(d)
-                    } else {
-                        sc.scrub(d)
-                    }
-                }),
-            ),
-        };
-        self.sh.report.emit(Event::TaskPlanned {
-            host: self.host.clone(),
-            task: task.id.name.clone(),
-            module: task.module_name.clone(),
-            change,
-            action,
-            reason: sc.scrub(&reason),
-            diff,
-        });
-        if let Plan::NoOp {
-            warning: Some(w), ..
-        } = plan
-        {
-            self.sh.report.warn(
-                Some(&self.host),
-                format!("{}: {}", task.id.name, sc.scrub(w)),
-            );
-        }
-    }
-
-    /// Emit `host_finished` and hand back the totals.
-    pub fn end(mut self) -> HostOutcome {
-        self.release();
-        let error = self.host_error.as_ref().map(|e| self.sh.scrubber.scrub(e));
-        self.sh.report.emit(Event::HostFinished {
-            host: self.host.clone(),
-            ok: self.out.ok,
-            changed: self.out.changed,
-            failed: self.out.failed,
-            skipped: self.out.skipped,
-            duration_ms: self.start.elapsed().as_millis() as u64,
-            error,
-        });
-        self.out
-    }
-
-    // ----- connecting and probing ------------------------------------------------------
-
-    pub async fn connect(&mut self) -> Result<(), String> {
-        let t = Instant::now();
-        self.conn
-            .connect_retrying(self.backoff())
-            .await
-            .map_err(|e| e.to_string())?;
-        self.sh.report.emit(Event::HostConnected {
-            host: self.host.clone(),
-            duration_ms: t.elapsed().as_millis() as u64,
-        });
-        Ok(())
-    }
-
-    /// Read `queries` in one round trip (nothing to read: no round trip).
-    async fn read_facts(&self, what: &str, queries: &[FactQuery]) -> Result<Facts, String> {
-        if queries.is_empty() {
-            return Ok(Facts::new());
-        }
-        let nonce = fact::new_nonce();
-        let script = fact::batch_script(self.shell, queries, &nonce);
-        let keys = self.sensitive_keys();
-        let shell = self.shell;
-        let redact = |out: &crate::transport::Output| {
-            fact::redact_for_log(shell, queries, out, &nonce, &|k| keys.contains(k))
-        };
-        let out = self
-            .conn
-            .run_idempotent_logged(
-                what,
-                &script,
-                self.sh.opts.step_timeout,
-                self.backoff(),
-                LogAs {
-                    stdout: LogStdout::Yes,
-                    script: None,
-                    output: Some(&redact),
-                    keep: None,
-                },
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        fact::parse_batch(queries, &out, &nonce).map_err(|e| format!("{what}: {e}"))
-    }
-
-    /// The initial probe: every fact of every task on the host.
-    pub async fn probe_all(&mut self) -> Result<(), String> {
-        let t = Instant::now();
-        let queries: Vec<FactQuery> = self
-            .tasks
-            .iter()
-            .flat_map(|t| t.queries.iter().cloned())
-            .collect();
-        self.facts = self.read_facts("probe", &queries).await?;
-        let now = Instant::now();
-        for task in &mut self.tasks {
-            task.fresh_at = now;
-        }
-        self.sh.report.emit(Event::HostProbed {
-            host: self.host.clone(),
-            facts: self.facts.len(),
-            duration_ms: t.elapsed().as_millis() as u64,
-        });
-        Ok(())
-    }
-
     fn exec_stale(&self, u: usize) -> bool {
         let task = &self.tasks[u];
         self.executed[task.fresh_since.min(self.executed.len())..]
@@ -416,12 +116,6 @@ impl Worker {
         Ok(())
     }
 
-    // ----- the task loop ---------------------------------------------------------------
-
-    fn in_pending(&self, n: NodeIndex) -> bool {
-        self.pending.iter().any(|p| self.tasks[p.t].node == n)
-    }
-
     /// Whether `t` depends directly on a task of this host whose pending change runs a
     /// command ([`Action::Run`]).
     fn waits_on_pending_command(&self, t: usize) -> bool {
@@ -438,123 +132,6 @@ impl Worker {
             })
     }
 
-    /// Wait for dependency `p` on another host (sending the batch first). `None`: cancelled.
-    async fn wait_for(&mut self, p: NodeIndex) -> Option<Done> {
-        if let Some(d) = self.sh.board.get(p) {
-            return Some(d);
-        }
-        if let Err(e) = self.flush(Vec::new()).await {
-            self.host_transport_failed(e);
-        }
-        self.release();
-        let sh = self.sh.clone();
-        let d = sh.board.wait(p, &sh.cancel).await;
-        self.acquire().await;
-        d
-    }
-
-    /// Wait for every dependency of `t`. `Ok(latest cross-host change)`, or `Err(skip cause)`,
-    /// or `Err(None)` when cancelled.
-    async fn await_deps(&mut self, t: usize) -> Result<Option<Instant>, Option<String>> {
-        let node = self.tasks[t].node;
-        let preds: Vec<NodeIndex> = self
-            .sh
-            .graph
-            .graph
-            .neighbors_directed(node, Direction::Incoming)
-            .collect();
-        let mut changed_at: Option<Instant> = None;
-        for p in preds {
-            let same_host = self.sh.graph.task(p).id.host == self.host;
-            if same_host && self.in_pending(p) {
-                continue;
-            }
-            let done = if same_host {
-                match self.sh.board.get(p) {
-                    Some(d) => d,
-                    None => continue,
-                }
-            } else {
-                match self.wait_for(p).await {
-                    Some(d) => d,
-                    None => return Err(None),
-                }
-            };
-            if let Some(c) = &self.stopped {
-                return Err(Some(c.clone()));
-            }
-            if !done.succeeded() {
-                let id = self.sh.graph.task(p).id.to_string();
-                return Err(Some(done.cause.unwrap_or(format!("{id} did not run"))));
-            }
-            if !same_host && done.status == TaskStatus::Changed {
-                changed_at = Some(changed_at.map_or(done.at, |a| a.max(done.at)));
-            }
-        }
-        Ok(changed_at)
-    }
-
-    async fn resolve_input(&mut self, t: usize, name: &str) -> Result<Secret, InputErr> {
-        let task = self.sh.graph.task(self.tasks[t].node);
-        let Some(r) = task.inputs.get(name).cloned() else {
-            return Err(InputErr::Fail(format!(
-                "module `{}` asked for input `{name}`, which the task does not declare (this is a bug in kwin's recipes)",
-                task.module
-            )));
-        };
-        let Some(p) = self.sh.graph.node(&r.from) else {
-            return Err(InputErr::Fail(format!(
-                "input `{name}` comes from {}, which does not exist",
-                r.from
-            )));
-        };
-        let done = if r.from.host == self.host {
-            if self.in_pending(p) {
-                if let Err(e) = self.flush(Vec::new()).await {
-                    return Err(InputErr::Fail(e));
-                }
-            }
-            self.sh.board.get(p)
-        } else {
-            match self.wait_for(p).await {
-                Some(d) => Some(d),
-                None => return Err(InputErr::Cancelled),
-            }
-        };
-        if let Some(c) = &self.stopped {
-            return Err(InputErr::Skip(c.clone()));
-        }
-        let done = done.ok_or_else(|| {
-            InputErr::Fail(format!(
-                "{} has not run before {} (this is a bug in kwin)",
-                r.from, self.tasks[t].id
-            ))
-        })?;
-        if !done.succeeded() {
-            return Err(InputErr::Skip(
-                done.cause.unwrap_or(format!("{} did not run", r.from)),
-            ));
-        }
-        let values =
-            self.sh.outputs.get(&self.sh, p).await.map_err(|e| {
-                InputErr::Fail(format!("cannot read the outputs of {}: {e}", r.from))
-            })?;
-        values
-            .get(&r.key)
-            .cloned()
-            .ok_or_else(|| InputErr::Fail(format!("{} has no output `{}`", r.from, r.key)))
-    }
-
-    /// A transport error that ends the host's work mid-run.
-    fn host_transport_failed(&mut self, err: String) {
-        if self.host_error.is_none() {
-            self.host_error = Some(err);
-        }
-        if self.stopped.is_none() {
-            self.stopped = Some(format!("host {} failed", self.host));
-        }
-    }
-
     /// Fail `t` after the batch queued before it was sent.
     async fn fail_after_flush(&mut self, t: usize, message: String) {
         if let Err(e) = self.flush(Vec::new()).await {
@@ -568,7 +145,7 @@ impl Worker {
 
     async fn step(&mut self, t: usize) {
         self.tasks[t].started = Some(Instant::now());
-        let changed_at = match self.await_deps(t).await {
+        let changed_at = match self.await_deps(t, &Apply).await {
             Ok(c) => c,
             Err(Some(cause)) => return self.skip(t, &cause),
             Err(None) => return,
@@ -638,7 +215,7 @@ impl Worker {
                     if asked <= self.sh.graph.task(self.tasks[t].node).inputs.len() =>
                 {
                     asked += 1;
-                    match self.resolve_input(t, &name).await {
+                    match self.resolve_input(t, &name, &Apply).await {
                         Ok(v) => inputs.insert(name, v),
                         Err(InputErr::Skip(c)) => return self.skip(t, &c),
                         Err(InputErr::Fail(m)) => return self.fail_after_flush(t, m).await,
@@ -713,8 +290,6 @@ impl Worker {
         }
     }
 
-    // ----- batches ---------------------------------------------------------------------
-
     /// Send the pending batch (if it holds a change) and publish everything in it. `extra`:
     /// tasks whose facts must be re-read afterwards. `Err`: a transport error not attributed
     /// to any task of the batch.
@@ -785,8 +360,7 @@ impl Worker {
             );
             let timeout = self.sh.opts.step_timeout.saturating_mul(n);
             let keys = self.sensitive_keys();
-            let redact =
-                |out: &crate::transport::Output| batch.log_output(out, &|k| keys.contains(k));
+            let redact = |out: &Output| batch.log_output(out, &|k| keys.contains(k));
             let keep = Keep::sections(batch.nonce(), self.sh.budget.clone());
             match self
                 .conn
@@ -905,7 +479,7 @@ impl Worker {
 
     /// A warning for each task of `batch` (its items are `tasks`, in order) whose output the
     /// run's output budget cut.
-    fn warn_cuts(&self, batch: &Batch, out: &crate::transport::Output, tasks: &[usize]) {
+    fn warn_cuts(&self, batch: &Batch, out: &Output, tasks: &[usize]) {
         for (item, bytes) in batch.cuts(out) {
             let Some(&t) = tasks.get(item) else {
                 continue;
@@ -916,7 +490,7 @@ impl Worker {
                     "{}: {bytes} bytes of its output were not kept: the run's output budget of {} MiB (settings.output_budget_mib) is spent; the task's result does not depend on them, and its log keeps the last {} bytes",
                     self.tasks[t].id.name,
                     self.sh.budget.limit() >> 20,
-                    crate::transport::output::TAIL,
+                    TAIL,
                 ),
             );
         }
@@ -979,7 +553,7 @@ impl Worker {
         &mut self,
         entries: Vec<Pending>,
         batch: &Batch,
-        out: &crate::transport::Output,
+        out: &Output,
         probe_tasks: &[usize],
     ) -> Vec<(usize, Change, Inputs)> {
         let mut unread = Vec::new();
@@ -1042,8 +616,6 @@ impl Worker {
         }
         unread
     }
-
-    // ----- changes that do not batch (file puts, reboots) ------------------------------
 
     async fn run_alone(&mut self, t: usize, change: Change, inputs: Inputs) {
         let mut change = change;
@@ -1159,7 +731,7 @@ impl Worker {
                     Vec::new(),
                 );
                 let keep = Keep::sections(batch.nonce(), self.sh.budget.clone());
-                let redact = |out: &crate::transport::Output| batch.log_output(out, &|_| false);
+                let redact = |out: &Output| batch.log_output(out, &|_| false);
                 let out = self
                     .conn
                     .run_logged(
@@ -1206,7 +778,7 @@ impl Worker {
                             "a reboot is needed, but settings.allow_reboot is false".into(),
                         ));
                     }
-                    super::reboot::reboot(&self.conn, spec, &opts)
+                    reboot(&self.conn, spec, opts.step_timeout, opts.reboot_poll)
                         .await
                         .map_err(StepErr::Failed)?;
                     self.executed.push(Touches::Anything);
@@ -1220,44 +792,5 @@ impl Worker {
 
 enum StepErr {
     Failed(String),
-    Transport(crate::transport::TransportError),
-}
-
-/// The apply worker of one host.
-pub(crate) async fn work(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -> HostOutcome {
-    let mut w = Worker::new(sh, host, nodes);
-    w.acquire().await;
-    if let Err(e) = w.connect().await {
-        w.fail_host(e);
-        return w.end();
-    }
-    if let Err(e) = w.probe_all().await {
-        w.fail_host(e);
-        return w.end();
-    }
-    for t in 0..w.tasks.len() {
-        if w.sh.cancel.is_cancelled() {
-            break;
-        }
-        if w.tasks[t].done {
-            continue;
-        }
-        if let Some(c) = w.stopped.clone() {
-            w.skip(t, &c);
-            continue;
-        }
-        w.step(t).await;
-    }
-    if w.sh.cancel.is_cancelled() {
-        let pending = std::mem::take(&mut w.pending);
-        for p in pending {
-            w.skip(p.t, "interrupted");
-        }
-        for t in 0..w.tasks.len() {
-            w.skip(t, "interrupted");
-        }
-    } else if let Err(e) = w.flush(Vec::new()).await {
-        w.host_transport_failed(e);
-    }
-    w.end()
+    Transport(TransportError),
 }

@@ -1,0 +1,130 @@
+//! What a run is given and what it gives back: [`Run`] (the graph, every task's module, the
+//! hosts and their transports, [`RunOptions`], the scrubber, the event sink, [`Cancel`]) and
+//! [`RunSummary`]. Every other file of the executor imports these from here, never from
+//! `mod.rs`.
+
+use super::retention::Retention;
+use crate::event::{Counts, EventSink, Mode};
+use crate::graph::TaskGraph;
+use crate::module::build::Modules;
+use crate::secret::Scrubber;
+use crate::transport::output::DEFAULT_OUTPUT_BUDGET;
+use crate::transport::Transport;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Knobs of one run. Cross-cutting concerns belong here, never in modules.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub mode: Mode,
+    pub parallelism: usize,
+    pub step_timeout: Duration,
+    pub retries: u32,
+    pub retry_delay: Duration,
+    pub accept_new_host_keys: bool,
+    /// `.kwin/` next to the plan: logs, journal, lock, kwin-owned known_hosts.
+    pub state_dir: PathBuf,
+    /// Id of this run (names the log folder and the journal).
+    pub run_id: String,
+    /// The plan file, for the journal.
+    pub plan: PathBuf,
+    /// Whether a task may reboot a host.
+    pub allow_reboot: bool,
+    /// How often to poll a rebooting host.
+    pub reboot_poll: Duration,
+    /// Bytes of step output the run keeps in memory and logs, all hosts together
+    /// (`settings.output_budget_mib`); past it, step output is cut (see `transport::output`).
+    pub output_budget: u64,
+    /// Old runs' logs and journals kept (`settings.keep_runs`, `settings.logs_limit_mib`);
+    /// pruned when the run starts.
+    pub retention: Retention,
+}
+
+impl RunOptions {
+    /// Defaults of `[settings]` for a run of `mode` keeping its state in `state_dir`.
+    pub fn new(mode: Mode, state_dir: PathBuf) -> Self {
+        RunOptions {
+            mode,
+            parallelism: 32,
+            step_timeout: Duration::from_secs(600),
+            retries: 3,
+            retry_delay: Duration::from_secs(2),
+            accept_new_host_keys: false,
+            state_dir,
+            run_id: crate::fs::new_run_id(),
+            plan: PathBuf::new(),
+            allow_reboot: true,
+            reboot_poll: Duration::from_secs(2),
+            output_budget: DEFAULT_OUTPUT_BUDGET,
+            retention: Retention::default(),
+        }
+    }
+}
+
+/// Totals of a run, as in the final `summary` event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    pub hosts: usize,
+    /// Tasks by outcome; `failed` also counts hosts that failed before any of their tasks
+    /// could (connect, probe).
+    pub counts: Counts,
+    pub duration_ms: u64,
+    pub interrupted: bool,
+}
+
+/// A host of the run and the transport that reaches it (not connected yet).
+pub struct HostHandle {
+    pub name: String,
+    pub transport: Arc<dyn Transport>,
+}
+
+/// Asks a run to stop scheduling new tasks (Ctrl-C). Running steps finish or time out.
+#[derive(Debug)]
+pub struct Canceller(watch::Sender<bool>);
+
+impl Canceller {
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// The run's side of a [`Canceller`].
+#[derive(Debug, Clone)]
+pub struct Cancel(watch::Receiver<bool>);
+
+impl Cancel {
+    pub fn pair() -> (Canceller, Cancel) {
+        let (tx, rx) = watch::channel(false);
+        (Canceller(tx), Cancel(rx))
+    }
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+    /// Resolves once cancelled; never, if the canceller is gone without cancelling.
+    pub async fn cancelled(&self) {
+        let mut rx = self.0.clone();
+        loop {
+            if *rx.borrow_and_update() {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// Everything one run needs.
+pub struct Run {
+    pub graph: Arc<TaskGraph>,
+    /// Every task's module, by node index, built before the run (`module::build`).
+    pub modules: Modules,
+    /// Every host of the plan (hosts without tasks are connected to and reported too).
+    pub hosts: Vec<HostHandle>,
+    pub options: RunOptions,
+    pub scrubber: Scrubber,
+    pub events: EventSink,
+    pub cancel: Cancel,
+}

@@ -1,0 +1,562 @@
+//! The per-host worker, the same for `apply` and `plan`: [`run`] connects (retrying),
+//! probes (ONE script with every fact of every task on the host), then hands each task, in
+//! the graph's order restricted to the host, to a [`Policy`] — `apply.rs` converges it,
+//! `plan.rs` only plans it — and at the end flushes what the policy queued. What every
+//! policy needs is here: reporting a task's outcome (the board, the events), waiting for a
+//! dependency on another host (the pending batch is flushed first, so nobody waits on it)
+//! and resolving a task's inputs (read once per producer, `exec::outputs`).
+
+pub(crate) mod apply;
+pub(crate) mod plan;
+
+use super::board::Done;
+use super::conn::{Backoff, Conn, LogAs, LogStdout};
+use super::outputs::Values;
+use super::shared::{HostOutcome, Shared};
+use super::text::{last_lines, parse_outputs};
+use crate::event::{Event, TaskStatus};
+use crate::fact::{self, FactQuery, Facts};
+use crate::module::{Change, Inputs, Module, Plan, Touches};
+use crate::secret::Secret;
+use crate::shell::{Output, Shell};
+use crate::task::TaskId;
+use async_trait::async_trait;
+use petgraph::graph::NodeIndex;
+use petgraph::Direction;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::OwnedSemaphorePermit;
+
+pub(crate) struct HTask {
+    pub node: NodeIndex,
+    pub id: TaskId,
+    pub module_name: String,
+    pub module: Result<Arc<dyn Module>, String>,
+    pub queries: Vec<FactQuery>,
+    pub reads: Vec<String>,
+    /// Index into `executed` from which changes may have made this task's facts stale.
+    pub fresh_since: usize,
+    /// When this task's facts were last read.
+    pub fresh_at: Instant,
+    pub started: Option<Instant>,
+    pub done: bool,
+    /// The task says `sensitive = true`.
+    pub sensitive: bool,
+}
+
+/// A task planned but not yet published: a change waiting in the batch, or a NoOp waiting
+/// for the changes queued before it.
+struct Pending {
+    t: usize,
+    change: Option<Change>,
+    inputs: Inputs,
+    why: String,
+}
+
+pub(crate) struct Worker {
+    pub sh: Arc<Shared>,
+    pub host: String,
+    pub conn: Arc<Conn>,
+    pub shell: Shell,
+    pub tasks: Vec<HTask>,
+    pub facts: Facts,
+    /// Touches of every change run on this host, in order.
+    executed: Vec<Touches>,
+    pending: Vec<Pending>,
+    /// Why the rest of this host's tasks do not run ("h1/x failed").
+    pub stopped: Option<String>,
+    pub out: HostOutcome,
+    pub host_error: Option<String>,
+    permit: Option<OwnedSemaphorePermit>,
+    start: Instant,
+}
+
+pub(crate) enum InputErr {
+    Skip(String),
+    Fail(String),
+    Cancelled,
+}
+
+impl Worker {
+    pub fn new(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -> Worker {
+        let conn = sh.conns[&host].clone();
+        let shell = conn.shell();
+        let now = Instant::now();
+        let tasks = nodes
+            .into_iter()
+            .map(|n| {
+                let task = sh.graph.task(n);
+                let module = sh.modules[n.index()].clone();
+                let (queries, reads) = match &module {
+                    Ok(m) => (m.facts(shell), m.reads()),
+                    Err(_) => (Vec::new(), Vec::new()),
+                };
+                HTask {
+                    node: n,
+                    id: task.id.clone(),
+                    module_name: task.module.clone(),
+                    module,
+                    queries,
+                    reads,
+                    fresh_since: 0,
+                    fresh_at: now,
+                    started: None,
+                    done: false,
+                    sensitive: task.sensitive,
+                }
+            })
+            .collect();
+        Worker {
+            sh,
+            host,
+            conn,
+            shell,
+            tasks,
+            facts: Facts::new(),
+            executed: Vec::new(),
+            pending: Vec::new(),
+            stopped: None,
+            out: HostOutcome::default(),
+            host_error: None,
+            permit: None,
+            start: now,
+        }
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff::new(self.sh.opts.retries, self.sh.opts.retry_delay)
+    }
+
+    pub async fn acquire(&mut self) {
+        if self.permit.is_none() {
+            self.permit = self.sh.permits.clone().acquire_owned().await.ok();
+        }
+    }
+
+    fn release(&mut self) {
+        self.permit = None;
+    }
+
+    pub fn finish(&mut self, t: usize, status: TaskStatus, message: Option<String>) {
+        let task = &mut self.tasks[t];
+        if task.done {
+            return;
+        }
+        task.done = true;
+        let duration_ms = task
+            .started
+            .map(|s| s.elapsed().as_millis() as u64)
+            .unwrap_or(0);
+        let cause = match status {
+            TaskStatus::Failed => Some(format!("{} failed", task.id)),
+            TaskStatus::Skipped => message.clone(),
+            _ => None,
+        };
+        self.out.counts.add(status);
+        let (node, id) = (task.node, task.id.clone());
+        self.sh.board.set(
+            node,
+            Done {
+                status,
+                cause,
+                at: Instant::now(),
+            },
+        );
+        self.sh.report.emit(Event::TaskFinished {
+            host: id.host,
+            task: id.name,
+            status,
+            message: message.map(|m| self.sh.scrubber.scrub(&m)),
+            duration_ms,
+        });
+    }
+
+    /// Fail task `t`; the host's remaining tasks are skipped.
+    pub fn fail(&mut self, t: usize, message: String) {
+        self.finish(t, TaskStatus::Failed, Some(message));
+        if self.stopped.is_none() {
+            self.stopped = Some(format!("{} failed", self.tasks[t].id));
+        }
+    }
+
+    pub fn skip(&mut self, t: usize, cause: &str) {
+        self.finish(t, TaskStatus::Skipped, Some(cause.to_string()));
+    }
+
+    /// The host failed outside any task: every task not done is skipped.
+    pub fn fail_host(&mut self, err: String) {
+        let cause = format!("host {} failed", self.host);
+        self.host_error = Some(err);
+        self.out.host_failed = true;
+        for t in 0..self.tasks.len() {
+            self.skip(t, &cause);
+        }
+        self.stopped = Some(cause);
+    }
+
+    /// Whether task `t` is sensitive: it says so, or its module finds its content secret
+    /// (a file readable by its owner only) given the facts read so far.
+    pub fn is_sensitive(&self, t: usize) -> bool {
+        let task = &self.tasks[t];
+        task.sensitive || task.module.as_ref().is_ok_and(|m| m.sensitive(&self.facts))
+    }
+
+    /// Keys of the facts of every sensitive task: their answers are left out of the host log.
+    fn sensitive_keys(&self) -> std::collections::HashSet<String> {
+        (0..self.tasks.len())
+            .filter(|&t| self.is_sensitive(t))
+            .flat_map(|t| self.tasks[t].queries.iter().map(|q| q.key.clone()))
+            .collect()
+    }
+
+    pub fn emit_planned(&self, t: usize, plan: &Plan) {
+        let task = &self.tasks[t];
+        let sc = &self.sh.scrubber;
+        let sensitive = self.is_sensitive(t);
+        let (change, action, reason, diff) = match plan {
+            Plan::NoOp { why, .. } => (false, None, why.clone(), None),
+            Plan::Change(c) => (
+                true,
+                Some(c.action.to_string()),
+                c.reason.clone(),
+                c.diff.as_deref().map(|d| {
+                    if sensitive {
+                        crate::module::hash_diff_lines(d)
+                    } else {
+                        sc.scrub(d)
+                    }
+                }),
+            ),
+        };
+        self.sh.report.emit(Event::TaskPlanned {
+            host: self.host.clone(),
+            task: task.id.name.clone(),
+            module: task.module_name.clone(),
+            change,
+            action,
+            reason: sc.scrub(&reason),
+            diff,
+        });
+        if let Plan::NoOp {
+            warning: Some(w), ..
+        } = plan
+        {
+            self.sh.report.warn(
+                Some(&self.host),
+                format!("{}: {}", task.id.name, sc.scrub(w)),
+            );
+        }
+    }
+
+    /// Emit `host_finished` and hand back the totals.
+    pub fn end(mut self) -> HostOutcome {
+        self.release();
+        let error = self.host_error.as_ref().map(|e| self.sh.scrubber.scrub(e));
+        self.sh.report.emit(Event::HostFinished {
+            host: self.host.clone(),
+            counts: self.out.counts,
+            duration_ms: self.start.elapsed().as_millis() as u64,
+            error,
+        });
+        self.out
+    }
+
+    pub async fn connect(&mut self) -> Result<(), String> {
+        let t = Instant::now();
+        self.conn
+            .connect_retrying(self.backoff())
+            .await
+            .map_err(|e| e.to_string())?;
+        self.sh.report.emit(Event::HostConnected {
+            host: self.host.clone(),
+            duration_ms: t.elapsed().as_millis() as u64,
+        });
+        Ok(())
+    }
+
+    /// Read `queries` in one round trip (nothing to read: no round trip).
+    async fn read_facts(&self, what: &str, queries: &[FactQuery]) -> Result<Facts, String> {
+        if queries.is_empty() {
+            return Ok(Facts::new());
+        }
+        let nonce = crate::fs::new_nonce();
+        let script = fact::batch_script(self.shell, queries, &nonce);
+        let keys = self.sensitive_keys();
+        let shell = self.shell;
+        let redact =
+            |out: &Output| fact::redact_for_log(shell, queries, out, &nonce, &|k| keys.contains(k));
+        let out = self
+            .conn
+            .run_idempotent_logged(
+                what,
+                &script,
+                self.sh.opts.step_timeout,
+                self.backoff(),
+                LogAs {
+                    stdout: LogStdout::Yes,
+                    script: None,
+                    output: Some(&redact),
+                    keep: None,
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        fact::parse_batch(queries, &out, &nonce).map_err(|e| format!("{what}: {e}"))
+    }
+
+    /// The initial probe: every fact of every task on the host.
+    pub async fn probe_all(&mut self) -> Result<(), String> {
+        let t = Instant::now();
+        let queries: Vec<FactQuery> = self
+            .tasks
+            .iter()
+            .flat_map(|t| t.queries.iter().cloned())
+            .collect();
+        self.facts = self.read_facts("probe", &queries).await?;
+        let now = Instant::now();
+        for task in &mut self.tasks {
+            task.fresh_at = now;
+        }
+        self.sh.report.emit(Event::HostProbed {
+            host: self.host.clone(),
+            facts: self.facts.len(),
+            duration_ms: t.elapsed().as_millis() as u64,
+        });
+        Ok(())
+    }
+
+    fn in_pending(&self, n: NodeIndex) -> bool {
+        self.pending.iter().any(|p| self.tasks[p.t].node == n)
+    }
+
+    /// Wait for dependency `p` on another host (flushing what `policy` queued first, so
+    /// nobody waits on it). `None`: cancelled.
+    async fn wait_for(&mut self, p: NodeIndex, policy: &dyn Policy) -> Option<Done> {
+        if let Some(d) = self.sh.board.get(p) {
+            return Some(d);
+        }
+        if let Err(e) = policy.flush(self).await {
+            self.host_transport_failed(e);
+        }
+        self.release();
+        let sh = self.sh.clone();
+        let d = sh.board.wait(p, &sh.cancel).await;
+        self.acquire().await;
+        d
+    }
+
+    /// Wait for every dependency of `t`. `Ok(latest cross-host change)`, or `Err(skip cause)`,
+    /// or `Err(None)` when cancelled.
+    pub(crate) async fn await_deps(
+        &mut self,
+        t: usize,
+        policy: &dyn Policy,
+    ) -> Result<Option<Instant>, Option<String>> {
+        let node = self.tasks[t].node;
+        let preds: Vec<NodeIndex> = self
+            .sh
+            .graph
+            .graph
+            .neighbors_directed(node, Direction::Incoming)
+            .collect();
+        let mut changed_at: Option<Instant> = None;
+        for p in preds {
+            let same_host = self.sh.graph.task(p).id.host == self.host;
+            if same_host && self.in_pending(p) {
+                continue;
+            }
+            let done = if same_host {
+                match self.sh.board.get(p) {
+                    Some(d) => d,
+                    None => continue,
+                }
+            } else {
+                match self.wait_for(p, policy).await {
+                    Some(d) => d,
+                    None => return Err(None),
+                }
+            };
+            if let Some(c) = &self.stopped {
+                return Err(Some(c.clone()));
+            }
+            if !done.succeeded() {
+                let id = self.sh.graph.task(p).id.to_string();
+                return Err(Some(done.cause.unwrap_or(format!("{id} did not run"))));
+            }
+            if !same_host && done.status == TaskStatus::Changed {
+                changed_at = Some(changed_at.map_or(done.at, |a| a.max(done.at)));
+            }
+        }
+        Ok(changed_at)
+    }
+
+    /// The value of input `name` of task `t`: wait for its producer (flushing what `policy`
+    /// queued first when the producer is queued there), read the producer's outputs once.
+    pub(crate) async fn resolve_input(
+        &mut self,
+        t: usize,
+        name: &str,
+        policy: &dyn Policy,
+    ) -> Result<Secret, InputErr> {
+        let task = self.sh.graph.task(self.tasks[t].node);
+        let Some(r) = task.inputs.get(name).cloned() else {
+            return Err(InputErr::Fail(format!(
+                "module `{}` asked for input `{name}`, which the task does not declare (this is a bug in kwin's recipes)",
+                task.module
+            )));
+        };
+        let Some(p) = self.sh.graph.node(&r.from) else {
+            return Err(InputErr::Fail(format!(
+                "input `{name}` comes from {}, which does not exist",
+                r.from
+            )));
+        };
+        let done = if r.from.host == self.host {
+            if self.in_pending(p) {
+                if let Err(e) = policy.flush(self).await {
+                    return Err(InputErr::Fail(e));
+                }
+            }
+            self.sh.board.get(p)
+        } else {
+            match self.wait_for(p, policy).await {
+                Some(d) => Some(d),
+                None => return Err(InputErr::Cancelled),
+            }
+        };
+        if let Some(c) = &self.stopped {
+            return Err(InputErr::Skip(c.clone()));
+        }
+        let done = done.ok_or_else(|| {
+            InputErr::Fail(format!(
+                "{} has not run before {} (this is a bug in kwin)",
+                r.from, self.tasks[t].id
+            ))
+        })?;
+        if !done.succeeded() {
+            return Err(InputErr::Skip(
+                done.cause.unwrap_or(format!("{} did not run", r.from)),
+            ));
+        }
+        let sh = self.sh.clone();
+        let values = sh
+            .outputs
+            .get(p, fetch_outputs(&sh, p))
+            .await
+            .map_err(|e| InputErr::Fail(format!("cannot read the outputs of {}: {e}", r.from)))?;
+        values
+            .get(&r.key)
+            .cloned()
+            .ok_or_else(|| InputErr::Fail(format!("{} has no output `{}`", r.from, r.key)))
+    }
+
+    /// A transport error that ends the host's work mid-run.
+    fn host_transport_failed(&mut self, err: String) {
+        if self.host_error.is_none() {
+            self.host_error = Some(err);
+        }
+        if self.stopped.is_none() {
+            self.stopped = Some(format!("host {} failed", self.host));
+        }
+    }
+}
+
+/// Run the `output` script of `producer` (finished OK) on its host: its `key=value` lines,
+/// every value added to the run's scrubber before anything else sees it.
+async fn fetch_outputs(sh: &Shared, producer: NodeIndex) -> Result<Values, String> {
+    let task = sh.graph.task(producer);
+    let module = sh.modules[producer.index()]
+        .as_ref()
+        .map_err(|e| e.to_string())?;
+    let conn = sh
+        .conns
+        .get(&task.id.host)
+        .ok_or_else(|| format!("host `{}` is not part of this run", task.id.host))?;
+    let script = module.output(conn.shell()).ok_or_else(|| {
+        format!(
+            "module `{}` has no outputs (this is a bug in kwin's recipes)",
+            task.module
+        )
+    })?;
+    let out = conn
+        .run_idempotent(
+            &format!("output of {}", task.id.name),
+            &script,
+            sh.opts.step_timeout,
+            Backoff::new(sh.opts.retries, sh.opts.retry_delay),
+            LogStdout::TaskOutputs,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let values = parse_outputs(&out.stdout);
+    for v in values.values() {
+        sh.scrubber.add(v);
+    }
+    if !out.success() {
+        return Err(format!(
+            "output script exited with {}: {}",
+            out.exit,
+            sh.scrubber
+                .scrub(last_lines(&String::from_utf8_lossy(&out.stderr), 3).as_str())
+        ));
+    }
+    Ok(Arc::new(values))
+}
+
+/// What a worker does with each task of its host: apply it ([`apply::Apply`]) or only plan
+/// it ([`plan::PlanOnly`]). The preamble, the loop and the end are [`run`]'s, the same for
+/// both.
+#[async_trait]
+pub(crate) trait Policy: Sync {
+    /// Work on task `t`: not done yet, its host not stopped, the run not cancelled.
+    async fn task(&self, w: &mut Worker, t: usize);
+    /// Send whatever the policy queued (before waiting on another host, and at the end).
+    /// `Err`: a transport error that no task took.
+    async fn flush(&self, w: &mut Worker) -> Result<(), String>;
+}
+
+/// The worker of one host: connect, probe (ONE script with every fact of every task on the
+/// host), each task in order under `policy`, then send what is still queued; Ctrl-C stops
+/// the loop and skips what did not run.
+pub(crate) async fn run(
+    sh: Arc<Shared>,
+    host: String,
+    nodes: Vec<NodeIndex>,
+    policy: &dyn Policy,
+) -> HostOutcome {
+    let mut w = Worker::new(sh, host, nodes);
+    w.acquire().await;
+    if let Err(e) = w.connect().await {
+        w.fail_host(e);
+        return w.end();
+    }
+    if let Err(e) = w.probe_all().await {
+        w.fail_host(e);
+        return w.end();
+    }
+    for t in 0..w.tasks.len() {
+        if w.sh.cancel.is_cancelled() {
+            break;
+        }
+        if w.tasks[t].done {
+            continue;
+        }
+        if let Some(c) = w.stopped.clone() {
+            w.skip(t, &c);
+            continue;
+        }
+        policy.task(&mut w, t).await;
+    }
+    if w.sh.cancel.is_cancelled() {
+        let pending = std::mem::take(&mut w.pending);
+        for p in pending {
+            w.skip(p.t, "interrupted");
+        }
+        for t in 0..w.tasks.len() {
+            w.skip(t, "interrupted");
+        }
+    } else if let Err(e) = policy.flush(&mut w).await {
+        w.host_transport_failed(e);
+    }
+    w.end()
+}

@@ -1,0 +1,172 @@
+//! A plan file loaded and resolved: [`LoadedPlan`] (the model, every host resolved, the
+//! source map for diagnostics) and [`ResolvedHost`] (one host after the inventory and
+//! `[defaults.*]` were merged in, with its connection spec).
+
+use super::model::{Os, PlanFile, Role, Selector};
+use super::net::{ClusterNet, CniSettings};
+use super::spans::SpanIndex;
+use super::{proxy, syntax};
+use crate::diag::{Location, SourceMap};
+use crate::secret::Secret;
+use crate::transport::spec::{ConnSpec, SecretSource};
+use std::path::{Path, PathBuf};
+
+/// One host after defaults and inventory were applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedHost {
+    /// Position in the plan's `[[hosts]]` array (for diagnostics).
+    pub index: usize,
+    pub name: String,
+    pub address: String,
+    pub os: Os,
+    pub role: Option<Role>,
+    pub node_ip: Option<String>,
+    pub interface: Option<String>,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub taints: Vec<String>,
+    pub conn: ConnSpec,
+}
+
+impl ResolvedHost {
+    /// The address the node registers with: `node_ip`, else `address`.
+    pub fn node_address(&self) -> &str {
+        self.node_ip.as_deref().unwrap_or(&self.address)
+    }
+
+    /// The node's IP: `node_ip`, else `address` when it is an IP address (a DNS name is
+    /// left to kubelet to resolve); `None` otherwise.
+    pub fn node_ip(&self) -> Option<&str> {
+        match &self.node_ip {
+            Some(ip) => Some(ip),
+            None => self
+                .address
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+                .then_some(self.address.as_str()),
+        }
+    }
+}
+
+/// (Here, not in `model.rs`: the model knows nothing of resolved hosts.)
+impl Selector {
+    /// Whether this selector picks host `h` (an empty selector picks every host).
+    pub fn matches(&self, h: &ResolvedHost) -> bool {
+        (self.hosts.is_empty() || self.hosts.iter().any(|n| n == &h.name))
+            && (self.roles.is_empty() || h.role.is_some_and(|r| self.roles.contains(&r)))
+            && self.os.is_none_or(|os| os == h.os)
+    }
+}
+
+/// A plan file loaded and resolved.
+#[derive(Debug, Clone)]
+pub struct LoadedPlan {
+    pub path: PathBuf,
+    /// Directory relative paths in the plan are resolved against.
+    pub base_dir: PathBuf,
+    pub file: PlanFile,
+    pub hosts: Vec<ResolvedHost>,
+    pub source: SourceMap,
+    pub spans: SpanIndex,
+}
+
+impl LoadedPlan {
+    /// Location of the value at `path` (e.g. `hosts[2].address`), or of the nearest parent
+    /// that has one.
+    pub fn loc(&self, path: &str) -> Option<Location> {
+        self.source.span(self.spans.find(path))
+    }
+
+    /// Location of the key at `path` (for "remove this key" diagnostics).
+    pub fn key_loc(&self, path: &str) -> Option<Location> {
+        self.source.span(self.spans.key(path))
+    }
+
+    pub fn host(&self, name: &str) -> Option<&ResolvedHost> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+
+    /// The cluster's address plan with defaults applied; `None` without `[cluster]` (or, in
+    /// a plan that did not pass validation, when a CIDR or the DNS IP does not parse).
+    pub fn cluster_net(&self) -> Option<ClusterNet> {
+        self.file
+            .cluster
+            .as_ref()
+            .and_then(|c| ClusterNet::from_cluster(c).ok())
+    }
+
+    /// The pod network settings with defaults applied; `None` without `[cni]`.
+    pub fn cni_settings(&self) -> Option<CniSettings> {
+        self.file.cni.as_ref().map(CniSettings::from_cni)
+    }
+
+    /// The Kubernetes version; `None` without `[cluster]` or if it does not parse.
+    pub fn kubernetes_version(&self) -> Option<semver::Version> {
+        let c = self.file.cluster.as_ref()?;
+        syntax::version(&c.kubernetes_version, false).ok()
+    }
+
+    /// Hosts with role control-plane, in file order: the first runs `kubeadm init`.
+    pub fn control_planes(&self) -> impl Iterator<Item = &ResolvedHost> {
+        self.hosts
+            .iter()
+            .filter(|h| h.role == Some(Role::ControlPlane))
+    }
+
+    /// The host that runs `kubeadm init`.
+    pub fn first_control_plane(&self) -> Option<&ResolvedHost> {
+        self.control_planes().next()
+    }
+
+    /// Hosts that are cluster nodes (have a role), in file order.
+    pub fn nodes(&self) -> impl Iterator<Item = &ResolvedHost> {
+        self.hosts.iter().filter(|h| h.role.is_some())
+    }
+
+    /// Whether any host is a Windows host.
+    pub fn has_windows(&self) -> bool {
+        self.hosts.iter().any(|h| h.os == Os::Windows)
+    }
+
+    pub fn resolve_path(&self, p: &str) -> PathBuf {
+        resolve_path(&self.base_dir, p)
+    }
+
+    /// Secrets the plan names beyond connections (the proxy credentials, in every form they
+    /// take in rendered files), for the run's scrubber. Unreadable ones are left out: the
+    /// expansion reports them.
+    pub fn plan_secrets(&self) -> Vec<Secret> {
+        self.proxy_credentials()
+            .and_then(|(src, _)| proxy::ProxyCredentials::read(&src).ok())
+            .map(|c| c.secrets())
+            .unwrap_or_default()
+    }
+
+    /// Where the proxy credentials come from (`[proxy] credentials_env` / `credentials_file`),
+    /// and the plan path naming it; not read here.
+    pub fn proxy_credentials(&self) -> Option<(SecretSource, &'static str)> {
+        let p = self.file.proxy.as_ref()?;
+        match (&p.credentials_env, &p.credentials_file) {
+            (Some(v), _) => Some((SecretSource::Env(v.clone()), "proxy.credentials_env")),
+            (None, Some(f)) => Some((
+                SecretSource::File(self.resolve_path(f)),
+                "proxy.credentials_file",
+            )),
+            (None, None) => None,
+        }
+    }
+}
+
+/// `~/x` → home, relative → against `base`.
+pub fn resolve_path(base: &Path, p: &str) -> PathBuf {
+    if let Some(rest) = p.strip_prefix("~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            return PathBuf::from(home).join(rest);
+        }
+    }
+    let pb = PathBuf::from(p);
+    if pb.is_absolute() {
+        pb
+    } else {
+        base.join(pb)
+    }
+}
