@@ -15,6 +15,8 @@ fn root() -> PathBuf {
 
 fn kwin(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kwin"))
+        // The SSH key the example plans name (`~/.ssh/id_ed25519`) exists there.
+        .env("HOME", root().join("tests/plans/home"))
         .args(args)
         .current_dir(root())
         .output()
@@ -550,7 +552,7 @@ params = {{ path = \"/etc/motd\", content = \"{{{{ cluster.name }}}}\" }}
     ));
     let err = expand(&plan).expect_err("no cluster").to_string();
     assert!(
-        err.contains("plan.toml:15:42: error[template]: task `motd`: params.content: undefined value `cluster`\n"),
+        err.contains("plan.toml:15:42: error[template]: task `motd`: params.content: undefined value `cluster`; templates can see: first_control_plane, host, hosts, var\n"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "reported once: {err}");

@@ -50,12 +50,17 @@ impl Line {
     }
 }
 
+/// A home directory with the files the example plans name under `~`.
+const FAKE_HOME: &str = "tests/plans/home";
+
 /// Run `kwin validate --output json` on `plan`: the diagnostics and the exit code.
 fn validate(plan: &Path) -> (Vec<Line>, i32) {
     let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
         .args(["validate", "--output", "json"])
         .arg(plan)
         .current_dir(root())
+        // The SSH key the example plans name (`~/.ssh/id_ed25519`) exists there.
+        .env("HOME", root().join(FAKE_HOME))
         .output()
         .expect("kwin runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -195,8 +200,9 @@ fn with_inventory(plan: &Path, tmp: &Path) -> PathBuf {
     let mut hosts = String::new();
     for i in 1..10 {
         hosts.push_str(&format!(
-            "[[hosts]]\nname = \"h{i}\"\naddress = \"10.213.0.{}\"\nport = 22\nuser = \"root\"\nprivate_key = \"/nonexistent/id_ed25519\"\nhost_key = \"SHA256:{}\"\n\n",
+            "[[hosts]]\nname = \"h{i}\"\naddress = \"10.213.0.{}\"\nport = 22\nuser = \"root\"\nprivate_key = \"{}\"\nhost_key = \"SHA256:{}\"\n\n",
             4 * i + 2,
+            root().join(FAKE_HOME).join(".ssh/id_ed25519").display(),
             "A".repeat(43)
         ));
     }
@@ -502,4 +508,47 @@ params = { path = "/tmp/x", content = "{% for a in range(100000) %}{% for b in r
         "the error names the task, its parameter and the line: {text}"
     );
     assert!(text.contains("fuel"), "{text}");
+}
+
+/// Plan durations (`step_timeout = "10m"`) take exactly the forms the CLI's `--timeout` takes:
+/// the engine's grammar and the one the CLI parses with agree on every sample.
+#[test]
+fn plan_durations_and_cli_timeouts_share_one_grammar() {
+    for s in [
+        "90", "90s", "10m", "1h30m", "1h", "0", "", "soon", "10 m", "1.5m", "-1", "1d", " 5m ",
+    ] {
+        assert_eq!(
+            kwin_engine::plan::syntax::duration_secs(s),
+            kwin_modules::kube::duration_secs(s),
+            "{s:?}"
+        );
+    }
+    assert_eq!(
+        kwin_engine::plan::syntax::duration_secs("1h30m"),
+        Some(5400)
+    );
+}
+
+/// Variables from the environment (`KWIN_VAR_<name>`), through the binary: a value of the
+/// wrong type names its source; good values make the plan validate clean.
+#[test]
+fn variables_from_the_environment() {
+    let plan = root().join("tests/plans/bad/variable-missing.toml");
+    let run = |value: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+            .args(["validate", "--output", "json"])
+            .arg(&plan)
+            .env("KWIN_VAR_cp1_address", value)
+            .output()
+            .expect("kwin runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(run("10.1.2.3"), (Some(0), String::new()));
+    // The value is checked as if written in the plan: nothing unchecked reaches a host.
+    let (code, out) = run("10.1.2.3; reboot");
+    assert_eq!(code, Some(1));
+    assert!(out.contains("\"bad-address\""), "{out}");
 }

@@ -161,7 +161,7 @@ impl TemplateError {
         }
         if e.kind() == ErrorKind::UndefinedError {
             if let Some(name) = ctx.and_then(|c| first_undefined(vars, c)) {
-                message = format!("undefined value `{name}`");
+                message = format!("undefined value `{name}");
             }
         }
         TemplateError {
@@ -171,7 +171,9 @@ impl TemplateError {
     }
 }
 
-/// The first of `vars` (dotted paths, sorted) that does not resolve in `ctx`.
+/// The first of `vars` (dotted paths, sorted) that does not resolve in `ctx`, with what
+/// could be named there: "`nothing`; templates can see: cluster, host, …" or
+/// "`cluster.nme`; `cluster` has: name, pod_cidr, …".
 fn first_undefined(vars: &HashSet<String>, ctx: &Value) -> Option<String> {
     let mut sorted: Vec<&String> = vars.iter().collect();
     sorted.sort();
@@ -179,14 +181,47 @@ fn first_undefined(vars: &HashSet<String>, ctx: &Value) -> Option<String> {
         let mut cur = ctx.clone();
         let mut seen = Vec::new();
         for part in path.split('.') {
+            let parent = seen.join(".");
             seen.push(part);
             match cur.get_attr(part) {
                 Ok(v) if !v.is_undefined() => cur = v,
-                _ => return Some(seen.join(".")),
+                _ => {
+                    let name = seen.join(".");
+                    return Some(match visible_names(&cur) {
+                        Some(names) if parent.is_empty() => {
+                            format!("{name}`; templates can see: {names}")
+                        }
+                        Some(names) => format!("{name}`; `{parent}` has: {names}"),
+                        None => format!("{name}`"),
+                    });
+                }
             }
         }
         None
     })
+}
+
+/// The keys of a map value, sorted, for "what could be named here" (at most 40).
+fn visible_names(v: &Value) -> Option<String> {
+    if v.kind() != minijinja::value::ValueKind::Map {
+        return None;
+    }
+    let mut keys: Vec<String> = v
+        .try_iter()
+        .ok()?
+        .filter_map(|k| k.as_str().map(str::to_string))
+        .collect();
+    if keys.is_empty() {
+        return None;
+    }
+    keys.sort();
+    let more = keys.len().saturating_sub(40);
+    keys.truncate(40);
+    let mut s = keys.join(", ");
+    if more > 0 {
+        s.push_str(&format!(" and {more} more"));
+    }
+    Some(s)
 }
 
 enum Kind<'env, 'src> {
@@ -279,7 +314,7 @@ impl<'env, 'src> Snippet<'env, 'src> {
         match r {
             Ok(v) if v.is_undefined() => Err(TemplateError {
                 message: match first_undefined(&self.vars, ctx) {
-                    Some(name) => format!("undefined value `{name}`"),
+                    Some(name) => format!("undefined value `{name}"),
                     None => "undefined value".into(),
                 },
                 line: Some(1),
@@ -537,12 +572,23 @@ mod tests {
     #[test]
     fn strict_undefined_names_the_value_and_line() {
         let e = render("a\nb {{ cluster.nme }}").expect_err("undefined");
-        assert_eq!(e.message, "undefined value `cluster.nme`");
+        assert_eq!(
+            e.message,
+            "undefined value `cluster.nme`; `cluster` has: name, pod_cidr, vni"
+        );
         assert_eq!(e.line, Some(2));
         let e = render("{{ nothing }}").expect_err("undefined");
-        assert_eq!(e.message, "undefined value `nothing`");
+        assert_eq!(
+            e.message,
+            "undefined value `nothing`; templates can see: cluster, host, none_value"
+        );
         let e = render("{% if cluster.missing %}x{% endif %}").expect_err("undefined");
-        assert_eq!(e.message, "undefined value `cluster.missing`");
+        assert!(
+            e.message
+                .starts_with("undefined value `cluster.missing`; `cluster` has: "),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

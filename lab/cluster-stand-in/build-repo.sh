@@ -4,33 +4,45 @@
 #   lab/cluster-stand-in/build-repo.sh OUT_DIR TIER_DIR
 #
 # OUT_DIR/www/ is laid out like an artifact mirror (kwin's `artifacts.mirror`):
-#   pkgs.k8s.io/core:/stable:/vMINOR/deb/   kubeadm, kubelet, kubectl VERSION-1.1 (flat repo,
-#                                           InRelease + Release.gpg + Release.key)
+#   pkgs.k8s.io/core:/stable:/vMINOR/deb/   kubeadm, kubelet, kubectl VERSION-1.1 of every
+#                                           version of that minor (flat repo, InRelease +
+#                                           Release.gpg + Release.key): one repository per
+#                                           minor, as pkgs.k8s.io has them
 #   debian/                                 containerd and runc: Debian 12's real packages
 #                                           (flat repo, same key)
 # The key is the lab's fixed ed25519 signing key (lab-repository-key.asc next to this file,
 # fingerprint 299785BE2B90584DA503D5ED005A7D5F6EF0F348, pinned by examples/lab-cluster*.toml),
 # imported into OUT_DIR/gnupg.
 #
-# Packages:
+# Packages, for each version of KWIN_LAB_K8S_VERSIONS:
 #   kubeadm  bin/kubeadm-stand-in + the API tier's CA, SA and front-proxy keys and an admin
 #            client certificate (TIER_DIR/pki, TIER_DIR/admin.conf); the real kubeadm 1.20 of
-#            the tier is named for `token` commands
-#   kubelet  bin/kubelet-stand-in, kubelet.service and kubeadm's 10-kubeadm.conf drop-in
+#            the tier is named for `token` commands. No dependency on kubelet or kubectl of a
+#            version: pkgs.k8s.io's kubeadm 1.30-1.31 depends only on cri-tools and 1.32+ on
+#            nothing (kubernetes/release cmd/krel/templates/latest/metadata.yaml), so kubeadm
+#            can be upgraded before the kubelet, as the kubeadm upgrade procedure does
+#   kubelet  bin/kubelet-stand-in, kubelet.service and kubeadm's 10-kubeadm.conf drop-in, and
+#            the systemctl stand-in's runner for kubelet.service (the kubelet stand-in runs
+#            as a process while the unit is active)
 #   kubectl  the machine's real kubectl binary of the same minor version
 #            (/usr/lib/google-cloud-sdk/bin/kubectl.1.MINOR), else /usr/bin/kubectl
 #
-# Environment: KWIN_LAB_K8S_VERSION (default 1.31.4), KWIN_APISERVER_CACHE, KWIN_LAB_DEB_CACHE
-# (default /var/cache/kwin-lab/debs: where `apt-get download` keeps containerd and runc).
+# Environment: KWIN_LAB_K8S_VERSIONS (default "1.31.4 1.31.9 1.32.5 1.33.1"; KWIN_LAB_K8S_VERSION
+# alone, if set, builds that one version), KWIN_APISERVER_CACHE, KWIN_LAB_DEB_CACHE (default
+# /var/cache/kwin-lab/debs: where `apt-get download` keeps containerd and runc).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 [[ $# -eq 2 ]] || { echo "usage: $0 OUT_DIR TIER_DIR" >&2; exit 2; }
 OUT="$(mkdir -p "$1" && cd "$1" && pwd)"
 TIER="$(cd "$2" && pwd)"
-VERSION="${KWIN_LAB_K8S_VERSION:-1.31.4}"
-MINOR="${VERSION%.*}"
-PKGVER="$VERSION-1.1"
+if [[ -n "${KWIN_LAB_K8S_VERSIONS:-}" ]]; then
+  read -r -a VERSIONS <<<"$KWIN_LAB_K8S_VERSIONS"
+elif [[ -n "${KWIN_LAB_K8S_VERSION:-}" ]]; then
+  VERSIONS=("$KWIN_LAB_K8S_VERSION")
+else
+  VERSIONS=(1.31.4 1.31.9 1.32.5 1.33.1)
+fi
 CACHE="${KWIN_APISERVER_CACHE:-/var/cache/kwin-lab/apiserver}"
 DEBS="${KWIN_LAB_DEB_CACHE:-/var/cache/kwin-lab/debs}"
 
@@ -56,49 +68,46 @@ mkdir -m 700 "$GNUPGHOME"
 gpg --batch --quiet --import "$HERE/lab-repository-key.asc" 2>/dev/null ||
   die "cannot import $HERE/lab-repository-key.asc"
 
-control() { # name description depends
+control() { # name version description depends
   cat <<EOF
 Package: $1
-Version: $PKGVER
+Version: $2
 Architecture: amd64
 Maintainer: kwin lab <lab@kwin.invalid>
-Depends: $3
+Depends: $4
 Section: admin
 Priority: optional
-Description: $2
+Description: $3
 EOF
 }
 
-# ---------------------------------------------------------------------------- kubeadm
-P="$OUT/pkg/kubeadm"
-mkdir -p "$P/DEBIAN" "$P/usr/bin" "$P/usr/share/kubeadm-stand-in"
-control kubeadm "kubeadm stand-in for kwin's lab hosts (not Kubernetes' kubeadm)" \
-  "python3, python3-yaml, openssl, kubelet (= $PKGVER), kubectl" >"$P/DEBIAN/control"
-install -m 0755 "$HERE/bin/kubeadm-stand-in" "$P/usr/bin/kubeadm"
-S="$P/usr/share/kubeadm-stand-in"
-for f in ca.crt ca.key sa.key sa.pub front-proxy-ca.crt front-proxy-ca.key; do
-  install -m 0644 "$TIER/pki/$f" "$S/$f"
-done
-python3 - "$TIER/admin.conf" "$S" <<'PY'
-import base64, sys, yaml
-kc = yaml.safe_load(open(sys.argv[1]))
-u = kc["users"][0]["user"]
-open(sys.argv[2] + "/admin.crt", "wb").write(base64.b64decode(u["client-certificate-data"]))
-open(sys.argv[2] + "/admin.key", "wb").write(base64.b64decode(u["client-key-data"]))
-PY
-cat >"$S/stand-in.json" <<EOF
-{"version": "v$VERSION", "real_kubeadm": "$CACHE/bin/kubeadm"}
+# build_version VERSION: the three packages of one Kubernetes version, into the repository of
+# its minor.
+build_version() {
+  local version=$1 minor=${1%.*} pkgver=$1-1.1 dir="$OUT/pkg/$1" P S real_kubectl
+  # -------------------------------------------------------------------------- kubeadm
+  P="$dir/kubeadm"
+  mkdir -p "$P/DEBIAN" "$P/usr/bin" "$P/usr/share/kubeadm-stand-in"
+  control kubeadm "$pkgver" "kubeadm stand-in for kwin's lab hosts (not Kubernetes' kubeadm)" \
+    "python3, python3-yaml, openssl, kubectl" >"$P/DEBIAN/control"
+  install -m 0755 "$HERE/bin/kubeadm-stand-in" "$P/usr/bin/kubeadm"
+  S="$P/usr/share/kubeadm-stand-in"
+  cp -a "$OUT/pkg/kubeadm-share/." "$S/"
+  cat >"$S/stand-in.json" <<EOF
+{"version": "v$version", "real_kubeadm": "$CACHE/bin/kubeadm"}
 EOF
-
-# ---------------------------------------------------------------------------- kubelet
-P="$OUT/pkg/kubelet"
-mkdir -p "$P/DEBIAN" "$P/usr/bin" "$P/usr/share/kubelet-stand-in" \
-  "$P/usr/lib/systemd/system/kubelet.service.d"
-control kubelet "kubelet stand-in for kwin's lab hosts (registers a Node once, runs no pod)" \
-  "python3, python3-yaml, kubectl" >"$P/DEBIAN/control"
-install -m 0755 "$HERE/bin/kubelet-stand-in" "$P/usr/bin/kubelet"
-echo "v$VERSION" >"$P/usr/share/kubelet-stand-in/version"
-cat >"$P/usr/lib/systemd/system/kubelet.service" <<'EOF'
+  # -------------------------------------------------------------------------- kubelet
+  P="$dir/kubelet"
+  mkdir -p "$P/DEBIAN" "$P/usr/bin" "$P/usr/share/kubelet-stand-in" \
+    "$P/usr/lib/systemd/system/kubelet.service.d" "$P/usr/lib/systemctl-stand-in/run"
+  control kubelet "$pkgver" \
+    "kubelet stand-in for kwin's lab hosts (reports its Node and pods, runs no container)" \
+    "python3, python3-yaml" >"$P/DEBIAN/control"
+  install -m 0755 "$HERE/bin/kubelet-stand-in" "$P/usr/bin/kubelet"
+  install -m 0755 "$HERE/bin/kubelet-stand-in-runner" \
+    "$P/usr/lib/systemctl-stand-in/run/kubelet.service"
+  echo "v$version" >"$P/usr/share/kubelet-stand-in/version"
+  cat >"$P/usr/lib/systemd/system/kubelet.service" <<'EOF'
 [Unit]
 Description=kubelet: The Kubernetes Node Agent
 Documentation=https://kubernetes.io/docs/
@@ -114,7 +123,7 @@ RestartSec=10
 [Install]
 WantedBy=multi-user.target
 EOF
-cat >"$P/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf" <<'EOF'
+  cat >"$P/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf" <<'EOF'
 [Service]
 Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
 Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
@@ -123,15 +132,37 @@ EnvironmentFile=-/etc/default/kubelet
 ExecStart=
 ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 EOF
+  # -------------------------------------------------------------------------- kubectl
+  P="$dir/kubectl"
+  mkdir -p "$P/DEBIAN" "$P/usr/bin"
+  real_kubectl="/usr/lib/google-cloud-sdk/bin/kubectl.$minor"
+  [[ -x "$real_kubectl" ]] || real_kubectl="$(command -v kubectl)" || die "no kubectl on this machine"
+  control kubectl "$pkgver" \
+    "the machine's real kubectl ($real_kubectl), repackaged for kwin's lab hosts" \
+    "libc6" >"$P/DEBIAN/control"
+  install -m 0755 "$real_kubectl" "$P/usr/bin/kubectl"
+  # -------------------------------------------------------------------------- debs
+  local k8s="$OUT/www/pkgs.k8s.io/core:/stable:/v$minor/deb" p
+  mkdir -p "$k8s"
+  for p in kubeadm kubelet kubectl; do
+    dpkg-deb --root-owner-group -Zgzip -z1 --build "$dir/$p" "$k8s/${p}_${pkgver}_amd64.deb" \
+      >/dev/null || die "dpkg-deb $p $pkgver failed"
+  done
+}
 
-# ---------------------------------------------------------------------------- kubectl
-P="$OUT/pkg/kubectl"
-mkdir -p "$P/DEBIAN" "$P/usr/bin"
-REAL_KUBECTL="/usr/lib/google-cloud-sdk/bin/kubectl.$MINOR"
-[[ -x "$REAL_KUBECTL" ]] || REAL_KUBECTL="$(command -v kubectl)" || die "no kubectl on this machine"
-control kubectl "the machine's real kubectl ($REAL_KUBECTL), repackaged for kwin's lab hosts" \
-  "libc6" >"$P/DEBIAN/control"
-install -m 0755 "$REAL_KUBECTL" "$P/usr/bin/kubectl"
+# What every kubeadm package carries: the API tier's keys and an admin client certificate.
+S="$OUT/pkg/kubeadm-share"
+mkdir -p "$S"
+for f in ca.crt ca.key sa.key sa.pub front-proxy-ca.crt front-proxy-ca.key; do
+  install -m 0644 "$TIER/pki/$f" "$S/$f"
+done
+python3 - "$TIER/admin.conf" "$S" <<'PY'
+import base64, sys, yaml
+kc = yaml.safe_load(open(sys.argv[1]))
+u = kc["users"][0]["user"]
+open(sys.argv[2] + "/admin.crt", "wb").write(base64.b64decode(u["client-certificate-data"]))
+open(sys.argv[2] + "/admin.key", "wb").write(base64.b64decode(u["client-key-data"]))
+PY
 
 repo() { # dir: flat repository, signed
   local d=$1
@@ -153,13 +184,15 @@ repo() { # dir: flat repository, signed
   gpg --batch --yes --armor --export >"$d/Release.key"
 }
 
-K8S="$OUT/www/pkgs.k8s.io/core:/stable:/v$MINOR/deb"
-mkdir -p "$K8S"
-for p in kubeadm kubelet kubectl; do
-  dpkg-deb --root-owner-group -Zgzip -z1 --build "$OUT/pkg/$p" "$K8S/${p}_${PKGVER}_amd64.deb" \
-    >/dev/null || die "dpkg-deb $p failed"
+# Versions build in parallel (dpkg-deb compresses each kubectl binary: ~1 s each).
+pids=()
+for v in "${VERSIONS[@]}"; do
+  [[ "$v" =~ ^1\.[0-9]+\.[0-9]+$ ]] || die "version $v is not 1.MINOR.PATCH"
+  build_version "$v" &
+  pids+=($!)
 done
-repo "$K8S"
+for p in "${pids[@]}"; do wait "$p" || die "building the packages failed"; done
+for d in "$OUT"/www/pkgs.k8s.io/core:/stable:/v*/deb; do repo "$d"; done
 
 # --------------------------------------------------------------------- containerd, runc
 mkdir -p "$DEBS"
@@ -173,4 +206,4 @@ repo "$OUT/www/debian"
 gpg --batch --yes --export >"$OUT/keyring.gpg"
 gpgconf --kill gpg-agent 2>/dev/null || true # signing is done; no agent left behind
 rm -rf "$OUT/pkg"
-echo "repositories in $OUT/www (kubernetes $PKGVER, $(basename -a "$OUT"/www/debian/*.deb | tr "\n" " "))"
+echo "repositories in $OUT/www (kubernetes ${VERSIONS[*]}, $(basename -a "$OUT"/www/debian/*.deb | tr "\n" " "))"

@@ -12,12 +12,15 @@
 #   4. per host: the systemctl stand-in as /usr/local/sbin/systemctl, /run/systemd/system
 #      (so programs that ask "is this a systemd host?" get yes), apt sources = the lab's
 #      Debian repository only (the host has no route to Debian's mirrors), `apt-get update`;
-#   5. the status stand-in (status-stand-in.py) in the background.
+#   5. the status stand-in (status-stand-in.py) in the background, its record of node changes
+#      in target/lab[-ID]/cluster/timeline.log.
 # Writes target/lab[-ID]/cluster/env. Stop with lab/cluster-stand-in/down.sh (before
 # lab/down.sh, or after: it only stops what this script started).
 #
 # Environment: KWIN_LAB_ID, KWIN_LAB_API_PORT (6443), KWIN_LAB_REPO_PORT (8080),
-# KWIN_LAB_K8S_VERSION (1.31.4), and lab/apiserver's variables.
+# KWIN_LAB_K8S_VERSIONS (the package versions, see build-repo.sh), KWIN_LAB_NODE_GRACE (seconds
+# a Node's Lease may go unrenewed before the status stand-in marks it Unknown, 40), and
+# lab/apiserver's variables.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -96,7 +99,8 @@ done
 
 # 5. status stand-in
 if [[ -f "$OUT/status.pid" ]]; then kill "$(cat "$OUT/status.pid")" 2>/dev/null || true; fi
-setsid python3 "$HERE/status-stand-in.py" "$OUT/tier/admin.conf" </dev/null >"$OUT/status.log" 2>&1 &
+setsid python3 "$HERE/status-stand-in.py" "$OUT/tier/admin.conf" --timeline "$OUT/timeline.log" \
+  </dev/null >"$OUT/status.log" 2>&1 &
 echo $! >"$OUT/status.pid"
 
 cat >"$OUT/env" <<EOF

@@ -7,7 +7,8 @@
 //!
 //! Variables (see `plan::effective` for every field):
 //! `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts`, `windows` (only with `[cluster]`),
-//! `host`, `first_control_plane` (none without a control plane), `hosts` (every host).
+//! `host`, `first_control_plane` (none without a control plane), `hosts` (every host), `var`
+//! (the plan's variables that have a value).
 
 use crate::diag::Diagnostics;
 pub use crate::plan::effective::ComponentVersions;
@@ -77,6 +78,8 @@ impl TemplateContext {
         }
         let hosts: Vec<Value> = eff.hosts.iter().map(Value::from_serialize).collect();
         shared.push(("hosts", Value::from(hosts.clone())));
+        // The plan's variables that have a value (`plan/vars.rs`), typed as declared.
+        shared.push(("var", Value::from_serialize(&eff.vars)));
         TemplateContext { shared, hosts }
     }
 

@@ -19,6 +19,7 @@
 pub mod defaults;
 
 use super::net::{ClusterNet, CniSettings};
+use super::vars::VarValue;
 use super::{syntax, versions, LoadedPlan, ResolvedHost};
 use super::{CniBackend, CniPlugin, ContainerdSource, Os, PendingReboot, Role, RuntimeKind};
 use crate::diag::{Diagnostic, Diagnostics};
@@ -45,6 +46,9 @@ pub struct Effective {
     /// Every host, in plan order.
     pub hosts: Vec<HostEff>,
     pub first_control_plane: Option<FirstControlPlaneEff>,
+    /// The plan's variables that have a value (`plan/vars.rs`), typed as declared: the
+    /// template context's `var`.
+    pub vars: VarsEff,
     /// Index in `plan.hosts` of the first control plane.
     #[serde(skip)]
     first_cp: Option<usize>,
@@ -177,6 +181,18 @@ pub struct WindowsEff {
     pub host_process_image: &'static str,
     pub flannel_cni_plugin: &'static str,
     pub sdn_cni: &'static str,
+}
+
+/// `var`: the plan's variables that have a value. Serializes as the map of values (what
+/// templates see); `Debug` names the variables only, so a sensitive value never shows.
+#[derive(Clone, Default, Serialize)]
+#[serde(transparent)]
+pub struct VarsEff(pub BTreeMap<String, VarValue>);
+
+impl std::fmt::Debug for VarsEff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
 }
 
 /// `[settings]` with defaults: the executor's knobs.
@@ -421,16 +437,26 @@ impl Effective {
             settings: SettingsEff::from_settings(&file.settings),
             hosts,
             first_control_plane,
+            vars: VarsEff(plan.vars.clone()),
             first_cp,
             secrets: Vec::new(),
         };
+        // The values of variables marked `sensitive` are secrets.
+        let sensitive: Vec<Secret> = file
+            .variables
+            .iter()
+            .filter(|(_, d)| d.sensitive)
+            .filter_map(|(name, _)| plan.vars.get(name))
+            .map(|v| Secret::new(v.text()))
+            .collect();
+        eff.secrets = sensitive;
 
         let Some(c) = &file.cluster else {
             // Nothing renders the proxy credentials without [cluster]; the scrubber still
             // learns them if they can be read.
             if let Some((src, _)) = plan.proxy_credentials() {
                 if let Ok(creds) = super::proxy::ProxyCredentials::read(&src) {
-                    eff.secrets = creds.secrets();
+                    eff.secrets.extend(creds.secrets());
                 }
             }
             return Ok(eff);
@@ -614,7 +640,7 @@ impl Effective {
                     env_file: super::proxy::ENV_FILE.to_string(),
                 };
                 if let Some(c) = &creds {
-                    eff.secrets = c.secrets();
+                    eff.secrets.extend(c.secrets());
                 }
                 proxy
             }
@@ -676,7 +702,8 @@ impl Effective {
     }
 
     /// Secrets the plan names beyond connections (the proxy credentials, in every form they
-    /// take in rendered files), for the run's scrubber.
+    /// take in rendered files, and the values of variables marked `sensitive`), for the run's
+    /// scrubber.
     pub fn secrets(&self) -> &[Secret] {
         &self.secrets
     }

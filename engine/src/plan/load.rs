@@ -10,12 +10,13 @@ use super::loaded::{resolve_path, LoadedPlan, ResolvedHost};
 use super::model::*;
 use super::spans::SpanIndex;
 use super::structure::{self, Anchor};
+use super::vars::{self, VarInput, VarValue};
 use crate::diag::{Diagnostic, Diagnostics, SourceMap};
 use crate::shell::Shell;
 use crate::transport::spec::{ConnSpec, SecretSource, SshSpec, WinrmSpec};
 use serde::de::IntoDeserializer;
 use serde::Deserialize;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 /// Load the plan at `path`. Errors: every problem found, with locations.
@@ -82,12 +83,68 @@ pub struct Partial {
     pub plan: Option<LoadedPlan>,
     pub diags: Diagnostics,
     pub pruned: Pruned,
+    /// Values a variable could not be substituted in (`plan/vars.rs`): other diagnostics at
+    /// these places are about the text left as written, and dropped.
+    pub masked: Vec<crate::diag::Location>,
 }
 
-/// Load as much of the plan as possible, reporting every problem on the way.
+/// Load as much of the plan as possible, reporting every problem on the way. Variables take
+/// their values from the environment (`KWIN_VAR_<name>`) and their defaults.
 pub fn load_partial(path: &Path, text: &str) -> Partial {
+    load_partial_with(path, text, &VarInput::with_env(Default::default()))
+}
+
+/// [`load_partial`] with the variables' values from `vars` (`plan/vars.rs`).
+pub fn load_partial_with(path: &Path, text: &str, vars: &VarInput) -> Partial {
     let source = SourceMap::new(path, text);
     let mut diags = Diagnostics::default();
+    let mut masked = Vec::new();
+    let (values, substituted) = variables(text, vars, &source, &mut diags, &mut masked);
+    let text = substituted.as_deref().unwrap_or(text);
+    // Substituted values keep their lines, not their byte offsets: map the new text.
+    let mut partial = load_substituted(path, text, SourceMap::new(path, text), diags);
+    if let Some(plan) = partial.plan.as_mut() {
+        plan.vars = values;
+    }
+    partial.masked = masked;
+    partial
+}
+
+/// The plan's variables: their values, and the plan text with them substituted (`None`: no
+/// variable is used in a host field). Lines keep their numbers, so `source` still locates.
+fn variables(
+    text: &str,
+    input: &VarInput,
+    source: &SourceMap,
+    diags: &mut Diagnostics,
+    masked: &mut Vec<crate::diag::Location>,
+) -> (BTreeMap<String, VarValue>, Option<String>) {
+    if !text.contains("variables") && !text.contains("var.") && input.cli.is_empty() {
+        return (BTreeMap::new(), None);
+    }
+    let (doc, errors) = toml::de::DeTable::parse_recoverable(text);
+    if !errors.is_empty() {
+        return (BTreeMap::new(), None);
+    }
+    let spans = SpanIndex::build(doc.get_ref());
+    let decls = vars::declarations(doc.get_ref());
+    let mut invalid = Default::default();
+    let values = vars::resolve(&decls, input, source, &spans, diags, &mut invalid);
+    let edits = vars::substitutions(
+        doc.get_ref(),
+        &decls,
+        &values,
+        &invalid,
+        source,
+        diags,
+        masked,
+    );
+    let text = (!edits.is_empty()).then(|| vars::apply_edits(text, edits));
+    (values, text)
+}
+
+fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnostics) -> Partial {
+    let mut diags = diags;
     let mut pruned = Pruned::default();
 
     let (mut doc, syntax_errors) = toml::de::DeTable::parse_recoverable(text);
@@ -106,6 +163,7 @@ pub fn load_partial(path: &Path, text: &str) -> Partial {
             plan: None,
             diags,
             pruned,
+            masked: Vec::new(),
         };
     }
     let spans = SpanIndex::build(doc.get_ref());
@@ -131,6 +189,7 @@ pub fn load_partial(path: &Path, text: &str) -> Partial {
             plan: None,
             diags,
             pruned,
+            masked: Vec::new(),
         };
     }
     structure::prune(doc.get_mut(), &findings);
@@ -149,6 +208,7 @@ pub fn load_partial(path: &Path, text: &str) -> Partial {
                 plan: None,
                 diags,
                 pruned,
+                masked: Vec::new(),
             };
         }
     };
@@ -198,9 +258,11 @@ pub fn load_partial(path: &Path, text: &str) -> Partial {
             hosts,
             source,
             spans,
+            vars: BTreeMap::new(),
         }),
         diags,
         pruned,
+        masked: Vec::new(),
     }
 }
 

@@ -5,9 +5,8 @@
 use super::model::{Os, PlanFile, Role, Selector};
 use super::net::{ClusterNet, CniSettings};
 use super::spans::SpanIndex;
-use super::{proxy, syntax};
+use super::syntax;
 use crate::diag::{Location, SourceMap};
-use crate::secret::Secret;
 use crate::transport::spec::{ConnSpec, SecretSource};
 use std::path::{Path, PathBuf};
 
@@ -67,6 +66,8 @@ pub struct LoadedPlan {
     pub hosts: Vec<ResolvedHost>,
     pub source: SourceMap,
     pub spans: SpanIndex,
+    /// The plan's variables that have a value (`plan/vars.rs`), typed as declared.
+    pub vars: std::collections::BTreeMap<String, super::vars::VarValue>,
 }
 
 impl LoadedPlan {
@@ -129,16 +130,6 @@ impl LoadedPlan {
 
     pub fn resolve_path(&self, p: &str) -> PathBuf {
         resolve_path(&self.base_dir, p)
-    }
-
-    /// Secrets the plan names beyond connections (the proxy credentials, in every form they
-    /// take in rendered files), for the run's scrubber. Unreadable ones are left out: the
-    /// expansion reports them.
-    pub fn plan_secrets(&self) -> Vec<Secret> {
-        self.proxy_credentials()
-            .and_then(|(src, _)| proxy::ProxyCredentials::read(&src).ok())
-            .map(|c| c.secrets())
-            .unwrap_or_default()
     }
 
     /// Where the proxy credentials come from (`[proxy] credentials_env` / `credentials_file`),

@@ -28,6 +28,7 @@ pub mod spans;
 pub mod structure;
 pub mod syntax;
 pub mod validate;
+pub mod vars;
 pub mod versions;
 
 pub use crate::transport::spec::{ConnSpec, SecretSource, SshSpec, WinrmAuth, WinrmSpec};

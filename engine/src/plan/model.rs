@@ -48,6 +48,39 @@ pub struct PlanFile {
     /// The user's own steps, on top of the built-in recipes.
     #[serde(default)]
     pub tasks: Vec<UserTask>,
+    /// Variables, by name: values given when kwin runs (`--var name=value`, the environment's
+    /// `KWIN_VAR_<name>`) or their default, used as `{{ var.name }}` in `[[hosts]]` and
+    /// `[defaults.*]` values and in `[[tasks]]` params.
+    #[serde(default)]
+    pub variables: BTreeMap<String, Variable>,
+}
+
+/// `[variables.<name>]`: one value the plan leaves to whoever runs it.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Variable {
+    /// "string", "integer" or "boolean": a given value that is not one is an error.
+    #[serde(rename = "type")]
+    pub kind: VarType,
+    /// The value when neither `--var` nor `KWIN_VAR_<name>` gives one; without it the
+    /// variable must be given wherever it is used.
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub default: Option<toml::Value>,
+    /// What the value is (for whoever runs the plan).
+    pub description: Option<String>,
+    /// The value is a secret: kwin scrubs it from everything it shows or logs. Default false.
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    pub sensitive: bool,
+}
+
+/// `variables.<name>.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VarType {
+    String,
+    Integer,
+    Boolean,
 }
 
 /// `[cluster]`: the Kubernetes cluster kwin builds with kubeadm.
@@ -316,8 +349,10 @@ pub struct Connection {
     pub ca_file: Option<String>,
     /// WinRM HTTPS: skip certificate verification. Unsafe; warned about.
     pub insecure: Option<bool>,
-    /// Seconds to wait for a connection. Default 10.
-    #[schemars(range(min = 1))]
+    /// Time to wait for a connection: seconds, or a duration like "30s", "2m". Default 10
+    /// seconds.
+    #[serde(default, deserialize_with = "duration_opt")]
+    #[schemars(with = "Option<Duration>", extend("default" = 10))]
     pub connect_timeout: Option<u64>,
 }
 
@@ -425,14 +460,18 @@ pub struct Settings {
     /// Hosts worked on at once. Default 32.
     #[schemars(extend("default" = defaults::settings::PARALLELISM), range(min = 1))]
     pub parallelism: Option<usize>,
-    /// Seconds one remote step may take. Default 600.
-    #[schemars(extend("default" = defaults::settings::STEP_TIMEOUT_SECS), range(min = 1))]
+    /// Time one remote step may take: seconds, or a duration like "90s", "10m", "1h30m".
+    /// Default 600 seconds.
+    #[serde(default, deserialize_with = "duration_opt")]
+    #[schemars(with = "Option<Duration>", extend("default" = defaults::settings::STEP_TIMEOUT_SECS))]
     pub step_timeout: Option<u64>,
     /// Retries of a step after a connection failure. Default 3.
     #[schemars(extend("default" = defaults::settings::RETRIES))]
     pub retries: Option<u32>,
-    /// Seconds before the first retry (doubling each time). Default 2.
-    #[schemars(extend("default" = defaults::settings::RETRY_DELAY_SECS))]
+    /// Time before the first retry (doubling each time): seconds, or a duration like "5s".
+    /// Default 2 seconds.
+    #[serde(default, deserialize_with = "duration_opt")]
+    #[schemars(with = "Option<DurationOrZero>", extend("default" = defaults::settings::RETRY_DELAY_SECS))]
     pub retry_delay: Option<u64>,
     /// Allow reboots (the Windows Containers feature needs one). Default true.
     #[schemars(extend("default" = defaults::settings::ALLOW_REBOOT))]
@@ -449,4 +488,64 @@ pub struct Settings {
     /// when a run starts until they fit. Default 1024.
     #[schemars(extend("default" = defaults::settings::LOGS_LIMIT_MIB), range(min = 1))]
     pub logs_limit_mib: Option<u64>,
+}
+
+/// A duration key's schema: seconds (an integer, at least 1) or a string in the grammar of the
+/// CLI's `--timeout` (`plan::syntax::duration_secs`: "90s", "10m", "1h30m"). The structural
+/// pass reads `x-kwin-duration` and reports a string outside the grammar (`bad-duration`).
+pub struct Duration;
+
+/// [`Duration`] that may be zero.
+pub struct DurationOrZero;
+
+fn duration_schema(min: u64) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["integer", "string"],
+        "minimum": min,
+        "pattern": "^\\s*([0-9]+[hms]?)+\\s*$",
+        "x-kwin-duration": true,
+    })
+}
+
+impl JsonSchema for Duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        duration_schema(1)
+    }
+}
+
+impl JsonSchema for DurationOrZero {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DurationOrZero".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        duration_schema(0)
+    }
+}
+
+/// Seconds from an integer or a duration string (see [`Duration`]).
+fn duration_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Secs(u64),
+        Text(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::Secs(n)) => Ok(Some(n)),
+        Some(Raw::Text(t)) => super::syntax::duration_secs(&t).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "\"{t}\" is not a duration (e.g. 90, \"90s\", \"10m\", \"1h30m\")"
+            ))
+        }),
+    }
 }

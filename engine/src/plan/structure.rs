@@ -294,8 +294,32 @@ impl<'s> Walker<'s> {
                     self.push(path, Anchor::Value, d, target);
                 }
             }
+            ("string", DeValue::String(text)) if s.get("x-kwin-duration").is_some() => {
+                self.duration(text, s, path, target);
+            }
             _ => {}
         }
+    }
+
+    /// A duration written as a string (`x-kwin-duration`): the grammar of the CLI's
+    /// `--timeout`, and the schema's `minimum` in seconds.
+    fn duration(&mut self, text: &str, s: &Value, path: &PlanPath, target: &Target) {
+        let (lo, _) = int_range(s);
+        let d = match super::syntax::duration_secs(text) {
+            Some(secs) if i128::from(secs) >= lo => return,
+            Some(_) => Diagnostic::error(
+                "out-of-range",
+                format!("`{path}` = \"{text}\" is out of range (at least {lo} s)"),
+            ),
+            None => Diagnostic::error(
+                "bad-duration",
+                format!("`{path}` = \"{text}\" is not a duration"),
+            )
+            .with_hint(
+                "write seconds (600) or numbers with h, m or s, as for --timeout: \"90s\", \"10m\", \"1h30m\"",
+            ),
+        };
+        self.push(path, Anchor::Value, d, target);
     }
 
     fn wrong_type(&mut self, v: &DeValue<'_>, expected: &str, path: &PlanPath, target: &Target) {

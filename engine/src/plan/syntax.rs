@@ -252,23 +252,64 @@ pub fn taint(s: &str) -> Result<(), String> {
     label_value(value).map_err(|e| format!("value `{value}`: {e}"))
 }
 
-/// A release version `x.y.z`, with a leading `v` when `v_ok`.
+/// A release version `x.y.z`, with a leading `v` when `v_ok`. A minor release (`1.31`,
+/// `v1.31`) is refused with the form to write (`"1.31.<patch>"`), not a guessed patch
+/// release that may not exist.
 pub fn version(s: &str, v_ok: bool) -> Result<semver::Version, String> {
-    let bare = if v_ok {
-        s.strip_prefix('v').unwrap_or(s)
-    } else if let Some(rest) = s.strip_prefix('v') {
-        return Err(format!("write it without the `v`: \"{rest}\""));
-    } else {
-        s
+    let (bare, had_v) = match s.strip_prefix('v') {
+        Some(rest) => (rest, true),
+        None => (s, false),
     };
-    semver::Version::parse(bare).map_err(|_| {
-        let parts = bare.split('.').count();
-        if parts < 3 && bare.split('.').all(|p| p.parse::<u64>().is_ok()) {
-            "it must be a full version `x.y.z` (e.g. \"1.31.4\"), not a minor release".to_string()
-        } else {
-            "it is not a version `x.y.z`".to_string()
+    let parsed = semver::Version::parse(bare);
+    let numeric = !bare.is_empty() && bare.split('.').all(|p| p.parse::<u64>().is_ok());
+    let parts = bare.split('.').count();
+    let v = if had_v && v_ok { "v" } else { "" };
+    let without_v = if had_v && !v_ok {
+        " without the `v`"
+    } else {
+        ""
+    };
+    match parsed {
+        Ok(version) if !had_v || v_ok => Ok(version),
+        Ok(_) => Err(format!("write it without the `v`: \"{bare}\"")),
+        Err(_) if numeric && parts == 2 => Err(format!(
+            "it must be a full version `x.y.z`{without_v}: a patch release of {v}{bare}, \"{v}{bare}.<patch>\" (its release notes list them)"
+        )),
+        Err(_) if numeric && parts == 1 => Err(format!(
+            "it must be a full version `x.y.z`{without_v}, e.g. \"{v}{bare}.<minor>.<patch>\""
+        )),
+        Err(_) => Err("it is not a version `x.y.z`".to_string()),
+    }
+}
+
+/// A duration: a number of seconds (`90`) or numbers each followed by `h`, `m` or `s`
+/// (`90s`, `10m`, `1h30m`); the grammar of the CLI's `--timeout`. `None` if `s` is not one.
+pub fn duration_secs(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let mut total: u64 = 0;
+    let mut num = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+            continue;
         }
-    })
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return None,
+        };
+        let n: u64 = num.parse().ok()?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        num.clear();
+    }
+    if !num.is_empty() {
+        total = total.saturating_add(num.parse::<u64>().ok()?);
+    }
+    Some(total)
 }
 
 /// Why `s` holds a character that has no place unencoded in a URL (RFC 3986) and that would

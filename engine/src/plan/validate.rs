@@ -3,7 +3,8 @@
 //! Rules live by area: `validate/hosts.rs` (names, addresses, connections, labels, taints),
 //! `validate/cluster.rs` (roles, address plan, pod network, runtime, versions, settings),
 //! `validate/tasks.rs` (the user's `[[tasks]]`: names, selectors, module names, `after` and
-//! `inputs`). A task's params are the build phase's (`module::build`): they are checked
+//! `inputs`), `validate/files.rs` (the files the plan names on this machine exist and can be
+//! opened). A plan without hosts is an error (`empty-plan`). A task's params are the build phase's (`module::build`): they are checked
 //! once expansion rendered them, so validation builds no module.
 //! Each rule reports at the plan line of the value it is about; the diagnostic codes are
 //! listed in the README ("The plan file").
@@ -13,13 +14,14 @@
 //! the example plans validate clean; the general notes belong to `kwin plan`.
 
 mod cluster;
+mod files;
 mod hosts;
 mod pass;
 mod tasks;
 
 use super::load::{self, Pruned};
 use super::loaded::LoadedPlan;
-use crate::diag::Diagnostics;
+use crate::diag::{Diagnostic, Diagnostics};
 use pass::V;
 use std::path::Path;
 
@@ -45,10 +47,26 @@ pub fn validate_with(plan: &LoadedPlan, known: Names<'_>, pruned: &Pruned) -> Di
         pruned,
         out: Diagnostics::default(),
     };
+    empty(&mut v);
     hosts::check(&mut v);
+    files::check(&mut v);
     cluster::check(&mut v);
     tasks::check(&mut v, known.modules, known.recipe_steps);
     v.out
+}
+
+/// A plan without hosts has nothing to act on: neither a cluster nor a task can run. (With
+/// `[cluster]` the missing control plane says so already.)
+fn empty(v: &mut V<'_>) {
+    let f = &v.plan.file;
+    if f.hosts.is_empty() && f.cluster.is_none() && !v.pruned.contains("hosts") {
+        let d = Diagnostic::error("empty-plan", "the plan has no hosts: there is nothing to do")
+            .with_hint(
+                "add a [[hosts]] entry (name, address, os) and a [cluster] or [[tasks]] for it; `kwin schema` lists every key",
+            );
+        let at = v.plan.source.location(0);
+        v.out.push(d.at(Some(at)));
+    }
 }
 
 /// A plan file read once, loaded as far as it goes, and validated.
@@ -78,13 +96,40 @@ pub fn load_and_validate(path: &Path, known: Names<'_>) -> Checked {
     }
 }
 
+/// [`load_and_validate`] with the values of the plan's variables from `vars` (the CLI's
+/// `--var name=value`) before the environment's `KWIN_VAR_<name>` and the defaults.
+pub fn load_and_validate_with_vars(
+    path: &Path,
+    known: Names<'_>,
+    vars: std::collections::BTreeMap<String, String>,
+) -> Checked {
+    match load::read(path) {
+        Ok(text) => check_partial(
+            load::load_partial_with(path, &text, &super::vars::VarInput::with_env(vars)),
+            known,
+        ),
+        Err(diags) => Checked { plan: None, diags },
+    }
+}
+
 /// [`load_and_validate`] on `text`, as if read from `path`.
 pub fn load_and_validate_str(path: &Path, text: &str, known: Names<'_>) -> Checked {
-    let partial = load::load_partial(path, text);
+    check_partial(load::load_partial(path, text), known)
+}
+
+fn check_partial(partial: load::Partial, known: Names<'_>) -> Checked {
     let mut diags = partial.diags;
     if let Some(plan) = &partial.plan {
         diags.extend(validate_with(plan, known, &partial.pruned));
     }
+    // A value a variable could not be substituted in is reported by the variable's rule.
+    diags.0.retain(|d| {
+        d.code.starts_with("variable-")
+            || !d
+                .location
+                .as_ref()
+                .is_some_and(|l| partial.masked.contains(l))
+    });
     Checked {
         plan: partial.plan,
         diags: diags.dedup().sorted(),

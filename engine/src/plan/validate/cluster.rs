@@ -101,7 +101,13 @@ fn kubernetes_version(v: &mut V<'_>) {
                         "kubernetes_version \"{}\" is not valid: {why}",
                         cluster.kubernetes_version
                     ),
-                ),
+                )
+                .with_hint(format!(
+                    "kwin accepts a full version without `v` of a minor from {} to {}, e.g. \"{}.0\" (https://kubernetes.io/releases lists each minor's patch releases)",
+                    versions::oldest(),
+                    versions::newest(),
+                    versions::newest(),
+                )),
             );
             return;
         }
