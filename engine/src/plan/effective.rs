@@ -850,4 +850,19 @@ transport = "local"
         assert_eq!(e.hosts[0].cri_socket, None);
         assert!(e.first_control_plane.is_none());
     }
+
+    #[test]
+    fn variables_reach_the_context_and_sensitive_ones_the_scrubber_only() {
+        let text = format!(
+            "{CLUSTER}\n[variables.token]\ntype = \"string\"\ndefault = \"s3cret-token-value\"\nsensitive = true\n\
+             [variables.site]\ntype = \"string\"\ndefault = \"berlin\"\n"
+        );
+        let e = Effective::build(&plan(&text)).expect("effective");
+        let json = serde_json::to_value(&e).expect("serializes");
+        assert_eq!(json["vars"]["token"], "s3cret-token-value");
+        assert_eq!(json["vars"]["site"], "berlin");
+        let secrets: Vec<&str> = e.secrets().iter().map(|s| s.expose()).collect();
+        assert_eq!(secrets, ["s3cret-token-value"]);
+        assert!(!format!("{e:?}").contains("s3cret-token-value"));
+    }
 }
