@@ -216,7 +216,9 @@ fn the_examples_validate_and_render_for_every_minor_kwin_accepts() {
                 toml::Value::String(version.clone()),
             );
             let text = toml::to_string(&doc).expect("toml");
-            let diags = check_str(&path, &text, &steps);
+            let mut diags = check_str(&path, &text, &steps);
+            // The example's private key is on its user's machine, not on this one.
+            diags.0.retain(|d| d.code != "local-file");
             assert!(
                 diags.0.is_empty(),
                 "{example} at {version} does not validate clean:\n{diags}"
