@@ -167,3 +167,74 @@ impl Remote for HostRemote {
         self.conn.close().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::logs::HostLog;
+    use crate::transport::local::LocalTransport;
+
+    /// A `HostRemote` on this machine (`local` transport), logging into `dir`.
+    fn remote(dir: &std::path::Path) -> (HostRemote, crate::exec::Canceller) {
+        let scrubber = Scrubber::new();
+        let (log, err) = HostLog::open(dir, "h", scrubber.clone());
+        assert!(err.is_none(), "{err:?}");
+        let (events, _rx) = EventSink::channel();
+        let (canceller, cancel) = Cancel::pair();
+        let transport = Arc::new(LocalTransport { become_root: false });
+        let r = HostRemote {
+            conn: Arc::new(Conn::new("h", transport, log)),
+            events,
+            scrubber,
+            cancel,
+            retries: 0,
+            retry_delay: Duration::from_millis(1),
+        };
+        (r, canceller)
+    }
+
+    // The output is `key-data`; neither script contains it.
+    const READ: &str = "printf 'key-%s\\n' data";
+
+    #[tokio::test]
+    async fn a_secret_read_reaches_the_caller_and_never_the_host_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (r, _c) = remote(dir.path());
+        r.connect().await.expect("connect");
+        let t = Duration::from_secs(10);
+        let secret = r.run("secret read", READ, t, RunKind::Secret).await;
+        let check = r
+            .run("check read", "printf 'out-%s\\n' put", t, RunKind::Check)
+            .await;
+        r.close().await;
+        assert_eq!(secret.expect("runs").stdout, b"key-data\n");
+        assert_eq!(check.expect("runs").stdout, b"out-put\n");
+        let log = std::fs::read_to_string(dir.path().join("h.log")).expect("host log");
+        assert!(log.contains("secret read") && log.contains(READ), "{log}");
+        assert!(
+            log.contains("out-put"),
+            "a check's output is logged:\n{log}"
+        );
+        assert!(
+            !log.contains("key-data"),
+            "the secret read's output is logged:\n{log}"
+        );
+    }
+
+    #[tokio::test]
+    async fn after_ctrl_c_a_check_is_not_run_and_a_cleanup_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (r, c) = remote(dir.path());
+        r.connect().await.expect("connect");
+        c.cancel();
+        let t = Duration::from_secs(10);
+        assert_eq!(
+            r.run("check", "echo checked", t, RunKind::Check).await,
+            Err(RemoteError::Interrupted)
+        );
+        let cleanup = r.run("cleanup", "echo cleaned", t, RunKind::Cleanup).await;
+        assert_eq!(cleanup.expect("runs").stdout, b"cleaned\n");
+        assert_eq!(r.sleep(Duration::from_secs(30)).await, Err(Interrupted));
+        r.close().await;
+    }
+}
