@@ -280,8 +280,8 @@ fn plan(dir: &Path, mirror: &str, extra: &str) -> PathBuf {
 /// The same cluster with `cni` as its pod network (flannel at v0.26.2).
 fn plan_cni(dir: &Path, mirror: &str, cni: &str, extra: &str) -> PathBuf {
     let p = dir.join("plan.toml");
-    // Validation opens the files the plan names; the key is never used (no host is reached).
-    std::fs::write(dir.join("id_unused"), "not a key\n").expect("key file");
+    // The plan's key must exist (validation reads the files a plan names); no host is reached.
+    std::fs::write(dir.join("id_test"), "not a key\n").expect("write key");
     let flannel = if cni == "flannel" {
         "flannel = \"v0.26.2\""
     } else {
@@ -318,7 +318,7 @@ port = 1
 os = "linux"
 role = "control-plane"
 host_key = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-private_key = "id_unused"
+private_key = "id_test"
 connect_timeout = 2
 
 [[hosts]]

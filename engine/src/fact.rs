@@ -203,6 +203,11 @@ pub fn parse_batch_for(
 ) -> Result<Facts, FactError> {
     let stdout = normalize_newlines(&out.stdout);
     let stderr = normalize_newlines(&out.stderr);
+    if !queries.is_empty() {
+        if let Some(e) = not_run(out, nonce) {
+            return Err(e);
+        }
+    }
     let mut facts = Facts::new();
     let (path_qs, rest) = split(shell, queries);
     let (mut out_from, mut err_from) = (0usize, 0usize);
@@ -357,6 +362,28 @@ pub(crate) fn replace_section(
 }
 
 /// The last whole words of `b` within `n` bytes (lossy UTF-8, trimmed).
+/// [`FactError::NotRun`] when `out` holds no marker of the batch at all: the host never ran
+/// the script (every batch prints a marker before its first query).
+pub fn not_run(out: &Output, nonce: &str) -> Option<FactError> {
+    let marker = format!("@@kwin:{nonce}:");
+    if find(&out.stdout, marker.as_bytes()).is_some()
+        || find(&out.stderr, marker.as_bytes()).is_some()
+    {
+        return None;
+    }
+    let first_line = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_string)
+    };
+    Some(FactError::NotRun {
+        exit: out.exit,
+        said: first_line(&out.stdout).or_else(|| first_line(&out.stderr)),
+    })
+}
+
 fn last_words(b: &[u8], n: usize) -> String {
     let t = String::from_utf8_lossy(tail(b, n)).into_owned();
     if b.len() <= n {
@@ -419,6 +446,36 @@ fn section<'a>(hay: &'a [u8], begin: &[u8], end: &[u8]) -> Option<(&'a [u8], &'a
 mod tests {
     use super::*;
     use crate::testing::run_sh;
+
+    /// A batch the host never ran (a `nologin` shell answered) is named as such, with the
+    /// first line the host printed; a batch that ran and died is still a parse error.
+    #[test]
+    fn a_batch_the_host_never_ran_is_not_a_parse_error() {
+        let q = [FactQuery {
+            key: "k".into(),
+            command: "echo hi".into(),
+            path: None,
+        }];
+        let out = |stdout: &str, stderr: &str| Output {
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+            exit: 1,
+        };
+        let e = parse_batch(
+            &q,
+            &out("\nThis account is currently not available.\n", ""),
+            "n1",
+        )
+        .expect_err("never ran");
+        assert_eq!(
+            e.to_string(),
+            "did not run kwin's script (exit code 1); it printed \"This account is currently not available.\""
+        );
+        let e = parse_batch(&q, &out("", "  \n"), "n1").expect_err("silent");
+        assert!(e.to_string().ends_with("it printed nothing"), "{e}");
+        let e = parse_batch(&q, &out("\n@@kwin:n1:begin:0\n", "killed"), "n1").expect_err("died");
+        assert!(matches!(e, FactError::Parse(_)), "{e}");
+    }
 
     #[test]
     fn the_log_form_of_a_probe_hides_private_files_and_sensitive_answers() {

@@ -327,6 +327,7 @@ impl Lab {
             become_root: user != "root",
             shell: Shell::Posix,
             connect_timeout_secs: 5,
+            proxy_jump: None,
         }
     }
 
@@ -729,6 +730,7 @@ async fn user_known_hosts_with_hashed_entries_and_ssh_config_alias() {
         become_root: false,
         shell: Shell::Posix,
         connect_timeout_secs: 5,
+        proxy_jump: None,
     };
     let mut opts = lab.opts();
     opts.user_ssh_dir = Some(ssh_dir);

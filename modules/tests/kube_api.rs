@@ -336,6 +336,7 @@ fn api_tier() {
     let host = Host::new(&tier);
     let cache = tempfile::tempdir().expect("cache dir");
     flannel(&host, &tier, cache.path());
+    status_churn(&host, &tier, cache.path());
     runtime_classes(&host, &tier, cache.path());
     calico(&host, &tier, cache.path());
     waits(&host, &tier, cache.path());
@@ -521,6 +522,171 @@ fn flannel(host: &Host, tier: &Tier, cache: &Path) {
         &["configmap", "-n", "kube-flannel", "kube-flannel-windows"],
     ];
     assert_no_write(host, tier, "flannel-windows", m.as_ref(), &c, &objects);
+}
+
+/// The tier's CA and admin client certificate and key (from its kubeconfig) as
+/// `ca.crt`, `client.crt`, `client.key` in `dir`; returns the API server's URL.
+fn write_credentials(tier: &Tier, dir: &Path) -> String {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(tier.kubeconfig()).expect("read kubeconfig");
+    let kc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("kubeconfig yaml");
+    let field = |v: &serde_yaml_ng::Value| v.as_str().expect("kubeconfig field").to_string();
+    let cluster = &kc["clusters"][0]["cluster"];
+    let user = &kc["users"][0]["user"];
+    for (file, data) in [
+        ("ca.crt", &cluster["certificate-authority-data"]),
+        ("client.crt", &user["client-certificate-data"]),
+        ("client.key", &user["client-key-data"]),
+    ] {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(field(data))
+            .expect("base64 in kubeconfig");
+        std::fs::write(dir.join(file), bytes).expect("write credential");
+    }
+    field(&cluster["server"]).trim_end_matches('/').to_string()
+}
+
+/// A DaemonSet kwin applies, in the namespace `default`, with this container image.
+fn churn_module(tier: &Tier, cache: &Path, image: &str) -> Box<dyn Module> {
+    let manifest = format!(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: kwin-churn\n  namespace: default\n\
+         spec:\n  selector:\n    matchLabels: {{app: kwin-churn}}\n  template:\n    metadata:\n\
+         \x20     labels: {{app: kwin-churn}}\n    spec:\n      containers:\n      - name: c\n\
+         \x20       image: {image}\n"
+    );
+    build(
+        "kube_apply",
+        &json!({
+            "manifest": manifest,
+            "kubeconfig": tier.kubeconfig(),
+            "cache_dir": cache.display().to_string(),
+        }),
+    )
+}
+
+/// A controller writing an object's status while kwin diffs it (the DaemonSet controller
+/// right after a first apply, pods being created): kubectl diff reads the object twice (GET,
+/// then the server-side dry run), so a write in between puts a newer status and
+/// resourceVersion on one side only. kwin never manages either; the diff must stay empty,
+/// and a real change of the spec must still show.
+fn status_churn(host: &Host, tier: &Tier, cache: &Path) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let m = churn_module(tier, cache, "registry.example/churn:1");
+    host.converge("churn daemonset", m.as_ref());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    // The writer: one curl with the tier's admin credentials, batches of status patches on
+    // one connection, each with new values (a new resourceVersion every time), as fast as the
+    // API server takes them; a kubectl process per write is too slow to land between
+    // kubectl diff's two reads reliably.
+    let creds = tempfile::tempdir().expect("credentials dir");
+    let url = format!(
+        "{}/apis/apps/v1/namespaces/default/daemonsets/kwin-churn/status",
+        write_credentials(tier, creds.path())
+    );
+    let writer = {
+        let (stop, writes) = (Arc::clone(&stop), Arc::clone(&writes));
+        let dir = creds.path().to_path_buf();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let mut config = String::new();
+                for _ in 0..50 {
+                    n += 1;
+                    let patch = json!({"status": {"observedGeneration": n,
+                        "currentNumberScheduled": n, "desiredNumberScheduled": n,
+                        "numberMisscheduled": 0, "numberReady": n % 7}})
+                    .to_string()
+                    .replace('"', "\\\"");
+                    config.push_str(&format!(
+                        "url = \"{url}\"\nrequest = \"PATCH\"\n\
+                         header = \"Content-Type: application/merge-patch+json\"\n\
+                         data = \"{patch}\"\noutput = \"/dev/null\"\n\
+                         write-out = \"%{{http_code}}\\n\"\ncacert = \"{d}/ca.crt\"\n\
+                         cert = \"{d}/client.crt\"\nkey = \"{d}/client.key\"\nnext\n",
+                        d = dir.display()
+                    ));
+                }
+                let cfg = dir.join("curl.cfg");
+                std::fs::write(&cfg, config).expect("write curl config");
+                let out = Command::new("curl")
+                    .args(["-sS", "-K"])
+                    .arg(&cfg)
+                    .output()
+                    .expect("run curl");
+                let ok = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter(|l| *l == "200")
+                    .count();
+                assert!(
+                    ok > 0,
+                    "status writes fail: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                writes.fetch_add(ok as u64, Ordering::Relaxed);
+            }
+        })
+    };
+    let changed = churn_module(tier, cache, "registry.example/churn:2");
+    let mut differing = Vec::new();
+    let mut spec_change = None;
+    for i in 0..20 {
+        match host.plan(m.as_ref(), &Inputs::new()) {
+            Ok(Plan::NoOp { .. }) => {}
+            Ok(Plan::Change(c)) => differing.push(format!(
+                "run {i}: {}\n{}",
+                c.reason,
+                c.diff.unwrap_or_default()
+            )),
+            Err(e) => differing.push(format!("run {i}: {e}")),
+        }
+        if i == 10 {
+            spec_change = Some(host.plan(changed.as_ref(), &Inputs::new()));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("status writer");
+    let writes = writes.load(Ordering::Relaxed);
+    assert!(writes >= 100, "only {writes} status writes happened");
+    assert!(
+        differing.is_empty(),
+        "{} of 20 diffs planned a change kwin did not cause ({writes} status writes):\n{}",
+        differing.len(),
+        differing.join("\n")
+    );
+    match spec_change {
+        Some(Ok(Plan::Change(c))) => {
+            assert!(
+                c.reason
+                    .contains("1 object differs: apps.v1.DaemonSet.default.kwin-churn"),
+                "{}",
+                c.reason
+            );
+            let diff = c.diff.unwrap_or_default();
+            assert!(
+                diff.contains("-      - image: registry.example/churn:1")
+                    && diff.contains("+      - image: registry.example/churn:2"),
+                "{diff}"
+            );
+            // Only the spec (and the template generation annotation the API server keeps
+            // with it): no status, no metadata.generation or resourceVersion.
+            for line in diff
+                .lines()
+                .filter(|l| !l.starts_with("---") && !l.starts_with("+++"))
+            {
+                let text = line.get(1..).unwrap_or_default();
+                assert!(
+                    !(text.starts_with("status:")
+                        || text.starts_with("  generation:")
+                        || text.starts_with("  resourceVersion:")),
+                    "{line:?} in\n{diff}"
+                );
+            }
+        }
+        other => panic!("the image change was not seen: {other:?}"),
+    }
 }
 
 fn runtime_classes(host: &Host, tier: &Tier, cache: &Path) {

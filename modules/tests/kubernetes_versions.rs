@@ -216,9 +216,7 @@ fn the_examples_validate_and_render_for_every_minor_kwin_accepts() {
                 toml::Value::String(version.clone()),
             );
             let text = toml::to_string(&doc).expect("toml");
-            let mut diags = check_str(&path, &text, &steps);
-            // The example's private key is on its user's machine, not on this one.
-            diags.0.retain(|d| d.code != "local-file");
+            let diags = check_str(&path, &text, &steps);
             assert!(
                 diags.0.is_empty(),
                 "{example} at {version} does not validate clean:\n{diags}"
@@ -540,5 +538,9 @@ fn check_str(
         modules: &modules,
         recipe_steps: steps,
     };
-    kwin_engine::plan::validate::load_and_validate_str(path, text, known).diags
+    let mut diags = kwin_engine::plan::validate::load_and_validate_str(path, text, known).diags;
+    // The examples name the user's own key files (`~/.ssh/id_ed25519`, ...), which this
+    // machine need not have: what is checked here is the version-dependent part.
+    diags.0.retain(|d| d.code != "local-file");
+    diags
 }

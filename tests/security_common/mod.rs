@@ -164,6 +164,7 @@ impl Sshd {
             become_root: false,
             shell: Shell::Posix,
             connect_timeout_secs: 10,
+            proxy_jump: None,
         };
         let mut o = SshOptions::new(self.dir.path().join(".kwin/known_hosts"));
         o.user_ssh_dir = None;

@@ -113,6 +113,11 @@ impl Conn {
         self.runs.load(Ordering::Relaxed)
     }
 
+    /// The host log's file, when there is one.
+    pub fn log_path(&self) -> Option<&std::path::Path> {
+        self.log.path()
+    }
+
     pub fn log(&self, header: &str) {
         self.log.entry(header, &[]);
     }

@@ -7,12 +7,14 @@
 use crate::secret::Scrubber;
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
 pub struct HostLog {
     file: Mutex<Option<File>>,
+    /// Where the entries go; `None` for a log that writes nothing.
+    path: Option<PathBuf>,
     scrubber: Scrubber,
     start: Instant,
 }
@@ -27,9 +29,11 @@ impl HostLog {
                 Ok(f) => (Some(f), None),
                 Err(e) => (None, Some(format!("cannot write {}: {e}", path.display()))),
             };
+        let written = file.is_some().then(|| path.clone());
         (
             HostLog {
                 file: Mutex::new(file),
+                path: written,
                 scrubber,
                 start: Instant::now(),
             },
@@ -41,9 +45,15 @@ impl HostLog {
     pub fn none(scrubber: Scrubber) -> HostLog {
         HostLog {
             file: Mutex::new(None),
+            path: None,
             scrubber,
             start: Instant::now(),
         }
+    }
+
+    /// The log file, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     pub fn scrubber(&self) -> &Scrubber {

@@ -27,6 +27,18 @@ pub enum FactError {
     Parse(String),
     #[error("fact command failed with exit code {exit}: {}", clip(.stderr))]
     Command { exit: i32, stderr: String },
+    /// The host answered the script without running any of it: the login was accepted, then
+    /// the account's shell (`nologin`, a forced command, a menu) printed something else.
+    /// `said` is the first line the host printed (stdout, else stderr), if any.
+    #[error("did not run kwin's script (exit code {exit}){}", said_text(.said))]
+    NotRun { exit: i32, said: Option<String> },
+}
+
+fn said_text(said: &Option<String>) -> String {
+    match said {
+        Some(line) => format!("; it printed \"{}\"", clip(line)),
+        None => "; it printed nothing".to_string(),
+    }
 }
 
 /// Longest stretch of remote text an error message quotes (at each end of the text).

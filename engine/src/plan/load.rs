@@ -13,7 +13,7 @@ use super::structure::{self, Anchor};
 use super::vars::{self, VarInput, VarValue};
 use crate::diag::{Diagnostic, Diagnostics, SourceMap};
 use crate::shell::Shell;
-use crate::transport::spec::{ConnSpec, SecretSource, SshSpec, WinrmSpec};
+use crate::transport::spec::{ConnSpec, JumpAddress, ProxyJump, SecretSource, SshSpec, WinrmSpec};
 use serde::de::IntoDeserializer;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -250,6 +250,7 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
         }
         hosts.push(rh);
     }
+    resolve_jumps(&mut hosts, &file, &inventory, &file.defaults);
     Partial {
         plan: Some(LoadedPlan {
             path: path.to_path_buf(),
@@ -315,6 +316,7 @@ fn merge(host: &Connection, inv: Option<&Connection>, def: &Connection) -> Conne
         ca_file: pick!(ca_file),
         insecure: pick!(insecure),
         connect_timeout: pick!(connect_timeout),
+        proxy_jump: pick!(proxy_jump),
     }
 }
 
@@ -424,6 +426,11 @@ fn resolve_host(
                 host_key,
                 shell,
                 connect_timeout_secs: timeout,
+                // A plan host's name is resolved once every host is (`resolve_jumps`).
+                proxy_jump: c.proxy_jump.as_deref().and_then(|v| match v.trim() {
+                    "none" => Some(ProxyJump::Direct),
+                    v => JumpAddress::parse(v).ok().map(ProxyJump::Address),
+                }),
             })
         }
         (os, TransportKind::Winrm) => {
@@ -489,6 +496,53 @@ fn resolve_host(
         conn,
     };
     (host, errs)
+}
+
+/// Point `proxy_jump` values that name another host of the plan at that host's own SSH
+/// connection. What cannot be resolved (the host itself, a WinRM or local host, a host
+/// that has a jump of its own) stays as it is and is reported by validation
+/// (`validate::hosts`, `bad-proxy-jump`).
+fn resolve_jumps(
+    hosts: &mut [ResolvedHost],
+    file: &PlanFile,
+    inventory: &[Host],
+    defaults: &Defaults,
+) {
+    let raw: Vec<Option<String>> = file
+        .hosts
+        .iter()
+        .zip(hosts.iter())
+        .map(|(h, rh)| {
+            let inv = inventory.iter().find(|x| x.name == h.name);
+            let def = match rh.os {
+                Os::Linux => &defaults.linux,
+                Os::Windows => &defaults.windows,
+            };
+            merge(&h.connection, inv.map(|i| &i.connection), def).proxy_jump
+        })
+        .collect();
+    for i in 0..hosts.len() {
+        let Some(name) = raw[i].as_deref().map(str::trim) else {
+            continue;
+        };
+        let Some(j) = hosts.iter().position(|h| h.name == name) else {
+            continue;
+        };
+        let jump = match &hosts[j].conn {
+            // Its own `proxy_jump` may only be "none"; a `ProxyJump` that `~/.ssh/config`
+            // gives it is refused when connecting.
+            ConnSpec::Ssh(s) if j != i && raw[j].as_deref().is_none_or(|v| v.trim() == "none") => {
+                s.clone()
+            }
+            _ => continue,
+        };
+        if let ConnSpec::Ssh(s) = &mut hosts[i].conn {
+            s.proxy_jump = Some(ProxyJump::Host {
+                name: name.to_string(),
+                spec: Box::new(jump),
+            });
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,7 +31,9 @@ pub mod validate;
 pub mod vars;
 pub mod versions;
 
-pub use crate::transport::spec::{ConnSpec, SecretSource, SshSpec, WinrmAuth, WinrmSpec};
+pub use crate::transport::spec::{
+    ConnSpec, JumpAddress, ProxyJump, SecretSource, SshSpec, WinrmAuth, WinrmSpec,
+};
 pub use load::{load, load_str};
 pub use loaded::{resolve_path, LoadedPlan, ResolvedHost};
 pub use model::*;

@@ -354,6 +354,11 @@ pub struct Connection {
     #[serde(default, deserialize_with = "duration_opt")]
     #[schemars(with = "Option<Duration>", extend("default" = 10))]
     pub connect_timeout: Option<u64>,
+    /// SSH: the jump host to go through (OpenSSH's `ProxyJump`): the name of another host
+    /// of the plan (its own connection settings and pinned key), or `[user@]host[:port]`
+    /// (resolved through `~/.ssh/config`), or "none" (not even `~/.ssh/config`'s). One jump
+    /// at most. Default: what `~/.ssh/config` says for the address.
+    pub proxy_jump: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]

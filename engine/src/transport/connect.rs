@@ -32,11 +32,17 @@ pub struct Made {
 impl Made {
     /// "recorded new host key SHA256:... for h1 in .kwin/known_hosts", after a run with
     /// `--accept-new-host-keys` met an unknown key.
+    /// Through a jump host, both keys it recorded, `; `-separated.
     pub fn recorded_host_key(&self) -> Option<String> {
-        self.ssh
+        let keys: Vec<String> = self
+            .ssh
             .as_ref()
-            .and_then(|s| s.recorded_new_key())
+            .map(|s| s.recorded_new_keys())
+            .unwrap_or_default()
+            .iter()
             .map(|k| k.to_string())
+            .collect();
+        (!keys.is_empty()).then(|| keys.join("; "))
     }
 }
 

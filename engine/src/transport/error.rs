@@ -21,9 +21,14 @@ pub enum TransportError {
         expected: String,
         actual: String,
     },
-    /// Unknown host key and no pin, and new keys are not accepted.
-    #[error("host key of {host} is unknown ({actual}); pin it with host_key = \"{actual}\" or run with --accept-new-host-keys")]
-    HostKeyUnknown { host: String, actual: String },
+    /// Unknown host key and no pin, and new keys are not accepted. `fix` says how to trust it
+    /// (a pin where the plan can hold one, else known_hosts).
+    #[error("host key of {host} is unknown ({actual}); {fix}")]
+    HostKeyUnknown {
+        host: String,
+        actual: String,
+        fix: String,
+    },
     /// Credentials refused. Never retryable.
     #[error("authentication failed for {user}@{host}: {reason}")]
     Auth {

@@ -71,6 +71,88 @@ impl SecretSource {
     }
 }
 
+/// A jump host written as OpenSSH writes one (`ProxyJump`, `ssh -J`): `[user@]host[:port]`,
+/// `ssh://[user@]host[:port]`, an IPv6 address in brackets. `host` may be an alias of the
+/// user's `~/.ssh/config`; what it leaves out comes from there (see `transport::ssh`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JumpAddress {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl JumpAddress {
+    /// Parse one jump. A list (`a,b`: a chain of jumps) is refused: kwin goes through at
+    /// most one jump host.
+    pub fn parse(value: &str) -> Result<JumpAddress, String> {
+        let v = value.trim();
+        if v.is_empty() {
+            return Err("it is empty".into());
+        }
+        if v.contains(',') {
+            return Err(
+                "it lists several jump hosts: kwin reaches a host through at most one jump host"
+                    .into(),
+            );
+        }
+        if v.contains(|c: char| c.is_whitespace() || c.is_control()) {
+            return Err("it contains white space".into());
+        }
+        let v = v.strip_prefix("ssh://").unwrap_or(v);
+        let (user, rest) = match v.rsplit_once('@') {
+            Some((u, r)) if !u.is_empty() => (Some(u.to_string()), r),
+            Some(_) => return Err("the user before `@` is empty".into()),
+            None => (None, v),
+        };
+        let (host, port) = if let Some(r) = rest.strip_prefix('[') {
+            let (h, tail) = r
+                .split_once(']')
+                .ok_or("an IPv6 address in `[` has no closing `]`")?;
+            match tail {
+                "" => (h, None),
+                t => (
+                    h,
+                    Some(t.strip_prefix(':').ok_or("expected `:port` after `]`")?),
+                ),
+            }
+        } else {
+            match rest.rsplit_once(':') {
+                Some((h, p)) if !h.contains(':') => (h, Some(p)),
+                Some(_) => return Err("an IPv6 address goes in brackets, `[addr]:port`".into()),
+                None => (rest, None),
+            }
+        };
+        if host.is_empty() {
+            return Err("the host is empty".into());
+        }
+        let port = match port {
+            None => None,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => return Err(format!("`{p}` is not a port (1 to 65535)")),
+            },
+        };
+        Ok(JumpAddress {
+            user,
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+/// The jump host an SSH connection goes through (`proxy_jump` in the plan).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyJump {
+    /// `"none"`: straight to the host, even if `~/.ssh/config` names a `ProxyJump`.
+    Direct,
+    /// An address, resolved through `~/.ssh/config` like OpenSSH does; logged into with the
+    /// target's keys (never its password), its host key checked against the known_hosts files.
+    Address(JumpAddress),
+    /// Another host of the plan: its own resolved connection (address, user, keys, password
+    /// source, pinned host key).
+    Host { name: String, spec: Box<SshSpec> },
+}
+
 /// SSH connection settings of one host, fully resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshSpec {
@@ -88,6 +170,8 @@ pub struct SshSpec {
     /// Posix for Linux, PowerShell for `ssh-powershell` Windows hosts.
     pub shell: Shell,
     pub connect_timeout_secs: u64,
+    /// The jump host the connection goes through; `None`: as `~/.ssh/config` says.
+    pub proxy_jump: Option<ProxyJump>,
 }
 
 /// WinRM connection settings of one host, fully resolved.
@@ -154,7 +238,31 @@ impl ConnSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::SecretSource;
+    use super::{JumpAddress, SecretSource};
+
+    #[test]
+    fn jump_addresses_parse_like_openssh() {
+        let j = |s: &str| JumpAddress::parse(s).map(|j| (j.user, j.host, j.port));
+        assert_eq!(j("bastion"), Ok((None, "bastion".into(), None)));
+        assert_eq!(
+            j("ops@10.0.0.1:2222"),
+            Ok((Some("ops".into()), "10.0.0.1".into(), Some(2222)))
+        );
+        assert_eq!(
+            j("ssh://a@b@jump.example"),
+            Ok((Some("a@b".into()), "jump.example".into(), None))
+        );
+        assert_eq!(j("[fd00::1]:22"), Ok((None, "fd00::1".into(), Some(22))));
+        assert_eq!(j("[fd00::1]"), Ok((None, "fd00::1".into(), None)));
+        for bad in [
+            "", "a,b", "fd00::1", "h:0", "h:x", "@h", "[fd00::1", "a b", ":22",
+        ] {
+            assert!(j(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(j("a,b")
+            .expect_err("chain")
+            .contains("at most one jump host"));
+    }
 
     #[test]
     fn short_or_empty_secrets_are_refused_with_their_source() {

@@ -18,7 +18,16 @@
 //!   explicit 22 from none);
 //! - `User` applies when the plan's user is the default (`root`, or `Administrator` for
 //!   `ssh-powershell`); become then follows the effective user (`sudo -n` unless root);
-//! - `IdentityFile`s apply when the plan names no `private_key`.
+//! - `IdentityFile`s apply when the plan names no `private_key`;
+//! - `ProxyJump` applies when the plan sets no `proxy_jump` (a `ProxyCommand` is refused).
+//!
+//! # Jump hosts
+//! A host's [`ProxyJump`] (or `ProxyJump` of the config) is resolved here into a second
+//! [`Target`]: a plan host with its own settings, or an address looked up in the config,
+//! logged into with the target's keys (never its password). `session.rs` opens the jump
+//! session first (host key verified like any), then a `direct-tcpip` channel to the target
+//! bridged to a socket pair (`jump.rs`), and runs the target's session over it. One jump at
+//! most: a jump host that would need one itself is refused.
 //!
 //! Authentication order and its rules: see `ssh/auth.rs`.
 //!
@@ -40,13 +49,14 @@
 
 mod auth;
 mod config;
+mod jump;
 mod known_hosts;
 mod session;
 
 pub use known_hosts::RecordedHostKey;
 
 use super::output::Keep;
-use super::spec::SshSpec;
+use super::spec::{JumpAddress, ProxyJump, SshSpec};
 use super::{Output, Shell, Transport, TransportError};
 use crate::secret::Scrubber;
 use async_trait::async_trait;
@@ -143,7 +153,7 @@ struct Live {
 
 #[derive(Default)]
 struct Seen {
-    recorded: Option<RecordedHostKey>,
+    recorded: Vec<RecordedHostKey>,
     fingerprint: Option<String>,
 }
 
@@ -184,6 +194,11 @@ impl SshTransport {
     /// The host key this transport recorded in kwin's known_hosts (with
     /// `accept_new_host_keys`), for the executor to report. `None` if it recorded nothing.
     pub fn recorded_new_key(&self) -> Option<RecordedHostKey> {
+        self.seen().recorded.last().cloned()
+    }
+
+    /// Every host key this transport recorded: a jump host's, then the host's.
+    pub fn recorded_new_keys(&self) -> Vec<RecordedHostKey> {
         self.seen().recorded.clone()
     }
 
@@ -230,7 +245,7 @@ impl SshTransport {
         {
             let mut seen = self.seen();
             seen.fingerprint = Some(connected.fingerprint);
-            if connected.recorded.is_some() {
+            if !connected.recorded.is_empty() {
                 seen.recorded = connected.recorded;
             }
         }
@@ -450,7 +465,8 @@ fn finish<T>(
     retire
 }
 
-/// Merge the plan's settings with the OpenSSH client config (see the module docs).
+/// Merge the plan's settings with the OpenSSH client config (see the module docs), and the
+/// jump host's, if the connection goes through one.
 fn resolve(s: &Settings) -> Result<Target, TransportError> {
     let spec = &s.spec;
     let opts = &s.opts;
@@ -458,6 +474,119 @@ fn resolve(s: &Settings) -> Result<Target, TransportError> {
         Some(dir) => SshConfig::load(dir).map_err(TransportError::Local)?,
         None => SshConfig::default(),
     };
+    let mut t = resolve_one(&cfg, &s.host_name, spec, opts);
+    let hc = cfg.resolve(&spec.address);
+    let from_config = |what: &str| {
+        format!(
+            "~/.ssh/config: {what} for `{}` (set proxy_jump in the plan to override it, \"none\" to connect directly)",
+            spec.address
+        )
+    };
+    let jump = match &spec.proxy_jump {
+        Some(ProxyJump::Direct) => None,
+        Some(ProxyJump::Address(a)) => Some(resolve_jump_address(&cfg, a, &t, spec, opts)),
+        Some(ProxyJump::Host { name, spec: js }) => {
+            let mut j = resolve_one(&cfg, name, js, opts);
+            j.label = format!("jump host {} of {}", j.label, t.label);
+            Some(j)
+        }
+        None => match hc.proxy_jump.as_deref().map(str::trim) {
+            Some("none") => None,
+            Some(v) => {
+                let a = JumpAddress::parse(v).map_err(|why| {
+                    TransportError::Local(from_config(&format!(
+                        "ProxyJump {v} is not usable: {why}"
+                    )))
+                })?;
+                Some(resolve_jump_address(&cfg, &a, &t, spec, opts))
+            }
+            None if hc.proxy_command => {
+                return Err(TransportError::Local(from_config(
+                    "ProxyCommand is set; kwin supports ProxyJump only",
+                )))
+            }
+            None => None,
+        },
+    };
+    if let Some(j) = &jump {
+        // One jump at most: the jump host must not need one itself.
+        let jhc = cfg.resolve(&j.alias);
+        let own = match &spec.proxy_jump {
+            Some(ProxyJump::Host { spec: js, .. }) => js.proxy_jump.as_ref(),
+            _ => None,
+        };
+        let chained = if matches!(own, Some(ProxyJump::Direct)) {
+            None
+        } else if let Some(v) = jhc.proxy_jump.as_deref().map(str::trim) {
+            (v != "none").then(|| format!("ProxyJump {v}"))
+        } else {
+            jhc.proxy_command.then(|| "ProxyCommand".to_string())
+        };
+        if let Some(via) = chained {
+            return Err(TransportError::Local(format!(
+                "{}: ~/.ssh/config gives it {via}: kwin reaches a host through at most one jump host",
+                j.label
+            )));
+        }
+    }
+    t.jump = jump.map(Box::new);
+    Ok(t)
+}
+
+/// A jump host given as an address (the plan's `proxy_jump`, or `ProxyJump` in
+/// `~/.ssh/config`): resolved through `~/.ssh/config` by that address; the user is the one
+/// written, else the config's, else the target's; logged into with the config's
+/// `IdentityFile`s for it, then the target's keys (its agent too when the plan names no
+/// key) and passphrase, never the target's password; its key checked against known_hosts.
+fn resolve_jump_address(
+    cfg: &SshConfig,
+    a: &JumpAddress,
+    target: &Target,
+    spec: &SshSpec,
+    opts: &SshOptions,
+) -> Target {
+    let hc = cfg.resolve(&a.host);
+    let user = a
+        .user
+        .clone()
+        .or_else(|| hc.user.clone())
+        .unwrap_or_else(|| target.user.clone());
+    let jspec = SshSpec {
+        address: a.host.clone(),
+        port: a.port.or(hc.port).unwrap_or(22),
+        user: user.clone(),
+        private_key: None,
+        passphrase: spec.passphrase.clone(),
+        password: None,
+        host_key: None,
+        become_root: false,
+        shell: Shell::Posix,
+        connect_timeout_secs: spec.connect_timeout_secs,
+        proxy_jump: None,
+    };
+    let mut j = resolve_one(cfg, "", &jspec, opts);
+    j.user = user;
+    if let Some(k) = &spec.private_key {
+        if !j.creds.keys.iter().any(|(p, _)| p == k) {
+            // After the config's keys for the jump host, before the default ones.
+            let at = j
+                .creds
+                .keys
+                .iter()
+                .position(|(_, o)| *o == KeyOrigin::Default)
+                .unwrap_or(j.creds.keys.len());
+            j.creds.keys.insert(at, (k.clone(), KeyOrigin::Plan));
+        }
+        j.creds.keys.retain(|(_, o)| *o != KeyOrigin::Default);
+        j.creds.use_agent = false;
+    }
+    j.label = format!("jump host {} of {}", j.label, target.label);
+    j.pinnable = false;
+    j
+}
+
+/// One host's settings merged with `~/.ssh/config` (no jump host).
+fn resolve_one(cfg: &SshConfig, host_name: &str, spec: &SshSpec, opts: &SshOptions) -> Target {
     let hc = cfg.resolve(&spec.address);
     let host = hc.hostname.clone().unwrap_or_else(|| spec.address.clone());
     let port = if spec.port == 22 {
@@ -507,13 +636,16 @@ fn resolve(s: &Settings) -> Result<Target, TransportError> {
     } else {
         format!("{host}:{port}")
     };
-    let label = if s.host_name.is_empty() || s.host_name == host {
+    let label = if host_name.is_empty() || host_name == host {
         addr
     } else {
-        format!("{} ({addr})", s.host_name)
+        format!("{host_name} ({addr})")
     };
-    Ok(Target {
+    Target {
         label,
+        alias: spec.address.clone(),
+        pinnable: true,
+        jump: None,
         host,
         port,
         user,
@@ -535,7 +667,7 @@ fn resolve(s: &Settings) -> Result<Target, TransportError> {
         keepalive: (opts.keepalive_secs > 0)
             .then(|| Duration::from_secs(u64::from(opts.keepalive_secs))),
         scrubber: opts.scrubber.clone(),
-    })
+    }
 }
 
 /// The PowerShell bootstrap `ssh-powershell` hosts run (reads the script from stdin and runs it
@@ -560,6 +692,7 @@ mod tests {
             become_root: user != "root",
             shell: Shell::Posix,
             connect_timeout_secs: 5,
+            proxy_jump: None,
         }
     }
 

@@ -15,7 +15,20 @@
 //! | `cache_dir` | string | `/var/cache/kwin/manifests` | where fetched and uploaded manifests are kept on the control plane |
 //!
 //! No-op when `kubectl diff --server-side --field-manager=kwin --force-conflicts` finds no
-//! difference: a server-side dry run of the same apply, so a re-apply never writes. Changes:
+//! difference: a server-side dry run of the same apply, so a re-apply never writes. kubectl
+//! compares two reads of each object, a GET (LIVE) and then the dry-run apply (MERGED); a
+//! controller that writes the object in between (the DaemonSet and Deployment controllers
+//! update `status` while pods are being created, i.e. right after every first apply) makes
+//! MERGED carry a newer `status` and `metadata.resourceVersion` than LIVE, a difference kwin
+//! did not cause and no apply removes. So the fact runs kubectl diff with
+//! `KUBECTL_EXTERNAL_DIFF` set to a small script ([`DIFF_PROGRAM`]) that drops the top-level
+//! `status:` block and `metadata.resourceVersion` / `metadata.generation` from both sides
+//! before running the `diff -u -N LIVE MERGED` kubectl runs by default (same output format).
+//! kwin never sets those fields (an apply ignores `status` on kinds with a status
+//! subresource, as every built-in workload and the CRDs kwin applies have; on a kind without
+//! one a `status` in the manifest would go unchecked); `generation` only moves with a spec
+//! change, which shows itself.
+//! (`metadata.managedFields` kubectl hides by default.) Changes:
 //! `kubectl apply --server-side --field-manager=kwin --force-conflicts` (fields other managers
 //! own are taken over; fields kwin does not set are left alone). Partial objects (e.g. only
 //! `spec.strictAffinity` of an IPAMConfig) are fine: server-side apply merges them.
@@ -54,6 +67,31 @@ pub const EMBED_LIMIT: usize = 256 * 1024;
 pub const CACHE_DIR: &str = "/var/cache/kwin/manifests";
 /// Diffs longer than this many lines are cut in the plan.
 const DIFF_LINES: usize = 400;
+
+/// The diff fact's `KUBECTL_EXTERNAL_DIFF` program, written to `$d/bin/kwin-diff` and named
+/// by its bare name with `$d/bin` first on PATH (kubectl splits the variable on spaces, so a
+/// temporary path with a space would break). kubectl (kubernetes/kubernetes
+/// `staging/src/k8s.io/kubectl/pkg/cmd/diff/diff.go`, `DiffProgram.getCommand` and
+/// `NewCmdDiff`; the exit codes are also in `kubectl diff --help`) runs it with the LIVE and
+/// MERGED directories as its first arguments (flags in the variable would come after them;
+/// kwin gives none) and exits with its exit code when that is 0 (same) or 1 (differences);
+/// anything above 1 is an error. Each directory holds one YAML file per object, named like
+/// `apps.v1.DaemonSet.ns.name` (empty in LIVE for an object that does not exist yet):
+/// kubectl's own temporary copies, removed after the diff, printed with sorted keys and
+/// two-space indentation, so top-level keys are at column 0 (list items there start with
+/// `- `) and metadata's fields at two spaces. The program drops the top-level `status` block
+/// and metadata's `generation` and `resourceVersion` from each file, then runs the diff
+/// kubectl runs without the variable.
+pub const DIFF_PROGRAM: &str = r#"#!/bin/sh
+# kubectl diff's LIVE and MERGED without what concurrent writers change (kube_apply).
+for f in "$1"/* "$2"/*; do
+  [ -f "$f" ] || continue
+  awk '/^[^ -]/ { t = $1 } t == "status:" { next }
+    t == "metadata:" && /^  (generation|resourceVersion): / { next } { print }' \
+    "$f" > "$f.kwin" && mv -f "$f.kwin" "$f" || exit 2
+done
+exec diff -u -N "$1" "$2"
+"#;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -366,7 +404,11 @@ impl KubeApply {
         let k = kubectl(&self.kubeconfig);
         match mode {
             Mode::Diff => s.push_str(&format!(
-                "{k} diff {common} > \"$d/diff\" 2> \"$d/err\"\nrc=$?\n\
+                "mkdir \"$d/bin\" || exit 1\n\
+                 cat > \"$d/bin/kwin-diff\" <<'KWIN_DIFF'\n{DIFF_PROGRAM}KWIN_DIFF\n\
+                 chmod 700 \"$d/bin/kwin-diff\" || exit 1\n\
+                 KUBECTL_EXTERNAL_DIFF=kwin-diff PATH=\"$d/bin:$PATH\" \
+                 {k} diff {common} > \"$d/diff\" 2> \"$d/err\"\nrc=$?\n\
                  echo \"kwin: diff $rc\"\ncat \"$d/diff\"\ncat \"$d/err\" >&2\nexit 0\n"
             )),
             Mode::Apply => s.push_str(&format!("{k} apply {common}\n")),
@@ -630,6 +672,102 @@ mod tests {
         let steps = m.steps();
         assert!(matches!(&steps[1], Step::Put { path, .. } if path.starts_with(CACHE_DIR)));
         assert!(m.diff_script().len() < 4096);
+    }
+
+    /// Run [`DIFF_PROGRAM`] (real sh, awk and diff) on LIVE and MERGED directories holding
+    /// these files; its exit code and output as the diff fact parses it.
+    fn run_diff_program(
+        files: &[(&str, &str, Option<&str>)],
+    ) -> (i32, super::super::facts::ObjectDiff) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path();
+        let (live, merged) = (dir.join("LIVE-1"), dir.join("MERGED-2"));
+        std::fs::create_dir_all(&live).expect("mkdir");
+        std::fs::create_dir_all(&merged).expect("mkdir");
+        for (name, after, before) in files {
+            std::fs::write(merged.join(name), after).expect("write");
+            std::fs::write(live.join(name), before.unwrap_or_default()).expect("write");
+        }
+        let prog = dir.join("kwin-diff");
+        std::fs::write(&prog, DIFF_PROGRAM).expect("write");
+        let out = std::process::Command::new("sh")
+            .arg(&prog)
+            .arg(&live)
+            .arg(&merged)
+            .output()
+            .expect("run sh");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        (
+            out.status.code().unwrap_or(-1),
+            super::super::facts::normalize_diff(&lines),
+        )
+    }
+
+    /// A DaemonSet as kubectl diff prints it (sorted keys, two-space indentation).
+    fn daemonset(rv: u32, generation: u32, image: &str, ready: u32) -> String {
+        format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  annotations:\n    \
+             deprecated.daemonset.template.generation: \"{generation}\"\n  creationTimestamp: \
+             \"2026-01-01T00:00:00Z\"\n  generation: {generation}\n  name: ds\n  namespace: ns\n  \
+             resourceVersion: \"{rv}\"\n  uid: 0b8f\nspec:\n  selector:\n    matchLabels:\n      \
+             app: ds\n  template:\n    spec:\n      containers:\n      - image: {image}\n        \
+             name: c\nstatus:\n  conditions:\n  - type: X\n  numberReady: {ready}\n  \
+             observedGeneration: {ready}\n"
+        )
+    }
+
+    #[test]
+    fn diff_program_ignores_concurrent_status_writes() {
+        let ds = "apps.v1.DaemonSet.ns.ds";
+        // A controller wrote the status between kubectl's GET and its dry run.
+        let (rc, d) = run_diff_program(&[(
+            ds,
+            &daemonset(12, 1, "img:1", 3),
+            Some(&daemonset(11, 1, "img:1", 2)),
+        )]);
+        assert_eq!((rc, d.objects.len()), (0, 0), "{}", d.text);
+        // A spec change still shows, without the churn around it.
+        let (rc, d) = run_diff_program(&[(
+            ds,
+            &daemonset(12, 2, "img:2", 3),
+            Some(&daemonset(11, 1, "img:1", 2)),
+        )]);
+        assert_eq!((rc, d.objects.clone(), d.new), (1, vec![ds.to_string()], 0));
+        assert!(
+            d.text
+                .contains("-      - image: img:1\n+      - image: img:2\n"),
+            "{}",
+            d.text
+        );
+        assert!(
+            d.text.contains("--- live/apps.v1.DaemonSet.ns.ds\n"),
+            "{}",
+            d.text
+        );
+        for gone in [
+            "status:",
+            "observedGeneration",
+            "resourceVersion",
+            "  generation:",
+        ] {
+            assert!(!d.text.contains(gone), "{gone} in {}", d.text);
+        }
+        // Objects that do not exist yet: an empty LIVE file, as kubectl writes it.
+        let (rc, d) = run_diff_program(&[
+            (ds, &daemonset(1, 1, "img:1", 0), None),
+            (
+                "v1.ConfigMap.ns.cm",
+                "apiVersion: v1\nkind: ConfigMap\n",
+                None,
+            ),
+        ]);
+        assert_eq!((rc, d.objects.len(), d.new), (1, 2, 2), "{}", d.text);
+        // Top-level list items at column 0 (e.g. a RoleBinding's subjects) stay.
+        let rb = |who: &str| format!("kind: RoleBinding\nsubjects:\n- kind: User\n  name: {who}\n");
+        let (rc, d) = run_diff_program(&[("rbac.v1.RoleBinding.ns.rb", &rb("b"), Some(&rb("a")))]);
+        assert_eq!(rc, 1, "{}", d.text);
+        assert!(d.text.contains("+  name: b"), "{}", d.text);
     }
 
     #[test]

@@ -301,7 +301,21 @@ impl Worker {
             )
             .await
             .map_err(|e| e.to_string())?;
-        fact::parse_batch(queries, &out, &nonce).map_err(|e| format!("{what}: {e}"))
+        fact::parse_batch(queries, &out, &nonce).map_err(|e| match e {
+            // The login was accepted, then something other than a shell answered: say so
+            // in the host's own words, and where the whole exchange is.
+            fact::FactError::NotRun { .. } => {
+                let log = match self.conn.log_path() {
+                    Some(p) => format!("; see {}", p.display()),
+                    None => String::new(),
+                };
+                format!(
+                    "{what}: {} {e}: the login was accepted, but something other than a shell answered (a nologin shell, a forced command){log}",
+                    self.host
+                )
+            }
+            e => format!("{what}: {e}"),
+        })
     }
 
     /// The initial probe: every fact of every task on the host.

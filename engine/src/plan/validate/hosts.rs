@@ -4,7 +4,7 @@ use super::pass::V;
 use crate::diag::Diagnostic;
 use crate::plan::model::{Connection, Os, WinrmAuth};
 use crate::plan::spans::PlanPath;
-use crate::plan::{syntax, ConnSpec};
+use crate::plan::{syntax, ConnSpec, JumpAddress, ProxyJump, ResolvedHost};
 use crate::shell::Shell;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -185,6 +185,20 @@ fn connection_tables(v: &mut V<'_>) {
                 );
             }
         }
+        if let Some(j) = c.proxy_jump.as_deref().filter(|j| j.trim() != "none") {
+            if let Err(why) = JumpAddress::parse(j) {
+                v.at(
+                    &format!("{base}.proxy_jump"),
+                    Diagnostic::error(
+                        "bad-proxy-jump",
+                        format!("proxy_jump \"{j}\" is not valid: {why}"),
+                    )
+                    .with_hint(
+                        "the name of another host of the plan, `[user@]host[:port]`, or \"none\"",
+                    ),
+                );
+            }
+        }
         // Hosts are checked by their transport in `transports`; the OS defaults by OS.
         if base == "defaults.linux" {
             for key in ["https", "auth", "cert_fingerprint", "ca_file", "insecure"] {
@@ -236,7 +250,12 @@ fn source_of(v: &V<'_>, i: usize, os: Os, key: &str) -> String {
 
 fn transports(v: &mut V<'_>) {
     const WINRM_KEYS: [&str; 5] = ["https", "auth", "cert_fingerprint", "ca_file", "insecure"];
-    const SSH_KEYS: [&str; 3] = ["private_key", "private_key_passphrase_env", "host_key"];
+    const SSH_KEYS: [&str; 4] = [
+        "private_key",
+        "private_key_passphrase_env",
+        "host_key",
+        "proxy_jump",
+    ];
     let plan = v.plan;
     for rh in &plan.hosts {
         let i = rh.index;
@@ -292,6 +311,9 @@ fn transports(v: &mut V<'_>) {
                 }
             }
             ConnSpec::Ssh(s) => {
+                if let Some(ProxyJump::Address(a)) = &s.proxy_jump {
+                    jump_to_plan_host(v, rh, a);
+                }
                 let who = match s.shell {
                     Shell::Posix => "SSH hosts",
                     Shell::PowerShell => "ssh-powershell hosts",
@@ -315,6 +337,38 @@ fn transports(v: &mut V<'_>) {
             unused(v, &base, "become", "a Linux (sudo)", "Windows hosts");
         }
     }
+}
+
+/// A `proxy_jump` that names a plan host but was not resolved to it (`plan::load`): say why.
+fn jump_to_plan_host(v: &mut V<'_>, rh: &ResolvedHost, a: &JumpAddress) {
+    if a.user.is_some() || a.port.is_some() {
+        return;
+    }
+    let plan = v.plan;
+    let Some(target) = plan.hosts.iter().find(|h| h.name == a.host) else {
+        return;
+    };
+    let why = if target.name == rh.name {
+        "a host cannot be its own jump host".to_string()
+    } else if !matches!(target.conn, ConnSpec::Ssh(_)) {
+        format!("host `{}` is not reached over SSH", target.name)
+    } else {
+        format!(
+            "host `{}` is itself reached through a jump host: kwin reaches a host through at most one jump host",
+            target.name
+        )
+    };
+    let p = source_of(v, rh.index, rh.os, "proxy_jump");
+    v.at(
+        &p,
+        Diagnostic::error(
+            "bad-proxy-jump",
+            format!("host `{}`: proxy_jump \"{}\": {why}", rh.name, a.host),
+        )
+        .with_hint(
+            "name an SSH host of the plan that has no proxy_jump, or give `[user@]host[:port]`",
+        ),
+    );
 }
 
 fn labels_and_taints(v: &mut V<'_>) {

@@ -1,5 +1,6 @@
-//! A small reader of OpenSSH client configuration (`~/.ssh/config`), for the four keys kwin
-//! honours: `HostName`, `Port`, `User`, `IdentityFile`.
+//! A small reader of OpenSSH client configuration (`~/.ssh/config`), for the keys kwin
+//! honours: `HostName`, `Port`, `User`, `IdentityFile`, `ProxyJump` (and whether a
+//! `ProxyCommand` is set, which kwin refuses rather than ignores).
 //!
 //! Like OpenSSH: keywords are case-insensitive, `key value` or `key=value`, values may be
 //! double-quoted; lines before the first `Host` apply to every host; a `Host` line lists
@@ -19,6 +20,10 @@ pub(crate) struct HostConfig {
     pub user: Option<String>,
     /// Raw values, tokens not yet expanded (that needs the final user).
     pub identity_files: Vec<String>,
+    /// `ProxyJump` as written (`none` included).
+    pub proxy_jump: Option<String>,
+    /// Whether a `ProxyCommand` other than `none` applies.
+    pub proxy_command: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +221,17 @@ impl SshConfig {
                     "port" if hc.port.is_none() => hc.port = value.parse().ok(),
                     "user" if hc.user.is_none() => hc.user = Some(value.clone()),
                     "identityfile" => hc.identity_files.push(value.clone()),
+                    // The first of ProxyJump and ProxyCommand wins, as in OpenSSH.
+                    "proxyjump" if hc.proxy_jump.is_none() && !hc.proxy_command => {
+                        hc.proxy_jump = Some(value.clone());
+                    }
+                    "proxycommand" if hc.proxy_jump.is_none() && !hc.proxy_command => {
+                        if value.eq_ignore_ascii_case("none") {
+                            hc.proxy_jump = Some("none".into());
+                        } else {
+                            hc.proxy_command = true;
+                        }
+                    }
                     _ => {}
                 },
                 Line::Entry { .. } => {}
@@ -320,6 +336,7 @@ mod tests {
             cp1.identity_files,
             vec!["~/.ssh/global", "~/.ssh/with space", "%d/.ssh/id_%r_%h"]
         );
+        assert_eq!(cp1.proxy_jump, None);
         let cx = cfg.resolve("cx");
         assert_eq!(cx.port, None);
         assert_eq!(cx.user.as_deref(), Some("fallback"));
@@ -334,6 +351,24 @@ mod tests {
             expand_identity("~/.ssh/k", Path::new("/home/u"), "c9", "root"),
             PathBuf::from("/home/u/.ssh/k")
         );
+    }
+
+    #[test]
+    fn proxy_jump_and_proxy_command_first_wins() {
+        let cfg = SshConfig::parse(
+            "Host bastion\n  ProxyJump none\n\
+             Host *.in\n  ProxyJump ops@bastion:2222\n\
+             Host old\n  ProxyCommand ssh -W %h:%p gw\n\
+             Host *\n  ProxyJump fallback\n  ProxyCommand nc %h %p\n",
+            Path::new("/home/u/.ssh"),
+        );
+        assert_eq!(cfg.resolve("bastion").proxy_jump.as_deref(), Some("none"));
+        let a = cfg.resolve("a.in");
+        assert_eq!(a.proxy_jump.as_deref(), Some("ops@bastion:2222"));
+        assert!(!a.proxy_command);
+        let old = cfg.resolve("old");
+        assert!(old.proxy_command && old.proxy_jump.is_none());
+        assert_eq!(cfg.resolve("x").proxy_jump.as_deref(), Some("fallback"));
     }
 
     #[test]

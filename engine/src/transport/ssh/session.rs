@@ -8,6 +8,7 @@
 //! blocking mode with the session timeout as the longest tolerated silence.
 
 use super::auth::{self, Credentials};
+use super::jump::Tunnel;
 use super::known_hosts::{self, Recorded, RecordedHostKey, Verdict};
 use crate::quote::{ps_quote, sh_quote};
 use crate::secret::Scrubber;
@@ -17,6 +18,8 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use ssh2::{BlockDirections, ErrorCode, MethodType, Session, Sftp};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -41,6 +44,13 @@ const MAC_PREFS: &str =
 pub(crate) struct Target {
     /// `name (host:port)` for messages.
     pub label: String,
+    /// The address as the plan (or the jump value) gave it: the `~/.ssh/config` alias.
+    pub alias: String,
+    /// Whether the plan can pin this host's key (`host_key`); a jump host given as an
+    /// address cannot, its key must be in known_hosts.
+    pub pinnable: bool,
+    /// The jump host the connection goes through (which has none itself).
+    pub jump: Option<Box<Target>>,
     pub host: String,
     pub port: u16,
     pub user: String,
@@ -62,15 +72,18 @@ pub(crate) struct Target {
 #[derive(Debug, Clone)]
 pub(crate) struct Connected {
     pub fingerprint: String,
-    pub recorded: Option<RecordedHostKey>,
+    /// Host keys recorded in kwin's known_hosts: the jump host's, then the host's.
+    pub recorded: Vec<RecordedHostKey>,
 }
 
 pub(crate) struct Conn {
     sess: Session,
     /// A second handle on the socket libssh2 owns, for `poll`.
-    sock: TcpStream,
+    sock: OwnedFd,
     sftp: Option<Sftp>,
     t: Target,
+    /// The channel through the jump host, when there is one (dropped after the session).
+    _tunnel: Option<Tunnel>,
 }
 
 fn connect_err(t: &Target, reason: impl Into<String>) -> TransportError {
@@ -113,46 +126,78 @@ fn is_code(e: &ssh2::Error, code: i32) -> bool {
 
 impl Conn {
     /// TCP connect (bounded by the connect timeout), handshake, host key check, auth.
-    pub fn open(t: Target) -> Result<(Conn, Connected), TransportError> {
+    pub fn open(mut t: Target) -> Result<(Conn, Connected), TransportError> {
         let known = if t.pinned.is_some() {
             Vec::new()
         } else {
             known_hosts::lookup(&t.known_files, &t.host, t.port).map_err(TransportError::Local)?
         };
-
-        let addrs: Vec<_> = (t.host.as_str(), t.port)
-            .to_socket_addrs()
-            .map_err(|e| connect_err(&t, format!("cannot resolve: {e}")))?
-            .collect();
-        let mut stream = None;
-        let mut last = None;
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, t.connect_timeout) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        let Some(stream) = stream else {
-            let reason = match last {
-                Some(e) => io_reason(&e, t.connect_timeout),
-                None => "the name resolved to no address".into(),
-            };
-            return Err(connect_err(&t, reason));
-        };
-        let _ = stream.set_nodelay(true);
-        let sock = stream
-            .try_clone()
-            .map_err(|e| connect_err(&t, io_reason(&e, t.connect_timeout)))?;
-
         let mut sess = Session::new().map_err(|e| TransportError::Local(e.to_string()))?;
-        sess.set_tcp_stream(stream);
+        let mut recorded = Vec::new();
+        let (sock, tunnel) = match t.jump.take() {
+            None => {
+                let stream = tcp_connect(&t)?;
+                let sock = stream
+                    .try_clone()
+                    .map_err(|e| connect_err(&t, io_reason(&e, t.connect_timeout)))?;
+                sess.set_tcp_stream(stream);
+                (OwnedFd::from(sock), None)
+            }
+            Some(j) => {
+                let (jconn, info) = Conn::open(*j)?;
+                recorded.extend(info.recorded);
+                let (stream, tunnel) = jconn.tunnel_to(&t)?;
+                let sock = stream
+                    .try_clone()
+                    .map_err(|e| TransportError::Local(format!("socket pair: {e}")))?;
+                sess.set_tcp_stream(stream);
+                (OwnedFd::from(sock), Some(tunnel))
+            }
+        };
+        Conn::handshake(t, sess, sock, tunnel, &known, recorded)
+    }
+
+    /// A `direct-tcpip` channel from this (jump host) session to `t`'s address, bridged to
+    /// one end of a socket pair by a pump thread that owns this session; the other end is
+    /// the socket for `t`'s session.
+    fn tunnel_to(self, t: &Target) -> Result<(UnixStream, Tunnel), TransportError> {
+        self.sess.set_timeout(millis(t.connect_timeout));
+        let ch = self
+            .sess
+            .channel_direct_tcpip(&t.host, t.port, None)
+            .map_err(|e| {
+                let why = if is_code(&e, LIBSSH2_ERROR_TIMEOUT) {
+                    format!("no answer within {}s", t.connect_timeout.as_secs())
+                } else {
+                    lower(e.message())
+                };
+                connect_err(
+                    t,
+                    format!("{} could not open a connection to it: {why}", self.t.label),
+                )
+            })?;
+        let (mine, theirs) = UnixStream::pair()
+            .map_err(|e| TransportError::Local(format!("cannot make a socket pair: {e}")))?;
+        let keepalive = self.t.keepalive;
+        let name = format!("kwin-ssh-jump-{}", t.host);
+        let tunnel = Tunnel::start(&name, self.sess, self.sock, ch, theirs, keepalive)
+            .map_err(|e| TransportError::Local(format!("cannot start a thread: {e}")))?;
+        Ok((mine, tunnel))
+    }
+
+    /// Handshake, host key check, auth over a connected socket.
+    fn handshake(
+        t: Target,
+        mut sess: Session,
+        sock: OwnedFd,
+        tunnel: Option<Tunnel>,
+        known: &[known_hosts::KnownKey],
+        mut recorded: Vec<RecordedHostKey>,
+    ) -> Result<(Conn, Connected), TransportError> {
         sess.set_timeout(millis(t.connect_timeout));
         let prefs = [
             (MethodType::Kex, KEX_PREFS.to_string()),
-            (MethodType::HostKey, known_hosts::hostkey_prefs(&known)),
+            (MethodType::HostKey, known_hosts::hostkey_prefs(known)),
             (MethodType::CryptCs, CIPHER_PREFS.to_string()),
             (MethodType::CryptSc, CIPHER_PREFS.to_string()),
             (MethodType::MacCs, MAC_PREFS.to_string()),
@@ -180,7 +225,7 @@ impl Conn {
             .host_key()
             .ok_or_else(|| connect_err(&t, "the server sent no host key"))?;
         let blob = blob.to_vec();
-        let recorded = check_host_key(&t, &known, &blob)?;
+        recorded.extend(check_host_key(&t, known, &blob)?);
         let fingerprint = known_hosts::fingerprint(&blob);
 
         auth::authenticate(&sess, &t.user, &t.creds).map_err(|reason| TransportError::Auth {
@@ -199,6 +244,7 @@ impl Conn {
                 sock,
                 sftp: None,
                 t,
+                _tunnel: tunnel,
             },
             Connected {
                 fingerprint,
@@ -206,7 +252,32 @@ impl Conn {
             },
         ))
     }
+}
 
+/// TCP connect to `t`'s address, bounded by the connect timeout.
+fn tcp_connect(t: &Target) -> Result<TcpStream, TransportError> {
+    let addrs: Vec<_> = (t.host.as_str(), t.port)
+        .to_socket_addrs()
+        .map_err(|e| connect_err(t, format!("cannot resolve: {e}")))?
+        .collect();
+    let mut last = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, t.connect_timeout) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let reason = match last {
+        Some(e) => io_reason(&e, t.connect_timeout),
+        None => "the name resolved to no address".into(),
+    };
+    Err(connect_err(t, reason))
+}
+
+impl Conn {
     /// Send a keepalive if one is due. `Err` when the connection is gone.
     pub fn keepalive(&self) -> Result<(), ()> {
         self.sess.keepalive_send().map(|_| ()).map_err(|_| ())
@@ -686,7 +757,7 @@ pub(crate) fn retires(e: &TransportError) -> bool {
 /// Waits on the socket in non-blocking mode, bounded by a deadline.
 struct Waiter<'a> {
     sess: &'a Session,
-    sock: &'a TcpStream,
+    sock: &'a OwnedFd,
     deadline: Instant,
     limit: Duration,
     keepalive: Option<Duration>,
@@ -789,6 +860,14 @@ fn check_host_key(
         Verdict::Unknown => Err(TransportError::HostKeyUnknown {
             host: t.label.clone(),
             actual: fp.clone(),
+            fix: if t.pinnable {
+                format!("pin it with host_key = \"{fp}\" or run with --accept-new-host-keys")
+            } else {
+                format!(
+                    "add it to ~/.ssh/known_hosts as `{} {kind} ...` once you have checked it, or run with --accept-new-host-keys",
+                    known_hosts::host_token(&t.host, t.port)
+                )
+            },
         }),
         v => Err(verdict_err(v)),
     }
