@@ -8,12 +8,11 @@
 //! test could not see) is itself a failure.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use syn::visit::Visit;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod source;
+
+use source::{is_test_only, root, sources};
 
 /// What the source says: code → severities, and the calls whose code is not a literal.
 #[derive(Debug, Default)]
@@ -25,14 +24,6 @@ struct Found {
 struct Calls<'a> {
     file: &'a str,
     found: &'a mut Found,
-}
-
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        a.path().is_ident("cfg")
-            && a.parse_args::<syn::Meta>()
-                .is_ok_and(|m| m.path().is_ident("test"))
-    })
 }
 
 impl<'ast> Visit<'ast> for Calls<'_> {
@@ -141,33 +132,16 @@ fn scan_source(file: &str, text: &str, found: &mut Found) {
     Calls { file, found }.visit_file(&ast);
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 fn source_codes() -> Found {
     let mut found = Found::default();
-    let mut files = Vec::new();
-    for dir in ["engine/src", "modules/src", "src"] {
-        rust_files(&root().join(dir), &mut files);
-    }
+    let files = sources(&["engine/src", "modules/src", "src"]);
     assert!(files.len() > 50, "only {} source files", files.len());
-    for f in files {
-        let text = std::fs::read_to_string(&f).expect("source");
-        let name = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
-        scan_source(&name, &text, &mut found);
+    for (name, ast) in &files {
+        Calls {
+            file: name,
+            found: &mut found,
+        }
+        .visit_file(ast);
     }
     found
 }

@@ -146,6 +146,13 @@ impl Human {
         }
     }
 
+    /// The progress bars end before a summary: cleared, and lines are plain from here on.
+    fn end_bars(&mut self) {
+        if let Some(mp) = self.bars.take() {
+            let _ = mp.clear();
+        }
+    }
+
     fn event(&mut self, e: Event) {
         match e {
             Event::RunStarted { hosts, tasks, .. } => {
@@ -266,10 +273,7 @@ impl Human {
                 skipped,
                 duration_ms,
             } => {
-                if let Some(mp) = &self.bars {
-                    let _ = mp.clear();
-                }
-                self.bars = None;
+                self.end_bars();
                 self.check_table();
                 self.line(format!(
                     "verify: {checks} checks, {passed} passed, {failed} failed, {skipped} skipped in {}",
@@ -290,10 +294,7 @@ impl Human {
                     },
                 duration_ms,
             } => {
-                if let Some(mp) = &self.bars {
-                    let _ = mp.clear();
-                }
-                self.bars = None;
+                self.end_bars();
                 self.table();
                 let what = self.what;
                 let verb = match self.mode {
