@@ -18,7 +18,7 @@ if ! [[ "$secs" =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
   exit 2
 fi
 shift
-all_targets=(plan_load fact_batch linux_facts windows_facts quote)
+all_targets=(plan_load fact_batch facts quote)
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then targets=("${all_targets[@]}"); fi
 

@@ -26,6 +26,9 @@ pub fn validate(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
 
 /// The plan file's JSON Schema.
 pub fn schema(out: &Output) -> anyhow::Result<ExitCode> {
-    out.text(&format!("{}\n", kwin_engine::plan::schema::schema_json()));
+    out.text(&format!(
+        "{}\n",
+        kwin_engine::module::schema::plan_schema_json(&kwin_modules::Builtin)
+    ));
     Ok(ExitCode::SUCCESS)
 }

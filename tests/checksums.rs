@@ -17,6 +17,7 @@
 //! HTTP URL or redirect, and a file over the size cap are refused.
 
 use kwin_engine::checksums;
+use kwin_testkit::kwin;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -280,8 +281,6 @@ fn plan(dir: &Path, mirror: &str, extra: &str) -> PathBuf {
 /// The same cluster with `cni` as its pod network (flannel at v0.26.2).
 fn plan_cni(dir: &Path, mirror: &str, cni: &str, extra: &str) -> PathBuf {
     let p = dir.join("plan.toml");
-    // The plan's key must exist (validation reads the files a plan names); no host is reached.
-    std::fs::write(dir.join("id_test"), "not a key\n").expect("write key");
     let flannel = if cni == "flannel" {
         "flannel = \"v0.26.2\""
     } else {
@@ -318,7 +317,7 @@ port = 1
 os = "linux"
 role = "control-plane"
 host_key = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-private_key = "id_test"
+private_key = "id_never_used"
 connect_timeout = 2
 
 [[hosts]]
@@ -337,11 +336,14 @@ connect_timeout = 2
         ),
     )
     .expect("write plan");
+    // The plan names a key file, which must exist (kwin checks local files before anything
+    // runs); no host is ever reached with it.
+    std::fs::write(dir.join("id_never_used"), "not a key\n").expect("write key file");
     p
 }
 
 fn kwin(args: &[&str], ca: &TestCa) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kwin"))
+    kwin!(".")
         .args(args)
         .env("SSL_CERT_FILE", ca.ca_file())
         .env_remove("SSL_CERT_DIR")
@@ -351,6 +353,7 @@ fn kwin(args: &[&str], ca: &TestCa) -> std::process::Output {
         .env_remove("https_proxy")
         .env_remove("http_proxy")
         .env_remove("ALL_PROXY")
+        .command()
         .output()
         .expect("run kwin")
 }

@@ -1,10 +1,11 @@
 //! End to end: `kwin plan` / `apply --check` / `apply` of examples/lab.toml against three
 //! real sshd lab hosts. Needs root (the test brings the lab up itself).
 
-mod common;
-
-use common::{kwin, lab, plan_dir, round_trips};
-
+use kwin_testkit::{
+    kwin,
+    kwin::round_trips,
+    lab::{lab, Lab},
+};
 const MANAGED: &[&str] = &[
     "/etc/motd",
     "/etc/kwin-lab/lab.conf",
@@ -14,7 +15,7 @@ const MANAGED: &[&str] = &[
 ];
 const HOSTS: &[&str] = &["h1", "h2", "h3"];
 
-fn all_hashes(lab: &common::Lab) -> Vec<String> {
+fn all_hashes(lab: &Lab) -> Vec<String> {
     HOSTS
         .iter()
         .map(|h| {
@@ -27,15 +28,16 @@ fn all_hashes(lab: &common::Lab) -> Vec<String> {
         .collect()
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
-    let Some(lab) = lab(3) else { return };
-    let dir = plan_dir(&lab, include_str!("../examples/lab.toml"));
+    let lab = lab(3);
+    let dir = lab.plan_dir(include_str!("../examples/lab.toml"));
     let d = dir.path();
     let before = all_hashes(&lab);
 
     // plan: changes pending (exit 2 with --detailed-exitcode), diffs shown, nothing changed.
-    let p = kwin(d, &["plan", "plan.toml", "--detailed-exitcode"]);
+    let p = kwin!(d, &["plan", "plan.toml", "--detailed-exitcode"]);
     assert_eq!(p.code, 2, "{p}");
     for h in HOSTS {
         assert!(
@@ -51,7 +53,7 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
     assert_eq!(all_hashes(&lab), before, "kwin plan changed a host");
 
     // apply --check: the same, exit 0.
-    let c = kwin(d, &["apply", "--check", "plan.toml"]);
+    let c = kwin!(d, &["apply", "--check", "plan.toml"]);
     assert_eq!(c.code, 0, "{c}");
     assert!(c.last_line().starts_with("plan: 3 hosts"), "{c}");
     assert_eq!(
@@ -61,7 +63,7 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
     );
 
     // apply: every host converges; JSON lines, the last one the summary.
-    let a = kwin(d, &["apply", "plan.toml", "--output", "json"]);
+    let a = kwin!(d, &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(a.code, 0, "{a}");
     let last = a.last_line();
     let s = a.summary();
@@ -89,7 +91,7 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
     );
 
     // Second apply: nothing to do, one round trip per host.
-    let again = kwin(d, &["apply", "plan.toml", "--output", "json"]);
+    let again = kwin!(d, &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(again.code, 0, "{again}");
     assert_eq!(again.summary()["changed"], 0, "{again}");
     assert_eq!(again.summary()["failed"], 0, "{again}");
@@ -97,7 +99,7 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
     for h in HOSTS {
         assert_eq!(round_trips(d, &run, h), 1, "warm apply of {h}");
     }
-    let human = kwin(d, &["apply", "plan.toml"]);
+    let human = kwin!(d, &["apply", "plan.toml"]);
     assert_eq!(human.code, 0, "{human}");
     let last = human.last_line();
     assert!(
@@ -109,7 +111,7 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
     // A hand edit on one host: plan shows exactly that diff; apply restores it.
     let converged = all_hashes(&lab);
     lab.ssh("h2", "printf 'edited by hand\\n' > /etc/motd");
-    let p = kwin(d, &["plan", "plan.toml", "--detailed-exitcode"]);
+    let p = kwin!(d, &["plan", "plan.toml", "--detailed-exitcode"]);
     assert_eq!(p.code, 2, "{p}");
     let changes: Vec<&str> = p
         .stdout
@@ -122,7 +124,7 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
         p.stdout.contains("    +This host is managed by kwin."),
         "{p}"
     );
-    let fix = kwin(d, &["apply", "plan.toml"]);
+    let fix = kwin!(d, &["apply", "plan.toml"]);
     assert_eq!(fix.code, 0, "{fix}");
     assert!(
         fix.stdout
@@ -135,7 +137,7 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
         "{fix}"
     );
     assert_eq!(all_hashes(&lab), converged);
-    let p = kwin(d, &["plan", "plan.toml", "--detailed-exitcode"]);
+    let p = kwin!(d, &["plan", "plan.toml", "--detailed-exitcode"]);
     assert_eq!(p.code, 0, "{p}");
 
     // The journal and logs are private.
@@ -149,4 +151,5 @@ fn lab_plan_converges_idempotently_and_plan_changes_nothing() {
     let journal = d.join(".kwin/runs").join(format!("{run}.json"));
     assert_eq!(mode(&journal), 0o600);
     assert_eq!(mode(&d.join(".kwin/logs").join(&run).join("h1.log")), 0o600);
+}
 }

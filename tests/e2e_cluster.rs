@@ -7,13 +7,11 @@
 //! the real kubectl lists the nodes with, and the join token is nowhere in kwin's output,
 //! JSON events or `.kwin/` files.
 //!
-//! Lab 5 (`KWIN_LAB_ID=5`) of its own; the two tests take turns. Needs root and the API
-//! tier's binaries (`lab/apiserver/build.sh`); without them the tests say why and pass,
-//! unless `KWIN_REQUIRE_API_TIER=1` (CI), where they fail.
+//! Lab 5 (`KWIN_LAB_ID=5`) of its own; the two tests take turns. Lab tests (root, the API
+//! tier's binaries from `lab/apiserver/build.sh`): ignored by `cargo test`, failing when run
+//! without what they need.
 
-mod common;
-
-use common::{kwin, repo, Lab};
+use kwin_testkit::{host::workspace, kwin, kwin::Run, lab::Lab};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -24,13 +22,9 @@ const LAB_ID: &str = "5";
 /// One lab 5 at a time.
 static LAB: Mutex<()> = Mutex::new(());
 
-fn required() -> bool {
-    std::env::var("KWIN_REQUIRE_API_TIER").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 /// Why the lab cluster cannot run here, if it cannot.
 fn missing_prerequisite() -> Option<String> {
-    if !common::is_root() {
+    if !kwin_testkit::host::is_root() {
         return Some("not running as root".into());
     }
     // Lab hosts share this kernel: the recipes' swap_off would turn the machine's swap off.
@@ -72,7 +66,7 @@ struct Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = Command::new(repo().join("lab/cluster-stand-in/down.sh"))
+        let _ = Command::new(workspace().join("lab/cluster-stand-in/down.sh"))
             .env("KWIN_LAB_ID", LAB_ID)
             .output();
     }
@@ -98,21 +92,14 @@ impl Cluster {
 }
 
 #[allow(clippy::print_stderr)]
-fn cluster() -> Option<Cluster> {
+fn cluster() -> Cluster {
     if let Some(why) = missing_prerequisite() {
-        assert!(
-            !required(),
-            "KWIN_REQUIRE_API_TIER is set but the lab cluster cannot run: {why}"
-        );
-        eprintln!(
-            "skipping the lab cluster test: {why} (set KWIN_REQUIRE_API_TIER=1 to fail instead)"
-        );
-        return None;
+        panic!("the lab cluster cannot run here: {why}");
     }
     std::env::set_var("KWIN_LAB_ID", LAB_ID);
-    let lab = common::lab(3)?;
+    let lab = Lab::up(LAB_ID, 3);
     let t = Instant::now();
-    let out = Command::new(repo().join("lab/cluster-stand-in/up.sh"))
+    let out = Command::new(workspace().join("lab/cluster-stand-in/up.sh"))
         .env("KWIN_LAB_ID", LAB_ID)
         .output()
         .expect("run lab/cluster-stand-in/up.sh");
@@ -137,16 +124,20 @@ fn cluster() -> Option<Cluster> {
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
         .collect();
-    Some(c)
+    c
 }
 
 /// The example plan, for lab 5: its addresses, its inventory, absolute paths to the repo.
 fn plan_from_example(c: &Cluster, example: &str) -> tempfile::TempDir {
-    let text = std::fs::read_to_string(repo().join("examples").join(example)).expect("example");
+    let text =
+        std::fs::read_to_string(workspace().join("examples").join(example)).expect("example");
     let second = 213 + LAB_ID.parse::<u32>().expect("lab id");
     let text = text
         .replace("10.213.", &format!("10.{second}."))
-        .replace("\"../modules/", &format!("\"{}/modules/", repo().display()))
+        .replace(
+            "\"../modules/",
+            &format!("\"{}/modules/", workspace().display()),
+        )
         .replace("step_timeout = 300", "step_timeout = 150");
     assert!(
         text.contains(&c.env["CONTROL_PLANE_ENDPOINT"]),
@@ -154,7 +145,7 @@ fn plan_from_example(c: &Cluster, example: &str) -> tempfile::TempDir {
         c.env["CONTROL_PLANE_ENDPOINT"]
     );
     assert!(text.contains(&c.env["MIRROR"]), "{example}: no lab mirror");
-    common::plan_dir(&c.lab, &text)
+    c.lab.plan_dir(&text)
 }
 
 /// Every bootstrap token in the cluster whose description is kwin's (`id.secret`).
@@ -205,16 +196,16 @@ fn state_text(dir: &Path) -> String {
 
 /// First apply converges, the second changes nothing; returns both runs' output.
 #[allow(clippy::print_stderr)]
-fn apply_twice(dir: &Path) -> (common::Kwin, common::Kwin) {
+fn apply_twice(dir: &Path) -> (Run, Run) {
     let t = Instant::now();
-    let first = kwin(dir, &["apply", "plan.toml", "--output", "json"]);
+    let first = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
     let t1 = t.elapsed();
     assert_eq!(first.code, 0, "first apply:\n{first}");
     let s = first.summary();
     assert_eq!(s["failed"], 0, "{first}");
     assert!(s["changed"].as_u64().unwrap_or(0) > 20, "{first}");
     let t = Instant::now();
-    let second = kwin(dir, &["apply", "plan.toml"]);
+    let second = kwin!(dir, &["apply", "plan.toml"]);
     let t2 = t.elapsed();
     assert_eq!(second.code, 0, "second apply:\n{second}");
     assert!(
@@ -276,7 +267,7 @@ fn assert_packages(c: &Cluster) {
 }
 
 /// No token, token secret or CA hash in anything kwin printed or wrote.
-fn assert_no_secrets(c: &Cluster, dir: &Path, runs: &[&common::Kwin]) {
+fn assert_no_secrets(c: &Cluster, dir: &Path, runs: &[&Run]) {
     let tokens = kwin_tokens(c);
     assert!(
         !tokens.is_empty(),
@@ -330,7 +321,7 @@ fn assert_kubeconfig(c: &Cluster, dir: &Path, name: &str) {
             custom.clone(),
         ),
     ] {
-        let r = kwin(dir, &args);
+        let r = kwin!(dir, &args);
         assert_eq!(r.code, 0, "{r}");
         assert!(
             r.stdout.contains(&path.display().to_string()) || args.len() == 2,
@@ -378,13 +369,14 @@ fn assert_kubeconfig(c: &Cluster, dir: &Path, name: &str) {
     }
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn flannel_lab_cluster_converges_then_changes_nothing() {
     let _turn = LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let dir = plan_from_example(&c, "lab-cluster.toml");
     // Before `kubeadm init`, there is no kubeconfig to fetch, and kwin says so.
-    let early = kwin(dir.path(), &["kubeconfig", "plan.toml"]);
+    let early = kwin!(dir.path(), &["kubeconfig", "plan.toml"]);
     assert_eq!(early.code, 1, "{early}");
     assert!(
         early
@@ -432,7 +424,7 @@ fn flannel_lab_cluster_converges_then_changes_nothing() {
         "reset\n"
     );
     let tokens_before = kwin_tokens(&c).len();
-    let third = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let third = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(third.code, 0, "{third}");
     assert_eq!(third.summary()["changed"], 1, "{third}");
     assert_eq!(
@@ -450,7 +442,7 @@ fn flannel_lab_cluster_converges_then_changes_nothing() {
     // `kwin reset --yes` takes the cluster down on every host (the workers' Node objects are
     // drained and deleted, kubeadm's files are gone), a second reset changes nothing, and the
     // next apply builds the cluster again.
-    let reset = kwin(
+    let reset = kwin!(
         dir.path(),
         &["reset", "plan.toml", "--yes", "--output", "json"],
     );
@@ -475,13 +467,13 @@ fn flannel_lab_cluster_converges_then_changes_nothing() {
         !nodes.contains("h2") && !nodes.contains("h3"),
         "workers still registered: {nodes}"
     );
-    let again = kwin(
+    let again = kwin!(
         dir.path(),
         &["reset", "plan.toml", "--yes", "--output", "json"],
     );
     assert_eq!(again.code, 0, "{again}");
     assert_eq!(again.summary()["changed"], 0, "{again}");
-    let rebuilt = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let rebuilt = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(rebuilt.code, 0, "{rebuilt}");
     assert_nodes_ready(&c);
     assert_no_secrets(
@@ -490,11 +482,13 @@ fn flannel_lab_cluster_converges_then_changes_nothing() {
         &[&first, &second, &third, &reset, &again, &rebuilt],
     );
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn calico_lab_cluster_converges_then_changes_nothing() {
     let _turn = LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let dir = plan_from_example(&c, "lab-cluster-calico.toml");
     let (first, second) = apply_twice(dir.path());
     assert_nodes_ready(&c);
@@ -524,4 +518,5 @@ fn calico_lab_cluster_converges_then_changes_nothing() {
     assert_eq!(installation, "VXLAN");
     assert_no_secrets(&c, dir.path(), &[&first, &second]);
     assert_kubeconfig(&c, dir.path(), "lab-cluster-calico");
+}
 }

@@ -1,10 +1,7 @@
 //! End to end: one host with a problem fails with a clear message; the other hosts converge.
 //! A wrong pinned host key, a cut network link, a failing command. Needs root.
 
-mod common;
-
-use common::{kwin, lab, plan_dir};
-
+use kwin_testkit::{kwin, lab::lab};
 fn plan(extra_h1: &str, extra_tasks: &str) -> String {
     format!(
         r#"inventory = "../target/lab/hosts.toml"
@@ -44,19 +41,17 @@ params = {{ path = "/etc/kwin-marker", content = "ok\n" }}
     )
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_broken_host_fails_alone() {
-    let Some(lab) = lab(3) else { return };
+    let lab = lab(3);
 
     // 1. Host key mismatch on h1 (the plan pins a key the host does not have).
-    let dir = plan_dir(
-        &lab,
-        &plan(
-            "host_key = \"SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"",
-            "",
-        ),
-    );
-    let r = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let dir = lab.plan_dir(&plan(
+        "host_key = \"SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"",
+        "",
+    ));
+    let r = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r.code, 1, "{r}");
     let err = r.host("h1")["error"]
         .as_str()
@@ -78,8 +73,8 @@ fn a_broken_host_fails_alone() {
 
     // 2. h2 unreachable (link cut): h2 fails with the transport's message, others converge.
     lab.fault("cut", "h2");
-    let dir = plan_dir(&lab, &plan("", ""));
-    let r = kwin(dir.path(), &["apply", "plan.toml"]);
+    let dir = lab.plan_dir(&plan("", ""));
+    let r = kwin!(dir.path(), &["apply", "plan.toml"]);
     lab.fault("heal", "h2");
     assert_eq!(r.code, 1, "{r}");
     assert!(r.stdout.contains("h2: failed: cannot connect to"), "{r}");
@@ -92,11 +87,9 @@ fn a_broken_host_fails_alone() {
 
     // 3. A failing command on h3: that task fails with its exit code and stderr, the task
     //    after it on h3 is skipped, the other hosts converge.
-    let dir = plan_dir(
-        &lab,
-        &plan(
-            "",
-            r#"
+    let dir = lab.plan_dir(&plan(
+        "",
+        r#"
 [[tasks]]
 name = "broken"
 module = "command"
@@ -110,9 +103,8 @@ on = { hosts = ["h3"] }
 after = ["broken"]
 params = { path = "/etc/after-broken", content = "x\n" }
 "#,
-        ),
-    );
-    let r = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    ));
+    let r = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r.code, 1, "{r}");
     let broken = r.task("h3", "broken");
     assert_eq!(broken["status"], "failed", "{r}");
@@ -136,11 +128,9 @@ params = { path = "/etc/after-broken", content = "x\n" }
 
     // 4. Ctrl-C during a slow step: the step finishes, nothing new starts, the summary and the
     //    journal say so, exit 130.
-    let dir = plan_dir(
-        &lab,
-        &plan(
-            "",
-            r#"
+    let dir = lab.plan_dir(&plan(
+        "",
+        r#"
 [[tasks]]
 name = "slow"
 module = "command"
@@ -152,9 +142,8 @@ module = "file"
 after = ["slow"]
 params = { path = "/etc/after-slow", content = "x\n" }
 "#,
-        ),
-    );
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kwin"))
+    ));
+    let child = kwin_testkit::kwin!(".").command()
         .args(["apply", "plan.toml"])
         .current_dir(dir.path())
         .stdout(std::process::Stdio::piped())
@@ -194,4 +183,5 @@ params = { path = "/etc/after-slow", content = "x\n" }
     let j: serde_json::Value =
         serde_json::from_slice(&std::fs::read(runs[0].path()).expect("journal")).expect("json");
     assert_eq!(j["interrupted"], true);
+}
 }

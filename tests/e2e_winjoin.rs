@@ -32,113 +32,19 @@
 //! tree-sitter-powershell, never run), and a real kubelet never starts: only Windows VMs
 //! exercise those.
 //!
-//! Needs root (mount namespaces, the API tier) and the cached API tier binaries; without them
-//! the test says why and passes, unless `KWIN_REQUIRE_WINRM_STANDIN` or
-//! `KWIN_REQUIRE_API_TIER` is set (CI), where it fails.
+//! A lab test (root for the mount namespaces, the cached API tier binaries, the stand-in's
+//! Python environment): ignored by `cargo test`, failing when run without them.
 #![allow(clippy::print_stderr)]
 
-mod winrm_host;
-
+use kwin_testkit::api::Tier;
+use kwin_testkit::kwin;
+use kwin_testkit::kwin::{events, finished, summary, walk};
+use kwin_testkit::winrm::{start_stand_in, Options};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use winrm_host::{
-    events, finished, is_root, repo, setup_venv, start_stand_in, summary, walk, Options,
-};
 
 const PASSWORD: &str = "Join-Stand-in-Passw0rd!";
-
-fn required() -> bool {
-    ["KWIN_REQUIRE_WINRM_STANDIN", "KWIN_REQUIRE_API_TIER"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty() && s != "0"))
-}
-
-/// Why this test cannot run here, if it cannot.
-fn missing_prerequisite() -> Option<String> {
-    if !is_root() {
-        return Some("not running as root".into());
-    }
-    let cache = std::env::var("KWIN_APISERVER_CACHE")
-        .unwrap_or_else(|_| "/var/cache/kwin-lab/apiserver".into());
-    for bin in ["kube-apiserver", "kubeadm"] {
-        let p = Path::new(&cache).join("bin").join(bin);
-        if !p.exists() {
-            return Some(format!(
-                "{} is missing (run lab/apiserver/build.sh)",
-                p.display()
-            ));
-        }
-    }
-    None
-}
-
-// ------------------------------------------------------------------------- the API tier
-
-struct Tier {
-    state: PathBuf,
-    env: BTreeMap<String, String>,
-    _dir: tempfile::TempDir,
-}
-
-impl Tier {
-    fn var(&self, k: &str) -> String {
-        self.env
-            .get(k)
-            .cloned()
-            .unwrap_or_else(|| panic!("{k} missing from the tier's env file"))
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.var("KUBECONFIG"))
-            .args(args)
-            .output()
-            .expect("kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Tier {
-    fn drop(&mut self) {
-        let _ = Command::new(repo().join("lab/apiserver/down.sh"))
-            .arg(&self.state)
-            .output();
-    }
-}
-
-fn start_tier() -> Tier {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let state = dir.path().join("tier");
-    let out = Command::new(repo().join("lab/apiserver/up.sh"))
-        .arg(&state)
-        .output()
-        .expect("run lab/apiserver/up.sh");
-    assert!(
-        out.status.success(),
-        "lab/apiserver/up.sh failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(state.join("env")).expect("tier env file");
-    let env = text
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
-        .collect();
-    Tier {
-        state,
-        env,
-        _dir: dir,
-    }
-}
 
 // ----------------------------------------------------------------- the Windows stand-in
 
@@ -146,28 +52,18 @@ fn start_tier() -> Tier {
 
 fn kwin(dir: &Path, tier: &Tier, args: &[&str]) -> (i32, String, String) {
     // The control plane (local transport) finds the tier's real kubeadm first on PATH.
-    let kubeadm_dir = Path::new(&tier.var("KUBEADM_BIN"))
-        .parent()
-        .expect("kubeadm dir")
-        .to_path_buf();
     let path = format!(
         "{}:{}",
-        kubeadm_dir.display(),
+        tier.kubeadm_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let r = kwin!(dir)
         .args(args)
-        .current_dir(dir)
         .env("KWIN_WINRM_STAND_IN", "1")
         .env("KWIN_E2E_WINRM_PASSWORD", PASSWORD)
         .env("PATH", path)
-        .output()
-        .expect("run kwin");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run();
+    (r.code, r.stdout, r.stderr)
 }
 
 fn plan_text(winrm_port: &str, tier: &Tier) -> String {
@@ -252,28 +148,17 @@ fn ca_hash(tier: &Tier) -> String {
     format!("sha256:{}", String::from_utf8_lossy(&out.stdout).trim())
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_windows_worker_reboots_mid_plan_then_joins_with_real_join_data() {
-    if let Some(why) = missing_prerequisite() {
-        assert!(
-            !required(),
-            "the Windows join test cannot run but is required here: {why}"
-        );
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let venv = setup_venv();
-    let tier = start_tier();
+    let tier = Tier::start();
     let kubeadm = tier.var("KUBEADM_BIN");
-    let mut s = start_stand_in(
-        &venv,
-        &Options {
-            password_env: "KWIN_E2E_WINRM_PASSWORD",
-            password: PASSWORD,
-            down_secs: 2,
-            kubeadm: Some(&kubeadm),
-        },
-    );
+    let mut s = start_stand_in(&Options {
+        password_env: "KWIN_E2E_WINRM_PASSWORD",
+        password: PASSWORD,
+        down_secs: 2,
+        kubeadm: Some(&kubeadm),
+    });
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::write(dir.path().join("plan.toml"), plan_text(&s.port, &tier)).expect("plan");
 
@@ -324,7 +209,7 @@ fn a_windows_worker_reboots_mid_plan_then_joins_with_real_join_data() {
             .is_some_and(|r| r.contains("/var/run/reboot-required")),
         "{planned}"
     );
-    assert_eq!(s.reboots(), 1, "stand-in output: {:?}", s.seen);
+    assert_eq!(s.reboots(), 1, "stand-in output: {:?}", s.server.seen);
     let boot_after = s.boot_time();
     assert!(
         boot_after > boot_before,
@@ -457,6 +342,7 @@ fn a_windows_worker_reboots_mid_plan_then_joins_with_real_join_data() {
     // same kubeadm-stand-in, on a fresh stand-in host.
     check_refusals(&tier, &token);
 }
+}
 
 /// kubeadm-stand-in, run directly in a fresh isolated host with the Containers feature
 /// installed, refuses a token the API server does not know and a CA hash that is not the
@@ -465,7 +351,7 @@ fn check_refusals(tier: &Tier, token: &str) {
     let dir = tempfile::tempdir().expect("tmp");
     let endpoint = format!("127.0.0.1:{}", tier.var("APISERVER_PORT"));
     let good_hash = ca_hash(tier);
-    let lab = repo().join("lab/winrm-stand-in");
+    let lab = kwin_testkit::host::workspace().join("lab/winrm-stand-in");
     let config = |token: &str, hash: &str| {
         serde_json::json!({
             "apiVersion": "kubeadm.k8s.io/v1beta2",

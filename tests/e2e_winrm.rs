@@ -11,52 +11,27 @@
 //! modules/tests/windows.rs (parsers on Windows-format output, tree-sitter syntax checks).
 #![allow(clippy::print_stderr)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use kwin_testkit::kwin;
+use kwin_testkit::kwin::walk;
+use kwin_testkit::winrm::{lab_file, python, Server};
+use std::path::Path;
+use std::process::Command;
 
 const PASSWORD: &str = "Stand-in-Passw0rd!";
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
+/// The kit's stand-in with HTTP (NTLM) and HTTPS (Basic, a self-signed certificate).
 struct StandIn {
-    child: Child,
+    _server: Server,
     http_port: String,
     https_port: String,
     fingerprint: String,
     _state: tempfile::TempDir,
 }
 
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_stand_in() -> Option<StandIn> {
-    let venv = repo().join("target/winrm-venv");
-    let setup = Command::new("bash")
-        .arg(repo().join("lab/winrm-stand-in/setup.sh"))
-        .env("KWIN_WINRM_VENV", &venv)
-        .output();
-    match setup {
-        Ok(o) if o.status.success() => {}
-        other => {
-            let why = format!("{other:?}");
-            if std::env::var_os("KWIN_REQUIRE_WINRM_STANDIN").is_some() {
-                panic!("cannot set up the WinRM stand-in: {why}");
-            }
-            eprintln!("skipped: cannot set up the WinRM stand-in: {why}");
-            return None;
-        }
-    }
+fn start_stand_in() -> StandIn {
     let state = tempfile::tempdir().expect("tmp");
-    let mut child = Command::new(venv.join("bin/python"))
-        .arg(repo().join("lab/winrm-stand-in/server.py"))
+    let mut cmd = Command::new(python());
+    cmd.arg(lab_file("server.py"))
         .args([
             "--http",
             "127.0.0.1:0",
@@ -74,66 +49,35 @@ fn start_stand_in() -> Option<StandIn> {
         ])
         .arg(state.path())
         .env("KWIN_E2E_WINRM_PASSWORD", PASSWORD)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the stand-in");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let ready = loop {
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.starts_with("winrm-stand-in ready") => break l,
-            Ok(_) => continue,
-            Err(e) => panic!("stand-in not ready: {e}"),
-        }
-    };
-    let port = |k: &str| {
-        ready
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(k))
-            .and_then(|a| a.rsplit_once(':').map(|(_, p)| p.to_string()))
-            .expect("port in ready line")
-    };
+        .stderr(std::process::Stdio::null());
+    let server = Server::spawn(cmd);
     let sums = std::fs::read_to_string(state.path().join("cert.sha256")).expect("cert.sha256");
-    Some(StandIn {
-        http_port: port("http="),
-        https_port: port("https="),
+    StandIn {
+        http_port: server.port("http="),
+        https_port: server.port("https="),
         fingerprint: sums.lines().next().expect("fingerprint").trim().to_string(),
-        child,
+        _server: server,
         _state: state,
-    })
+    }
 }
 
 fn kwin(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let r = kwin!(dir)
         .args(args)
-        .current_dir(dir)
         .env("KWIN_WINRM_STAND_IN", "1")
         .env("KWIN_E2E_WINRM_PASSWORD", PASSWORD)
-        .output()
-        .expect("run kwin");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run();
+    (r.code, r.stdout, r.stderr)
 }
 
 fn summary(stdout: &str) -> serde_json::Value {
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("summary line")
+    kwin_testkit::kwin::summary(stdout)
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn windows_hosts_converge_over_winrm_and_the_second_apply_changes_nothing() {
-    let Some(s) = start_stand_in() else { return };
+    let s = start_stand_in();
     let dir = tempfile::tempdir().expect("tmp");
     let work = dir.path().join("hostfs");
     std::fs::create_dir_all(&work).expect("mkdir");
@@ -229,10 +173,12 @@ params = {{ run = "printf 'managed by kwin' > {w}/ww1/marker", unless = "grep -q
     }
     assert!(!all.contains(PASSWORD), "the WinRM password leaked");
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_wrong_certificate_pin_is_refused_for_that_host_only() {
-    let Some(s) = start_stand_in() else { return };
+    let s = start_stand_in();
     let dir = tempfile::tempdir().expect("tmp");
     let bad_pin = "00".repeat(32);
     let plan = format!(
@@ -287,18 +233,4 @@ params = {{ run = "true", unless = "true" }}
         "the refusal names both fingerprints: {why}\n{out}\n{err}"
     );
 }
-
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                v.extend(walk(&p));
-            } else {
-                v.push(p);
-            }
-        }
-    }
-    v
 }

@@ -5,9 +5,6 @@
 //! shellcheck, every file it names exists, every variable of the plan template is one the
 //! workflow exports, the filled-in plan validates clean with kwin, and the PowerShell parses.
 
-#[path = "../modules/tests/ps_syntax/mod.rs"]
-mod ps_syntax;
-
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -196,7 +193,8 @@ fn filled_in_plan_validates_clean() {
     assert!(!plan.contains("${"), "unfilled: {plan}");
     let path = dir.path().join("plan.toml");
     std::fs::write(&path, plan).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .arg("validate")
         .arg(&path)
         .output()
@@ -268,10 +266,10 @@ fn examples_carry_no_placeholder_pins_and_the_workflow_hashes_nothing_itself() {
 #[test]
 fn windows_preparation_script_parses() {
     let script = read("examples/real-vms/prepare-windows.ps1");
-    let errors = ps_syntax::ps_syntax_errors(&script);
+    let errors = kwin_testkit::scripts::ps_syntax_errors(&script);
     assert!(errors.is_empty(), "{errors:#?}");
     assert!(script.contains("kwin-cert-fingerprint: "));
     // and the checker is not blind: a broken copy fails
     let broken = script.replacen("if (-not $cert) {", "if (-not $cert {", 1);
-    assert!(!ps_syntax::ps_syntax_errors(&broken).is_empty());
+    assert!(!kwin_testkit::scripts::ps_syntax_errors(&broken).is_empty());
 }

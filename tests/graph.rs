@@ -6,25 +6,21 @@
 use kwin_engine::diag::Diagnostics;
 use kwin_engine::graph::{EdgeKind, TaskGraph};
 use kwin_engine::task::Origin;
+use kwin_testkit::kwin;
+use kwin_testkit::kwin::Run;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn kwin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kwin"))
+/// `kwin ARGS` in the repository.
+fn kwin_at_root(args: &[&str]) -> Run {
+    kwin!(root())
         // The SSH key the example plans name (`~/.ssh/id_ed25519`) exists there.
         .env("HOME", root().join("tests/plans/home"))
         .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run kwin")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
+        .run()
 }
 
 /// Compare `actual` with tests/golden/<name>.txt, or rewrite it with KWIN_BLESS=1.
@@ -59,13 +55,9 @@ fn golden(name: &str, actual: &str) {
 }
 
 fn graph_text_golden(plan: &str, name: &str) {
-    let out = kwin(&["graph", plan, "--format", "text"]);
-    assert!(
-        out.status.success(),
-        "kwin graph {plan}: {}",
-        text(&out.stderr)
-    );
-    golden(name, &text(&out.stdout));
+    let out = kwin_at_root(&["graph", plan, "--format", "text"]);
+    assert!((out.code == 0), "kwin graph {plan}: {}", out.stderr.clone());
+    golden(name, &out.stdout.clone());
 }
 
 #[test]
@@ -292,9 +284,9 @@ fn docker_structure() {
 
 #[test]
 fn dot_has_a_cluster_per_host_and_dashed_data_edges() {
-    let out = kwin(&["graph", "examples/flannel.toml"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let dot = text(&out.stdout);
+    let out = kwin_at_root(&["graph", "examples/flannel.toml"]);
+    assert!((out.code == 0), "{}", out.stderr.clone());
+    let dot = out.stdout.clone();
     assert!(dot.starts_with("digraph kwin {"), "{dot}");
     assert_eq!(dot.matches("subgraph cluster_").count(), 4);
     assert!(
@@ -351,10 +343,10 @@ params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
         ),
     );
-    let out = kwin(&["graph", &plan, "--format", "text"]);
-    assert_eq!(out.status.code(), Some(1));
+    let out = kwin_at_root(&["graph", &plan, "--format", "text"]);
+    assert_eq!(Some(out.code), Some(1));
     assert!(out.stdout.is_empty());
-    let err = text(&out.stderr);
+    let err = out.stderr.clone();
     assert!(
         err.contains("tasks form a cycle: a/one -> a/two -> b/three -> a/one"),
         "{err}"
@@ -388,9 +380,9 @@ params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
         ),
     );
-    let out = kwin(&["graph", &plan]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    let out = kwin_at_root(&["graph", &plan]);
+    assert_eq!(Some(out.code), Some(1));
+    let err = out.stderr.clone();
     // tasks[1].after[0] is on line 20 of the plan; tasks[2].after[0] on line 26. (Validation
     // may report them before expansion does, in its own words.)
     let line = |n: &str| {

@@ -8,9 +8,7 @@
 
 #![allow(clippy::print_stderr)]
 
-mod common;
-
-use common::{kwin, plan_dir, Kwin, Lab};
+use kwin_testkit::{host::workspace, kwin, kwin::Run, lab::Lab};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,18 +16,17 @@ use std::time::{Duration, Instant};
 static LAB: Mutex<()> = Mutex::new(());
 const LAB_ID: &str = "3";
 
-fn lab(n: usize) -> Option<Lab> {
-    std::env::set_var("KWIN_LAB_ID", LAB_ID);
-    common::lab(n)
+fn lab(n: usize) -> Lab {
+    Lab::up(LAB_ID, n)
 }
 
 /// `lab/fault.sh OP HOST [ARG]` on this binary's lab.
 fn fault(op: &str, host: &str, arg: Option<&str>) {
     let mut c = Command::new("bash");
-    c.arg(common::repo().join("lab/fault.sh"))
+    c.arg(workspace().join("lab/fault.sh"))
         .env("KWIN_LAB_ID", LAB_ID)
         .args([op, host])
-        .current_dir(common::repo());
+        .current_dir(workspace());
     if let Some(a) = arg {
         c.arg(a);
     }
@@ -78,7 +75,8 @@ fn names(n: usize) -> Vec<String> {
 }
 
 fn spawn_apply(dir: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_kwin"))
+    kwin_testkit::kwin!(".")
+        .command()
         .args(["apply", "plan.toml", "--output", "json"])
         .current_dir(dir)
         .stdout(Stdio::piped())
@@ -88,7 +86,7 @@ fn spawn_apply(dir: &std::path::Path) -> Child {
 }
 
 /// Wait for `child` at most `limit` (kill it and fail past that: kwin must never hang).
-fn finish(child: Child, limit: Duration, what: &str) -> Kwin {
+fn finish(child: Child, limit: Duration, what: &str) -> Run {
     let pid = child.id();
     let t0 = Instant::now();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -96,7 +94,7 @@ fn finish(child: Child, limit: Duration, what: &str) -> Kwin {
         let _ = tx.send(child.wait_with_output());
     });
     match rx.recv_timeout(limit) {
-        Ok(Ok(out)) => Kwin {
+        Ok(Ok(out)) => Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -118,7 +116,7 @@ fn counter_lines(lab: &Lab, host: &str) -> usize {
         .count()
 }
 
-fn host_error(r: &Kwin, host: &str) -> String {
+fn host_error(r: &Run, host: &str) -> String {
     // The host's error, or the message of its failed task.
     let h = r.host(host);
     if let Some(e) = h["error"].as_str() {
@@ -145,22 +143,18 @@ fn is_connection_failure(msg: &str) -> bool {
     .any(|w| m.contains(w))
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn two_of_ten_hosts_cut_mid_apply_fail_within_their_timeout_and_the_rest_converge() {
     let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(lab) = lab(10) else { return };
+    let lab = lab(10);
     let hosts = names(10);
     let step_timeout = 15;
-    let dir = plan_dir(
-        &lab,
-        &plan(
-            &hosts,
-            &format!(
-                "step_timeout = {step_timeout}\nretries = 1\nretry_delay = 1\nparallelism = 10"
-            ),
-            4,
-        ),
-    );
+    let dir = lab.plan_dir(&plan(
+        &hosts,
+        &format!("step_timeout = {step_timeout}\nretries = 1\nretry_delay = 1\nparallelism = 10"),
+        4,
+    ));
     let t0 = Instant::now();
     let child = spawn_apply(dir.path());
     // Every host is inside its 4 s `slow` step by now.
@@ -195,7 +189,7 @@ fn two_of_ten_hosts_cut_mid_apply_fail_within_their_timeout_and_the_rest_converg
     assert!(took < Duration::from_secs(100), "took {took:?}");
 
     // Healed: the next apply converges everything; the guarded counter never ran twice.
-    let r2 = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let r2 = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r2.code, 0, "{r2}");
     for h in &hosts {
         assert_eq!(
@@ -210,12 +204,13 @@ fn two_of_ten_hosts_cut_mid_apply_fail_within_their_timeout_and_the_rest_converg
             assert_eq!(r2.task(h, t)["status"], "ok", "{h}/{t}: {r2}");
         }
     }
-    let r3 = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let r3 = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(
         (r3.code, r3.summary()["changed"].as_u64()),
         (0, Some(0)),
         "{r3}"
     );
+}
 }
 
 /// PIDs of sshd processes in host `host`'s network namespace (the lab started them).
@@ -234,15 +229,17 @@ fn sshd_pids(host: &str) -> Vec<u32> {
         .collect()
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn sshd_killed_mid_step_and_restarted_reconnects_or_fails_clearly() {
     let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(lab) = lab(2) else { return };
+    let lab = lab(2);
     let hosts = names(2);
-    let dir = plan_dir(
-        &lab,
-        &plan(&hosts, "step_timeout = 30\nretries = 4\nretry_delay = 1", 4),
-    );
+    let dir = lab.plan_dir(&plan(
+        &hosts,
+        "step_timeout = 30\nretries = 4\nretry_delay = 1",
+        4,
+    ));
     let t0 = Instant::now();
     let child = spawn_apply(dir.path());
     std::thread::sleep(Duration::from_millis(2000));
@@ -272,7 +269,7 @@ fn sshd_killed_mid_step_and_restarted_reconnects_or_fails_clearly() {
     }
     // Either way the next apply converges, and the counter ran at most once per successful
     // `counter` step (its guard holds after the first).
-    let r2 = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let r2 = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r2.code, 0, "{r2}");
     for h in &hosts {
         assert_eq!(
@@ -282,16 +279,19 @@ fn sshd_killed_mid_step_and_restarted_reconnects_or_fails_clearly() {
         );
     }
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn twenty_percent_packet_loss_on_three_hosts_converges_or_fails_clearly_without_hanging() {
     let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(lab) = lab(4) else { return };
+    let lab = lab(4);
     let hosts = names(4);
-    let dir = plan_dir(
-        &lab,
-        &plan(&hosts, "step_timeout = 40\nretries = 3\nretry_delay = 1", 1),
-    );
+    let dir = lab.plan_dir(&plan(
+        &hosts,
+        "step_timeout = 40\nretries = 3\nretry_delay = 1",
+        1,
+    ));
     for h in ["h1", "h2", "h3"] {
         fault("loss", h, Some("20"));
     }
@@ -327,7 +327,7 @@ fn twenty_percent_packet_loss_on_three_hosts_converges_or_fails_clearly_without_
         "the clean host: {r}"
     );
     // Loss gone: everything converges, and no guarded command ran twice.
-    let r2 = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let r2 = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r2.code, 0, "{r2}");
     for h in &hosts {
         assert_eq!(
@@ -336,6 +336,7 @@ fn twenty_percent_packet_loss_on_three_hosts_converges_or_fails_clearly_without_
             "{h}: the guarded command ran twice"
         );
     }
+}
 }
 
 fn journals(dir: &std::path::Path) -> Vec<serde_json::Value> {
@@ -348,15 +349,17 @@ fn journals(dir: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn sigint_mid_apply_finishes_running_steps_records_it_and_the_next_apply_converges() {
     let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(lab) = lab(3) else { return };
+    let lab = lab(3);
     let hosts = names(3);
-    let dir = plan_dir(
-        &lab,
-        &plan(&hosts, "step_timeout = 30\nretries = 1\nretry_delay = 1", 3),
-    );
+    let dir = lab.plan_dir(&plan(
+        &hosts,
+        "step_timeout = 30\nretries = 1\nretry_delay = 1",
+        3,
+    ));
     let child = spawn_apply(dir.path());
     std::thread::sleep(Duration::from_millis(1500));
     let sent = Command::new("kill")
@@ -398,23 +401,26 @@ fn sigint_mid_apply_finishes_running_steps_records_it_and_the_next_apply_converg
     }
     // The lock was released; the next apply converges.
     assert!(!dir.path().join(".kwin/lock").exists(), "lock left behind");
-    let r2 = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let r2 = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r2.code, 0, "{r2}");
     for h in &hosts {
         assert_eq!(r2.task(h, "slow")["status"], "ok", "{r2}");
         assert_eq!(counter_lines(&lab, h), 1, "{h}");
     }
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_second_apply_of_the_same_plan_refuses_naming_the_holder_and_a_stale_lock_is_taken_over() {
     let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(lab) = lab(1) else { return };
+    let lab = lab(1);
     let hosts = names(1);
-    let dir = plan_dir(
-        &lab,
-        &plan(&hosts, "step_timeout = 30\nretries = 1\nretry_delay = 1", 4),
-    );
+    let dir = lab.plan_dir(&plan(
+        &hosts,
+        "step_timeout = 30\nretries = 1\nretry_delay = 1",
+        4,
+    ));
     let first = spawn_apply(dir.path());
     let first_pid = first.id();
     let lock = dir.path().join(".kwin/lock");
@@ -426,7 +432,7 @@ fn a_second_apply_of_the_same_plan_refuses_naming_the_holder_and_a_stale_lock_is
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let second = kwin(dir.path(), &["apply", "plan.toml"]);
+    let second = kwin!(dir.path(), &["apply", "plan.toml"]);
     assert_eq!(second.code, 1, "{second}");
     let msg = format!("{}{}", second.stdout, second.stderr);
     assert!(
@@ -455,11 +461,12 @@ fn a_second_apply_of_the_same_plan_refuses_naming_the_holder_and_a_stale_lock_is
         ),
     )
     .expect("write stale lock");
-    let r = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let r = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r.code, 0, "a stale lock must not block: {r}");
     assert!(
         format!("{}{}", r.stdout, r.stderr).contains("stale lock"),
         "taking over a stale lock is reported: {r}"
     );
     assert!(!lock.exists());
+}
 }

@@ -10,13 +10,13 @@
 
 #![allow(clippy::print_stderr)]
 
-mod security_common;
-
-use security_common::{alone, peak_rss, Sshd};
+use kwin_testkit::host::{alone, peak_rss};
+use kwin_testkit::kwin::walk;
+use kwin_testkit::sshd::Sshd;
 
 use kwin_engine::transport::local::LocalTransport;
 use kwin_engine::transport::{Transport, TransportError, MAX_OUTPUT};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -173,13 +173,14 @@ fn local_output_held_open_by_a_background_process_times_out() {
 
 // ---------------------------------------------------------------- ssh transport
 
+kwin_testkit::lab_test! {
 #[test]
 fn ssh_100_mb_of_stdout_is_refused_in_bounded_memory_and_the_next_run_works() {
     if !alone("ssh_100_mb_of_stdout_is_refused_in_bounded_memory_and_the_next_run_works") {
         return;
     }
-    let Some(sshd) = Sshd::start() else { return };
-    let t = sshd.transport();
+    let sshd = Sshd::start();
+    let t = sshd.transport("root");
     let rt = rt();
     rt.block_on(t.connect()).expect("connect");
     let before = peak_rss();
@@ -192,20 +193,26 @@ fn ssh_100_mb_of_stdout_is_refused_in_bounded_memory_and_the_next_run_works() {
     let ok = rt.block_on(t.run("echo fine\n", LIMIT)).expect("next run");
     assert_eq!(ok.stdout, b"fine\n");
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn ssh_100_mb_file_get_is_refused_in_bounded_memory() {
     if !alone("ssh_100_mb_file_get_is_refused_in_bounded_memory") {
         return;
     }
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let big = sshd.path("big.bin");
-    security_common::run_ok(
-        Command::new("truncate")
-            .args(["-s", &HUNDRED_MB.to_string()])
-            .arg(&big),
+    let made = Command::new("truncate")
+        .args(["-s", &HUNDRED_MB.to_string()])
+        .arg(&big)
+        .status();
+    assert!(
+        made.is_ok_and(|s| s.success()),
+        "truncate {}",
+        big.display()
     );
-    let t = sshd.transport();
+    let t = sshd.transport("root");
     let rt = rt();
     rt.block_on(t.connect()).expect("connect");
     let before = peak_rss();
@@ -217,12 +224,14 @@ fn ssh_100_mb_file_get_is_refused_in_bounded_memory() {
     );
     assert_bounded_growth("ssh get", before);
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn ssh_endless_output_on_both_streams_ends_at_the_limit_and_leaves_no_process() {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let marker = format!("kwin-ssh-endless-{}", std::process::id());
-    let t = sshd.transport();
+    let t = sshd.transport("root");
     let rt = rt();
     let t0 = Instant::now();
     let r = rt.block_on(t.run(&format!("yes {marker} >&2 &\nyes {marker}\n"), LIMIT));
@@ -234,17 +243,20 @@ fn ssh_endless_output_on_both_streams_ends_at_the_limit_and_leaves_no_process() 
         "`yes` still runs on the host"
     );
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn ssh_output_that_is_not_utf8_comes_back_exactly() {
-    let Some(sshd) = Sshd::start() else { return };
-    let t = sshd.transport();
+    let sshd = Sshd::start();
+    let t = sshd.transport("root");
     let script =
         "printf '\\377\\376\\000\\303\\050 \\355\\240\\200 ok'; printf '\\300\\001' >&2; exit 3\n";
     let out = rt().block_on(t.run(script, LIMIT)).expect("run");
     assert_eq!(out.stdout, b"\xff\xfe\x00\xc3\x28 \xed\xa0\x80 ok");
     assert_eq!(out.stderr, b"\xc0\x01");
     assert_eq!(out.exit, 3);
+}
 }
 
 // ---------------------------------------------------------------- through the binary
@@ -283,7 +295,8 @@ params = {{ run = "head -c 65536 /dev/urandom; head -c 65536 /dev/urandom >&2; t
     );
     std::fs::write(dir.path().join("plan.toml"), plan).expect("plan");
     let t0 = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .args(["apply", "plan.toml", "--output", "json"])
         .current_dir(dir.path())
         .output()
@@ -335,21 +348,6 @@ params = {{ run = "head -c 65536 /dev/urandom; head -c 65536 /dev/urandom >&2; t
     }
 }
 
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                v.extend(walk(&path));
-            } else {
-                v.push(path);
-            }
-        }
-    }
-    v
-}
-
 /// Peak RSS (bytes) of a command run under `/usr/bin/time -v`, and its output.
 fn run_measured(cmd: &mut Command) -> (std::process::Output, Option<u64>) {
     let out = cmd.output().expect("run /usr/bin/time");
@@ -377,10 +375,10 @@ fn dir_size(p: &Path) -> u64 {
 /// debug build).
 #[test]
 fn eight_hosts_printing_60_mib_each_stay_within_the_run_output_budget() {
-    if !Path::new("/usr/bin/time").exists() {
-        eprintln!("skipped: needs /usr/bin/time (package `time`)");
-        return;
-    }
+    assert!(
+        Path::new("/usr/bin/time").exists(),
+        "this test measures kwin with /usr/bin/time (apt-get install time)"
+    );
     const HOSTS: usize = 8;
     const EACH: u64 = 60 << 20;
     let dir = tempfile::tempdir().expect("tempdir");

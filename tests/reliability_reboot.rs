@@ -11,42 +11,28 @@
 //! (`windows-feature-stand-in boot`). The Windows `reboot` module's PowerShell (pending-reboot
 //! registry keys) is covered by modules/tests/windows.rs only.
 //!
-//! Needs root (mount namespaces); without it the tests say why and pass, unless
-//! `KWIN_REQUIRE_WINRM_STANDIN` is set (CI), where they fail.
+//! Lab tests (root for the mount namespaces, the stand-in's Python environment): ignored by
+//! `cargo test`, failing when run without them.
 #![allow(clippy::print_stderr)]
 
-mod winrm_host;
-
+use kwin_testkit::kwin;
+use kwin_testkit::kwin::{events, finished, summary, walk};
+use kwin_testkit::winrm::{start_stand_in, Options, StandInHost};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
-use winrm_host::{
-    events, finished, is_root, kwin, setup_venv, stand_in_required, start_stand_in, summary, walk,
-    Options, StandIn,
-};
 
 const PASSWORD: &str = "Reboot-Stand-in-Passw0rd!";
 const PW_ENV: &str = "KWIN_REBOOT_WINRM_PASSWORD";
 
-fn host_or_skip(down_secs: u32) -> Option<StandIn> {
-    if !is_root() {
-        assert!(
-            !stand_in_required(),
-            "KWIN_REQUIRE_WINRM_STANDIN is set, but the isolated stand-in host needs root"
-        );
-        eprintln!("skipped: the isolated WinRM stand-in host needs root (mount namespaces)");
-        return None;
-    }
-    let venv = setup_venv();
-    Some(start_stand_in(
-        &venv,
-        &Options {
-            password_env: PW_ENV,
-            password: PASSWORD,
-            down_secs,
-            kubeadm: None,
-        },
-    ))
+/// The isolated stand-in host, down `down_secs` when it restarts.
+fn host(down_secs: u32) -> StandInHost {
+    start_stand_in(&Options {
+        password_env: PW_ENV,
+        password: PASSWORD,
+        down_secs,
+        kubeadm: None,
+    })
 }
 
 /// ww1 (the stand-in): a task before, the feature install that leaves a reboot pending, the
@@ -119,11 +105,12 @@ params = {{ run = "echo ran >> {m}", unless = "test -e {m}" }}
 }
 
 fn apply(dir: &Path) -> (i32, String, String) {
-    kwin(
-        dir,
-        &["apply", "plan.toml", "--output", "json"],
-        &[(PW_ENV, PASSWORD)],
-    )
+    let r = kwin!(dir)
+        .args(["apply", "plan.toml", "--output", "json"])
+        .env("KWIN_WINRM_STAND_IN", "1")
+        .env(PW_ENV, PASSWORD)
+        .run();
+    (r.code, r.stdout, r.stderr)
 }
 
 fn counts(stdout: &str) -> (Option<u64>, Option<u64>, Option<u64>) {
@@ -147,9 +134,10 @@ fn journal_task(dir: &Path, run: usize, host: &str, task: &str) -> Value {
         .unwrap_or_else(|| panic!("no {host}/{task} in journal {run}: {j}"))
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_host_rebooting_mid_plan_comes_back_converges_and_reboots_once() {
-    let Some(mut s) = host_or_skip(2) else { return };
+    let mut s = host(2);
     let dir = tempfile::tempdir().expect("tmp");
     let marker = dir.path().join("local1-ran");
     std::fs::write(
@@ -164,7 +152,7 @@ fn a_host_rebooting_mid_plan_comes_back_converges_and_reboots_once() {
     assert_eq!(counts(&out), (Some(0), Some(6), Some(0)), "{out}");
     let order: Vec<String> = finished(&out, "ww1").into_iter().map(|(t, _)| t).collect();
     assert_eq!(order, ["before", "feature", "reboot", "after", "after-2"]);
-    assert_eq!(s.reboots(), 1, "{:?}", s.seen);
+    assert_eq!(s.reboots(), 1, "{:?}", s.server.seen);
     let boot1 = s.boot_time();
     assert!(boot1 > boot0, "boot time {boot1} after {boot0}");
     // The task after the reboot ran after the boot finished the install, once.
@@ -206,13 +194,13 @@ fn a_host_rebooting_mid_plan_comes_back_converges_and_reboots_once() {
     assert_eq!(s.reboots(), 1, "a later apply restarted the host");
     assert_eq!(s.boot_time(), boot1);
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_host_back_too_late_fails_its_branch_and_the_next_apply_converges_without_rebooting_again() {
     // The host stays down 12 s; the reboot task waits 3 s for it to come back.
-    let Some(mut s) = host_or_skip(12) else {
-        return;
-    };
+    let mut s = host(12);
     let dir = tempfile::tempdir().expect("tmp");
     let marker = dir.path().join("local1-ran");
     std::fs::write(
@@ -288,4 +276,5 @@ fn a_host_back_too_late_fails_its_branch_and_the_next_apply_converges_without_re
     let (code, out, err) = apply(dir.path());
     assert_eq!(code, 0, "third apply:\n{out}\n{err}");
     assert_eq!(counts(&out), (Some(6), Some(0), Some(0)), "{out}");
+}
 }

@@ -4,8 +4,8 @@
 //! named in `.kwin/lock`, never anything that is not a run's log folder or journal. Through
 //! the binary, on a `local` host.
 
+use kwin_testkit::kwin;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A run id of `kwin`'s format for the `n`-th minute of 2020-01-01 (sorts by `n`).
 fn old_id(n: usize) -> String {
@@ -59,19 +59,8 @@ params = {{ run = "touch {d}/done", creates = "{d}/done" }}
 }
 
 fn kwin(dir: &Path, args: &[&str]) -> (i32, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_kwin"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("kwin");
-    (
-        o.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
+    let r = kwin!(dir, args);
+    (r.code, r.out())
 }
 
 fn run_id(out: &str) -> String {

@@ -9,8 +9,10 @@
 //!   marker file that any injection would create must not exist; the second apply changes
 //!   nothing. Needs root (lab hosts); without root that part says so and passes.
 
-mod common;
-
+use kwin_testkit::{
+    kwin,
+    lab::{lab, Lab},
+};
 use std::sync::Mutex;
 
 /// Lab tests of this binary share one lab id and take turns.
@@ -215,7 +217,7 @@ fn lab_plan() -> String {
 }
 
 /// Every file under /tmp/kwin-hostile on `host`: (name bytes, content bytes).
-fn read_back(lab: &common::Lab, host: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn read_back(lab: &Lab, host: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
     use base64::Engine;
     let listing = lab.ssh(
         host,
@@ -236,14 +238,15 @@ fn read_back(lab: &common::Lab, host: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn hostile_task_values_reach_the_host_literally() {
     let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
     std::env::set_var("KWIN_LAB_ID", LAB_ID);
-    let Some(lab) = common::lab(1) else { return };
+    let lab = lab(1);
     let text = lab_plan().replace("inventory = \"LAB\"", "inventory = \"x\"");
-    let dir = common::plan_dir(&lab, &text);
-    let r = common::kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let dir = lab.plan_dir(&text);
+    let r = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r.code, 0, "{r}");
 
     // No injection ran: the marker does not exist, no PWNED anywhere.
@@ -294,9 +297,10 @@ fn hostile_task_values_reach_the_host_literally() {
     );
 
     // Idempotent with hostile names too: nothing to change the second time.
-    let again = common::kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let again = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(again.code, 0, "{again}");
     assert_eq!(again.summary()["changed"], 0, "{again}");
+}
 }
 
 /// Byte ranges of every PowerShell string-literal token tree-sitter finds in `script`, or

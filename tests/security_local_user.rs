@@ -16,8 +16,7 @@
 //!
 //! Lab 8 (`KWIN_LAB_ID=8`); needs root (lab hosts), like every lab test. CI runs it as root.
 
-mod common;
-
+use kwin_testkit::{kwin, lab::lab};
 const LAB_ID: &str = "8";
 const ROUNDS: usize = 6;
 const SHARED: &str = "/srv/shared";
@@ -27,10 +26,11 @@ const ATTACKER: &str = include_str!("security_local_user/attacker.py");
 
 use kwin_modules::linux::script::sha256_hex;
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_hostile_local_user_reads_nothing_and_replaces_nothing() {
     std::env::set_var("KWIN_LAB_ID", LAB_ID);
-    let Some(lab) = common::lab(1) else { return };
+    let lab = lab(1);
     let secret = format!("db_password={}\n", kwin_engine::fact::new_nonce());
     let secret_path = format!("{SHARED}/app.conf");
     // The tag of the old temporary name: 12 hex digits of sha256(path, NUL, content).
@@ -91,7 +91,7 @@ after = ["secret"]
 params = {{ path = "{OWN}/tool", content = {tool:?}, owner = "mallory", mode = "0755" }}
 "#
     );
-    let dir = common::plan_dir(&lab, &plan);
+    let dir = lab.plan_dir(&plan);
 
     for round in 0..ROUNDS {
         // Drift: a large old content (kwin hashes it before writing: the attacker sees root's
@@ -111,7 +111,7 @@ params = {{ path = "{OWN}/tool", content = {tool:?}, owner = "mallory", mode = "
                  i=$((i+1)); [ $i -lt 300 ] || {{ echo attacker did not start >&2; exit 1; }}; sleep 0.1; done\n"
             ),
         );
-        let r = common::kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+        let r = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
         lab.ssh(
             "h1",
             &format!(
@@ -190,4 +190,5 @@ params = {{ path = "{OWN}/tool", content = {tool:?}, owner = "mallory", mode = "
         "attacker: {planted} names planted, {} swaps in its own directory",
         log.lines().filter(|l| l.contains(": swapped ")).count()
     );
+}
 }

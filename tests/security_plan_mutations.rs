@@ -11,7 +11,6 @@
 use kwin_engine::diag::Diagnostics;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Mutants per source plan.
 const PER_SOURCE: usize = 250;
@@ -438,7 +437,8 @@ fn mutated_plans_through_the_binary_exit_0_or_1_with_json_diagnostics() {
             let k = mutate_once(&mut rng, &mut text);
             let path = dir.path().join(format!("m{si}-{i}.toml"));
             std::fs::write(&path, &text).expect("write mutant");
-            let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+            let out = kwin_testkit::kwin!(".")
+                .command()
                 .args(["validate", "--output", "json"])
                 .arg(&path)
                 .output()

@@ -12,8 +12,6 @@
 //!   with `EnvironmentFile=` (an `Environment=` value is readable by any local user over
 //!   D-Bus, systemd.exec(5)).
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
@@ -250,7 +248,8 @@ transport = "local"
         vec!["plan", "plan.toml"],
         vec!["plan", "plan.toml", "--output", "json"],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        let out = kwin_testkit::kwin!(".")
+            .command()
             .args(&args)
             .current_dir(dir.path())
             .output()

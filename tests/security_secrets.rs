@@ -9,11 +9,12 @@
 //! and every place kwin writes text is searched for every secret, raw and in the forms it
 //! takes when quoted for sh, PowerShell or JSON: stdout and stderr of `kwin plan` and
 //! `kwin apply` (human and `--output json`), `.kwin/logs/**` and the run journals. The plan
-//! text holds none of them. Needs root (lab hosts); the WinRM part also the stand-in's venv.
+//! text holds none of them. Lab tests (root for the lab hosts, the stand-in's venv).
 
-mod common;
-
-use std::path::{Path, PathBuf};
+use kwin_testkit::kwin::walk;
+use kwin_testkit::lab::lab;
+use kwin_testkit::scan::leaks;
+use kwin_testkit::winrm::{lab_file, python, Server};
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -28,80 +29,17 @@ fn made_up(prefix: &str) -> String {
     format!("{prefix}{:x}{:x}", n, std::process::id())
 }
 
-/// `secret` and the forms it takes when quoted for sh, PowerShell and JSON.
-fn forms(secret: &str) -> Vec<String> {
-    let mut v = vec![secret.to_string()];
-    let sh = kwin_engine::quote::sh_quote(secret);
-    v.push(sh.trim_matches('\'').to_string());
-    let ps = kwin_engine::quote::ps_quote(secret);
-    v.push(ps[1..ps.len() - 1].to_string());
-    let js = serde_json::to_string(secret).unwrap_or_default();
-    v.push(js[1..js.len() - 1].to_string());
-    v.sort();
-    v.dedup();
-    v
-}
-
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                v.extend(walk(&path));
-            } else {
-                v.push(path);
-            }
-        }
-    }
-    v
-}
-
-/// Where each secret form shows up in `texts` (name, text).
-fn leaks(secrets: &[(&str, String)], texts: &[(String, String)]) -> Vec<String> {
-    let mut found = Vec::new();
-    for (what, s) in secrets {
-        for f in forms(s) {
-            for (name, text) in texts {
-                if text.contains(&f) {
-                    found.push(format!("{what} ({f:?}) in {name}"));
-                }
-            }
-        }
-    }
-    found
-}
-
+/// The kit's WinRM stand-in on 127.0.0.1 (HTTP + NTLM) with `password`.
 struct StandIn {
-    child: std::process::Child,
+    _server: Server,
     port: String,
     _state: tempfile::TempDir,
 }
 
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The WinRM stand-in on 127.0.0.1 (HTTP + NTLM) with `password`, or `None` if its venv
-/// cannot be set up here.
-fn stand_in(password: &str) -> Option<StandIn> {
-    use std::io::BufRead;
-    let venv = common::repo().join("target/winrm-venv");
-    let ok = Command::new("bash")
-        .arg(common::repo().join("lab/winrm-stand-in/setup.sh"))
-        .env("KWIN_WINRM_VENV", &venv)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("WinRM part skipped: the stand-in's venv cannot be set up");
-        return None;
-    }
+fn stand_in(password: &str) -> StandIn {
     let state = tempfile::tempdir().expect("tmp");
-    let mut child = Command::new(venv.join("bin/python"))
-        .arg(common::repo().join("lab/winrm-stand-in/server.py"))
+    let mut cmd = Command::new(python());
+    cmd.arg(lab_file("server.py"))
         .args(["--http", "127.0.0.1:0", "--user", "Administrator"])
         .args([
             "--password-env",
@@ -112,34 +50,16 @@ fn stand_in(password: &str) -> Option<StandIn> {
         .arg("--state")
         .arg(state.path())
         .env("KWIN_SECRETS_WINRM_PASSWORD", password)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("stand-in");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut ready = String::new();
-    for l in std::io::BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-    {
-        if l.starts_with("winrm-stand-in ready") {
-            ready = l;
-            break;
-        }
-    }
-    let port = ready
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
-        .and_then(|a| a.rsplit_once(':').map(|(_, p)| p.to_string()))
-        .expect("stand-in ready line");
-    Some(StandIn {
-        child,
-        port,
+        .stderr(std::process::Stdio::null());
+    let server = Server::spawn(cmd);
+    StandIn {
+        port: server.port("http="),
+        _server: server,
         _state: state,
-    })
+    }
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn passphrase_password_and_echoed_secrets_never_show() {
     let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
@@ -148,9 +68,9 @@ fn passphrase_password_and_echoed_secrets_never_show() {
     let password = made_up("Pw'\"$`\\;-");
     std::env::set_var("KWIN_LAB_ID", LAB_ID);
     std::env::set_var("KWIN_LAB_KEY_PASSPHRASE", &passphrase);
-    let Some(lab) = common::lab(2) else { return };
+    let lab = lab(2);
     let lab_dir = lab.inventory.parent().expect("lab dir").to_path_buf();
-    let win = stand_in(&password);
+    let win = Some(stand_in(&password));
 
     // The hosts know the secrets and print them, as a host prints a token it was handed.
     let secret_file = "/root/kwin-secret";
@@ -222,11 +142,11 @@ params = {{ run = "cat {ws}; cat {ws} >&2; touch {ws}.done", unless = "test -e {
             ws = win_secret.display(),
         ));
     }
-    let dir = common::plan_dir(&lab, &plan);
+    let dir = lab.plan_dir(&plan);
     let plan_text = std::fs::read_to_string(dir.path().join("plan.toml")).expect("plan");
 
     let run = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        let o = kwin_testkit::kwin!(".").command()
             .args(args)
             .current_dir(dir.path())
             .env("KWIN_SECRETS_PASSPHRASE", &passphrase)
@@ -300,6 +220,7 @@ params = {{ run = "cat {ws}; cat {ws} >&2; touch {ws}.done", unless = "test -e {
         .ssh("h1", &format!("cat {secret_file}"))
         .contains(&passphrase));
 }
+}
 
 /// Where any encoded form of each secret (raw, quoted, `printf`-escaped, base64 of UTF-8 and
 /// UTF-16LE, JSON, XML: `kwin_engine::secret::encoded_forms`) shows up in `texts`.
@@ -317,6 +238,7 @@ fn encoded_leaks(secrets: &[(&str, String)], texts: &[(String, String)]) -> Vec<
     found
 }
 
+kwin_testkit::lab_test! {
 /// `sensitive`: file contents never show, only hashes. On lab hosts, with
 ///
 /// - a file only root may read (0600) that holds a password, rewritten by a `file` task that
@@ -335,7 +257,7 @@ fn encoded_leaks(secrets: &[(&str, String)], texts: &[(String, String)]) -> Vec<
 fn sensitive_contents_show_as_hashes_only() {
     let _turn = LAB.lock().unwrap_or_else(|p| p.into_inner());
     std::env::set_var("KWIN_LAB_ID", LAB_ID);
-    let Some(lab) = common::lab(1) else { return };
+    let lab = lab(1);
     let old_pw = made_up("OldPw'\"$`\\-");
     let new_pw = made_up("NewPw%\\n;");
     let fresh = made_up("Fresh-");
@@ -396,9 +318,9 @@ params = {{ path = "/root/sens/motd", content = {motd}, mode = "0644" }}
         )),
         motd = toml(&format!("{visible}\n")),
     );
-    let dir = common::plan_dir(&lab, &plan);
+    let dir = lab.plan_dir(&plan);
     let run = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        let o = kwin_testkit::kwin!(".").command()
             .args(args)
             .current_dir(dir.path())
             .output()
@@ -472,4 +394,5 @@ params = {{ path = "/root/sens/motd", content = {motd}, mode = "0644" }}
         "sensitive content leaked:\n{}",
         found.join("\n")
     );
+}
 }

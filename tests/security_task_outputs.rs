@@ -7,41 +7,21 @@
 //!
 //! Searched: every event (as `--output json` prints them), the host logs and the run journal.
 
-use kwin_engine::event::{EventSink, Mode};
-use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions};
+use kwin_engine::event::Mode;
+use kwin_engine::exec::RunOptions;
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::graph::TaskGraph;
-use kwin_engine::module::build::instantiate;
 use kwin_engine::module::{
     Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Registry, Step, Touches,
 };
 use kwin_engine::quote::{ps_quote, sh_quote};
 use kwin_engine::secret::Scrubber;
-use kwin_engine::task::{InputRef, Origin, Task, TaskId};
 use kwin_engine::transport::local::LocalTransport;
 use kwin_engine::transport::{Shell, Transport};
+use kwin_testkit::exec::{file_content, file_fact, param, run, task, TaskExt};
+use kwin_testkit::scan::{files, leaks};
 use serde_json::json;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn file_fact(path: &str) -> FactQuery {
-    FactQuery {
-        key: format!("file:{path}"),
-        command: format!("cat {} 2>/dev/null", sh_quote(path)),
-        path: None,
-    }
-}
-
-fn exists(facts: &Facts, path: &str) -> Result<bool, ModuleError> {
-    let key = format!("file:{path}");
-    let out = facts
-        .raw(&key)
-        .ok_or(ModuleError::Fact(kwin_engine::fact::FactError::Missing(
-            key,
-        )))?;
-    Ok(out.exit == 0)
-}
 
 /// Creates `path` once; its output `token` is read from `token_file` on its host.
 #[derive(Debug)]
@@ -58,7 +38,7 @@ impl Module for Producer {
         vec![self.path.clone()]
     }
     fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
-        if exists(facts, &self.path)? {
+        if file_content(facts, &self.path)?.is_some() {
             return Ok(Plan::noop("initialized"));
         }
         Ok(Plan::Change(Change {
@@ -92,7 +72,7 @@ impl Module for Consumer {
         vec![self.path.clone()]
     }
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
-        if exists(facts, &self.path)? {
+        if file_content(facts, &self.path)?.is_some() {
             return Ok(Plan::noop("joined"));
         }
         let token = ctx.inputs.get("token")?;
@@ -140,13 +120,6 @@ impl Module for FailingConsumer {
 
 struct Modules;
 
-fn param(p: &serde_json::Value, k: &str) -> String {
-    p.get(k)
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 impl Registry for Modules {
     fn names(&self) -> Vec<&'static str> {
         vec!["producer", "consumer", "failing"]
@@ -171,21 +144,6 @@ impl Registry for Modules {
     }
 }
 
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                v.extend(walk(&path));
-            } else {
-                v.push(path);
-            }
-        }
-    }
-    v
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_output_secret_never_shows() {
     let d = tempfile::tempdir().expect("tmp");
@@ -199,20 +157,6 @@ async fn a_task_output_secret_never_shows() {
     std::fs::write(&token_file, &token).expect("token file");
     let at = |f: &str| d.path().join(f).display().to_string();
 
-    let input = |t: Task| {
-        let mut t = t;
-        t.inputs.insert(
-            "token".into(),
-            InputRef {
-                from: TaskId::new("cp", "join-data"),
-                key: "token".into(),
-            },
-        );
-        t
-    };
-    let task = |host: &str, name: &str, module: &str, params: serde_json::Value| {
-        Task::new(TaskId::new(host, name), module, params).with_origin(Origin::User { index: 0 })
-    };
     let tasks = vec![
         task(
             "cp",
@@ -220,51 +164,36 @@ async fn a_task_output_secret_never_shows() {
             "producer",
             json!({"path": at("cp-init"), "token_file": token_file.display().to_string()}),
         ),
-        input(task(
-            "w1",
-            "join",
-            "consumer",
-            json!({"path": at("w1-joined")}),
-        )),
-        input(task(
-            "w2",
-            "join",
-            "consumer",
-            json!({"path": at("w2-joined")}),
-        )),
-        input(task("w3", "join", "failing", json!({}))),
+        task("w1", "join", "consumer", json!({"path": at("w1-joined")})).input(
+            "token",
+            "cp",
+            "join-data",
+            "token",
+        ),
+        task("w2", "join", "consumer", json!({"path": at("w2-joined")})).input(
+            "token",
+            "cp",
+            "join-data",
+            "token",
+        ),
+        task("w3", "join", "failing", json!({})).input("token", "cp", "join-data", "token"),
     ];
-    let graph = TaskGraph::build(tasks).expect("graph");
-    let hosts: Vec<HostHandle> = ["cp", "w1", "w2", "w3"]
-        .iter()
-        .map(|h| HostHandle {
-            name: h.to_string(),
-            transport: Arc::new(LocalTransport { become_root: false }) as Arc<dyn Transport>,
+    let hosts: Vec<(&str, Arc<dyn Transport>)> = ["cp", "w1", "w2", "w3"]
+        .into_iter()
+        .map(|h| {
+            (
+                h,
+                Arc::new(LocalTransport { become_root: false }) as Arc<dyn Transport>,
+            )
         })
         .collect();
     let state = d.path().join(".kwin");
     let mut options = RunOptions::new(Mode::Apply, state.clone());
     options.retries = 0;
     options.step_timeout = Duration::from_secs(30);
-    let (sink, mut rx) = EventSink::channel();
-    let (_canceller, cancel) = Cancel::pair();
-    let modules =
-        instantiate(&graph, &|_| Shell::Posix, &Modules).unwrap_or_else(|e| panic!("build: {e:?}"));
-    let summary = execute(Run {
-        graph: Arc::new(graph),
-        modules,
-        hosts,
-        options,
-        scrubber: Scrubber::new(),
-        events: sink,
-        cancel,
-    })
-    .await;
-    let mut events = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        events.push(serde_json::to_string(&e).expect("json"));
-    }
-    let events = events.join("\n");
+    let out = run(tasks, &hosts, options, Scrubber::new(), &Modules).await;
+    let events = out.json();
+    let summary = out.summary;
 
     // It worked: the token reached the consumers' hosts intact; w3's join failed.
     for w in ["w1", "w2"] {
@@ -281,30 +210,10 @@ async fn a_task_output_secret_never_shows() {
     );
     assert!(events.contains("exit code 9"), "{events}");
 
-    let mut forms = vec![token.clone()];
-    for q in [sh_quote(&token), ps_quote(&token)] {
-        forms.push(q.trim_matches('\'').to_string());
-    }
-    let js = serde_json::to_string(&token).expect("json");
-    forms.push(js.trim_matches('"').to_string());
     let mut texts = vec![("events".to_string(), events)];
-    let files = walk(&state);
-    assert!(files.iter().any(|f| f.to_string_lossy().contains("/logs/")));
-    for f in files {
-        texts.push((
-            f.display().to_string(),
-            String::from_utf8_lossy(&std::fs::read(&f).unwrap_or_default()).into_owned(),
-        ));
-    }
-    let mut leaks = Vec::new();
-    for f in &forms {
-        for (name, text) in &texts {
-            if text.contains(f.as_str()) {
-                let at = text.find(f.as_str()).unwrap_or(0);
-                let ctx: String = text[at.saturating_sub(60)..].chars().take(140).collect();
-                leaks.push(format!("{f:?} in {name}: ...{ctx}..."));
-            }
-        }
-    }
+    let files = files(&state);
+    assert!(files.iter().any(|(f, _)| f.contains("/logs/")));
+    texts.extend(files);
+    let leaks = leaks(&[("the token", token.clone())], &texts);
     assert!(leaks.is_empty(), "the token leaked:\n{}", leaks.join("\n"));
 }

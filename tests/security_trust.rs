@@ -9,35 +9,13 @@
 //! - An unknown key without `--accept-new-host-keys` is refused.
 //! - What kwin writes locally (`.kwin/`: known_hosts, logs, run journal, lock) is 0700/0600.
 //!
-//! Needs root and `/usr/sbin/sshd`; without them each test says so and passes.
+//! Lab tests (root, `/usr/sbin/sshd`): ignored by `cargo test`, failing when run without them.
 
-mod security_common;
-
-use security_common::Sshd;
+use kwin_testkit::kwin;
+use kwin_testkit::sshd::Sshd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-struct Run {
-    code: i32,
-    out: String,
-}
-
-fn kwin(dir: &Path, args: &[&str]) -> Run {
-    let o = Command::new(env!("CARGO_BIN_EXE_kwin"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("kwin");
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        out: format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    }
-}
 
 /// A plan for the sshd: one task writing a marker under the sshd's dir.
 fn write_plan(dir: &Path, sshd: &Sshd, host_key: Option<&str>, marker: &Path) {
@@ -69,59 +47,60 @@ params = {{ path = "{marker}", content = "ok\n" }}
     std::fs::write(dir.join("plan.toml"), plan).expect("plan");
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_pinned_host_key_is_enforced() {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let dir = tempfile::tempdir().expect("tmp");
     let marker = sshd.path("pinned-marker");
 
     let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
     write_plan(dir.path(), &sshd, Some(wrong), &marker);
-    let r = kwin(dir.path(), &["apply", "plan.toml"]);
-    assert_eq!(r.code, 1, "{}", r.out);
-    assert!(r.out.contains("host key mismatch"), "{}", r.out);
+    let r = kwin!(dir.path(), &["apply", "plan.toml"]);
+    assert_eq!(r.code, 1, "{}", r.out());
+    assert!(r.out().contains("host key mismatch"), "{}", r.out());
     assert!(
-        r.out.contains(wrong) && r.out.contains(&sshd.host_fp),
+        r.out().contains(wrong) && r.out().contains(&sshd.host_fp),
         "both fingerprints (pinned {wrong}, actual {}) must be named:\n{}",
         sshd.host_fp,
-        r.out
+        r.out()
     );
     assert!(!marker.exists(), "a task ran on a host with the wrong key");
 
     write_plan(dir.path(), &sshd, Some(&sshd.host_fp), &marker);
-    let r = kwin(dir.path(), &["apply", "plan.toml"]);
-    assert_eq!(r.code, 0, "{}", r.out);
+    let r = kwin!(dir.path(), &["apply", "plan.toml"]);
+    assert_eq!(r.code, 0, "{}", r.out());
     assert_eq!(
         std::fs::read_to_string(&marker).ok().as_deref(),
         Some("ok\n")
     );
 }
+}
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_host_key_that_changed_between_runs_is_refused_with_both_fingerprints() {
-    let Some(mut sshd) = Sshd::start() else {
-        return;
-    };
+    let mut sshd = Sshd::start();
     let dir = tempfile::tempdir().expect("tmp");
     let marker = sshd.path("tofu-marker");
     write_plan(dir.path(), &sshd, None, &marker);
 
     // Unknown key, no --accept-new-host-keys: refused, and it says how to proceed.
-    let r = kwin(dir.path(), &["apply", "plan.toml"]);
-    assert_eq!(r.code, 1, "{}", r.out);
+    let r = kwin!(dir.path(), &["apply", "plan.toml"]);
+    assert_eq!(r.code, 1, "{}", r.out());
     assert!(
-        r.out.contains("unknown") && r.out.contains(&sshd.host_fp),
+        r.out().contains("unknown") && r.out().contains(&sshd.host_fp),
         "{}",
-        r.out
+        r.out()
     );
     assert!(!marker.exists());
 
     // Trust on first use: recorded in .kwin/known_hosts.
-    let r = kwin(
+    let r = kwin!(
         dir.path(),
         &["apply", "plan.toml", "--accept-new-host-keys"],
     );
-    assert_eq!(r.code, 0, "{}", r.out);
+    assert_eq!(r.code, 0, "{}", r.out());
     let known = std::fs::read_to_string(dir.path().join(".kwin/known_hosts")).expect("known_hosts");
     assert!(
         known.contains(&format!("[127.0.0.1]:{}", sshd.port)),
@@ -137,20 +116,25 @@ fn a_host_key_that_changed_between_runs_is_refused_with_both_fingerprints() {
         &["apply", "plan.toml"][..],
         &["apply", "plan.toml", "--accept-new-host-keys"][..],
     ] {
-        let r = kwin(dir.path(), args);
-        assert_eq!(r.code, 1, "{args:?}: {}", r.out);
-        assert!(r.out.contains("host key mismatch"), "{args:?}: {}", r.out);
+        let r = kwin!(dir.path(), args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.out());
         assert!(
-            r.out.contains(&first_fp) && r.out.contains(&sshd.host_fp),
+            r.out().contains("host key mismatch"),
+            "{args:?}: {}",
+            r.out()
+        );
+        assert!(
+            r.out().contains(&first_fp) && r.out().contains(&sshd.host_fp),
             "{args:?}: both fingerprints (known {first_fp}, now {}) must be named:\n{}",
             sshd.host_fp,
-            r.out
+            r.out()
         );
         assert!(!marker.exists(), "a task ran on a host whose key changed");
     }
     // kwin did not overwrite the recorded key.
     let after = std::fs::read_to_string(dir.path().join(".kwin/known_hosts")).expect("known");
     assert_eq!(known, after);
+}
 }
 
 fn walk(p: &Path) -> Vec<PathBuf> {
@@ -165,9 +149,10 @@ fn walk(p: &Path) -> Vec<PathBuf> {
     v
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn files_kwin_writes_locally_are_private() {
-    let Some(sshd) = Sshd::start() else { return };
+    let sshd = Sshd::start();
     let dir = tempfile::tempdir().expect("tmp");
     let marker = sshd.path("modes-marker");
     write_plan(dir.path(), &sshd, None, &marker);
@@ -204,6 +189,7 @@ fn files_kwin_writes_locally_are_private() {
         "expected logs, runs and known_hosts: {seen:?}"
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
 }
 
 /// `kwin kubeconfig`, the journal and `checksums.toml` are written by
@@ -276,15 +262,12 @@ fn a_file_planted_at_a_local_temporary_name_never_gets_the_bytes() {
     assert_eq!(names, want);
 }
 
+kwin_testkit::lab_test! {
 /// `.kwin/` made by another user in a shared plan directory (or a link to their directory) is
 /// refused before anything is written into it: its owner could read the logs and plant host
 /// keys. Needs root (to make a directory owned by another uid).
 #[test]
 fn a_state_directory_of_another_user_is_refused() {
-    if !security_common::is_root() {
-        eprintln!("skipped: needs root to create a directory owned by another user");
-        return;
-    }
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::write(
         dir.path().join("plan.toml"),
@@ -295,9 +278,9 @@ fn a_state_directory_of_another_user_is_refused() {
     std::fs::create_dir(&state).expect("mkdir");
     std::os::unix::fs::chown(&state, Some(65534), Some(65534)).expect("chown");
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let r = kwin(dir.path(), &["apply", "plan.toml"]);
-    assert_ne!(r.code, 0, "{}", r.out);
-    assert!(r.out.contains("belongs to uid 65534"), "{}", r.out);
+    let r = kwin!(dir.path(), &["apply", "plan.toml"]);
+    assert_ne!(r.code, 0, "{}", r.out());
+    assert!(r.out().contains("belongs to uid 65534"), "{}", r.out());
     assert!(
         std::fs::read_dir(&state).expect("ls").next().is_none(),
         "kwin wrote into a directory of another user"
@@ -307,11 +290,12 @@ fn a_state_directory_of_another_user_is_refused() {
     std::fs::remove_dir(&state).expect("rmdir");
     let elsewhere = tempfile::tempdir().expect("tmp");
     std::os::unix::fs::symlink(elsewhere.path(), &state).expect("symlink");
-    let r = kwin(dir.path(), &["apply", "plan.toml"]);
-    assert_ne!(r.code, 0, "{}", r.out);
-    assert!(r.out.contains("symbolic link"), "{}", r.out);
+    let r = kwin!(dir.path(), &["apply", "plan.toml"]);
+    assert_ne!(r.code, 0, "{}", r.out());
+    assert!(r.out().contains("symbolic link"), "{}", r.out());
     assert!(std::fs::read_dir(elsewhere.path())
         .expect("ls")
         .next()
         .is_none());
+}
 }

@@ -12,9 +12,7 @@
 //!
 //! Lab 7 (`KWIN_LAB_ID=7`); needs root (lab hosts), like every lab test.
 
-mod common;
-
-use common::Kwin;
+use kwin_testkit::{kwin, kwin::Run, lab::Lab};
 use std::path::Path;
 use std::process::Command;
 
@@ -38,22 +36,15 @@ fn sh(cmd: &str) {
 }
 
 /// kwin with `$HOME` at `home` (its OpenSSH files) and no ssh-agent.
-fn kwin(dir: &Path, home: &Path, args: &[&str]) -> Kwin {
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+fn kwin(dir: &Path, home: &Path, args: &[&str]) -> Run {
+    kwin!(dir)
         .args(args)
-        .current_dir(dir)
         .env("HOME", home)
         .env_remove("SSH_AUTH_SOCK")
-        .output()
-        .expect("run kwin");
-    Kwin {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .run()
 }
 
-fn host_error(r: &Kwin, host: &str) -> String {
+fn host_error(r: &Run, host: &str) -> String {
     r.host(host)["error"]
         .as_str()
         .unwrap_or_default()
@@ -101,10 +92,10 @@ params = {{ path = "/etc/kwin-behind-jump", content = "{content}\n" }}
     )
 }
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_host_behind_a_jump_host() {
-    std::env::set_var("KWIN_LAB_ID", LAB_ID);
-    let Some(lab) = common::lab(2) else { return };
+    let lab = Lab::up(LAB_ID, 2);
     let ns = |h: &str| format!("kwin{LAB_ID}-{h}");
     // h1 <-> h2 directly; h1 routes h2's address there; h2 refuses the controller.
     sh(&format!(
@@ -126,7 +117,7 @@ fn a_host_behind_a_jump_host() {
     let empty_home = tempfile::tempdir().expect("tmp");
 
     // Direct: refused (so every success below went through h1).
-    let dir = common::plan_dir(&lab, &plan("", None, "direct"));
+    let dir = lab.plan_dir(&plan("", None, "direct"));
     let r = kwin(
         dir.path(),
         empty_home.path(),
@@ -137,7 +128,7 @@ fn a_host_behind_a_jump_host() {
     assert!(e.contains("connection refused"), "{e}");
 
     // Through the plan host h1 (its pinned key): converges, then changes nothing.
-    let dir = common::plan_dir(&lab, &plan("proxy_jump = \"h1\"", Some(""), "through h1"));
+    let dir = lab.plan_dir(&plan("proxy_jump = \"h1\"", Some(""), "through h1"));
     let r = kwin(
         dir.path(),
         empty_home.path(),
@@ -166,9 +157,7 @@ fn a_host_behind_a_jump_host() {
     assert_eq!(String::from_utf8_lossy(&seen.stdout), "through h1\n");
 
     // h1 pinned to another key: h2 is refused too, naming the jump host and both keys.
-    let dir = common::plan_dir(
-        &lab,
-        &plan(
+    let dir = lab.plan_dir(&plan(
             "proxy_jump = \"h1\"",
             Some(&format!("host_key = \"{h2_key}\"")),
             "never",
@@ -188,9 +177,7 @@ fn a_host_behind_a_jump_host() {
 
     // Through an address: h1's key is in no known_hosts, so it is refused with its
     // fingerprint; with --accept-new-host-keys it is recorded and h2 converges.
-    let dir = common::plan_dir(
-        &lab,
-        &plan(
+    let dir = lab.plan_dir(&plan(
             &format!("proxy_jump = \"root@{H1}:22\""),
             None,
             "by address",
@@ -236,9 +223,7 @@ fn a_host_behind_a_jump_host() {
         )
     };
     std::fs::write(ssh.join("config"), config("")).expect("config");
-    let dir = common::plan_dir(
-        &lab,
-        &plan("address = \"h2-private\"", None, "from ssh config"),
+    let dir = lab.plan_dir(&plan("address = \"h2-private\"", None, "from ssh config"),
     );
     let r = kwin(
         dir.path(),
@@ -258,4 +243,5 @@ fn a_host_behind_a_jump_host() {
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let e = host_error(&r, "h2");
     assert!(e.contains("one jump host"), "{e}");
+}
 }

@@ -5,14 +5,14 @@
 //!
 //! Lab 2 (`KWIN_LAB_ID=2`); needs root (lab hosts), like every lab test.
 
-mod common;
+use kwin_testkit::{kwin, lab::Lab};
 
 const LAB_ID: &str = "2";
 
+kwin_testkit::lab_test! {
 #[test]
 fn a_refused_login_is_named_with_the_hosts_words_and_the_log() {
-    std::env::set_var("KWIN_LAB_ID", LAB_ID);
-    let Some(lab) = common::lab(1) else { return };
+    let lab = Lab::up(LAB_ID, 1);
     // The lab's kwuser keeps its key; only its login shell changes.
     lab.ssh("h1", "usermod -s /usr/sbin/nologin kwuser");
 
@@ -32,8 +32,8 @@ module = "file"
 on = { os = "linux" }
 params = { path = "/etc/kwin-refused", content = "x\n" }
 "#;
-    let dir = common::plan_dir(&lab, plan);
-    let r = common::kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);
+    let dir = lab.plan_dir(plan);
+    let r = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let host = r.host("h1");
     let error = host["error"].as_str().unwrap_or_default().to_string();
@@ -57,4 +57,5 @@ params = { path = "/etc/kwin-refused", content = "x\n" }
     );
     assert!(log.exists(), "no host log at {}", log.display());
     eprintln!("error: {error}");
+}
 }

@@ -15,7 +15,6 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -55,7 +54,8 @@ const FAKE_HOME: &str = "tests/plans/home";
 
 /// Run `kwin validate --output json` on `plan`: the diagnostics and the exit code.
 fn validate(plan: &Path) -> (Vec<Line>, i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .args(["validate", "--output", "json"])
         .arg(plan)
         .current_dir(root())
@@ -235,7 +235,8 @@ fn good_plans_validate_clean() {
 #[test]
 fn human_output_has_file_line_col_and_hint() {
     let case = root().join("tests/plans/bad/unknown-keys.toml");
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .args(["validate"])
         .arg(&case)
         .output()
@@ -287,14 +288,81 @@ fn endless_plan_or_inventory_is_refused() {
     );
 }
 
-#[test]
-fn schema_is_valid_and_examples_conform() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+/// What `kwin schema` prints.
+fn printed_schema() -> serde_json::Value {
+    let out = kwin_testkit::kwin!(".")
+        .command()
         .arg("schema")
         .output()
         .expect("kwin runs");
     assert!(out.status.success());
-    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).expect("schema is JSON");
+    serde_json::from_slice(&out.stdout).expect("schema is JSON")
+}
+
+/// The schema tells a task's params apart by its module: `contents` is no parameter of
+/// `file`, and an editor says so.
+#[test]
+fn schema_rejects_unknown_file_params() {
+    let schema = printed_schema();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let task = |params: &str| -> serde_json::Value {
+        toml::from_str(&format!(
+            "[[tasks]]\nname = \"motd\"\nmodule = \"file\"\nparams = {params}\n"
+        ))
+        .expect("TOML")
+    };
+    assert!(!validator.is_valid(&task("{ contents = \"x\" }")));
+    assert!(!validator.is_valid(&task("{ path = \"/etc/motd\", contents = \"x\" }")));
+    assert!(!validator.is_valid(&task("{ path = 5 }")));
+    assert!(validator.is_valid(&task("{ path = \"/etc/motd\", content = \"x\" }")));
+    // A module's parameter is no other module's.
+    let sysctl: serde_json::Value = toml::from_str(
+        "[[tasks]]\nname = \"fwd\"\nmodule = \"sysctl\"\nparams = { path = \"/etc/motd\" }\n",
+    )
+    .expect("TOML");
+    assert!(!validator.is_valid(&sysctl));
+}
+
+/// One branch per module the registry has, each naming its module and describing it.
+#[test]
+fn schema_has_a_branch_per_module() {
+    let schema = printed_schema();
+    let branches = schema["$defs"]["UserTask"]["oneOf"]
+        .as_array()
+        .expect("UserTask is a oneOf");
+    let mut names: Vec<&str> = branches
+        .iter()
+        .map(|b| {
+            b["properties"]["module"]["const"]
+                .as_str()
+                .expect("module const")
+        })
+        .collect();
+    names.sort_unstable();
+    let mut want = kwin_engine::module::Registry::names(&kwin_modules::Builtin);
+    want.sort_unstable();
+    assert_eq!(names, want);
+    for b in branches {
+        let m = b["properties"]["module"]["const"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            b["properties"]["module"]["description"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty()),
+            "{m}: no description"
+        );
+        let r = b["properties"]["params"]["$ref"]
+            .as_str()
+            .unwrap_or_default();
+        let def = r.trim_start_matches("#/$defs/");
+        assert!(schema["$defs"][def]["properties"].is_object(), "{m}: {r}");
+    }
+}
+
+#[test]
+fn schema_is_valid_and_examples_conform() {
+    let schema = printed_schema();
     jsonschema::meta::validate(&schema).expect("schema is a valid JSON Schema");
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let mut plans = cases("examples");
@@ -476,7 +544,8 @@ params = { path = "/tmp/x", content = "{% for a in range(100000) %}{% for b in r
 "#,
     )
     .expect("plan");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let mut child = kwin_testkit::kwin!(".")
+        .command()
         .args(["validate"])
         .arg(&plan)
         .stdout(std::process::Stdio::piped())
@@ -535,7 +604,8 @@ fn plan_durations_and_cli_timeouts_share_one_grammar() {
 fn variables_from_the_environment() {
     let plan = root().join("tests/plans/bad/variable-missing.toml");
     let run = |value: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_kwin"))
+        let out = kwin_testkit::kwin!(".")
+            .command()
             .args(["validate", "--output", "json"])
             .arg(&plan)
             .env("KWIN_VAR_cp1_address", value)

@@ -12,12 +12,10 @@
 //! No pod ever runs here (no scheduler, no kubelet), so the network checks only show as
 //! skipped; their parsers are tested on real-format output in kwin-modules.
 //!
-//! Needs root and the cached API tier (`lab/apiserver/build.sh`); without them the tests say
-//! why and pass, unless `KWIN_REQUIRE_API_TIER=1`.
+//! The two end-to-end tests are lab tests (root, the cached API tier of
+//! `lab/apiserver/build.sh`): ignored by `cargo test`, failing when run without them.
 
-mod common;
-
-use common::{kwin, repo, Kwin};
+use kwin_testkit::{host::workspace, kwin, kwin::Run, lab::Lab};
 use serde_json::Value;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -33,82 +31,22 @@ const H1_GATEWAY: &str = "10.219.0.5";
 /// One lab 6 at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn required() -> bool {
-    std::env::var("KWIN_REQUIRE_API_TIER").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-fn cache_dir() -> PathBuf {
-    PathBuf::from(
-        std::env::var("KWIN_APISERVER_CACHE")
-            .unwrap_or_else(|_| "/var/cache/kwin-lab/apiserver".into()),
-    )
-}
-
-/// Why these tests cannot run here, if they cannot.
-fn missing() -> Option<String> {
-    if !common::is_root() {
-        return Some("not running as root".into());
-    }
-    for bin in ["kube-apiserver", "kubeadm"] {
-        let p = cache_dir().join("bin").join(bin);
-        if !p.exists() {
-            return Some(format!(
-                "{} is missing (lab/apiserver/build.sh)",
-                p.display()
-            ));
-        }
-    }
-    if Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_err()
-    {
-        return Some("kubectl is not installed".into());
-    }
-    None
-}
-
-#[allow(clippy::print_stderr)]
-fn can_run() -> bool {
-    match missing() {
-        None => true,
-        Some(why) => {
-            assert!(!required(), "KWIN_REQUIRE_API_TIER is set but: {why}");
-            eprintln!("skipping: {why}");
-            false
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------- lab 6
 
-struct Lab {
-    inventory: PathBuf,
-    ssh_config: PathBuf,
+/// Lab 6 (the kit's lab hosts).
+fn lab_up(n: usize) -> Lab {
+    Lab::up(LAB_ID, n)
 }
 
-impl Lab {
-    fn up(n: usize) -> Lab {
-        let out = Command::new("bash")
-            .arg(repo().join("lab/up.sh"))
-            .arg(n.to_string())
-            .env("KWIN_LAB_ID", LAB_ID)
-            .current_dir(repo())
-            .output()
-            .expect("lab/up.sh");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "lab/up.sh {n}:\n{text}");
-        let dir = repo().join("target/lab-6");
-        Lab {
-            inventory: dir.join("hosts.toml"),
-            ssh_config: dir.join("ssh_config"),
-        }
-    }
+/// Scripts on lab hosts, through the lab's ssh config.
+trait LabSh {
+    fn sh(&self, host: &str, script: &str) -> String;
+    fn sh_raw(&self, host: &str, script: &str) -> std::process::Output;
+    fn exists(&self, host: &str, path: &str) -> bool;
+    fn links(&self, host: &str) -> String;
+}
 
+impl LabSh for Lab {
     /// Run `script` on `host` (sh -s); stdout. Fails the test on a non-zero exit.
     fn sh(&self, host: &str, script: &str) -> String {
         let out = self.sh_raw(host, script);
@@ -156,52 +94,26 @@ impl Lab {
     }
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(repo().join("lab/down.sh"))
-            .env("KWIN_LAB_ID", LAB_ID)
-            .current_dir(repo())
-            .output();
-    }
-}
-
 // ------------------------------------------------------------------------------ API tier
 
+/// The kit's API tier, with a proxy that makes it reachable from h1.
 struct Tier {
+    _tier: kwin_testkit::api::Tier,
     state: PathBuf,
     kubeconfig: PathBuf,
     port: u16,
     proxy: Option<Child>,
-    _dir: tempfile::TempDir,
 }
 
 impl Tier {
     fn up() -> Tier {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let state = dir.path().join("tier");
-        let out = Command::new(repo().join("lab/apiserver/up.sh"))
-            .arg(&state)
-            .output()
-            .expect("lab/apiserver/up.sh");
-        assert!(
-            out.status.success(),
-            "lab/apiserver/up.sh:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env = std::fs::read_to_string(state.join("env")).expect("env file");
-        let port = env
-            .lines()
-            .find_map(|l| l.strip_prefix("APISERVER_PORT="))
-            .map(|p| p.trim_matches('\'').parse::<u16>().expect("port"))
-            .expect("APISERVER_PORT");
+        let tier = kwin_testkit::api::Tier::start();
         Tier {
-            kubeconfig: state.join("admin.conf"),
-            state,
-            port,
+            state: tier.state.clone(),
+            kubeconfig: tier.kubeconfig(),
+            port: tier.port(),
+            _tier: tier,
             proxy: None,
-            _dir: dir,
         }
     }
 
@@ -213,7 +125,7 @@ impl Tier {
             .map(|a| a.port())
             .expect("free port on the lab's address");
         let child = Command::new("bash")
-            .arg(repo().join("lab/delay-proxy/run.sh"))
+            .arg(workspace().join("lab/delay-proxy/run.sh"))
             .args([
                 "--delay-ms",
                 "0",
@@ -322,9 +234,6 @@ impl Drop for Tier {
             let _ = p.kill();
             let _ = p.wait();
         }
-        let _ = Command::new(repo().join("lab/apiserver/down.sh"))
-            .arg(&self.state)
-            .output();
     }
 }
 
@@ -368,7 +277,7 @@ fn plan(lab: &Lab, linux: &[&str], windows: &[&str]) -> tempfile::TempDir {
     dir
 }
 
-fn checks(k: &Kwin) -> Vec<Value> {
+fn checks(k: &Run) -> Vec<Value> {
     k.events()
         .into_iter()
         .filter(|e| e["event"] == "check")
@@ -392,13 +301,11 @@ fn install_admin_conf(lab: &Lab, kubeconfig: &str) {
 
 // ---------------------------------------------------------------------------------- verify
 
+kwin_testkit::lab_test! {
 #[test]
 fn verify_against_the_api_tier() {
-    if !can_run() {
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let lab = Lab::up(2);
+    let lab = lab_up(2);
     let mut tier = Tier::up();
     let conf = tier.expose_to_h1();
     install_admin_conf(&lab, &conf);
@@ -418,7 +325,7 @@ fn verify_against_the_api_tier() {
 
     // Pods never start here: the wait fails within its timeout, naming every pod.
     let t = Instant::now();
-    let k = kwin(
+    let k = kwin!(
         p,
         &[
             "verify",
@@ -529,7 +436,7 @@ fn verify_against_the_api_tier() {
         "--overwrite",
     ]);
     tier.set_ready("h2", true);
-    let k = kwin(
+    let k = kwin!(
         p,
         &[
             "verify",
@@ -577,7 +484,7 @@ fn verify_against_the_api_tier() {
 
     // A namespace left by an earlier run is removed first; here it never goes away (no
     // namespace controller), so verify gives up at its timeout and says why.
-    let k = kwin(
+    let k = kwin!(
         p,
         &[
             "verify",
@@ -596,7 +503,7 @@ fn verify_against_the_api_tier() {
     );
 
     // Ctrl-C while waiting for the pods: the namespace is still deleted, exit 130.
-    let child = Command::new(env!("CARGO_BIN_EXE_kwin"))
+    let child = kwin_testkit::kwin!(".").command()
         .args([
             "verify",
             "plan.toml",
@@ -626,7 +533,7 @@ fn verify_against_the_api_tier() {
         .expect("kill");
     assert!(killed.success());
     let out = child.wait_with_output().expect("verify output");
-    let k = Kwin {
+    let k = Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -648,9 +555,10 @@ fn verify_against_the_api_tier() {
         lab.inventory.display().to_string()
     );
     std::fs::write(p.join("bare.toml"), text).expect("write");
-    let k = kwin(p, &["verify", "bare.toml"]);
+    let k = kwin!(p, &["verify", "bare.toml"]);
     assert_eq!(k.code, 0, "{k}");
     assert!(k.stdout.contains("nothing to verify"), "{k}");
+}
 }
 
 // ----------------------------------------------------------------------------------- reset
@@ -676,13 +584,11 @@ const PATHS: &[&str] = &[
     "/run/calico",
 ];
 
+kwin_testkit::lab_test! {
 #[test]
 fn reset_on_lab_hosts() {
-    if !can_run() {
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let lab = Lab::up(3);
+    let lab = lab_up(3);
     let mut tier = Tier::up();
     let conf = tier.expose_to_h1();
     for h in ["h1", "h2", "h3"] {
@@ -699,7 +605,7 @@ fn reset_on_lab_hosts() {
         "h2",
         &format!(
             "cp {} /usr/local/bin/kubeadm && mkdir -p /var/lib/kubelet && touch /etc/kubernetes/kubelet.conf /var/lib/kubelet/config.yaml",
-            cache_dir().join("bin/kubeadm").display()
+            kwin_testkit::api::cache_dir().join("bin/kubeadm").display()
         ),
     );
     let dir = plan(&lab, &["h1", "h2"], &[]);
@@ -708,7 +614,7 @@ fn reset_on_lab_hosts() {
     // Verification is not part of the task graph: `--no-verify` changes no task, and a check
     // run never verifies.
     let tasks = |args: &[&str]| {
-        let k = kwin(p, args);
+        let k = kwin!(p, args);
         assert!(
             !k.events().iter().any(|e| e["event"] == "verify_summary"),
             "{k}"
@@ -731,7 +637,7 @@ fn reset_on_lab_hosts() {
     assert_eq!(with, without, "--no-verify changes the task graph");
 
     // No terminal and no --yes: refused, nothing touched.
-    let k = kwin(p, &["reset", "plan.toml"]);
+    let k = kwin!(p, &["reset", "plan.toml"]);
     assert_eq!(k.code, 1, "{k}");
     assert!(
         k.stderr.contains("without confirmation") && k.stderr.contains("--yes"),
@@ -751,7 +657,7 @@ fn reset_on_lab_hosts() {
     );
     assert!(lab.exists("h2", "/etc/kubernetes/kubelet.conf"));
 
-    let k = kwin(p, &["reset", "plan.toml", "--yes", "--output", "json"]);
+    let k = kwin!(p, &["reset", "plan.toml", "--yes", "--output", "json"]);
     assert_eq!(k.code, 0, "{k}");
     assert_eq!(k.task("h1", "drain-nodes")["status"], "changed", "{k}");
     assert_eq!(
@@ -799,7 +705,7 @@ fn reset_on_lab_hosts() {
     assert!(lab.links("h3").contains("cni0"));
 
     // A second reset changes nothing and says so.
-    let k = kwin(p, &["reset", "plan.toml", "--yes", "--output", "json"]);
+    let k = kwin!(p, &["reset", "plan.toml", "--yes", "--output", "json"]);
     assert_eq!(k.code, 0, "{k}");
     assert_eq!(k.summary()["changed"], 0, "{k}");
     assert_eq!(k.summary()["failed"], 0, "{k}");
@@ -818,9 +724,10 @@ fn reset_on_lab_hosts() {
         "{k}"
     );
 }
+}
 
 /// Run `kwin ARGS` on a terminal (`script` allocates a pty), typing `input`.
-fn on_terminal(dir: &Path, args: &str, input: &str) -> Kwin {
+fn on_terminal(dir: &Path, args: &str, input: &str) -> Run {
     use std::io::Write;
     let cmd = format!("{} {args}", env!("CARGO_BIN_EXE_kwin"));
     let mut child = Command::new("script")
@@ -838,7 +745,7 @@ fn on_terminal(dir: &Path, args: &str, input: &str) -> Kwin {
         .write_all(input.as_bytes())
         .expect("type");
     let out = child.wait_with_output().expect("script output");
-    Kwin {
+    Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -849,7 +756,7 @@ fn on_terminal(dir: &Path, args: &str, input: &str) -> Kwin {
 
 #[test]
 fn reset_graph_orders_workers_before_the_control_plane() {
-    let path = repo().join("examples/flannel.toml");
+    let path = workspace().join("examples/flannel.toml");
     let mut plan = kwin_engine::plan::load(&path).unwrap_or_else(|d| panic!("{d}"));
     plan.file.tasks.clear();
     let tasks = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RESET_RECIPES)
@@ -911,7 +818,7 @@ fn unreachable_plan() -> tempfile::TempDir {
 #[test]
 fn verify_says_when_the_control_plane_is_unreachable() {
     let dir = unreachable_plan();
-    let k = kwin(dir.path(), &["verify", "plan.toml", "--output", "json"]);
+    let k = kwin!(dir.path(), &["verify", "plan.toml", "--output", "json"]);
     assert_eq!(k.code, 1, "{k}");
     let rows = checks(&k);
     assert_eq!(rows.len(), 1, "{k}");
@@ -926,7 +833,7 @@ fn verify_says_when_the_control_plane_is_unreachable() {
     );
     assert_eq!(k.summary()["event"], "verify_summary");
     // Flags are checked before anything runs.
-    let k = kwin(
+    let k = kwin!(
         dir.path(),
         &["verify", "plan.toml", "--namespace", "Bad;ns"],
     );
@@ -937,7 +844,7 @@ fn verify_says_when_the_control_plane_is_unreachable() {
 #[test]
 fn reset_without_a_terminal_needs_yes() {
     let dir = unreachable_plan();
-    let k = kwin(dir.path(), &["reset", "plan.toml", "--output", "json"]);
+    let k = kwin!(dir.path(), &["reset", "plan.toml", "--output", "json"]);
     assert_eq!(k.code, 1, "{k}");
     assert_eq!(
         k.stderr.trim(),

@@ -1,7 +1,9 @@
 //! Modules: idempotent steps. The engine's contract with `kwin-modules`.
 //!
 //! A module instance is built from a task's rendered params by the build phase (`build.rs`),
-//! before any host is contacted, so bad params are diagnostics with a plan line. It names the
+//! before any host is contacted: the params are walked against the module's params schema
+//! first (every unknown key, wrong type or bad value at its plan line), then the module checks
+//! what a schema cannot say. `schema.rs` gives `kwin schema` a branch per module. It names the
 //! [`FactQuery`]s it needs; [`Module::plan`] is pure: desired state vs the facts →
 //! [`Plan::NoOp`] (with why) or [`Plan::Change`] (what, why, a diff, and the steps that carry
 //! it out). The engine executes the steps; a module never touches a host itself, so
@@ -11,6 +13,7 @@
 //! NoOp is reported as "did not converge" — a bug in the module.
 
 pub mod build;
+pub mod schema;
 
 use crate::fact::{FactError, FactQuery, Facts};
 use crate::secret::Secret;
@@ -291,6 +294,10 @@ pub struct ParamError {
     /// Dotted path under `params`, e.g. `content` or `rules.0.port`.
     pub path: Option<String>,
     pub message: String,
+    /// The params did not deserialize into the module's params type ([`parse_params`]).
+    /// After the build phase walked them against that type's schema without a finding, this
+    /// means schema and deserializer disagree: a bug in kwin.
+    pub shape: bool,
 }
 
 impl ParamError {
@@ -298,14 +305,28 @@ impl ParamError {
         ParamError {
             path: None,
             message: message.into(),
+            shape: false,
         }
     }
     pub fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
         ParamError {
             path: Some(path.into()),
             message: message.into(),
+            shape: false,
         }
     }
+}
+
+/// What a registry tells of one module (`kwin schema`, the build phase).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModuleInfo {
+    pub name: &'static str,
+    /// One line: what the module manages.
+    pub doc: &'static str,
+    /// The shells it is built for.
+    pub shells: Vec<Shell>,
+    /// The JSON Schema of its params, the same for every shell.
+    pub params: serde_json::Value,
 }
 
 /// Builds modules by name. Implemented by `kwin-modules`; the engine only sees this trait.
@@ -318,6 +339,11 @@ pub trait Registry: Send + Sync {
     fn params_schema(&self, _name: &str, _shell: Shell) -> Option<serde_json::Value> {
         None
     }
+    /// Every module the registry describes, with its params schema. Default: none (a test
+    /// registry that only builds).
+    fn modules(&self) -> Vec<ModuleInfo> {
+        Vec::new()
+    }
     /// Build the module `name` for a host speaking `shell` from its params (a JSON object).
     /// Unknown names and modules not available for that shell are errors.
     fn build(
@@ -328,11 +354,16 @@ pub trait Registry: Send + Sync {
     ) -> Result<Box<dyn Module>, ParamError>;
 }
 
-/// Deserialize module params, mapping serde errors to a [`ParamError`].
+/// Deserialize module params, mapping serde errors to a [`ParamError`] marked
+/// [`ParamError::shape`].
 pub fn parse_params<T: serde::de::DeserializeOwned>(
     params: &serde_json::Value,
 ) -> Result<T, ParamError> {
-    serde_json::from_value(params.clone()).map_err(|e| ParamError::new(e.to_string()))
+    serde_json::from_value(params.clone()).map_err(|e| ParamError {
+        path: None,
+        message: e.to_string(),
+        shape: true,
+    })
 }
 
 #[cfg(test)]

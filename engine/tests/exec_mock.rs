@@ -5,46 +5,26 @@
 //! fails the test. Host state lives in a temp dir per test.
 
 use kwin_engine::event::{Counts, Event, EventSink, Mode, TaskStatus};
-use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
+use kwin_engine::exec::{execute, Cancel, HostHandle, Run, RunOptions};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::graph::TaskGraph;
-use kwin_engine::module::build::{instantiate, Modules};
+use kwin_engine::module::build::Modules;
 use kwin_engine::module::{
     Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Registry, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::secret::Scrubber;
-use kwin_engine::task::{InputRef, Origin, Task, TaskId};
+use kwin_engine::task::{Origin, Task, TaskId};
 use kwin_engine::transport::mock::{Expect, MockTransport};
 use kwin_engine::transport::{Shell, Transport, TransportError};
+use kwin_testkit::exec::{file_content, file_fact, param, task, Outcome, TaskExt};
+use kwin_testkit::kwin::walk;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 // ----- test modules ------------------------------------------------------------------------
-
-fn file_fact(path: &str) -> FactQuery {
-    FactQuery {
-        key: format!("file:{path}"),
-        command: format!("cat {}", sh_quote(path)),
-        path: None,
-    }
-}
-
-/// Content of `path` per the facts, `None` when missing.
-fn file_content(facts: &Facts, path: &str) -> Result<Option<String>, ModuleError> {
-    let key = format!("file:{path}");
-    let out = facts
-        .raw(&key)
-        .ok_or(ModuleError::Fact(kwin_engine::fact::FactError::Missing(
-            key,
-        )))?;
-    if out.exit != 0 {
-        return Ok(None);
-    }
-    Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()))
-}
 
 /// A file with exact content. `reads_all`: declares no `reads` (the default, "anything").
 #[derive(Debug)]
@@ -303,13 +283,6 @@ impl Module for TPut {
 
 struct TestRegistry;
 
-fn param(p: &serde_json::Value, k: &str) -> String {
-    p.get(k)
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 impl Registry for TestRegistry {
     fn names(&self) -> Vec<&'static str> {
         vec![
@@ -355,79 +328,13 @@ impl Registry for TestRegistry {
 
 // ----- harness -----------------------------------------------------------------------------
 
-struct T {
-    task: Task,
-}
-
-fn task(host: &str, name: &str, module: &str, params: serde_json::Value) -> T {
-    T {
-        task: Task::new(TaskId::new(host, name), module, params)
-            .with_origin(Origin::User { index: 0 }),
-    }
-}
-
-impl T {
-    fn after(mut self, host: &str, name: &str) -> T {
-        self.task.after.push(TaskId::new(host, name));
-        self
-    }
-    fn input(mut self, name: &str, host: &str, task: &str, key: &str) -> T {
-        self.task.inputs.insert(
-            name.into(),
-            InputRef {
-                from: TaskId::new(host, task),
-                key: key.into(),
-            },
-        );
-        self
-    }
-}
-
-fn file(host: &str, name: &str, path: &Path, content: &str) -> T {
+fn file(host: &str, name: &str, path: &Path, content: &str) -> Task {
     task(
         host,
         name,
         "file",
         json!({"path": path.display().to_string(), "content": content}),
     )
-}
-
-struct Outcome {
-    summary: RunSummary,
-    events: Vec<Event>,
-}
-
-impl Outcome {
-    fn status(&self, host: &str, name: &str) -> (TaskStatus, String) {
-        self.events
-            .iter()
-            .find_map(|e| match e {
-                Event::TaskFinished {
-                    host: h,
-                    task,
-                    status,
-                    message,
-                    ..
-                } if h == host && task == name => {
-                    Some((*status, message.clone().unwrap_or_default()))
-                }
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no task_finished for {host}/{name}"))
-    }
-    fn host_error(&self, host: &str) -> Option<String> {
-        self.events.iter().find_map(|e| match e {
-            Event::HostFinished { host: h, error, .. } if h == host => error.clone(),
-            _ => None,
-        })
-    }
-    fn json(&self) -> String {
-        self.events
-            .iter()
-            .map(|e| serde_json::to_string(e).expect("json"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
 }
 
 fn opts(mode: Mode, state: &Path) -> RunOptions {
@@ -439,52 +346,25 @@ fn opts(mode: Mode, state: &Path) -> RunOptions {
     o
 }
 
-/// Every task's module, built for the shell of its host's transport (as `module::build`
-/// builds them for a plan, before the run).
 fn modules(graph: &TaskGraph, hosts: &[HostHandle]) -> Modules {
-    let shell_of = |t: &Task| {
-        hosts
-            .iter()
-            .find(|h| h.name == t.id.host)
-            .map_or(Shell::Posix, |h| h.transport.shell())
-    };
-    instantiate(graph, &shell_of, &TestRegistry).unwrap_or_else(|e| panic!("build: {e:?}"))
+    kwin_testkit::exec::modules(graph, hosts, &TestRegistry)
 }
 
 async fn run_with(
-    tasks: Vec<T>,
+    tasks: Vec<Task>,
     hosts: &[(&str, Arc<dyn Transport>)],
     o: RunOptions,
     scrubber: Scrubber,
 ) -> Outcome {
-    let graph = TaskGraph::build(tasks.into_iter().map(|t| t.task).collect()).expect("graph");
-    let (sink, mut rx) = EventSink::channel();
-    let (_canceller, cancel) = Cancel::pair();
-    let hosts: Vec<HostHandle> = hosts
-        .iter()
-        .map(|(n, t)| HostHandle {
-            name: n.to_string(),
-            transport: t.clone(),
-        })
-        .collect();
-    let summary = execute(Run {
-        modules: modules(&graph, &hosts),
-        graph: Arc::new(graph),
-        hosts,
-        options: o,
-        scrubber,
-        events: sink,
-        cancel,
-    })
-    .await;
-    let mut events = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        events.push(e);
-    }
-    Outcome { summary, events }
+    kwin_testkit::exec::run(tasks, hosts, o, scrubber, &TestRegistry).await
 }
 
-async fn run(tasks: Vec<T>, hosts: &[(&str, &MockTransport)], mode: Mode, state: &Path) -> Outcome {
+async fn run(
+    tasks: Vec<Task>,
+    hosts: &[(&str, &MockTransport)],
+    mode: Mode,
+    state: &Path,
+) -> Outcome {
     let hosts: Vec<(&str, Arc<dyn Transport>)> = hosts
         .iter()
         .map(|(n, m)| (*n, Arc::new((*m).clone()) as Arc<dyn Transport>))
@@ -627,14 +507,12 @@ async fn a_task_after_a_command_starts_in_a_later_script() {
             .contains(w("B"))
             .sh(),
     );
-    let producer = T {
-        task: Task::new(
-            TaskId::new("h1", "cmd"),
-            "producer",
-            serde_json::json!({ "path": p.display().to_string() }),
-        )
-        .with_origin(Origin::User { index: 0 }),
-    };
+    let producer = Task::new(
+        TaskId::new("h1", "cmd"),
+        "producer",
+        serde_json::json!({ "path": p.display().to_string() }),
+    )
+    .with_origin(Origin::User { index: 0 });
     let tasks = vec![
         producer,
         file("h1", "a", &a, "A"),
@@ -662,10 +540,8 @@ async fn a_killed_batch_still_verifies_the_tasks_that_ran() {
             .sh(),
     );
     h1.expect(Expect::run("re-probe").contains("@@kwin").sh());
-    let kill = T {
-        task: Task::new(TaskId::new("h1", "kill"), "kill", serde_json::json!({}))
-            .with_origin(Origin::User { index: 0 }),
-    };
+    let kill = Task::new(TaskId::new("h1", "kill"), "kill", serde_json::json!({}))
+        .with_origin(Origin::User { index: 0 });
     let tasks = vec![file("h1", "a", &a, "A"), kill];
     let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
     h1.finish().expect("h1");
@@ -687,14 +563,12 @@ async fn a_task_is_verified_before_a_later_change_touches_its_facts() {
             .contains("echo touching")
             .sh(),
     );
-    let touch = T {
-        task: Task::new(
-            TaskId::new("h1", "touch"),
-            "touch",
-            serde_json::json!({ "path": a.display().to_string() }),
-        )
-        .with_origin(Origin::User { index: 0 }),
-    };
+    let touch = Task::new(
+        TaskId::new("h1", "touch"),
+        "touch",
+        serde_json::json!({ "path": a.display().to_string() }),
+    )
+    .with_origin(Origin::User { index: 0 });
     let tasks = vec![file("h1", "a1", &a, "A1"), touch];
     let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
     h1.finish().expect("h1");
@@ -894,21 +768,6 @@ async fn inputs_across_hosts_read_the_producer_output_once() {
         assert_eq!(m.runs(), 1);
     }
     assert_eq!(summary(&o), (3, 0, 0, 0));
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 #[tokio::test]
@@ -1318,7 +1177,7 @@ async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
         file("h2", "x", &d.path().join("x"), "x"),
         file("h2", "y", &d.path().join("y"), "y").after("h1", "b"),
     ];
-    let graph = TaskGraph::build(tasks.into_iter().map(|t| t.task).collect()).expect("graph");
+    let graph = TaskGraph::build(tasks).expect("graph");
     let (sink, mut rx) = EventSink::channel();
     let (canceller, cancel) = Cancel::pair();
     let hosts = vec![

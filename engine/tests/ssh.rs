@@ -6,356 +6,34 @@
 //! password, no sudo) exist, and nothing on the machine itself changes. Host and client keys
 //! are made with `ssh-keygen`, which also computes the fingerprints the tests expect.
 //!
-//! Needs root, `/usr/sbin/sshd` and `unshare`; without root or sshd every test prints why it
-//! is skipped and passes.
+//! The server is the test kit's ([`kwin_testkit::sshd`]). Lab tests (root, `/usr/sbin/sshd`,
+//! `unshare`): ignored by `cargo test`, failing when run without them.
 
 // Tests report skips and measured timings on the console.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use kwin_engine::plan::{SecretSource, SshSpec};
-use kwin_engine::transport::ssh::{SshOptions, SshTransport};
+use kwin_engine::transport::ssh::SshTransport;
 use kwin_engine::transport::{Shell, Transport, TransportError};
+use kwin_testkit::sshd::{
+    fingerprint, free_port, mkdir, sh, write, Sshd as Lab, PASSPHRASE, PASSWORD,
+};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const PASSPHRASE: &str = "kwin-test-passphrase";
-const PASSWORD: &str = "kwin-test-password-9";
 const T: Duration = Duration::from_secs(20);
-
-fn sh(cmd: &str) -> String {
-    let out = Command::new("sh")
-        .args(["-c", cmd])
-        .output()
-        .unwrap_or_else(|e| panic!("sh -c {cmd}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn write(path: &Path, text: &str, mode: u32) {
-    std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-}
-
-fn mkdir(path: &Path, mode: u32) {
-    std::fs::create_dir_all(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-}
-
-fn keygen(path: &Path, passphrase: &str) {
-    let _ = std::fs::remove_file(path);
-    let _ = std::fs::remove_file(path.with_extension("pub"));
-    let out = Command::new("ssh-keygen")
-        .args([
-            "-q",
-            "-t",
-            "ed25519",
-            "-C",
-            "kwin-test",
-            "-N",
-            passphrase,
-            "-f",
-        ])
-        .arg(path)
-        .output()
-        .unwrap_or_else(|e| panic!("ssh-keygen: {e}"));
-    assert!(out.status.success(), "ssh-keygen failed");
-}
-
-/// `SHA256:...` of a public key file, as OpenSSH computes it.
-fn fingerprint(pub_file: &Path) -> String {
-    let out = sh(&format!("ssh-keygen -lf {}", pub_file.display()));
-    out.split_whitespace()
-        .nth(1)
-        .unwrap_or_else(|| panic!("ssh-keygen -lf: {out}"))
-        .to_string()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("bind: {e}"))
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
-/// Every descendant of `pid` (children first found, deepest last).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent_of = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|s| s.parse::<u32>().ok());
-        if let Some(pp) = ppid {
-            parent_of.push((p, pp));
-        }
-    }
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for (child, _) in parent_of.iter().filter(|(_, pp)| *pp == p) {
-            out.push(*child);
-            frontier.push(*child);
-        }
-    }
-    out
-}
-
-/// One sshd with its keys, users and files.
-struct Lab {
-    dir: tempfile::TempDir,
-    port: u16,
-    child: Option<Child>,
-    host_fp: String,
-}
-
-impl Lab {
-    fn start() -> Option<Lab> {
-        Lab::start_with("")
-    }
-
-    /// With extra `sshd_config` lines.
-    fn start_with(extra_config: &str) -> Option<Lab> {
-        if !is_root() {
-            println!("skipping: the ssh tests need root (sshd in a mount namespace)");
-            return None;
-        }
-        if !Path::new("/usr/sbin/sshd").exists() {
-            println!("skipping: /usr/sbin/sshd is missing (apt-get install openssh-server)");
-            return None;
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("kwin-ssh-test-")
-            .tempdir()
-            .unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let d = dir.path().to_path_buf();
-        mkdir(&d, 0o755);
-        keygen(&d.join("host_ed25519"), "");
-        keygen(&d.join("id_ed25519"), "");
-        keygen(&d.join("id_pass"), PASSPHRASE);
-        keygen(&d.join("id_wrong"), "");
-        let authorized = format!(
-            "{}{}",
-            std::fs::read_to_string(d.join("id_ed25519.pub")).unwrap_or_default(),
-            std::fs::read_to_string(d.join("id_pass.pub")).unwrap_or_default()
-        );
-        mkdir(&d.join("auth"), 0o755);
-        for u in ["root", "kwuser", "kwnopw"] {
-            write(&d.join("auth").join(u), &authorized, 0o644);
-        }
-
-        // Users that exist only inside the sshd's mount namespace.
-        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-        let used: Vec<u32> = passwd
-            .lines()
-            .filter_map(|l| l.split(':').nth(2)?.parse().ok())
-            .collect();
-        let uid = (4200u32..60000)
-            .find(|u| !used.contains(u) && !used.contains(&(u + 1)))
-            .unwrap_or(4200);
-        let hash = sh(&format!("openssl passwd -6 {PASSWORD}"));
-        let etc = d.join("etc");
-        mkdir(&etc, 0o755);
-        let home = |u: &str| d.join("home").join(u);
-        write(
-            &etc.join("passwd"),
-            &format!(
-                "{passwd}kwuser:x:{uid}:{uid}::{}:/bin/sh\nkwnopw:x:{u2}:{u2}::{}:/bin/sh\n",
-                home("kwuser").display(),
-                home("kwnopw").display(),
-                u2 = uid + 1
-            ),
-            0o644,
-        );
-        let shadow = std::fs::read_to_string("/etc/shadow").unwrap_or_default();
-        write(
-            &etc.join("shadow"),
-            &format!(
-                "{shadow}kwuser:*:19000:0:99999:7:::\nkwnopw:{}:19000:0:99999:7:::\n",
-                hash.trim()
-            ),
-            0o640,
-        );
-        let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-        write(
-            &etc.join("group"),
-            &format!("{group}kwuser:x:{uid}:\nkwnopw:x:{u2}:\n", u2 = uid + 1),
-            0o644,
-        );
-        mkdir(&d.join("sudoers.d"), 0o755);
-        write(
-            &d.join("sudoers.d/kwin-test"),
-            "kwuser ALL=(ALL:ALL) NOPASSWD: ALL\n",
-            0o440,
-        );
-        for (u, id) in [("kwuser", uid), ("kwnopw", uid + 1)] {
-            mkdir(&home(u), 0o755);
-            std::os::unix::fs::chown(home(u), Some(id), Some(id))
-                .unwrap_or_else(|e| panic!("chown: {e}"));
-        }
-        mkdir(&d.join("roothome"), 0o700);
-        mkdir(&d.join("rootonly"), 0o700);
-        mkdir(&d.join("shared"), 0o777);
-
-        let port = free_port();
-        write(
-            &d.join("sshd_config"),
-            &format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_ed25519\n\
-                 PidFile none\nAuthorizedKeysFile {d}/auth/%u\nUsePAM no\nStrictModes no\n\
-                 UseDNS no\nPermitRootLogin prohibit-password\nPasswordAuthentication yes\n\
-                 KbdInteractiveAuthentication no\nMaxStartups 200:30:400\nMaxSessions 100\n\
-                 MaxAuthTries 10\nSubsystem sftp /usr/lib/openssh/sftp-server\n{extra_config}\n",
-                d = d.display()
-            ),
-            0o644,
-        );
-        let host_fp = fingerprint(&d.join("host_ed25519.pub"));
-        let mut lab = Lab {
-            dir,
-            port,
-            child: None,
-            host_fp,
-        };
-        lab.spawn_sshd();
-        Some(lab)
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn spawn_sshd(&mut self) {
-        let d = self.dir.path().display().to_string();
-        let script = format!(
-            "mkdir -p /run/sshd && mount --bind {d}/etc/passwd /etc/passwd && \
-             mount --bind {d}/etc/shadow /etc/shadow && \
-             mount --bind {d}/etc/group /etc/group && \
-             mount --bind {d}/sudoers.d /etc/sudoers.d && \
-             mount --bind {d}/roothome /root && \
-             exec /usr/sbin/sshd -D -e -f {d}/sshd_config"
-        );
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.path("sshd.log"))
-            .unwrap_or_else(|e| panic!("sshd.log: {e}"));
-        let child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("unshare: {e}"));
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(status)) = c.try_wait() {
-                    panic!(
-                        "sshd exited ({status}): {}",
-                        std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
-                    );
-                }
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("sshd did not listen on port {}", self.port);
-    }
-
-    /// Kill the listening sshd and every session process under it.
-    fn kill_sshd(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            for pid in descendants(c.id()) {
-                let _ = Command::new("kill")
-                    .args(["-9", &pid.to_string()])
-                    .stderr(Stdio::null())
-                    .status();
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// A new host key, and sshd restarted with it.
-    fn rekey(&mut self) {
-        self.kill_sshd();
-        keygen(&self.path("host_ed25519"), "");
-        self.host_fp = fingerprint(&self.path("host_ed25519.pub"));
-        self.spawn_sshd();
-    }
-
-    fn spec(&self, user: &str) -> SshSpec {
-        SshSpec {
-            address: "127.0.0.1".into(),
-            port: self.port,
-            user: user.into(),
-            private_key: Some(self.path("id_ed25519")),
-            passphrase: None,
-            password: None,
-            host_key: Some(self.host_fp.clone()),
-            become_root: user != "root",
-            shell: Shell::Posix,
-            connect_timeout_secs: 5,
-            proxy_jump: None,
-        }
-    }
-
-    fn opts(&self) -> SshOptions {
-        let mut o = SshOptions::new(self.path(".kwin/known_hosts"));
-        o.user_ssh_dir = None;
-        o.ssh_agent = None;
-        o
-    }
-
-    fn transport(&self, user: &str) -> SshTransport {
-        SshTransport::new("h1", &self.spec(user), self.opts())
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        self.kill_sshd();
-    }
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_returns_stdout_stderr_and_exit_code() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let t = lab.transport("root");
     t.connect().await.unwrap_or_else(|e| panic!("connect: {e}"));
     let out = t
@@ -384,10 +62,12 @@ async fn run_returns_stdout_stderr_and_exit_code() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(text(&out.stdout), "again\n");
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_megabyte_script_goes_over_stdin() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let t = lab.transport("root");
     let payload: String = (0..16_000)
         .map(|i| format!("line {i:06} {}\n", "x".repeat(50)))
@@ -419,10 +99,12 @@ async fn one_megabyte_script_goes_over_stdin() {
     let out = t.run(&script, T).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.exit, 7);
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_and_get_round_trip_atomically() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let t = lab.transport("root");
     let dir = lab.path("shared");
     let small = dir.join("small.conf");
@@ -523,10 +205,12 @@ async fn put_and_get_round_trip_atomically() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(text(&out.stdout), "fine\n");
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn become_runs_and_writes_as_root_through_sudo() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let t = lab.transport("kwuser");
     let out = t
         .run("id -u; id -un; echo \"$SUDO_USER\"", T)
@@ -600,10 +284,12 @@ async fn become_runs_and_writes_as_root_through_sudo() {
         other => panic!("expected an auth error, got {other:?}"),
     }
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_host_key_is_checked() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     lab.transport("root")
         .connect()
         .await
@@ -627,10 +313,12 @@ async fn pinned_host_key_is_checked() {
         other => panic!("expected a host key mismatch, got {other:?}"),
     }
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_host_refused_then_recorded_then_verified() {
-    let Some(mut lab) = Lab::start() else { return };
+    let mut lab = Lab::start();
     let mut spec = lab.spec("root");
     spec.host_key = None;
 
@@ -684,10 +372,12 @@ async fn unknown_host_refused_then_recorded_then_verified() {
         }
     }
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_known_hosts_with_hashed_entries_and_ssh_config_alias() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     // ~/.ssh of a pretend user: a hashed known_hosts entry (hashed by ssh-keygen -H) and a
     // config alias that supplies the address, port and key.
     let ssh_dir = lab.path("userhome/.ssh");
@@ -742,10 +432,12 @@ async fn user_known_hosts_with_hashed_entries_and_ssh_config_alias() {
     assert_eq!(text(&out.stdout), "via-alias\n");
     assert_eq!(t.recorded_new_key(), None);
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passphrase_key_password_and_wrong_credentials() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let var = format!("KWIN_TEST_PASSPHRASE_{}", lab.port);
     std::env::set_var(&var, PASSPHRASE);
 
@@ -816,10 +508,12 @@ async fn passphrase_key_password_and_wrong_credentials() {
         other => panic!("expected an auth error, got {other:?}"),
     }
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_connection_is_a_retryable_connect_error() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let mut spec = lab.spec("root");
     spec.port = free_port();
     let t0 = Instant::now();
@@ -832,10 +526,12 @@ async fn refused_connection_is_a_retryable_connect_error() {
     }
     assert!(t0.elapsed() < Duration::from_secs(2));
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_retires_the_session_and_the_next_run_reconnects() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let t = lab.transport("root");
     let out = t
         .run("echo $PPID", T)
@@ -863,10 +559,12 @@ async fn timeout_retires_the_session_and_the_next_run_reconnects() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_ne!(text(&out.stdout), first_session, "expected a new session");
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_sshd_is_connection_lost_and_reconnect_works() {
-    let Some(mut lab) = Lab::start() else { return };
+    let mut lab = Lab::start();
     let t = Arc::new(lab.transport("root"));
     t.connect().await.unwrap_or_else(|e| panic!("{e}"));
     let running = {
@@ -874,7 +572,7 @@ async fn killed_sshd_is_connection_lost_and_reconnect_works() {
         tokio::spawn(async move { t.run("sleep 10; echo late", T).await })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    lab.kill_sshd();
+    lab.stop();
     match running.await.unwrap_or_else(|e| panic!("join: {e}")) {
         Err(e @ TransportError::ConnectionLost(_)) => assert!(e.is_retryable()),
         other => panic!("expected connection lost, got {other:?}"),
@@ -884,7 +582,7 @@ async fn killed_sshd_is_connection_lost_and_reconnect_works() {
         Err(e @ TransportError::Connect { .. }) => assert!(e.is_retryable()),
         other => panic!("expected a connect error, got {other:?}"),
     }
-    lab.spawn_sshd();
+    lab.spawn();
     t.connect()
         .await
         .unwrap_or_else(|e| panic!("reconnect: {e}"));
@@ -895,8 +593,8 @@ async fn killed_sshd_is_connection_lost_and_reconnect_works() {
     assert_eq!(text(&out.stdout), "back\n");
 
     // Killed while idle: the next use reports the loss (retryable), the retry works.
-    lab.kill_sshd();
-    lab.spawn_sshd();
+    lab.stop();
+    lab.spawn();
     let first = t.run("echo one", T).await;
     if let Err(e) = &first {
         assert!(e.is_retryable(), "{e}");
@@ -905,10 +603,12 @@ async fn killed_sshd_is_connection_lost_and_reconnect_works() {
     let out = t.run("echo two", T).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(text(&out.stdout), "two\n");
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_runs_across_transports() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let transports: Vec<Arc<SshTransport>> =
         (0..10).map(|_| Arc::new(lab.transport("root"))).collect();
     let t0 = Instant::now();
@@ -937,10 +637,12 @@ async fn concurrent_runs_across_transports() {
     assert!(took < Duration::from_secs(6), "{took:?}");
     println!("20 runs of `sleep 1` over 10 transports: {took:?}");
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measure_connect_and_round_trip_times() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let n = 10;
     let t0 = Instant::now();
     for _ in 0..n {
@@ -973,10 +675,12 @@ async fn measure_connect_and_round_trip_times() {
     assert!(connect < Duration::from_secs(2), "{connect:?}");
     assert!(run < Duration::from_millis(500), "{run:?}");
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ssh_agent_is_used_when_the_plan_names_no_key() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     let sock = lab.path("agent.sock");
     let mut agent = Command::new("ssh-agent")
         .args(["-D", "-a"])
@@ -1017,10 +721,12 @@ async fn ssh_agent_is_used_when_the_plan_names_no_key() {
         }
     }
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_hosts_connect_in_parallel() {
-    let Some(lab) = Lab::start() else { return };
+    let lab = Lab::start();
     // Serial baseline.
     let t0 = Instant::now();
     for _ in 0..3 {
@@ -1050,12 +756,12 @@ async fn fifty_hosts_connect_in_parallel() {
     // implementation would take 50 × `one`.
     assert!(all < one * 40, "50 connects took {all:?} (one: {one:?})");
 }
+}
 
+kwin_testkit::lab_test! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_session_with_keepalives_stays_usable() {
-    let Some(lab) = Lab::start_with("LogLevel DEBUG1") else {
-        return;
-    };
+    let lab = Lab::start_with("LogLevel DEBUG1");
     let mut opts = lab.opts();
     opts.keepalive_secs = 1;
     let t = SshTransport::new("h1", &lab.spec("root"), opts);
@@ -1076,4 +782,5 @@ async fn idle_session_with_keepalives_stays_usable() {
         log.contains("keepalive@libssh2.org"),
         "no keepalive in the sshd log"
     );
+}
 }

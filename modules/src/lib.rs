@@ -5,12 +5,15 @@
 //! and `kube` (Kubernetes steps, run from a control-plane host). A module name may exist for
 //! both shells (e.g. `file`); [`Builtin`] picks the implementation for the host's shell.
 
-use kwin_engine::module::{Module, ParamError, Registry};
+use kwin_engine::module::{Module, ModuleInfo, ParamError, Registry};
 use kwin_engine::transport::Shell;
 
 pub mod kube;
 pub mod linux;
+pub mod paths;
 pub mod recipes;
+pub mod shared;
+pub mod table;
 pub mod windows;
 
 /// The name of the temporary file a step writes before moving it over `path`, in the same
@@ -27,30 +30,54 @@ pub fn temp_name(nonce: &str, path: &str) -> String {
     format!(".kwin-{}", &hex::encode(h.finalize())[..32])
 }
 
-/// The registry of every built-in module.
+/// One sample of every fact any module can read, one per fact kind (the first module's),
+/// for the parser garbage tests and the fuzz target.
+pub fn fact_samples() -> Vec<table::FactSample> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (_, r) in table::all() {
+        for s in (r.facts)() {
+            if seen.insert(s.kind.clone()) {
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+/// The registry of every built-in module: the family tables of [`table`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Builtin;
 
 impl Registry for Builtin {
     fn names(&self) -> Vec<&'static str> {
-        let mut v: Vec<&'static str> = linux::NAMES
-            .iter()
-            .chain(windows::NAMES)
-            .chain(kube::NAMES)
-            .copied()
-            .collect();
+        let mut v: Vec<&'static str> = table::all().map(|(_, r)| r.name).collect();
         v.sort_unstable();
         v.dedup();
         v
     }
 
     fn params_schema(&self, name: &str, shell: Shell) -> Option<serde_json::Value> {
-        let schema = match shell {
-            Shell::Posix => linux::params_schema(name),
-            Shell::PowerShell => windows::params_schema(name),
+        table::find(name, shell).map(|r| (r.params)().to_value())
+    }
+
+    /// One entry per module name: its rows' shells together (a module of both shells has
+    /// one params type, `tests/table.rs`), the first row's doc and schema.
+    fn modules(&self) -> Vec<ModuleInfo> {
+        let mut out: Vec<ModuleInfo> = Vec::new();
+        for (_, r) in table::all() {
+            match out.iter_mut().find(|m| m.name == r.name) {
+                Some(m) => m.shells.extend(r.shells.iter().copied()),
+                None => out.push(ModuleInfo {
+                    name: r.name,
+                    doc: r.doc,
+                    shells: r.shells.to_vec(),
+                    params: (r.params)().to_value(),
+                }),
+            }
         }
-        .or_else(|| kube::params_schema(name, shell))?;
-        Some(schema.to_value())
+        out.sort_by_key(|m| m.name);
+        out
     }
 
     fn build(
@@ -59,28 +86,22 @@ impl Registry for Builtin {
         shell: Shell,
         params: &serde_json::Value,
     ) -> Result<Box<dyn Module>, ParamError> {
-        let built = match shell {
-            Shell::Posix => linux::build(name, params).or_else(|| kube::build(name, shell, params)),
-            Shell::PowerShell => {
-                windows::build(name, params).or_else(|| kube::build(name, shell, params))
-            }
-        };
-        match built {
-            Some(r) => r,
-            None if self.names().contains(&name) => Err(ParamError::new(format!(
+        if let Some(r) = table::find(name, shell) {
+            return (r.build)(params, shell);
+        }
+        let names = self.names();
+        if names.contains(&name) {
+            return Err(ParamError::new(format!(
                 "module `{name}` is not available on {} hosts",
                 match shell {
                     Shell::Posix => "Linux",
                     Shell::PowerShell => "Windows",
                 }
-            ))),
-            None => {
-                let names = self.names();
-                let hint = kwin_engine::diag::did_you_mean(name, names.iter().copied())
-                    .map(|s| format!("; did you mean `{s}`?"))
-                    .unwrap_or_default();
-                Err(ParamError::new(format!("unknown module `{name}`{hint}")))
-            }
+            )));
         }
+        let hint = kwin_engine::diag::did_you_mean(name, names.iter().copied())
+            .map(|s| format!("; did you mean `{s}`?"))
+            .unwrap_or_default();
+        Err(ParamError::new(format!("unknown module `{name}`{hint}")))
     }
 }

@@ -1,17 +1,19 @@
-//! Real-shell convergence: each module runs against this machine through `LocalTransport`
-//! (dash as /bin/sh), under a temporary directory: probe (one batched script) → plan → run
-//! the steps → probe again → the plan must be a no-op; a second run is a no-op at once.
-//! Paths and contents are hostile on purpose (spaces, quotes, `$()`, backticks, `;`,
-//! newlines, unicode) and must arrive literally.
+//! Real-shell convergence: each module runs against this machine (`LocalTransport`, dash as
+//! /bin/sh, under a temporary directory) or another shell (busybox, a network namespace)
+//! through the real executor (`kwin_testkit::converge`: probe, plan, the batch with its
+//! convergence re-read, re-plan); a second run is a no-op in one round trip. Paths and
+//! contents are hostile on purpose (spaces, quotes, `$()`, backticks, `;`, newlines, unicode)
+//! and must arrive literally.
 
-use kwin_engine::fact::{batch_script, new_nonce, parse_batch, Facts};
-use kwin_engine::module::{Ctx, Inputs, Module, Plan, Registry, Step};
+use kwin_engine::module::Registry;
 use kwin_engine::transport::local::LocalTransport;
 use kwin_engine::transport::{Output, Shell, Transport};
 use kwin_modules::Builtin;
+use kwin_testkit::converge::{self as kit, Before, Outcome, Sh};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -19,78 +21,35 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// A file name no shell should ever misread.
 const HOSTILE: &str = "it's a \"test\" $(touch pwned) `touch pwned2`; x\nnewline ✓ 한";
 
-fn local() -> LocalTransport {
-    LocalTransport { become_root: false }
+fn local() -> Arc<dyn Transport> {
+    Arc::new(LocalTransport { become_root: false })
 }
 
-fn build(name: &str, params: Value) -> Box<dyn Module> {
-    match Builtin.build(name, Shell::Posix, &params) {
-        Ok(m) => m,
-        Err(e) => panic!("building {name}: {e} at {:?}", e.path),
+/// A task: a module and its params (checked to build).
+struct Task {
+    module: &'static str,
+    params: Value,
+}
+
+fn build(module: &'static str, params: Value) -> Task {
+    if let Err(e) = Builtin.build(module, Shell::Posix, &params) {
+        panic!("building {module}: {e} at {:?}", e.path);
     }
+    Task { module, params }
 }
 
-async fn probe(t: &dyn Transport, m: &dyn Module) -> Facts {
-    let qs = m.facts(Shell::Posix);
-    let nonce = new_nonce();
-    let out = t
-        .run(&batch_script(Shell::Posix, &qs, &nonce), TIMEOUT)
-        .await
-        .expect("probe runs");
-    parse_batch(&qs, &out, &nonce).expect("probe output parses")
+/// Converge the task (see `kwin_testkit::converge`); the first run.
+async fn converge(t: &Arc<dyn Transport>, m: &Task) -> Outcome {
+    kit::converge(t.clone(), m.module, m.params.clone()).await
 }
 
-async fn plan(t: &dyn Transport, m: &dyn Module) -> Plan {
-    let facts = probe(t, m).await;
-    let inputs = Inputs::new();
-    let nonce = kwin_engine::module::new_plan_nonce();
-    let ctx = Ctx {
-        shell: Shell::Posix,
-        host: "local",
-        inputs: &inputs,
-        nonce: &nonce,
-    };
-    match m.plan(&facts, &ctx) {
-        Ok(p) => p,
-        Err(e) => panic!("plan of {m:?} failed: {e}"),
-    }
+/// Run the task once, expecting it to fail; the failure message.
+async fn apply_fails(t: &Arc<dyn Transport>, m: &Task) -> String {
+    kit::apply_fails(t.clone(), m.module, m.params.clone()).await
 }
 
-/// Run steps as the executor does: consecutive `Run` scripts in one shell, each in its own
-/// subshell, the batch failing at the first failure.
-async fn run_steps(t: &dyn Transport, steps: &[Step]) -> Result<(), Output> {
-    let mut batch = String::new();
-    let flush = |batch: &mut String| {
-        let s = std::mem::take(batch);
-        async move {
-            if s.is_empty() {
-                return Ok(());
-            }
-            let out = t.run(&s, TIMEOUT).await.expect("transport runs");
-            if out.success() {
-                Ok(())
-            } else {
-                Err(out)
-            }
-        }
-    };
-    for s in steps {
-        match s {
-            Step::Run(script) => {
-                batch.push_str(&format!("(\n{script}\n) || exit $?\n"));
-            }
-            Step::Put {
-                path,
-                content,
-                mode,
-            } => {
-                flush(&mut batch).await?;
-                t.put(path, content, *mode).await.expect("put");
-            }
-            Step::Reboot(_) => panic!("no reboots here"),
-        }
-    }
-    flush(&mut batch).await
+fn changed(o: &Outcome) -> bool {
+    o.changed()
 }
 
 fn fail_text(out: &Output) -> String {
@@ -100,44 +59,6 @@ fn fail_text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// Plan, apply, re-probe: returns the first plan. Panics unless the module converges and a
-/// second run is a no-op.
-async fn converge(t: &dyn Transport, m: &dyn Module) -> Plan {
-    let first = plan(t, m).await;
-    if let Plan::Change(c) = &first {
-        if let Err(out) = run_steps(t, &c.steps).await {
-            panic!(
-                "steps of {m:?} failed: {}\nsteps: {:?}",
-                fail_text(&out),
-                c.steps
-            );
-        }
-        let again = plan(t, m).await;
-        assert!(again.is_noop(), "{m:?} did not converge: {again:?}");
-    }
-    let second = plan(t, m).await;
-    assert!(
-        second.is_noop(),
-        "second run of {m:?} is not a no-op: {second:?}"
-    );
-    first
-}
-
-/// Plan and apply, expecting the steps to fail; returns their stderr.
-async fn apply_fails(t: &dyn Transport, m: &dyn Module) -> String {
-    match plan(t, m).await {
-        Plan::Change(c) => match run_steps(t, &c.steps).await {
-            Err(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-            Ok(()) => panic!("steps of {m:?} succeeded"),
-        },
-        p => panic!("expected a change, got {p:?}"),
-    }
-}
-
-fn changed(p: &Plan) -> bool {
-    !p.is_noop()
 }
 
 fn mode_of(p: &Path) -> u32 {
@@ -167,14 +88,14 @@ async fn file_create_update_attrs_remove() {
         "file",
         json!({ "path": s(&path), "content": content, "mode": "0640" }),
     );
-    let p = converge(&t, m.as_ref()).await;
+    let p = converge(&t, &m).await;
     assert!(changed(&p));
     assert_eq!(std::fs::read_to_string(&path).expect("read"), content);
     assert_eq!(mode_of(&path), 0o640);
 
     // Content changes, mode kept from the file when the plan does not set it.
     let m = build("file", json!({ "path": s(&path), "content": "v2\n" }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(std::fs::read(&path).expect("read"), b"v2\n");
     assert_eq!(mode_of(&path), 0o640);
 
@@ -183,10 +104,9 @@ async fn file_create_update_attrs_remove() {
         "file",
         json!({ "path": s(&path), "content": "v2\n", "mode": 600 }),
     );
-    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-        panic!("mode change expected")
-    };
-    assert_eq!(c.reason, "mode differs");
+    let c = converge(&t, &m).await;
+    assert!(c.changed(), "mode change expected");
+    assert_eq!(c.reason(), "mode differs");
     assert_eq!(mode_of(&path), 0o600);
 
     // Owner given by name and by id, both match the current user: no-op.
@@ -199,10 +119,10 @@ async fn file_create_update_attrs_remove() {
         "file",
         json!({ "path": s(&path), "content": "v2\n", "owner": uid }),
     );
-    assert!(!changed(&converge(&t, m.as_ref()).await));
+    assert!(!changed(&converge(&t, &m).await));
 
     let m = build("file", json!({ "path": s(&path), "state": "absent" }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert!(!path.exists());
     assert!(dir.exists());
     no_pwned(tmp.path());
@@ -217,7 +137,7 @@ async fn file_through_symlink_and_large_content() {
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
     let t = local();
     let m = build("file", json!({ "path": s(&link), "content": "new\n" }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert!(std::fs::symlink_metadata(&link)
         .expect("lstat")
         .file_type()
@@ -232,10 +152,9 @@ async fn file_through_symlink_and_large_content() {
         "file",
         json!({ "path": s(&path), "content": big, "mode": "0600" }),
     );
-    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-        panic!("create expected")
-    };
-    assert!(c.steps.iter().any(|s| matches!(s, Step::Put { .. })));
+    let c = converge(&t, &m).await;
+    assert!(c.changed(), "create expected");
+    assert!(c.puts > 0, "the content goes by a put step");
     assert_eq!(std::fs::read_to_string(&path).expect("read"), big);
     assert_eq!(mode_of(&path), 0o600);
     let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
@@ -251,18 +170,14 @@ async fn file_write_refuses_when_changed_since_probe() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = tmp.path().join("f");
     std::fs::write(&path, "probed\n").expect("write");
-    let t = local();
+    // Someone else writes the file between the probe (script 1) and the change (script 2).
+    let p = path.clone();
+    let t: Arc<dyn Transport> = Arc::new(Before::new(local(), 2, move || {
+        std::fs::write(&p, "someone else\n").expect("write");
+    }));
     let m = build("file", json!({ "path": s(&path), "content": "wanted\n" }));
-    let Plan::Change(c) = plan(&t, m.as_ref()).await else {
-        panic!("change expected")
-    };
-    std::fs::write(&path, "someone else\n").expect("write");
-    let out = run_steps(&t, &c.steps).await.expect_err("must refuse");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("changed since it was probed"),
-        "{}",
-        fail_text(&out)
-    );
+    let err = apply_fails(&t, &m).await;
+    assert!(err.contains("changed since it was probed"), "{err}");
     assert_eq!(std::fs::read(&path).expect("read"), b"someone else\n");
 }
 
@@ -272,19 +187,18 @@ async fn directory_create_attrs_remove() {
     let dir = tmp.path().join(HOSTILE).join("nested ✓");
     let t = local();
     let m = build("directory", json!({ "path": s(&dir), "mode": "0750" }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert!(dir.is_dir());
     assert_eq!(mode_of(&dir), 0o750);
     let m = build("directory", json!({ "path": s(&dir), "mode": "0700" }));
-    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-        panic!("mode change expected")
-    };
-    assert_eq!(c.reason, "mode differs");
+    let c = converge(&t, &m).await;
+    assert!(c.changed(), "mode change expected");
+    assert_eq!(c.reason(), "mode differs");
     assert_eq!(mode_of(&dir), 0o700);
     std::fs::write(dir.join("inside"), "x").expect("write");
     let top = tmp.path().join(HOSTILE);
     let m = build("directory", json!({ "path": s(&top), "state": "absent" }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert!(!top.exists());
     assert!(tmp.path().exists());
     no_pwned(tmp.path());
@@ -307,12 +221,12 @@ async fn line_in_file_append_replace_remove() {
         "line_in_file",
         json!({ "path": s(&path), "line": hostile_line }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     let m = build(
         "line_in_file",
         json!({ "path": s(&path), "regexp": "^SELINUX=", "line": "SELINUX=permissive" }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(
         std::fs::read_to_string(&path).expect("read"),
         format!("# header\nSELINUX=permissive\nlast line without newline\n{hostile_line}\n")
@@ -323,7 +237,7 @@ async fn line_in_file_append_replace_remove() {
         "line_in_file",
         json!({ "path": s(&path), "regexp": "^#", "state": "absent" }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert!(!std::fs::read_to_string(&path)
         .expect("read")
         .contains("# header"));
@@ -333,7 +247,7 @@ async fn line_in_file_append_replace_remove() {
         "line_in_file",
         json!({ "path": s(&created), "line": "A=1" }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(std::fs::read(&created).expect("read"), b"A=1\n");
     no_pwned(tmp.path());
 }
@@ -349,10 +263,9 @@ async fn kernel_module_builtin_persists_and_missing_fails_clearly() {
             "kernel_module",
             json!({ "name": "bridge", "file": s(&file) }),
         );
-        let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-            panic!("file expected")
-        };
-        assert_eq!(c.reason, "file missing");
+        let c = converge(&t, &m).await;
+        assert!(c.changed(), "file expected");
+        assert_eq!(c.reason(), "file missing");
         assert_eq!(
             std::fs::read_to_string(&file).expect("read"),
             "# managed by kwin\nbridge\n"
@@ -362,99 +275,35 @@ async fn kernel_module_builtin_persists_and_missing_fails_clearly() {
         "kernel_module",
         json!({ "name": "kwin_no_such_module", "persist": false }),
     );
-    let err = apply_fails(&t, m.as_ref()).await;
+    let err = apply_fails(&t, &m).await;
     assert!(
         err.contains("kwin: cannot load kernel module kwin_no_such_module"),
         "{err}"
     );
 }
 
-/// A transport running scripts through another command line (`ip netns exec NAME /bin/sh -s`,
-/// `busybox sh -s`), optionally with its own `PATH`. Files are put and got locally.
-struct ShTransport {
-    argv: Vec<String>,
-    path: Option<String>,
-}
-
-#[async_trait::async_trait]
-impl Transport for ShTransport {
-    fn shell(&self) -> Shell {
-        Shell::Posix
-    }
-    async fn connect(&self) -> Result<(), kwin_engine::transport::TransportError> {
-        Ok(())
-    }
-    async fn run(
-        &self,
-        script: &str,
-        timeout: Duration,
-    ) -> Result<Output, kwin_engine::transport::TransportError> {
-        use kwin_engine::transport::TransportError as E;
-        use tokio::io::AsyncWriteExt;
-        let mut cmd = tokio::process::Command::new(&self.argv[0]);
-        cmd.args(&self.argv[1..])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(p) = &self.path {
-            cmd.env("PATH", p);
-        }
-        let mut child = cmd.spawn().map_err(|e| E::Local(e.to_string()))?;
-        let mut stdin = child.stdin.take().ok_or(E::Local("no stdin".into()))?;
-        stdin
-            .write_all(script.as_bytes())
-            .await
-            .map_err(|e| E::Local(e.to_string()))?;
-        drop(stdin);
-        let out = tokio::time::timeout(timeout, child.wait_with_output())
-            .await
-            .map_err(|_| E::Timeout(timeout))?
-            .map_err(|e| E::Local(e.to_string()))?;
-        Ok(Output {
-            stdout: out.stdout,
-            stderr: out.stderr,
-            exit: out.status.code().unwrap_or(-1),
-        })
-    }
-    async fn put(
-        &self,
-        path: &str,
-        bytes: &[u8],
-        mode: Option<u32>,
-    ) -> Result<(), kwin_engine::transport::TransportError> {
-        local().put(path, bytes, mode).await
-    }
-    async fn get(&self, path: &str) -> Result<Vec<u8>, kwin_engine::transport::TransportError> {
-        local().get(path).await
-    }
-    async fn close(&self) {}
-}
-
 /// A private network namespace, so `net.*` kernel parameters can change without touching
 /// this machine's own; removed on drop.
 struct Netns {
     name: String,
-    sh: ShTransport,
+    sh: Arc<dyn Transport>,
 }
 
 impl Netns {
-    /// A fresh namespace, or `None` when this machine cannot make one (not root, no `ip`).
-    fn create() -> Option<Netns> {
+    /// A fresh namespace (root, `ip`).
+    fn create() -> Netns {
         let name = format!("kwin-test-{}", std::process::id());
-        let ok = std::process::Command::new("ip")
+        let out = std::process::Command::new("ip")
             .args(["netns", "add", &name])
             .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        let argv = ["ip", "netns", "exec", &name, "/bin/sh", "-s"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        ok.then_some(Netns {
-            name,
-            sh: ShTransport { argv, path: None },
-        })
+            .expect("run ip netns add");
+        assert!(
+            out.status.success(),
+            "ip netns add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sh = Arc::new(Sh::new(&["ip", "netns", "exec", &name, "/bin/sh", "-s"]));
+        Netns { name, sh }
     }
 }
 
@@ -466,27 +315,19 @@ impl Drop for Netns {
     }
 }
 
-#[allow(clippy::print_stderr)]
-fn skip(why: &str) {
-    eprintln!("SKIPPED: {why}");
-}
-
+kwin_testkit::lab_test! {
 #[tokio::test]
 async fn sysctl_in_a_network_namespace() {
-    let Some(ns) = Netns::create() else {
-        skip("sysctl convergence needs root and `ip netns` to use a private network namespace");
-        return;
-    };
+    let ns = Netns::create();
     let tmp = tempfile::tempdir().expect("tempdir");
     let file = tmp.path().join(format!("99 {HOSTILE}.conf"));
     let m = build(
         "sysctl",
         json!({ "key": "net.ipv4.ip_forward", "value": 1, "file": s(&file) }),
     );
-    let Plan::Change(c) = converge(&ns.sh, m.as_ref()).await else {
-        panic!("change expected")
-    };
-    assert!(c.reason.contains("live value differs"), "{}", c.reason);
+    let c = converge(&ns.sh, &m).await;
+    assert!(c.changed(), "change expected");
+    assert!(c.reason().contains("live value differs"), "{}", c.reason());
     let live = ns
         .sh
         .run("cat /proc/sys/net/ipv4/ip_forward", TIMEOUT)
@@ -502,7 +343,7 @@ async fn sysctl_in_a_network_namespace() {
         "sysctl",
         json!({ "key": "net.ipv4.ip_local_port_range", "value": "40000    50000", "persist": false }),
     );
-    assert!(changed(&converge(&ns.sh, m.as_ref()).await));
+    assert!(changed(&converge(&ns.sh, &m).await));
     let live = ns
         .sh
         .run("cat /proc/sys/net/ipv4/ip_local_port_range", TIMEOUT)
@@ -514,35 +355,48 @@ async fn sysctl_in_a_network_namespace() {
         "sysctl",
         json!({ "key": "net.kwin.no_such_key", "value": 1, "persist": false }),
     );
-    let err = apply_fails(&ns.sh, m.as_ref()).await;
+    let err = apply_fails(&ns.sh, &m).await;
     assert!(
         err.contains("sysctl net.kwin.no_such_key does not exist on this kernel"),
         "{err}"
     );
     no_pwned(tmp.path());
 }
+}
 
+kwin_testkit::lab_test! {
+/// In a mount namespace whose /proc/swaps lists no active swap, so this machine's own swap is
+/// never turned off.
 #[tokio::test]
 async fn swap_off_comments_out_fstab() {
-    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
-    if swaps.lines().count() > 1 {
-        skip("this machine has active swap; the swap_off test would turn it off");
-        return;
-    }
     let tmp = tempfile::tempdir().expect("tempdir");
+    let none = tmp.path().join("swaps");
+    std::fs::write(&none, "Filename\tType\tSize\tUsed\tPriority\n").expect("write");
+    let t: Arc<dyn Transport> = Arc::new(Sh::new(&[
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &format!(
+            "mount --bind {} /proc/swaps && exec /bin/sh -s",
+            kwin_engine::quote::sh_quote(&s(&none))
+        ),
+    ]));
     let fstab = tmp.path().join(format!("fstab {HOSTILE}"));
     std::fs::write(
         &fstab,
         "UUID=1 / ext4 defaults 0 1\n/swap.img\tnone\tswap\tsw\t0\t0\n# /old none swap sw 0 0\n",
     )
     .expect("write");
-    let t = local();
     let m = build("swap_off", json!({ "fstab": s(&fstab) }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(
         std::fs::read_to_string(&fstab).expect("read"),
         "UUID=1 / ext4 defaults 0 1\n#/swap.img\tnone\tswap\tsw\t0\t0\n# /old none swap sw 0 0\n"
     );
+}
 }
 
 #[tokio::test]
@@ -551,24 +405,14 @@ async fn command_guards_and_failures() {
     let made = tmp.path().join(format!("made {HOSTILE}"));
     let t = local();
     let q = kwin_engine::quote::sh_quote(&s(&made));
-    // The command reads stdin: it must get /dev/null, not the rest of the batched script.
+    // The command reads stdin: it must get /dev/null, not the rest of the batch script (the
+    // convergence re-read after it, without which the executor fails the task).
     let m = build(
         "command",
         json!({ "run": format!("cat; printf '%s' \"$0\" > {q}"), "creates": s(&made) }),
     );
-    let Plan::Change(c) = plan(&t, m.as_ref()).await else {
-        panic!("change expected")
-    };
-    let after = tmp.path().join("after");
-    let mut steps = c.steps.clone();
-    steps.push(Step::Run(format!(
-        "touch {}",
-        kwin_engine::quote::sh_quote(&s(&after))
-    )));
-    run_steps(&t, &steps).await.expect("steps run");
+    assert!(changed(&converge(&t, &m).await));
     assert!(made.exists());
-    assert!(after.exists(), "the batch after the command did not run");
-    assert!(plan(&t, m.as_ref()).await.is_noop());
 
     // unless: converges once the condition holds.
     let flag = tmp.path().join("flag it's");
@@ -577,14 +421,14 @@ async fn command_guards_and_failures() {
         "command",
         json!({ "run": format!("touch {fq}"), "unless": format!("test -e {fq}") }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
 
     // A failing command fails the step with its code.
     let m = build(
         "command",
         json!({ "run": "echo broken >&2; exit 3", "creates": "/nonexistent/kwin" }),
     );
-    let err = apply_fails(&t, m.as_ref()).await;
+    let err = apply_fails(&t, &m).await;
     assert!(
         err.contains("broken") && err.contains("command exited with code 3"),
         "{err}"
@@ -595,7 +439,7 @@ async fn command_guards_and_failures() {
         "command",
         json!({ "run": "true", "creates": s(&tmp.path().join("never")) }),
     );
-    let err = apply_fails(&t, m.as_ref()).await;
+    let err = apply_fails(&t, &m).await;
     assert!(err.contains("did not create"), "{err}");
     no_pwned(tmp.path());
 }
@@ -670,15 +514,6 @@ fn sha_hex(b: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(b))
 }
 
-fn has_command(name: &str) -> bool {
-    std::process::Command::new("/bin/sh")
-        .arg("-c")
-        .arg(format!("command -v {name}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 #[tokio::test]
 async fn download_http_file_url_and_bad_hash() {
     let body: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
@@ -686,23 +521,23 @@ async fn download_http_file_url_and_bad_hash() {
     let http = Http::serve(body.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let t = local();
-    if !has_command("curl") && !has_command("wget") {
-        skip("download needs curl or wget");
-        return;
-    }
+    assert!(
+        kwin_testkit::host::has_command("curl") || kwin_testkit::host::has_command("wget"),
+        "the download test needs curl or wget"
+    );
 
     let dest = tmp.path().join(HOSTILE).join("tool ✓");
     let m = build(
         "download",
         json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": sha, "mode": "0755" }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(std::fs::read(&dest).expect("read"), body);
     assert_eq!(mode_of(&dest), 0o755);
 
     // The other fetcher, by answering the probe as if only it were installed.
     for only in ["curl", "wget"] {
-        if !has_command(only) {
+        if !kwin_testkit::host::has_command(only) {
             continue;
         }
         let dest = tmp.path().join(format!("via {only}"));
@@ -710,43 +545,20 @@ async fn download_http_file_url_and_bad_hash() {
             "download",
             json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": sha }),
         );
-        let mut facts = probe(&t, m.as_ref()).await;
-        facts.insert(
-            "commands:curl,wget",
-            kwin_engine::fact::FactOutput {
-                stdout: format!(
-                    "curl={}\nwget={}\n",
-                    if only == "curl" { "yes" } else { "no" },
-                    if only == "wget" { "yes" } else { "no" }
-                )
-                .into_bytes(),
-                ..Default::default()
-            },
+        // A host where the other fetcher is not installed.
+        let other = if only == "curl" { "wget" } else { "curl" };
+        let t = without(tmp.path(), other);
+        let c = converge(&t, &m).await;
+        assert!(c.changed(), "{only}: change expected");
+        assert!(
+            c.sent(&format!("{only} ")),
+            "{only}: not fetched with {only}"
         );
-        let inputs = Inputs::new();
-        let nonce = kwin_engine::module::new_plan_nonce();
-        let ctx = Ctx {
-            shell: Shell::Posix,
-            host: "local",
-            inputs: &inputs,
-            nonce: &nonce,
-        };
-        let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) else {
-            panic!("change expected")
-        };
-        assert!(c
-            .steps
-            .iter()
-            .any(|s| matches!(s, Step::Run(x) if x.contains(only))));
-        run_steps(&t, &c.steps)
-            .await
-            .unwrap_or_else(|o| panic!("{only}: {}", fail_text(&o)));
         assert_eq!(std::fs::read(&dest).expect("read"), body, "{only}");
-        assert!(plan(&t, m.as_ref()).await.is_noop());
     }
 
     // file:// (curl only).
-    if has_command("curl") {
+    if kwin_testkit::host::has_command("curl") {
         let src = tmp.path().join("source file");
         std::fs::write(&src, b"from a file url\n").expect("write");
         let dest2 = tmp.path().join("copied");
@@ -754,7 +566,7 @@ async fn download_http_file_url_and_bad_hash() {
             "download",
             json!({ "url": format!("file://{}", s(&src).replace(' ', "%20")), "dest": s(&dest2), "sha256": sha_hex(b"from a file url\n") }),
         );
-        assert!(changed(&converge(&t, m.as_ref()).await));
+        assert!(changed(&converge(&t, &m).await));
         assert_eq!(std::fs::read(&dest2).expect("read"), b"from a file url\n");
     }
 
@@ -764,7 +576,7 @@ async fn download_http_file_url_and_bad_hash() {
         "download",
         json!({ "url": http.url("/file"), "dest": s(&dest), "sha256": wrong }),
     );
-    let err = apply_fails(&t, m.as_ref()).await;
+    let err = apply_fails(&t, &m).await;
     assert!(err.contains(&sha) && err.contains(&wrong), "{err}");
     assert_eq!(std::fs::read(&dest).expect("read"), body);
 
@@ -773,7 +585,7 @@ async fn download_http_file_url_and_bad_hash() {
         "download",
         json!({ "url": http.url("/missing"), "dest": s(&tmp.path().join("x")), "sha256": sha }),
     );
-    let err = apply_fails(&t, m.as_ref()).await;
+    let err = apply_fails(&t, &m).await;
     assert!(err.contains("download of"), "{err}");
     let left: Vec<_> = std::fs::read_dir(dest.parent().expect("parent"))
         .expect("ls")
@@ -782,6 +594,26 @@ async fn download_http_file_url_and_bad_hash() {
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
     no_pwned(tmp.path());
+}
+
+/// This machine as a host without `hidden`: `/bin/sh` with a `PATH` of one directory holding
+/// a link to every other program on this machine's `PATH`.
+fn without(dir: &Path, hidden: &str) -> Arc<dyn Transport> {
+    let bin = dir.join(format!("bin-without-{hidden}"));
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for d in std::env::split_paths(&path) {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let link = bin.join(&name);
+            if name != hidden && !link.exists() {
+                let _ = std::os::unix::fs::symlink(e.path(), link);
+            }
+        }
+    }
+    let mut sh = Sh::new(&["/bin/sh", "-s"]);
+    sh.path = Some(s(&bin));
+    Arc::new(sh)
 }
 
 fn make_tarball(dir: &Path, name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
@@ -819,31 +651,29 @@ async fn archive_from_path_and_url() {
         "archive",
         json!({ "src": s(&tgz), "dest": s(&dest), "strip_components": 2 }),
     );
-    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-        panic!("extract expected")
-    };
-    assert_eq!(c.reason, "not extracted");
+    let c = converge(&t, &m).await;
+    assert!(c.changed(), "extract expected");
+    assert_eq!(c.reason(), "not extracted");
     assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"v1\n");
 
     // A new tarball at the same path is extracted again, once.
     let v2 = make_tarball(tmp.path(), "v2", &[("top/bin/tool", "v2\n")]);
     std::fs::rename(&v2, &tgz).expect("mv");
-    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-        panic!("re-extract expected")
-    };
-    assert_eq!(c.reason, "archive changed since it was extracted");
+    let c = converge(&t, &m).await;
+    assert!(c.changed(), "re-extract expected");
+    assert_eq!(c.reason(), "archive changed since it was extracted");
     assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"v2\n");
 
     // From a URL, verified, with `creates`.
     let bytes = std::fs::read(&tgz).expect("read");
     let http = Http::serve(bytes.clone());
-    if has_command("curl") || has_command("wget") {
+    if kwin_testkit::host::has_command("curl") || kwin_testkit::host::has_command("wget") {
         let dest = tmp.path().join("from url");
         let m = build(
             "archive",
             json!({ "url": http.url("/file"), "sha256": sha_hex(&bytes), "dest": s(&dest), "creates": s(&dest.join("top/bin/tool")) }),
         );
-        assert!(changed(&converge(&t, m.as_ref()).await));
+        assert!(changed(&converge(&t, &m).await));
         assert_eq!(
             std::fs::read(dest.join("top/bin/tool")).expect("read"),
             b"v2\n"
@@ -853,7 +683,7 @@ async fn archive_from_path_and_url() {
             "archive",
             json!({ "url": http.url("/file"), "sha256": "1".repeat(64), "dest": s(&tmp.path().join("bad")) }),
         );
-        let err = apply_fails(&t, m.as_ref()).await;
+        let err = apply_fails(&t, &m).await;
         assert!(err.contains("expected 1111"), "{err}");
     }
 
@@ -864,7 +694,7 @@ async fn archive_from_path_and_url() {
         "archive",
         json!({ "src": s(&junk), "dest": s(&tmp.path().join("j")) }),
     );
-    let err = apply_fails(&t, m.as_ref()).await;
+    let err = apply_fails(&t, &m).await;
     assert!(err.contains("cannot extract"), "{err}");
     no_pwned(tmp.path());
 }
@@ -876,28 +706,19 @@ async fn service_without_systemd_fails_clearly() {
         "service",
         json!({ "name": "kwin-no-such-unit", "state": "stopped", "enabled": false }),
     );
-    let facts = probe(&t, m.as_ref()).await;
-    let inputs = Inputs::new();
-    let nonce = kwin_engine::module::new_plan_nonce();
-    let ctx = Ctx {
-        shell: Shell::Posix,
-        host: "local",
-        inputs: &inputs,
-        nonce: &nonce,
-    };
-    let r = m.plan(&facts, &ctx);
+    let out = kit::apply(t, m.module, m.params.clone()).await;
     if Path::new("/run/systemd/system").is_dir() {
         // A systemd host: a unit that does not exist is neither running nor enabled.
-        assert!(matches!(r, Ok(Plan::NoOp { .. })), "{r:?}");
-    } else {
-        let err = r.expect_err("no systemd here");
         assert!(
-            matches!(err, kwin_engine::module::ModuleError::Unsupported(_)),
-            "{err:?}"
+            out.summary.counts.failed == 0 && !out.changed(),
+            "{:#?}",
+            out.events
         );
+    } else {
+        let err = out.message.unwrap_or_default();
+        assert_eq!(out.summary.counts.failed, 1, "{:#?}", out.events);
         assert!(
-            err.to_string()
-                .starts_with("service `kwin-no-such-unit`: this host does not run systemd"),
+            err.contains("service `kwin-no-such-unit`: this host does not run systemd"),
             "{err}"
         );
     }
@@ -938,7 +759,7 @@ async fn apt_key_dearmor_matches_binary() {
     }
     // A real key: Debian's archive key exported with armor, against `gpg --dearmor`.
     let ring = "/usr/share/keyrings/debian-archive-bookworm-stable.gpg";
-    if has_command("gpg") && Path::new(ring).exists() {
+    if kwin_testkit::host::has_command("gpg") && Path::new(ring).exists() {
         let home = tmp.path().join("gnupg");
         std::fs::create_dir(&home).expect("mkdir");
         std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).expect("chmod");
@@ -998,18 +819,9 @@ struct AptRepo {
 }
 
 impl AptRepo {
-    fn create() -> Option<AptRepo> {
-        let root = std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .map(|o| o.stdout == b"0\n")
-            .unwrap_or(false);
-        if !root
-            || !["apt-get", "dpkg-deb", "dpkg-query", "apt-mark"]
-                .iter()
-                .all(|c| has_command(c))
-        {
-            return None;
+    fn create() -> AptRepo {
+        for c in ["apt-get", "dpkg-deb", "dpkg-query", "apt-mark"] {
+            kwin_testkit::tier::require_command(c, "Debian's apt and dpkg");
         }
         let dir = tempfile::Builder::new()
             .prefix("kwinapt")
@@ -1078,7 +890,7 @@ impl AptRepo {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        Some(me)
+        me
     }
 
     fn dpkg_status(&self) -> String {
@@ -1109,12 +921,10 @@ impl Drop for AptRepo {
     }
 }
 
+kwin_testkit::lab_test! {
 #[tokio::test]
 async fn package_with_apt_from_a_local_repository() {
-    let Some(repo) = AptRepo::create() else {
-        skip("the apt test needs root, apt-get and dpkg-deb");
-        return;
-    };
+    let repo = AptRepo::create();
     let t = local();
     let pkg = repo.pkg.clone();
 
@@ -1122,10 +932,9 @@ async fn package_with_apt_from_a_local_repository() {
         "package",
         json!({ "name": pkg, "version": "1.0", "hold": true }),
     );
-    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-        panic!("install expected")
-    };
-    assert_eq!(c.action, kwin_engine::module::Action::Create);
+    let c = converge(&t, &m).await;
+    assert!(c.changed(), "install expected");
+    assert_eq!(c.action(), Some("create"));
     assert_eq!(repo.dpkg_status(), "hi 1.0");
 
     // Upgrade a held package; it stays held.
@@ -1133,31 +942,32 @@ async fn package_with_apt_from_a_local_repository() {
         "package",
         json!({ "name": pkg, "version": "2.0", "hold": true }),
     );
-    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-        panic!("upgrade expected")
-    };
-    assert_eq!(c.reason, "other version installed");
+    let c = converge(&t, &m).await;
+    assert!(c.changed(), "upgrade expected");
+    assert_eq!(c.reason(), "other version installed");
     assert_eq!(repo.dpkg_status(), "hi 2.0");
 
     let m = build("package", json!({ "name": [pkg.clone()], "hold": false }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(repo.dpkg_status(), "ii 2.0");
 
     let m = build("package", json!({ "name": pkg, "state": "absent" }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert!(
         !repo.dpkg_status().starts_with("ii"),
         "{}",
         repo.dpkg_status()
     );
 }
+}
 
 /// busybox's `sh` with only busybox applets on `PATH` (no coreutils, no GNU tar, no curl):
 /// the scripts must not depend on GNU options. `None` when busybox is not installed.
-fn busybox(dir: &Path) -> Option<ShTransport> {
+fn busybox(dir: &Path) -> Arc<dyn Transport> {
     let bb = ["/bin/busybox", "/usr/bin/busybox"]
         .into_iter()
-        .find(|p| Path::new(p).exists())?;
+        .find(|p| Path::new(p).exists())
+        .expect("busybox is installed (apt-get install busybox)");
     let bin = dir.join("busybox-bin");
     std::fs::create_dir(&bin).expect("mkdir");
     let st = std::process::Command::new(bb)
@@ -1167,19 +977,16 @@ fn busybox(dir: &Path) -> Option<ShTransport> {
         .status()
         .expect("busybox --install");
     assert!(st.success());
-    Some(ShTransport {
-        argv: vec![bb.to_string(), "sh".into(), "-s".into()],
-        path: Some(s(&bin)),
-    })
+    let mut sh = Sh::new(&[bb, "sh", "-s"]);
+    sh.path = Some(s(&bin));
+    Arc::new(sh)
 }
 
+kwin_testkit::lab_test! {
 #[tokio::test]
 async fn modules_converge_under_busybox() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let Some(t) = busybox(tmp.path()) else {
-        skip("busybox is not installed");
-        return;
-    };
+    let t = busybox(tmp.path());
     let out = t
         .run(
             "readlink --help 2>&1 | head -1; command -v curl || echo no-curl",
@@ -1200,31 +1007,31 @@ async fn modules_converge_under_busybox() {
         "file",
         json!({ "path": s(&path), "content": format!("{HOSTILE}\n"), "mode": "0640" }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     let m = build(
         "file",
         json!({ "path": s(&path), "content": "v2\n", "mode": "0600" }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(std::fs::read(&path).expect("read"), b"v2\n");
     assert_eq!(mode_of(&path), 0o600);
     let link = tmp.path().join("link");
     std::os::unix::fs::symlink(&path, &link).expect("symlink");
     let m = build("file", json!({ "path": s(&link), "content": "v3\n" }));
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(std::fs::read(&path).expect("read"), b"v3\n");
 
     let m = build(
         "directory",
         json!({ "path": s(&dir.join("sub dir")), "mode": "0750" }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
 
     let m = build(
         "line_in_file",
         json!({ "path": s(&path), "regexp": "^v", "line": "X='$(id)'" }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(std::fs::read(&path).expect("read"), b"X='$(id)'\n");
 
     let made = tmp.path().join("made it");
@@ -1232,7 +1039,7 @@ async fn modules_converge_under_busybox() {
         "command",
         json!({ "run": format!("touch {}", kwin_engine::quote::sh_quote(&s(&made))), "creates": s(&made) }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
 
     let tgz = make_tarball(tmp.path(), "bb", &[("top/bin/tool", "bb\n")]);
     let dest = tmp.path().join("bb dest");
@@ -1240,7 +1047,7 @@ async fn modules_converge_under_busybox() {
         "archive",
         json!({ "src": s(&tgz), "dest": s(&dest), "strip_components": 2 }),
     );
-    assert!(changed(&converge(&t, m.as_ref()).await));
+    assert!(changed(&converge(&t, &m).await));
     assert_eq!(std::fs::read(dest.join("bin/tool")).expect("read"), b"bb\n");
 
     let body = b"served to busybox wget\n".to_vec();
@@ -1250,13 +1057,9 @@ async fn modules_converge_under_busybox() {
         "download",
         json!({ "url": http.url("/file"), "dest": s(&dl), "sha256": sha_hex(&body) }),
     );
-    let Plan::Change(c) = converge(&t, m.as_ref()).await else {
-        panic!("download expected")
-    };
-    assert!(c
-        .steps
-        .iter()
-        .any(|s| matches!(s, Step::Run(x) if x.contains("wget -q"))));
+    let c = converge(&t, &m).await;
+    assert!(c.changed(), "download expected");
+    assert!(c.sent("wget -q"));
     assert_eq!(std::fs::read(&dl).expect("read"), body);
 
     let fstab = tmp.path().join("fstab");
@@ -1268,16 +1071,101 @@ async fn modules_converge_under_busybox() {
         <= 1
     {
         let m = build("swap_off", json!({ "fstab": s(&fstab) }));
-        assert!(changed(&converge(&t, m.as_ref()).await));
+        assert!(changed(&converge(&t, &m).await));
     }
     let m = build(
         "kernel_module",
         json!({ "name": "kwin_no_such_module", "persist": false }),
     );
-    let err = apply_fails(&t, m.as_ref()).await;
+    let err = apply_fails(&t, &m).await;
     assert!(
         err.contains("cannot load kernel module kwin_no_such_module"),
         "{err}"
     );
     no_pwned(tmp.path());
+}
+}
+
+/// A host whose `/etc` and `/var` are overlays writing into `dir` (a mount namespace of its
+/// own per script; the overlays' upper layers keep what earlier scripts wrote): accounts can
+/// be made and removed there without touching this machine's.
+fn private_etc(dir: &Path) -> Arc<dyn Transport> {
+    let mut mounts = String::new();
+    for top in ["etc", "var"] {
+        let (upper, work) = (
+            dir.join(format!("{top}-upper")),
+            dir.join(format!("{top}-work")),
+        );
+        std::fs::create_dir_all(&upper).expect("mkdir");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        mounts.push_str(&format!(
+            "mount -t overlay overlay -o {} /{top} && ",
+            kwin_engine::quote::sh_quote(&format!(
+                "lowerdir=/{top},upperdir={},workdir={}",
+                s(&upper),
+                s(&work)
+            ))
+        ));
+    }
+    Arc::new(Sh::new(&[
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &format!("{mounts}exec /bin/sh -s"),
+    ]))
+}
+
+kwin_testkit::lab_test! {
+/// `user` creates an account, changes its shell and groups, and removes it, each change a
+/// no-op the second time, on a host whose /etc and /var are private overlays: this machine's
+/// own accounts never change.
+#[tokio::test]
+async fn user_create_change_remove_in_a_private_etc() {
+    kwin_testkit::tier::require_command("useradd", "Debian's passwd package");
+    let passwd_before = std::fs::read("/etc/passwd").expect("read /etc/passwd");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = private_etc(tmp.path());
+    let home = tmp.path().join("home it's");
+    let name = "kwin-test-user";
+    let account = |t: Arc<dyn Transport>| async move {
+        let out = t
+            .run(&format!("getent passwd {name}; id -Gn {name}"), TIMEOUT)
+            .await
+            .expect("run");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    let m = build(
+        "user",
+        json!({ "name": name, "home": s(&home), "shell": "/bin/sh", "groups": ["adm"] }),
+    );
+    let c = converge(&t, &m).await;
+    assert_eq!(c.action(), Some("create"));
+    let got = account(t.clone()).await;
+    assert!(
+        got.contains(&format!(":{}:/bin/sh\n", s(&home))) && got.contains(" adm"),
+        "{got}"
+    );
+    assert!(home.is_dir(), "useradd -m made the home directory");
+
+    let m = build("user", json!({ "name": name, "shell": "/bin/bash", "groups": [] }));
+    let c = converge(&t, &m).await;
+    assert_eq!(c.reason(), "groups, shell differ");
+    let got = account(t.clone()).await;
+    assert!(got.contains(":/bin/bash\n") && !got.contains("adm"), "{got}");
+
+    let m = build("user", json!({ "name": name, "state": "absent" }));
+    assert_eq!(converge(&t, &m).await.action(), Some("delete"));
+    assert_eq!(account(t.clone()).await, "");
+    assert!(home.is_dir(), "userdel keeps the home directory");
+
+    assert_eq!(
+        std::fs::read("/etc/passwd").expect("read /etc/passwd"),
+        passwd_before,
+        "this machine's /etc/passwd changed"
+    );
+}
 }

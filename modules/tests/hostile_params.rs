@@ -24,8 +24,6 @@
 //!     (nothing here runs PowerShell: the rules are PowerShell's quoting rules as the grammar
 //!     encodes them).
 
-mod ps_syntax;
-
 use kwin_engine::fact::{FactOutput, Facts};
 use kwin_engine::module::{Ctx, Inputs, Module, ParamError, Plan, Registry, Step};
 use kwin_engine::secret::Secret;
@@ -33,7 +31,7 @@ use kwin_engine::transport::Shell;
 use kwin_modules::Builtin;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// The command an injection would run.
@@ -79,90 +77,23 @@ struct Case {
 }
 
 fn read_cases() -> Vec<Case> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    use kwin_testkit::cases::{case_files, case_shell, read_case, Suite};
     let mut out = Vec::new();
-    for (dir, shell) in [
-        ("cases", Some(Shell::Posix)),
-        ("windows_cases", Some(Shell::PowerShell)),
-        ("kube_cases", None),
-    ] {
-        let mut modules: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
-            .expect("case dir")
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.is_dir()
-                    && !p
-                        .file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with('_'))
-            })
-            .collect();
-        modules.sort();
-        for m in modules {
-            let module = m
-                .file_name()
-                .and_then(|n| n.to_str())
-                .expect("module dir")
-                .to_string();
-            let mut files: Vec<PathBuf> = std::fs::read_dir(&m)
-                .expect("module dir")
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("json"))
-                .collect();
-            files.sort();
-            for f in files {
-                let text = std::fs::read_to_string(&f).expect("case file");
-                let v: Value = serde_json::from_str(&text).expect("case JSON");
-                let shell = shell.unwrap_or(match v.get("shell").and_then(Value::as_str) {
-                    Some("powershell") => Shell::PowerShell,
-                    _ => Shell::Posix,
-                });
-                let facts = v
-                    .get("facts")
-                    .and_then(Value::as_object)
-                    .map(|o| {
-                        o.iter()
-                            .map(|(k, a)| {
-                                let s = |n: &str| {
-                                    a.get(n)
-                                        .and_then(Value::as_str)
-                                        .unwrap_or("")
-                                        .as_bytes()
-                                        .to_vec()
-                                };
-                                (
-                                    k.clone(),
-                                    FactOutput {
-                                        stdout: s("stdout"),
-                                        stderr: s("stderr"),
-                                        exit: a.get("exit").and_then(Value::as_i64).unwrap_or(0)
-                                            as i32,
-                                    },
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let inputs = v
-                    .get("inputs")
-                    .and_then(Value::as_object)
-                    .map(|o| {
-                        o.iter()
-                            .filter_map(|(k, x)| x.as_str().map(|x| (k.clone(), x.to_string())))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.push(Case {
-                    module: module.clone(),
-                    shell,
-                    file: f,
-                    params: v.get("params").cloned().unwrap_or(Value::Null),
-                    inputs,
-                    facts,
-                });
-            }
+    for suite in Suite::all() {
+        for f in case_files(&suite.dir) {
+            let c = read_case(&f.path).unwrap_or_else(|e| panic!("{e}"));
+            out.push(Case {
+                module: f.module,
+                shell: case_shell(&c, suite.shell),
+                file: f.path,
+                params: c.params,
+                inputs: c.inputs,
+                facts: c
+                    .facts
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.output()))
+                    .collect(),
+            });
         }
     }
     out
@@ -192,9 +123,11 @@ fn pat_text(p: &[Pat]) -> String {
         .join(".")
 }
 
-/// Every path of a string (or any-typed) value in `schema`. Strings limited to fixed words
-/// (`enum`, `const`) are not free text and are left out.
-fn string_paths(schema: &Value) -> BTreeSet<Vec<Pat>> {
+/// Every path of a string (or any-typed) value in `schema` that a module for `shell` reads.
+/// Strings limited to fixed words (`enum`, `const`) are not free text and are left out, and
+/// so are parameters of the other shell's module (`x-kwin-shell`), which this shell's refuses
+/// whatever their value (`modules/tests/table.rs`).
+fn string_paths(schema: &Value, shell: Shell) -> BTreeSet<Vec<Pat>> {
     fn walk(node: &Value, defs: &Value, path: &mut Vec<Pat>, out: &mut BTreeSet<Vec<Pat>>) {
         if path.len() > 8 {
             return;
@@ -266,8 +199,18 @@ fn string_paths(schema: &Value) -> BTreeSet<Vec<Pat>> {
     let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
     let mut out = BTreeSet::new();
     // The top level is the params object itself, not a parameter.
+    let mine = match shell {
+        Shell::Posix => "linux",
+        Shell::PowerShell => "windows",
+    };
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, v) in props {
+            if v.get("x-kwin-shell")
+                .and_then(Value::as_str)
+                .is_some_and(|s| s != mine)
+            {
+                continue;
+            }
             let mut path = vec![Pat::Key(k.clone())];
             walk(v, &defs, &mut path, &mut out);
         }
@@ -456,14 +399,6 @@ esac
 exit 0
 "#;
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
 impl Sandbox {
     fn new() -> Sandbox {
         use std::os::unix::fs::PermissionsExt;
@@ -495,7 +430,7 @@ impl Sandbox {
             }
             let _ = std::os::unix::fs::symlink(&stub, bin.join(n));
         }
-        let as_nobody = is_root()
+        let as_nobody = kwin_testkit::host::is_root()
             && Command::new("/usr/bin/setpriv")
                 .arg("--help")
                 .stdout(Stdio::null())
@@ -754,7 +689,7 @@ fn check_posix(sb: &Sandbox, script: &str, hostile: &str) -> Vec<String> {
 /// Byte ranges of every verbatim (single-quoted) string literal and verbatim here-string in
 /// `script`, or its syntax errors.
 fn ps_literal_ranges(script: &str) -> Result<Vec<std::ops::Range<usize>>, String> {
-    let errors = ps_syntax::ps_syntax_errors(script);
+    let errors = kwin_testkit::scripts::ps_syntax_errors(script);
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }
@@ -903,7 +838,7 @@ fn every_string_parameter_of_every_module_is_quoted_or_refused() {
                 .filter(|c| c.module == name && c.shell == shell)
                 .filter(|c| Builtin.build(name, shell, &c.params).is_ok())
                 .collect();
-            for pat in string_paths(&schema) {
+            for pat in string_paths(&schema, shell) {
                 let mut seen = false;
                 for case in &mine {
                     let benign = Builtin

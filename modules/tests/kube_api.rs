@@ -4,12 +4,12 @@
 //! scripts run through `LocalTransport` as the engine runs them, then the objects read back
 //! with kubectl.
 //!
-//! Needs root and the cached API tier binaries (`lab/apiserver/build.sh`); without them the
-//! test says why and passes, unless `KWIN_REQUIRE_API_TIER=1` (CI), where it fails.
+//! A lab test (root, the cached API tier binaries of `lab/apiserver/build.sh`, kubectl; the
+//! tier is the test kit's): ignored by `cargo test`, failing when run without them.
 
 mod kube_common;
 
-use kube_common::{expand, fixture, plan_text, root, task};
+use kube_common::{expand, fixture, plan_text, task};
 use kwin_engine::fact::{batch_script, new_nonce, parse_batch};
 use kwin_engine::module::Registry;
 use kwin_engine::module::{Change, Ctx, Inputs, Module, ModuleError, Plan, Step};
@@ -17,108 +17,14 @@ use kwin_engine::task::Task;
 use kwin_engine::transport::local::LocalTransport;
 use kwin_engine::transport::{Output, Shell, Transport};
 use kwin_modules::Builtin;
+use kwin_testkit::api::Tier;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 // ------------------------------------------------------------------------- the tier
-
-struct Tier {
-    state: PathBuf,
-    env: BTreeMap<String, String>,
-    _dir: tempfile::TempDir,
-}
-
-impl Tier {
-    fn kubeconfig(&self) -> String {
-        self.env["KUBECONFIG"].clone()
-    }
-    fn var(&self, k: &str) -> String {
-        self.env
-            .get(k)
-            .cloned()
-            .unwrap_or_else(|| panic!("{k} missing from the tier's env file"))
-    }
-}
-
-impl Drop for Tier {
-    fn drop(&mut self) {
-        let _ = Command::new(root().join("lab/apiserver/down.sh"))
-            .arg(&self.state)
-            .output();
-    }
-}
-
-fn required() -> bool {
-    std::env::var("KWIN_REQUIRE_API_TIER").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// Why the tier cannot run here, if it cannot.
-fn missing_prerequisite() -> Option<String> {
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some("not running as root".into());
-    }
-    let cache = std::env::var("KWIN_APISERVER_CACHE")
-        .unwrap_or_else(|_| "/var/cache/kwin-lab/apiserver".into());
-    for bin in ["kube-apiserver", "kubeadm"] {
-        let p = Path::new(&cache).join("bin").join(bin);
-        if !p.exists() {
-            return Some(format!(
-                "{} is missing (run lab/apiserver/build.sh)",
-                p.display()
-            ));
-        }
-    }
-    if Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-    {
-        return Some("kubectl is not installed".into());
-    }
-    None
-}
-
-#[allow(clippy::print_stderr)]
-fn tier_or_skip() -> Option<Tier> {
-    if let Some(why) = missing_prerequisite() {
-        assert!(
-            !required(),
-            "KWIN_REQUIRE_API_TIER is set but the API tier cannot run: {why}"
-        );
-        eprintln!(
-            "skipping the API tier tests: {why} (set KWIN_REQUIRE_API_TIER=1 to fail instead)"
-        );
-        return None;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let state = dir.path().join("tier");
-    let out = Command::new(root().join("lab/apiserver/up.sh"))
-        .arg(&state)
-        .output()
-        .expect("run lab/apiserver/up.sh");
-    assert!(
-        out.status.success(),
-        "lab/apiserver/up.sh failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(state.join("env")).expect("tier env file");
-    let env = text
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
-        .collect();
-    Some(Tier {
-        state,
-        env,
-        _dir: dir,
-    })
-}
 
 // ---------------------------------------------------------------- the host (local)
 
@@ -324,11 +230,10 @@ fn flannel_plan(backend: &str) -> Vec<Task> {
 
 // --------------------------------------------------------------------------- tests
 
+kwin_testkit::lab_test! {
 #[test]
 fn api_tier() {
-    let Some(tier) = tier_or_skip() else {
-        return;
-    };
+    let tier = Tier::start();
     // kubectl's discovery cache is per API server address: another tier that used this port
     // before (with the Calico CRDs) must not tell kubectl that kinds are served here.
     let kube_cache = tempfile::tempdir().expect("kubectl cache dir");
@@ -343,6 +248,7 @@ fn api_tier() {
     let values = join_data(&host, &tier);
     join(&host, &tier, &values);
     init(&host, &tier);
+}
 }
 
 fn flannel(host: &Host, tier: &Tier, cache: &Path) {
@@ -1062,13 +968,8 @@ fn join_data(host: &Host, tier: &Tier) -> BTreeMap<String, String> {
     assert_eq!(s["type"], "bootstrap.kubernetes.io/token");
     // The CA hash equals what kubeadm itself prints in a join command.
     let join = Command::new(tier.var("KUBEADM_BIN"))
-        .args([
-            "token",
-            "create",
-            "--print-join-command",
-            "--kubeconfig",
-            &tier.kubeconfig(),
-        ])
+        .args(["token", "create", "--print-join-command", "--kubeconfig"])
+        .arg(tier.kubeconfig())
         .output()
         .expect("kubeadm");
     let join = String::from_utf8_lossy(&join.stdout).into_owned();
@@ -1104,7 +1005,7 @@ fn prepare_discovery(host: &Host, tier: &Tier, token: &str) {
          rm -f \"$f\"\n\
          sig=$(printf '%s.%s' \"$h\" \"$p\" | openssl dgst -sha256 -mac HMAC -macopt key:{secret} -binary | b64u)\n\
          kubectl --kubeconfig {kc} patch configmap -n kube-public cluster-info --type=merge -p \"{{\\\"data\\\":{{\\\"jws-kubeconfig-{id}\\\":\\\"$h..$sig\\\"}}}}\"\n",
-        kc = tier.kubeconfig()
+        kc = tier.kubeconfig().display()
     );
     let out = host.run(&script);
     assert!(

@@ -15,6 +15,7 @@ use kwin_engine::module::Registry;
 use kwin_engine::task::Task;
 use kwin_engine::transport::Shell;
 use kwin_modules::kube::kubeadm_join::{JoinInputs, KubeadmJoin};
+use kwin_modules::table::Described;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -92,7 +93,7 @@ fn render(variant: &str, tasks: &[Task]) -> BTreeMap<String, String> {
                 if let Some(m) = p["manifest"].as_str() {
                     out.insert(name("yaml"), m.to_string());
                 }
-                let m = kwin_modules::kube::apply::KubeApply::new(p)
+                let m = kwin_modules::kube::apply::KubeApply::from_json(p, shell)
                     .unwrap_or_else(|e| panic!("{}: {e}", t.id));
                 if let Some(k) = m.kustomization_text() {
                     out.insert(name("kustomization.txt"), k);
@@ -101,17 +102,17 @@ fn render(variant: &str, tasks: &[Task]) -> BTreeMap<String, String> {
             // A Windows service: the image path the SCM stores (what New-Service registers and
             // the stored ImagePath is compared with).
             "service" if windows => {
-                let m = kwin_modules::windows::service::Service::new(p)
+                let m = kwin_modules::windows::service::Service::from_json(p, shell)
                     .unwrap_or_else(|e| panic!("{}: {e}", t.id));
                 out.insert(name("cmdline"), format!("{}\n", m.command_line()));
             }
             "kube_wait" => {
-                let m = kwin_modules::kube::wait::KubeWait::new(p)
+                let m = kwin_modules::kube::wait::KubeWait::from_json(p, shell)
                     .unwrap_or_else(|e| panic!("{}: {e}", t.id));
                 out.insert(name("sh"), m.wait_script());
             }
             "kubeadm_init" => {
-                let m = kwin_modules::kube::kubeadm_init::KubeadmInit::new(p)
+                let m = kwin_modules::kube::kubeadm_init::KubeadmInit::from_json(p, shell)
                     .unwrap_or_else(|e| panic!("{}: {e}", t.id));
                 out.insert(name("sh"), m.init_script());
             }
@@ -122,7 +123,8 @@ fn render(variant: &str, tasks: &[Task]) -> BTreeMap<String, String> {
                 out.insert(name("sh"), m.output(shell).unwrap_or_default());
             }
             "kubeadm_join" => {
-                let m = KubeadmJoin::new(p, shell).unwrap_or_else(|e| panic!("{}: {e}", t.id));
+                let m =
+                    KubeadmJoin::from_json(p, shell).unwrap_or_else(|e| panic!("{}: {e}", t.id));
                 let mut inputs = lab_inputs();
                 if p["control_plane"] == serde_json::json!(true) {
                     inputs.certificate_key = Some("1".repeat(64));

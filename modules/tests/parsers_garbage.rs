@@ -7,132 +7,16 @@
 use kwin_engine::fact::{parse_batch, Fact, FactError, FactOutput, FactQuery};
 use kwin_engine::transport::Output;
 use kwin_modules::linux::facts as lx;
-use kwin_modules::windows::facts as win;
+use kwin_modules::table::{FactSample, Family};
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 
 /// Longest error message a parser may produce, whatever the host printed.
 const MAX_MESSAGE: usize = 4096;
 
-type Parser = Box<dyn Fn(&FactOutput) -> Result<(), FactError>>;
-
-fn parser<F: Fact + 'static>(f: F) -> Parser {
-    Box::new(move |o| f.parse(o).map(|_| ()))
-}
-
-/// (name, family, parser) for every fact kwin has.
-fn parsers() -> Vec<(&'static str, &'static str, Parser)> {
-    vec![
-        (
-            "file.meta",
-            "linux",
-            parser(lx::file::FileFact::meta("/etc/motd")),
-        ),
-        (
-            "file.hash",
-            "linux",
-            parser(lx::file::FileFact::hash("/etc/motd")),
-        ),
-        (
-            "file.content",
-            "linux",
-            parser(lx::file::FileFact::content("/etc/motd")),
-        ),
-        (
-            "sysctl",
-            "linux",
-            parser(lx::sysctl::SysctlFact {
-                key: "net.ipv4.ip_forward".into(),
-            }),
-        ),
-        (
-            "kmod",
-            "linux",
-            parser(lx::kmod::KernelModuleFact {
-                name: "br_netfilter".into(),
-            }),
-        ),
-        (
-            "packages",
-            "linux",
-            parser(lx::packages::PackagesFact {
-                names: vec!["containerd".into(), "kubelet".into()],
-            }),
-        ),
-        (
-            "systemd",
-            "linux",
-            parser(lx::systemd::UnitFact {
-                name: "kubelet".into(),
-            }),
-        ),
-        ("swaps", "linux", parser(lx::swaps::SwapsFact)),
-        (
-            "commands",
-            "linux",
-            parser(lx::probe::CommandsFact {
-                names: vec!["curl".into(), "wget".into()],
-            }),
-        ),
-        (
-            "guard",
-            "linux",
-            parser(lx::probe::GuardFact {
-                code: "true".into(),
-            }),
-        ),
-        (
-            "win.path",
-            "windows",
-            parser(win::PathFact {
-                path: "C:\\k\\x".into(),
-                content_limit: 1024,
-            }),
-        ),
-        (
-            "win.feature",
-            "windows",
-            parser(win::FeatureFact {
-                name: "Containers".into(),
-            }),
-        ),
-        ("win.reboot", "windows", parser(win::RebootPendingFact)),
-        (
-            "win.service",
-            "windows",
-            parser(win::ServiceFact {
-                name: "kubelet".into(),
-            }),
-        ),
-        (
-            "win.env",
-            "windows",
-            parser(win::EnvVarFact { name: "X".into() }),
-        ),
-        (
-            "win.firewall",
-            "windows",
-            parser(win::FirewallRuleFact { name: "r".into() }),
-        ),
-        (
-            "win.registry",
-            "windows",
-            parser(win::RegistryValueFact {
-                path: "HKLM:\\X".into(),
-                name: "v".into(),
-            }),
-        ),
-        ("win.machine-path", "windows", parser(win::MachinePathFact)),
-        ("win.os-build", "windows", parser(win::OsBuildFact)),
-        (
-            "win.preflight",
-            "windows",
-            parser(kwin_modules::windows::preflight::PreflightFact {
-                drive: "C:".into(),
-                reach: Some("192.168.56.10".into()),
-            }),
-        ),
-    ]
+/// One sample of every fact kind kwin has, from the modules' tables.
+fn parsers() -> Vec<FactSample> {
+    kwin_modules::fact_samples()
 }
 
 fn out(stdout: &[u8], stderr: &[u8], exit: i32) -> FactOutput {
@@ -143,11 +27,14 @@ fn out(stdout: &[u8], stderr: &[u8], exit: i32) -> FactOutput {
     }
 }
 
-/// Run every parser; return (name, family, result).
-fn all(o: &FactOutput) -> Vec<(&'static str, &'static str, Result<(), FactError>)> {
+/// Run every parser; return (kind, family, result).
+fn all(o: &FactOutput) -> Vec<(String, Family, Result<(), FactError>)> {
     parsers()
         .into_iter()
-        .map(|(n, fam, p)| (n, fam, p(o)))
+        .map(|s| {
+            let r = s.parse(o);
+            (s.kind, s.family, r)
+        })
         .collect()
 }
 
@@ -178,7 +65,7 @@ proptest! {
         exit in prop_oneof![Just(0), Just(1), Just(2), Just(127), Just(-1), any::<i32>()],
     ) {
         for (name, _, r) in all(&out(&stdout, &stderr, exit)) {
-            if let Err(m) = check_bounded(name, &r) {
+            if let Err(m) = check_bounded(&name, &r) {
                 prop_assert!(false, "{}", m);
             }
             if exit != 0 {
@@ -216,7 +103,7 @@ proptest! {
             .map(|(k, v, sep)| format!("{k}{sep}{v}{nl}"))
             .collect();
         for (name, _, r) in all(&out(text.as_bytes(), b"", 0)) {
-            if let Err(m) = check_bounded(name, &r) {
+            if let Err(m) = check_bounded(&name, &r) {
                 prop_assert!(false, "{}", m);
             }
         }
@@ -245,7 +132,7 @@ proptest! {
         let body: Vec<String> = pairs.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
         let text = format!("{}{{{}}}\r\n", if bom { "\u{feff}" } else { "" }, body.join(","));
         for (name, _, r) in all(&out(text.as_bytes(), b"", 0)) {
-            if let Err(m) = check_bounded(name, &r) {
+            if let Err(m) = check_bounded(&name, &r) {
                 prop_assert!(false, "{}", m);
             }
         }
@@ -281,11 +168,11 @@ fn garbage_text_is_a_clear_error() {
     let mut failures = Vec::new();
     for (what, stdout) in &cases {
         for (name, family, r) in all(&out(stdout, b"", 0)) {
-            if let Err(m) = check_bounded(name, &r) {
+            if let Err(m) = check_bounded(&name, &r) {
                 failures.push(format!("{what}: {m}"));
             }
             // Windows facts print exactly one JSON object; none of these is one.
-            if family == "windows" && r.is_ok() {
+            if family == Family::Windows && r.is_ok() {
                 failures.push(format!("{what}: {name} accepted it"));
             }
         }
@@ -293,8 +180,8 @@ fn garbage_text_is_a_clear_error() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // Every Linux fact reads `key=value` lines (or a first line it names): words are garbage.
     for (name, family, r) in all(&out(b"garbage", b"", 0)) {
-        if family == "linux" {
-            let e = r.expect_err(name);
+        if family != Family::Windows {
+            let e = r.expect_err(&name);
             assert!(matches!(e, FactError::Parse(_)), "{name}: {e:?}");
         }
     }
@@ -317,7 +204,7 @@ fn output_that_is_not_utf8_is_named_as_such() {
 #[test]
 fn a_failed_fact_command_reports_its_exit_code_and_stderr() {
     for (name, _, r) in all(&out(b"", b"Access is denied.\r\n", 5)) {
-        let e = r.expect_err(name).to_string();
+        let e = r.expect_err(&name).to_string();
         assert!(
             e.contains('5') && e.contains("Access is denied"),
             "{name}: {e}"
@@ -352,9 +239,10 @@ fn huge_garbage_is_a_bounded_error() {
             out(b"", &huge_stderr, 1),
         ),
     ] {
-        for (name, _, p) in parsers() {
+        for sample in parsers() {
+            let name = &sample.kind;
             let t0 = Instant::now();
-            let r = p(&o);
+            let r = sample.parse(&o);
             if r.is_ok() {
                 failures.push(format!("{what}: {name} accepted it"));
             }
@@ -615,4 +503,23 @@ fn batch_with_huge_garbage_is_bounded_in_time() {
         "took {:?}",
         t0.elapsed()
     );
+}
+
+/// The tables sample the facts no hand-written list reached: the reboot module's pending
+/// files, the Windows command's conditions, and the Kubernetes facts.
+#[test]
+fn the_tables_sample_every_family() {
+    let kinds: Vec<String> = parsers().into_iter().map(|s| s.kind).collect();
+    for k in [
+        "linux.reboot_pending",
+        "win.condition",
+        "kube.diff",
+        "kube.wait",
+        "kube.init",
+        "kube.join",
+        "file.meta",
+        "win.path",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "{k} not sampled: {kinds:?}");
+    }
 }

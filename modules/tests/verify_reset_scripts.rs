@@ -3,14 +3,12 @@
 //! through `sh -n`), the modules' fact scripts for those tasks, and verify's kubectl scripts
 //! and the PowerShell it runs inside the Windows pod.
 
-mod ps_syntax;
-
 use kwin_engine::module::Registry;
 use kwin_engine::plan::model::Os;
 use kwin_engine::transport::Shell;
 use kwin_modules::kube::verify as v;
 use kwin_modules::Builtin;
-use ps_syntax::ps_syntax_errors;
+use kwin_testkit::scripts::ps_syntax_errors;
 use std::path::Path;
 
 fn root() -> std::path::PathBuf {

@@ -15,7 +15,6 @@
 //! a mount of the container.
 
 mod kube_common;
-mod ps_syntax;
 
 use kube_common::{expand, plan_text, root};
 use serde::Deserialize;
@@ -316,7 +315,7 @@ fn check_script(
     if let Some(c) = script.chars().find(|c| !c.is_ascii()) {
         p.push(format!("{what}: {key} holds `{c}`, not ASCII: Windows PowerShell reads it in the ANSI code page"));
     }
-    let errors = ps_syntax::ps_syntax_errors(script);
+    let errors = kwin_testkit::scripts::ps_syntax_errors(script);
     if !errors.is_empty() {
         p.push(format!("{what}: {key} does not parse: {errors:?}"));
     }

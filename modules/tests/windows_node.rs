@@ -89,7 +89,12 @@ fn kubelet_runs_under_kube_log_runner_with_rotation_for_every_minor() {
             s(kubelet_dl, "url").contains(&format!("/v1.{minor}.2/bin/windows/amd64/kubelet.exe"))
         );
         let svc = task(&tasks, "ww1", "kubelet");
-        let m = kwin_modules::windows::service::Service::new(&svc.params).expect("kubelet");
+        let m =
+            <kwin_modules::windows::service::Service as kwin_modules::table::Described>::from_json(
+                &svc.params,
+                kwin_engine::transport::Shell::PowerShell,
+            )
+            .expect("kubelet");
         assert!(
             m.command_line().starts_with(
                 "\"C:\\k\\kube-log-runner.exe\" -log-file=C:\\var\\log\\kubelet\\kubelet.log -log-file-size=10Mi -log-file-age=168h C:\\k\\kubelet.exe --windows-service "
@@ -138,7 +143,11 @@ fn containerd_logs_to_a_file_and_installs_its_binaries_from_the_staged_release()
         "{staged}"
     );
     let svc = task(&tasks, "ww1", "containerd");
-    let m = kwin_modules::windows::service::Service::new(&svc.params).expect("containerd");
+    let m = <kwin_modules::windows::service::Service as kwin_modules::table::Described>::from_json(
+        &svc.params,
+        kwin_engine::transport::Shell::PowerShell,
+    )
+    .expect("containerd");
     assert!(
         m.command_line()
             .ends_with(" --log-file=C:\\var\\log\\containerd\\containerd.log"),

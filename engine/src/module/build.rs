@@ -11,14 +11,15 @@
 //! reported at once.
 
 use super::{Module, ParamError, Registry};
-use crate::diag::{did_you_mean, Diagnostic, Diagnostics};
+use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location};
 use crate::graph::TaskGraph;
 use crate::plan::spans::PlanPath;
+use crate::plan::structure::{self, Anchor};
 use crate::plan::LoadedPlan;
 use crate::shell::Shell;
 use crate::task::{Origin, Task};
 use petgraph::graph::NodeIndex;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// The module of every task, by graph node index.
@@ -68,8 +69,13 @@ pub fn instantiate(
 }
 
 /// [`instantiate`] for the tasks of `plan`, each built for the shell its host's scripts are
-/// written in. `Err`: a `task-params` diagnostic per refusal (one per task of the plan and
-/// refusal, however many hosts run it), located as precisely as the refusal allows.
+/// written in, its rendered params checked first against the module's params schema
+/// (`plan::structure`, the walker that checks plan files: every unknown key, wrong type and
+/// bad value, each at its key or value, with did-you-mean from the schema). Tasks sharing
+/// their params (one user task or recipe step on many hosts) are checked and built once, and
+/// share the module. `Err`: a `task-params` diagnostic per problem (one per task of the plan
+/// or recipe step, however many hosts run it), at the parameter's plan line for a task of
+/// the plan's `[[tasks]]`, at the recipe step for a recipe's task; all of them at once.
 pub fn build_all(
     plan: &LoadedPlan,
     graph: &TaskGraph,
@@ -79,44 +85,226 @@ pub fn build_all(
         plan.host(&t.id.host)
             .map_or(Shell::Posix, |h| h.conn.script_shell())
     };
-    let errors = match instantiate(graph, &shell_of, registry) {
-        Ok(m) => return Ok(m),
-        Err(e) => e,
-    };
-    let mut reported = BTreeSet::new();
+    let names = registry.names();
+    let empty = serde_json::Value::Object(Default::default());
+    type Key<'g> = (usize, &'g str, Shell, bool);
+    let mut memo: HashMap<Key<'_>, Option<Arc<dyn Module>>> = HashMap::new();
+    let mut built: Vec<Arc<dyn Module>> = Vec::with_capacity(graph.len());
     let mut out = Diagnostics::default();
-    for e in errors {
-        let task = graph.task(e.node);
-        // One diagnostic per task of the plan (or recipe step) and refusal, whichever hosts
-        // and shells meet it.
+    let mut reported = BTreeSet::new();
+    let mut report = |task: &Task, key: String, d: Diagnostic, out: &mut Diagnostics| {
+        // One diagnostic per task of the plan (or recipe step) and problem.
+        if reported.insert((format!("{:?}", task.origin), key)) {
+            out.push(d);
+        }
+    };
+    for n in graph.graph.node_indices() {
+        let task = graph.task(n);
+        let shell = shell_of(task);
         let key = (
-            format!("{:?}", task.origin),
-            e.error.path.clone(),
-            e.error.message.clone(),
+            Arc::as_ptr(&task.params) as *const () as usize,
+            task.module.as_str(),
+            shell,
+            task.sensitive,
         );
-        if !reported.insert(key) {
+        if let Some(m) = memo.get(&key) {
+            if let Some(m) = m {
+                built.push(m.clone());
+            }
             continue;
         }
-        out.push(match &task.origin {
-            Origin::User { index } => user_task_error(plan, *index, task, e.shell, &e.error),
-            Origin::Recipe { recipe, step } => {
-                let what = match &e.error.path {
-                    Some(p) => format!("params.{p}: {}", e.error.message),
-                    None => e.error.message.clone(),
-                };
-                Diagnostic::error(
-                    "task-params",
-                    format!(
-                        "recipe `{recipe}` step `{step}` (module `{}`) on {} hosts: {what}",
-                        task.module,
-                        shell_name(e.shell)
-                    ),
-                )
-                .at(task.location.clone())
+        let params = if task.params.is_null() {
+            &empty
+        } else {
+            task.params.as_ref()
+        };
+        let at = Where::of(plan, task);
+        let module = match checked(registry, &names, task, shell, params, &at) {
+            Ok(m) => {
+                let mut m = m;
+                if task.sensitive {
+                    m.mark_sensitive();
+                }
+                let m: Arc<dyn Module> = Arc::from(m);
+                built.push(m.clone());
+                Some(m)
             }
-        });
+            Err(problems) => {
+                for (k, d) in problems {
+                    report(task, k, d, &mut out);
+                }
+                None
+            }
+        };
+        memo.insert(key, module);
     }
-    Err(out.sorted())
+    if out.0.is_empty() {
+        Ok(built.into())
+    } else {
+        Err(out.sorted())
+    }
+}
+
+/// Where a task's params are, for its diagnostics.
+enum Where<'p> {
+    /// The plan's `tasks[i]`, and the task's name.
+    User {
+        plan: &'p LoadedPlan,
+        index: usize,
+        name: &'p str,
+    },
+    /// A recipe step: its location and how it is named.
+    Recipe { at: Option<Location>, what: String },
+}
+
+impl<'p> Where<'p> {
+    fn of(plan: &'p LoadedPlan, task: &'p Task) -> Where<'p> {
+        match &task.origin {
+            Origin::User { index } => Where::User {
+                plan,
+                index: *index,
+                name: plan
+                    .file
+                    .tasks
+                    .get(*index)
+                    .map_or(task.id.name.as_str(), |t| t.name.as_str()),
+            },
+            Origin::Recipe { recipe, step } => Where::Recipe {
+                at: task.location.clone(),
+                what: format!("recipe `{recipe}` step `{step}`"),
+            },
+        }
+    }
+
+    /// The path of the task's params in the document (a recipe step's: `params`).
+    fn params(&self) -> PlanPath {
+        match self {
+            Where::User { index, .. } => PlanPath::root().key("tasks").index(*index).key("params"),
+            Where::Recipe { .. } => PlanPath::root().key("params"),
+        }
+    }
+
+    /// "task `motd`" / "recipe `r` step `s`".
+    fn what(&self) -> String {
+        match self {
+            Where::User { name, .. } => format!("task `{name}`"),
+            Where::Recipe { what, .. } => what.clone(),
+        }
+    }
+
+    /// The location of `path` (its key, with `key`), or of the closest thing the document
+    /// has: the task's params, its `module`, the recipe step.
+    fn loc(&self, path: &PlanPath, key: bool) -> Option<Location> {
+        match self {
+            Where::User { plan, index, .. } => {
+                let p = path.to_string();
+                let module = format!("tasks[{index}].module");
+                let within = p.starts_with(&format!("tasks[{index}].params"));
+                if within && plan.spans.has(&format!("tasks[{index}].params")) {
+                    if key {
+                        plan.key_loc(&p)
+                    } else {
+                        plan.loc(&p)
+                    }
+                } else {
+                    plan.loc(&module)
+                }
+            }
+            Where::Recipe { at, .. } => at.clone(),
+        }
+    }
+}
+
+/// The module of `task`, or every problem with its params: (dedup key, diagnostic).
+fn checked(
+    registry: &dyn Registry,
+    names: &[&str],
+    task: &Task,
+    shell: Shell,
+    params: &serde_json::Value,
+    at: &Where<'_>,
+) -> Result<Box<dyn Module>, Vec<(String, Diagnostic)>> {
+    let module = task.module.as_str();
+    let head = format!("{} (module `{module}`)", at.what());
+    let module_path = match at {
+        Where::User { index, .. } => PlanPath::root().key("tasks").index(*index).key("module"),
+        Where::Recipe { .. } => PlanPath::root(),
+    };
+    if !names.contains(&module) {
+        let mut d = Diagnostic::error(
+            "unknown-module",
+            format!("{}: unknown module `{module}`", at.what()),
+        );
+        if let Some(s) = did_you_mean(module, names.iter().copied()) {
+            d = d.with_hint(format!("did you mean `{s}`?"));
+        }
+        return Err(vec![("unknown".into(), d.at(at.loc(&module_path, false)))]);
+    }
+    let schema = registry.params_schema(module, shell);
+    let elsewhere = [Shell::Posix, Shell::PowerShell]
+        .into_iter()
+        .find(|s| *s != shell && registry.params_schema(module, *s).is_some());
+    if let (None, Some(other)) = (&schema, elsewhere) {
+        let d = Diagnostic::error(
+            "task-params",
+            format!(
+                "{head} on {} hosts: module `{module}` is not available on {} hosts",
+                shell_name(shell),
+                shell_name(shell)
+            ),
+        )
+        .with_hint(format!(
+            "run it only where it exists: on = {{ os = \"{}\" }}",
+            shell_name(other).to_ascii_lowercase()
+        ));
+        return Err(vec![(
+            format!("not on {shell:?}"),
+            d.at(at.loc(&module_path, false)),
+        )]);
+    }
+    let base = at.params();
+    if let Some(schema) = &schema {
+        let findings = structure::check_value(params, schema, &base);
+        if !findings.is_empty() {
+            return Err(findings
+                .into_iter()
+                .map(|f| {
+                    let mut d =
+                        Diagnostic::error("task-params", format!("{head}: {}", f.diag.summary));
+                    if let Some(h) = &f.diag.hint {
+                        d = d.with_hint(h.clone());
+                    }
+                    let key = format!("{} {}", f.path, f.diag.summary);
+                    (key, d.at(at.loc(&f.path, f.anchor == Anchor::Key)))
+                })
+                .collect());
+        }
+    }
+    registry.build(module, shell, params).map_err(|e| {
+        let on = shell_name(shell);
+        let (summary, path) = match &e.path {
+            Some(p) => (
+                format!("{head} on {on} hosts: params.{p}: {}", e.message),
+                param_path(&base, p),
+            ),
+            None if e.shape && schema.is_some() => (
+                format!(
+                    "{head} on {on} hosts: {} (the params passed the module's schema: this is a bug in kwin)",
+                    e.message
+                ),
+                base.clone(),
+            ),
+            None => (format!("{head} on {on} hosts: {}", e.message), base.clone()),
+        };
+        let mut d = Diagnostic::error("task-params", summary);
+        if e.path.is_none() {
+            d = d.with_hint("see the module's documentation for its parameters");
+        }
+        vec![(
+            format!("{:?} {}", e.path, e.message),
+            d.at(at.loc(&path, false)),
+        )]
+    })
 }
 
 fn shell_name(s: Shell) -> &'static str {
@@ -126,106 +314,16 @@ fn shell_name(s: Shell) -> &'static str {
     }
 }
 
-/// A refusal of the module of the plan's `tasks[i]`, at the parameter's plan line.
-fn user_task_error(
-    plan: &LoadedPlan,
-    i: usize,
-    task: &Task,
-    shell: Shell,
-    e: &ParamError,
-) -> Diagnostic {
-    let name = plan
-        .file
-        .tasks
-        .get(i)
-        .map_or(task.id.name.as_str(), |t| t.name.as_str());
-    let on = shell_name(shell);
-    match &e.path {
-        Some(p) => Diagnostic::error(
-            "task-params",
-            format!(
-                "task `{name}` (module `{}`) on {on} hosts: params.{p}: {}",
-                task.module, e.message
-            ),
-        )
-        .at(plan.loc(&param_path(i, p))),
-        None => {
-            let (at, hint, on_key) = unlocated_param_error(plan, i, shell, &e.message);
-            let d = Diagnostic::error(
-                "task-params",
-                format!(
-                    "task `{name}` (module `{}`) on {on} hosts: {}",
-                    task.module, e.message
-                ),
-            )
-            .with_hint(hint);
-            if on_key {
-                d.at(plan.key_loc(&at))
-            } else {
-                d.at(plan.loc(&at))
-            }
-        }
-    }
-}
-
-/// Where to report a param error without a path, and the hint: an unknown field (serde's
-/// "unknown field `x`, expected ...") at that field's key, a module missing for the OS at
-/// `module`. Returns (path, hint, whether the path is a key).
-fn unlocated_param_error(
-    plan: &LoadedPlan,
-    i: usize,
-    shell: Shell,
-    message: &str,
-) -> (String, String, bool) {
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        if let Some((field, expected)) = rest.split_once('`') {
-            let path = PlanPath::root()
-                .key("tasks")
-                .index(i)
-                .key("params")
-                .key(field)
-                .to_string();
-            let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-            let hint = match did_you_mean(field, candidates.iter().copied()) {
-                Some(s) => format!("did you mean `{s}`?"),
-                None => "see the module's documentation for its parameters".to_string(),
-            };
-            if plan.spans.has(&path) {
-                return (path, hint, true);
-            }
-        }
-    }
-    let module_path = format!("tasks[{i}].module");
-    if message.contains("not available on") {
-        let other = match shell {
-            Shell::Posix => "windows",
-            Shell::PowerShell => "linux",
-        };
-        let hint = format!("run it only where it exists: on = {{ os = \"{other}\" }}");
-        return (module_path, hint, false);
-    }
-    let at = if plan.spans.has(&format!("tasks[{i}].params")) {
-        format!("tasks[{i}].params")
-    } else {
-        module_path
-    };
-    (
-        at,
-        "see the module's documentation for its parameters".to_string(),
-        false,
-    )
-}
-
-/// `rules.0.port` under task `i` → `tasks[i].params.rules[0].port`.
-fn param_path(i: usize, p: &str) -> String {
-    let mut path = PlanPath::root().key("tasks").index(i).key("params");
+/// `rules.0.port` (a [`ParamError`] path) under `base` → `base.rules[0].port`.
+fn param_path(base: &PlanPath, p: &str) -> PlanPath {
+    let mut path = base.clone();
     for seg in p.split('.').filter(|s| !s.is_empty()) {
         path = match seg.parse::<usize>() {
             Ok(n) => path.index(n),
             Err(_) => path.key(seg),
         };
     }
-    path.to_string()
+    path
 }
 
 #[cfg(test)]
@@ -253,6 +351,18 @@ mod tests {
     impl Registry for TwoModules {
         fn names(&self) -> Vec<&'static str> {
             vec!["apt", "file"]
+        }
+        fn params_schema(&self, name: &str, shell: Shell) -> Option<serde_json::Value> {
+            match (name, shell) {
+                ("file", _) => Some(serde_json::json!({
+                    "type": "object",
+                    "properties": { "path": { "type": "string" } },
+                    "required": ["path"],
+                    "additionalProperties": false
+                })),
+                ("apt", Shell::Posix) => Some(serde_json::json!({ "type": "object" })),
+                _ => None,
+            }
         }
         fn build(
             &self,
@@ -313,7 +423,7 @@ mod tests {
         );
         assert!(
             d.0[0].summary.contains(
-                "task `motd` (module `file`) on Linux hosts: params.path: expected a string"
+                "task `motd` (module `file`): `tasks[0].params.path`: expected a string, found an integer"
             ),
             "{d}"
         );
@@ -321,6 +431,78 @@ mod tests {
         assert_eq!(
             d.0[1].hint.as_deref(),
             Some("run it only where it exists: on = { os = \"linux\" }")
+        );
+    }
+
+    /// A misspelt key is found by the schema walk, at its key, with did-you-mean from the
+    /// schema (no message text of the deserializer is read).
+    #[test]
+    fn a_misspelt_param_is_reported_at_its_key_with_the_right_name() {
+        let text = format!(
+            "{HOSTS}\n[[tasks]]\nname = \"motd\"\nmodule = \"file\"\nparams = {{ pth = \"/etc/motd\" }}\n"
+        );
+        let d = build(&text).map(|_| ()).expect_err("refused");
+        let line = text
+            .lines()
+            .position(|l| l.contains("pth ="))
+            .map_or(0, |n| n + 1);
+        let shown: Vec<String> = d.0.iter().map(|d| format!("{d:?}")).collect();
+        assert!(
+            d.0.iter().any(
+                |d| d.summary.contains("unknown key `pth` in `tasks[0].params`")
+                    && d.hint.as_deref() == Some("did you mean `path`?")
+                    && d.location
+                        .as_ref()
+                        .is_some_and(|l| (l.line, l.col) == (line, 12))
+            ),
+            "{shown:?}"
+        );
+    }
+
+    /// A recipe step's rendered params are checked too, and reported at the step.
+    #[test]
+    fn a_recipe_step_s_params_are_checked_at_the_step() {
+        use crate::task::TaskId;
+        let plan = crate::plan::load_str(Path::new("t.toml"), HOSTS).expect("loads");
+        let at = Location {
+            file: "plans/r.toml".into(),
+            line: 7,
+            col: 1,
+        };
+        let mut task = Task::new(
+            TaskId::new("cp1", "s"),
+            "file",
+            serde_json::json!({ "path": 2, "extra": true }),
+        );
+        task.origin = Origin::Recipe {
+            recipe: "r".into(),
+            step: "s".into(),
+        };
+        task.location = Some(at.clone());
+        let graph = TaskGraph::build(vec![task]).expect("graph");
+        let d = build_all(&plan, &graph, &TwoModules)
+            .map(|_| ())
+            .expect_err("refused");
+        assert_eq!(d.0.len(), 2, "{d}");
+        for d in &d.0 {
+            assert_eq!(d.code, "task-params");
+            assert!(
+                d.summary
+                    .starts_with("recipe `r` step `s` (module `file`): "),
+                "{d}"
+            );
+            assert_eq!(d.location.as_ref(), Some(&at), "{d}");
+        }
+        assert!(
+            d.0.iter()
+                .any(|d| d.summary.contains("unknown key `extra` in `params`")),
+            "{d}"
+        );
+        assert!(
+            d.0.iter().any(|d| d
+                .summary
+                .contains("`params.path`: expected a string, found an integer")),
+            "{d}"
         );
     }
 

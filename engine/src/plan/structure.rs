@@ -1,9 +1,12 @@
-//! The structural pass: the parsed TOML document walked against the plan's JSON Schema.
+//! The structural pass: a document walked against a JSON Schema.
 //!
 //! serde stops at the first unknown key or wrong type; this pass reports every one of them,
-//! each at its key or value. It is driven by the schema generated from `model.rs`
-//! (`$ref`s resolved, `anyOf`/`oneOf` tried branch by branch), so the model stays the
-//! single source of what a plan may say.
+//! each at its key or value. It is driven by a schema generated from the types serde reads
+//! (`$ref`s resolved, `anyOf`/`oneOf` tried branch by branch), so those types stay the single
+//! source of what a document may say. Two kinds of document are walked ([`Doc`]): the plan
+//! file as parsed (TOML with spans, against the schema of `model.rs`, [`check`]) and a task's
+//! rendered params (JSON, against its module's params schema, [`check_value`], from the build
+//! phase: `module::build`).
 //!
 //! Each finding names what to cut from the document so the rest can still be deserialized
 //! and validated: the offending key, unless the key is required (then the finding is fatal
@@ -13,6 +16,68 @@ use super::spans::{PlanPath, Seg};
 use crate::diag::{did_you_mean, Diagnostic};
 use serde_json::{Map, Value};
 use toml::de::{DeTable, DeValue};
+
+/// What the walker sees of a document's value.
+pub enum View<'a, D: ?Sized> {
+    String(&'a str),
+    /// An integer: its value (`None` beyond `i128`) and how it was written.
+    Integer(Option<i128>, String),
+    Float,
+    Boolean,
+    Datetime,
+    /// JSON's `null` (TOML has none).
+    Null,
+    Array(Vec<&'a D>),
+    Table(Vec<(&'a str, &'a D)>),
+}
+
+/// A document the walker can read.
+pub trait Doc {
+    fn view(&self) -> View<'_, Self>;
+}
+
+impl Doc for DeValue<'_> {
+    fn view(&self) -> View<'_, Self> {
+        match self {
+            DeValue::String(s) => View::String(s.as_ref()),
+            DeValue::Integer(n) => {
+                let digits = n.as_str().replace('_', "");
+                View::Integer(
+                    i128::from_str_radix(&digits, n.radix()).ok(),
+                    n.as_str().to_string(),
+                )
+            }
+            DeValue::Float(_) => View::Float,
+            DeValue::Boolean(_) => View::Boolean,
+            DeValue::Datetime(_) => View::Datetime,
+            DeValue::Array(items) => View::Array(items.iter().map(|i| i.get_ref()).collect()),
+            DeValue::Table(t) => View::Table(entries(t)),
+        }
+    }
+}
+
+impl Doc for Value {
+    fn view(&self) -> View<'_, Self> {
+        match self {
+            Value::String(s) => View::String(s),
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => View::Integer(Some(i.into()), n.to_string()),
+                (_, Some(u)) => View::Integer(Some(u.into()), n.to_string()),
+                _ => View::Float,
+            },
+            Value::Bool(_) => View::Boolean,
+            Value::Null => View::Null,
+            Value::Array(items) => View::Array(items.iter().collect()),
+            Value::Object(m) => View::Table(m.iter().map(|(k, v)| (k.as_str(), v)).collect()),
+        }
+    }
+}
+
+fn entries<'a, 'd>(t: &'a DeTable<'d>) -> Vec<(&'a str, &'a DeValue<'d>)> {
+    t.iter()
+        .map(|(k, v)| (k.get_ref().as_ref(), v.get_ref()))
+        .collect()
+}
 
 /// Where in the source a finding points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +104,22 @@ pub fn check(doc: &DeTable<'_>, schema: &Value) -> Vec<Finding> {
         root: schema,
         out: Vec::new(),
     };
-    w.table(doc, schema, &PlanPath::root());
+    w.table(entries(doc), schema, &PlanPath::root());
+    w.out
+}
+
+/// Walk `value`, found at `at`, against `schema` (a root schema: its `$defs` resolve its
+/// `$ref`s); every structural problem found, at paths under `at`.
+pub fn check_value<D: Doc>(value: &D, schema: &Value, at: &PlanPath) -> Vec<Finding> {
+    let mut w = Walker {
+        root: schema,
+        out: Vec::new(),
+    };
+    let t = Target {
+        path: at.clone(),
+        required: true,
+    };
+    w.value(value, schema, at, &t);
     w.out
 }
 
@@ -90,15 +170,16 @@ struct Walker<'s> {
     out: Vec<Finding>,
 }
 
-fn found(v: &DeValue<'_>) -> &'static str {
+fn found<D: ?Sized>(v: &View<'_, D>) -> &'static str {
     match v {
-        DeValue::String(_) => "a string",
-        DeValue::Integer(_) => "an integer",
-        DeValue::Float(_) => "a float",
-        DeValue::Boolean(_) => "a boolean",
-        DeValue::Datetime(_) => "a datetime",
-        DeValue::Array(_) => "an array",
-        DeValue::Table(_) => "a table",
+        View::String(_) => "a string",
+        View::Integer(..) => "an integer",
+        View::Float => "a float",
+        View::Boolean => "a boolean",
+        View::Datetime => "a datetime",
+        View::Null => "null",
+        View::Array(_) => "an array",
+        View::Table(_) => "a table",
     }
 }
 
@@ -114,16 +195,44 @@ fn type_phrase(t: &str) -> &'static str {
     }
 }
 
-fn kind_matches(v: &DeValue<'_>, t: &str) -> bool {
+fn kind_matches<D: ?Sized>(v: &View<'_, D>, t: &str) -> bool {
     matches!(
         (t, v),
-        ("string", DeValue::String(_))
-            | ("integer", DeValue::Integer(_))
-            | ("number", DeValue::Integer(_) | DeValue::Float(_))
-            | ("boolean", DeValue::Boolean(_))
-            | ("object", DeValue::Table(_))
-            | ("array", DeValue::Array(_))
+        ("string", View::String(_))
+            | ("integer", View::Integer(..))
+            | ("number", View::Integer(..) | View::Float)
+            | ("boolean", View::Boolean)
+            | ("object", View::Table(_))
+            | ("array", View::Array(_))
     )
+}
+
+/// Whether `s` (resolved) lets a value be `null`: `type` names it, or a branch of
+/// `anyOf`/`oneOf` is the null schema, or it constrains nothing.
+fn allows_null(s: &Value, resolve: &dyn Fn(&Value) -> Value) -> bool {
+    match s {
+        Value::Bool(b) => *b,
+        Value::Object(o) => {
+            if let Some(t) = o.get("type") {
+                return match t {
+                    Value::String(t) => t == "null",
+                    Value::Array(ts) => ts.iter().any(|t| t == "null"),
+                    _ => false,
+                };
+            }
+            if let Some(bs) = o
+                .get("anyOf")
+                .or_else(|| o.get("oneOf"))
+                .and_then(Value::as_array)
+            {
+                return bs.iter().any(|b| allows_null(&resolve(b), resolve));
+            }
+            !["$ref", "enum", "const", "properties"]
+                .iter()
+                .any(|k| o.contains_key(*k))
+        }
+        _ => false,
+    }
 }
 
 /// The non-null types a schema names in `type`.
@@ -216,7 +325,7 @@ impl<'s> Walker<'s> {
         });
     }
 
-    fn silent_errors(&self, v: &DeValue<'_>, s: &'s Value) -> bool {
+    fn silent_errors<D: Doc + ?Sized>(&self, v: &D, s: &'s Value) -> bool {
         let mut w = Walker {
             root: self.root,
             out: Vec::new(),
@@ -229,8 +338,28 @@ impl<'s> Walker<'s> {
         !w.out.is_empty()
     }
 
-    fn value(&mut self, v: &DeValue<'_>, schema: &'s Value, path: &PlanPath, target: &Target) {
+    fn value<D: Doc + ?Sized>(
+        &mut self,
+        v: &D,
+        schema: &'s Value,
+        path: &PlanPath,
+        target: &Target,
+    ) {
         let s = self.resolve(schema);
+        let view = v.view();
+        if let View::Null = view {
+            let resolve = |x: &Value| self.resolve(x).clone();
+            if !allows_null(s, &resolve) {
+                let ts: Vec<&str> = types(s).into_iter().map(type_phrase).collect();
+                let expected = if ts.is_empty() {
+                    "a value".to_string()
+                } else {
+                    ts.join(" or ")
+                };
+                self.wrong_type(&view, &expected, path, target);
+            }
+            return;
+        }
         match s {
             Value::Bool(true) => return,
             Value::Bool(false) => {
@@ -250,37 +379,34 @@ impl<'s> Walker<'s> {
         }
         if let Some(allowed) = s.get("enum").and_then(Value::as_array) {
             let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
-            self.one_of_strings(v, &allowed, path, target);
+            self.one_of_strings(&view, &allowed, path, target);
             return;
         }
         if let Some(c) = s.get("const").and_then(Value::as_str) {
-            self.one_of_strings(v, &[c], path, target);
+            self.one_of_strings(&view, &[c], path, target);
             return;
         }
         let ts = types(s);
         if ts.is_empty() {
             return;
         }
-        let Some(t) = ts.iter().copied().find(|t| kind_matches(v, t)) else {
+        let Some(t) = ts.iter().copied().find(|t| kind_matches(&view, t)) else {
             let expected: Vec<&str> = ts.iter().map(|t| type_phrase(t)).collect();
-            self.wrong_type(v, &expected.join(" or "), path, target);
+            self.wrong_type(&view, &expected.join(" or "), path, target);
             return;
         };
-        match (t, v) {
-            ("object", DeValue::Table(table)) => self.table(table, s, path),
-            ("array", DeValue::Array(items)) => {
+        match (t, view) {
+            ("object", View::Table(table)) => self.table(table, s, path),
+            ("array", View::Array(items)) => {
                 if let Some(item_schema) = s.get("items") {
-                    for (i, item) in items.iter().enumerate() {
-                        self.value(item.get_ref(), item_schema, &path.index(i), target);
+                    for (i, item) in items.into_iter().enumerate() {
+                        self.value(item, item_schema, &path.index(i), target);
                     }
                 }
             }
-            ("integer", DeValue::Integer(n)) => {
+            ("integer", View::Integer(x, n)) => {
                 let (lo, hi) = int_range(s);
-                let digits = n.as_str().replace('_', "");
-                let ok = i128::from_str_radix(&digits, n.radix())
-                    .map(|x| x >= lo && x <= hi)
-                    .unwrap_or(false);
+                let ok = x.is_some_and(|x| x >= lo && x <= hi);
                 if !ok {
                     let range = if hi >= i64::MAX as i128 {
                         format!("at least {lo}")
@@ -294,7 +420,7 @@ impl<'s> Walker<'s> {
                     self.push(path, Anchor::Value, d, target);
                 }
             }
-            ("string", DeValue::String(text)) if s.get("x-kwin-duration").is_some() => {
+            ("string", View::String(text)) if s.get("x-kwin-duration").is_some() => {
                 self.duration(text, s, path, target);
             }
             _ => {}
@@ -322,23 +448,29 @@ impl<'s> Walker<'s> {
         self.push(path, Anchor::Value, d, target);
     }
 
-    fn wrong_type(&mut self, v: &DeValue<'_>, expected: &str, path: &PlanPath, target: &Target) {
+    fn wrong_type<D: ?Sized>(
+        &mut self,
+        v: &View<'_, D>,
+        expected: &str,
+        path: &PlanPath,
+        target: &Target,
+    ) {
         let mut d = Diagnostic::error(
             "wrong-type",
             format!("`{path}`: expected {expected}, found {}", found(v)),
         );
         match (expected, v) {
-            ("a string", DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_)) => {
+            ("a string", View::Integer(..) | View::Float | View::Boolean) => {
                 d = d.with_hint("put the value in quotes");
             }
-            ("an integer", DeValue::String(s)) if s.trim().parse::<i64>().is_ok() => {
+            ("an integer", View::String(s)) if s.trim().parse::<i64>().is_ok() => {
                 d = d.with_hint(format!("remove the quotes: {}", s.trim()));
             }
-            ("a boolean", DeValue::String(s)) if matches!(s.as_ref(), "true" | "false") => {
+            ("a boolean", View::String(s)) if matches!(*s, "true" | "false") => {
                 d = d.with_hint(format!("remove the quotes: {s}"));
             }
             ("a boolean", _) => d = d.with_hint("write true or false"),
-            ("an array", DeValue::Table(_)) => {
+            ("an array", View::Table(_)) => {
                 let name = path.last_key().unwrap_or("...");
                 d = d.with_hint(format!("write [[{name}]] (double brackets) for each entry"));
             }
@@ -347,12 +479,18 @@ impl<'s> Walker<'s> {
         self.push(path, Anchor::Value, d, target);
     }
 
-    fn one_of_strings(&mut self, v: &DeValue<'_>, allowed: &[&str], path: &PlanPath, t: &Target) {
-        let DeValue::String(got) = v else {
+    fn one_of_strings<D: ?Sized>(
+        &mut self,
+        v: &View<'_, D>,
+        allowed: &[&str],
+        path: &PlanPath,
+        t: &Target,
+    ) {
+        let View::String(got) = v else {
             self.wrong_type(v, "a string", path, t);
             return;
         };
-        if allowed.contains(&got.as_ref()) {
+        if allowed.contains(got) {
             return;
         }
         let quoted: Vec<String> = allowed.iter().map(|a| format!("\"{a}\"")).collect();
@@ -368,7 +506,13 @@ impl<'s> Walker<'s> {
         self.push(path, Anchor::Value, d, t);
     }
 
-    fn branches(&mut self, v: &DeValue<'_>, branches: &'s [Value], path: &PlanPath, t: &Target) {
+    fn branches<D: Doc + ?Sized>(
+        &mut self,
+        v: &D,
+        branches: &'s [Value],
+        path: &PlanPath,
+        t: &Target,
+    ) {
         let live: Vec<&'s Value> = branches
             .iter()
             .map(|b| self.resolve(b))
@@ -382,15 +526,16 @@ impl<'s> Walker<'s> {
             .map(|b| b.get("const").and_then(Value::as_str))
             .collect();
         if let Some(consts) = consts {
-            return self.one_of_strings(v, &consts, path, t);
+            return self.one_of_strings(&v.view(), &consts, path, t);
         }
         if live.iter().any(|b| !self.silent_errors(v, b)) {
             return;
         }
+        let view = v.view();
         let same_kind: Vec<&'s Value> = live
             .iter()
             .copied()
-            .filter(|b| types(b).iter().any(|ty| kind_matches(v, ty)))
+            .filter(|b| types(b).iter().any(|ty| kind_matches(&view, ty)))
             .collect();
         if let [one] = same_kind.as_slice() {
             return self.value(v, one, path, t);
@@ -401,10 +546,10 @@ impl<'s> Walker<'s> {
             .map(type_phrase)
             .collect();
         expected.dedup();
-        self.wrong_type(v, &expected.join(" or "), path, t);
+        self.wrong_type(&view, &expected.join(" or "), path, t);
     }
 
-    fn table(&mut self, table: &DeTable<'_>, s: &'s Value, path: &PlanPath) {
+    fn table<D: Doc + ?Sized>(&mut self, table: Vec<(&str, &D)>, s: &'s Value, path: &PlanPath) {
         static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
         let props = s
             .get("properties")
@@ -415,15 +560,15 @@ impl<'s> Walker<'s> {
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        for (k, v) in table.iter() {
-            let key = k.get_ref().as_ref();
+        for (key, v) in &table {
+            let key = *key;
             let child = path.key(key);
             if let Some(ps) = props.get(key) {
                 let t = Target {
                     path: child.clone(),
                     required: required.contains(&key),
                 };
-                self.value(v.get_ref(), ps, &child, &t);
+                self.value(*v, ps, &child, &t);
                 continue;
             }
             match s.get("additionalProperties") {
@@ -433,13 +578,13 @@ impl<'s> Walker<'s> {
                         path: child.clone(),
                         required: false,
                     };
-                    self.value(v.get_ref(), extra, &child, &t);
+                    self.value(*v, extra, &child, &t);
                 }
                 _ => {}
             }
         }
         for r in required {
-            if !table.iter().any(|(k, _)| k.get_ref() == r) {
+            if !table.iter().any(|(k, _)| *k == r) {
                 let d =
                     Diagnostic::error("missing-key", format!("missing key `{r}` {}", place(path)))
                         .with_hint(format!("add {r} = ..."));

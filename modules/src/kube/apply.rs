@@ -51,10 +51,12 @@
 
 use super::facts::{DiffFact, DiffState};
 use super::script::{cluster_guard, die, kubectl, write_b64, TEMP_DIR};
-use super::{check_abs, ADMIN_CONF, API_RESOURCE};
+use super::{ADMIN_CONF, API_RESOURCE};
+use crate::paths::posix_abs_line;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
@@ -95,7 +97,7 @@ exec diff -u -N "$1" "$2"
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct KubeApplyParams {
     manifest: Option<String>,
     src: Option<String>,
     path: Option<String>,
@@ -106,11 +108,6 @@ struct Params {
     kubeconfig: Option<String>,
     field_manager: Option<String>,
     cache_dir: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -194,15 +191,18 @@ fn sha256_hex(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
 }
 
-impl KubeApply {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for KubeApply {
+    const NAME: &'static str = "kube_apply";
+    const DOC: &'static str = "Kubernetes objects applied server-side from the first control plane, checked by a server-side diff";
+    type Params = KubeApplyParams;
+
+    fn from_params(p: KubeApplyParams, _shell: Shell) -> Result<Self, ParamError> {
         let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
-        check_abs("kubeconfig", &kubeconfig)?;
+        posix_abs_line("kubeconfig", &kubeconfig)?;
         let field_manager = p.field_manager.unwrap_or_else(|| "kwin".to_string());
         check_word("field_manager", &field_manager, &['_', ':'])?;
         let cache_dir = p.cache_dir.unwrap_or_else(|| CACHE_DIR.to_string());
-        check_abs("cache_dir", &cache_dir)?;
+        posix_abs_line("cache_dir", &cache_dir)?;
         let cache_dir = cache_dir.trim_end_matches('/').to_string();
         let given: Vec<&str> = [
             ("manifest", p.manifest.is_some()),
@@ -241,12 +241,12 @@ impl KubeApply {
             }
             (inline(m.into_bytes()), "manifest".to_string())
         } else if let Some(src) = p.src {
-            check_abs("src", &src)?;
+            posix_abs_line("src", &src)?;
             let content = std::fs::read(&src)
                 .map_err(|e| ParamError::at("src", format!("cannot read {src}: {e}")))?;
             (inline(content), src)
         } else if let Some(path) = p.path {
-            check_abs("path", &path)?;
+            posix_abs_line("path", &path)?;
             (Source::HostFile(path.clone()), path)
         } else if let Some(url) = p.url {
             if !(url.starts_with("https://") || url.starts_with("http://"))
@@ -302,6 +302,14 @@ impl KubeApply {
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::kube(DiffFact {
+            script: "kubectl get ns".into(),
+        })]
+    }
+}
+
+impl KubeApply {
     fn fact(&self) -> DiffFact {
         DiffFact {
             script: self.script(Mode::Diff),
@@ -653,22 +661,27 @@ mod tests {
 
     #[test]
     fn exactly_one_source() {
-        let e = KubeApply::new(&serde_json::json!({})).expect_err("none");
+        let e = KubeApply::from_json(&serde_json::json!({}), Shell::Posix).expect_err("none");
         assert!(e.message.contains("got none"), "{e}");
-        let e = KubeApply::new(&serde_json::json!({"manifest": "a: b", "url": "https://x/y"}))
-            .expect_err("two");
+        let e = KubeApply::from_json(
+            &serde_json::json!({"manifest": "a: b", "url": "https://x/y"}),
+            Shell::Posix,
+        )
+        .expect_err("two");
         assert!(e.message.contains("manifest, url"), "{e}");
         // A template may render the unused source to null.
-        assert!(
-            KubeApply::new(&serde_json::json!({"url": null, "src": null, "manifest": "a: b"}))
-                .is_ok()
-        );
+        assert!(KubeApply::from_json(
+            &serde_json::json!({"url": null, "src": null, "manifest": "a: b"}),
+            Shell::Posix
+        )
+        .is_ok());
     }
 
     #[test]
     fn large_inline_manifests_are_uploaded() {
         let big = "x: y\n".repeat(EMBED_LIMIT / 5 + 10);
-        let m = KubeApply::new(&serde_json::json!({ "manifest": big })).expect("build");
+        let m = KubeApply::from_json(&serde_json::json!({ "manifest": big }), Shell::Posix)
+            .expect("build");
         let steps = m.steps();
         assert!(matches!(&steps[1], Step::Put { path, .. } if path.starts_with(CACHE_DIR)));
         assert!(m.diff_script().len() < 4096);

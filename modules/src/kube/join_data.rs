@@ -29,16 +29,18 @@
 //! params = { api_endpoint = "192.168.56.10:6443", ttl = "1h" }
 //! ```
 
-use super::{check_abs, parse_duration, ADMIN_CONF};
+use super::{parse_duration, ADMIN_CONF};
+use crate::paths::posix_abs_line;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{parse_params, Ctx, Module, ModuleError, ParamError, Plan};
+use kwin_engine::module::{Ctx, Module, ModuleError, ParamError, Plan};
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct JoinDataParams {
     api_endpoint: String,
     ttl: Option<serde_json::Value>,
     #[serde(default)]
@@ -46,11 +48,6 @@ struct Params {
     kubeconfig: Option<String>,
     pki_dir: Option<String>,
     kubeadm_config: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -84,9 +81,13 @@ fn check_endpoint(e: &str) -> Result<(), ParamError> {
     Ok(())
 }
 
-impl JoinData {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for JoinData {
+    const NAME: &'static str = "kube_join_data";
+    const DOC: &'static str =
+        "no change; its outputs are fresh join data (token, CA hash, endpoint, certificate key)";
+    type Params = JoinDataParams;
+
+    fn from_params(p: JoinDataParams, _shell: Shell) -> Result<Self, ParamError> {
         check_endpoint(&p.api_endpoint)?;
         let ttl_secs = match &p.ttl {
             Some(v) => parse_duration("ttl", v)?,
@@ -99,13 +100,13 @@ impl JoinData {
             ));
         }
         let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
-        check_abs("kubeconfig", &kubeconfig)?;
+        posix_abs_line("kubeconfig", &kubeconfig)?;
         let pki_dir = p
             .pki_dir
             .unwrap_or_else(|| "/etc/kubernetes/pki".to_string());
-        check_abs("pki_dir", &pki_dir)?;
+        posix_abs_line("pki_dir", &pki_dir)?;
         if let Some(c) = &p.kubeadm_config {
-            check_abs("kubeadm_config", c)?;
+            posix_abs_line("kubeadm_config", c)?;
         }
         Ok(JoinData {
             api_endpoint: p.api_endpoint,
@@ -117,6 +118,12 @@ impl JoinData {
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        Vec::new()
+    }
+}
+
+impl JoinData {
     /// The output script: `key=value` lines on stdout, nothing else there.
     pub fn output_script(&self) -> String {
         let kc = sh_quote(&self.kubeconfig);

@@ -30,10 +30,12 @@
 
 use super::facts::{InitFact, InitState};
 use super::script::kubectl;
-use super::{check_abs, parse_duration, ADMIN_CONF};
+use super::{parse_duration, ADMIN_CONF};
+use crate::paths::posix_abs_line;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
@@ -41,7 +43,7 @@ use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct KubeadmInitParams {
     config: String,
     #[serde(default)]
     upload_certs: bool,
@@ -50,11 +52,6 @@ struct Params {
     ignore_preflight_errors: Vec<String>,
     log: Option<String>,
     health_timeout: Option<serde_json::Value>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -76,16 +73,20 @@ const LEFTOVERS: &[&str] = &[
     "/var/lib/etcd/member",
 ];
 
-impl KubeadmInit {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
-        check_abs("config", &p.config)?;
+impl Described for KubeadmInit {
+    const NAME: &'static str = "kubeadm_init";
+    const DOC: &'static str =
+        "kubeadm init from a configuration file, once, on the first control plane";
+    type Params = KubeadmInitParams;
+
+    fn from_params(p: KubeadmInitParams, _shell: Shell) -> Result<Self, ParamError> {
+        posix_abs_line("config", &p.config)?;
         let kubeconfig = p.creates.unwrap_or_else(|| ADMIN_CONF.to_string());
-        check_abs("creates", &kubeconfig)?;
+        posix_abs_line("creates", &kubeconfig)?;
         let log = p
             .log
             .unwrap_or_else(|| "/var/log/kwin/kubeadm-init.log".to_string());
-        check_abs("log", &log)?;
+        posix_abs_line("log", &log)?;
         for (i, e) in p.ignore_preflight_errors.iter().enumerate() {
             if e.is_empty()
                 || !e
@@ -112,6 +113,15 @@ impl KubeadmInit {
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::kube(InitFact {
+            kubeconfig: ADMIN_CONF.into(),
+            script: "true".into(),
+        })]
+    }
+}
+
+impl KubeadmInit {
     fn fact(&self) -> InitFact {
         let kc = sh_quote(&self.kubeconfig);
         let leftovers = LEFTOVERS

@@ -33,11 +33,12 @@
 //! params = { node_name = "{{ host.name }}", cri_socket = "unix:///run/containerd/containerd.sock" }
 //! ```
 
-use super::check_abs;
 use super::facts::{JoinFact, JoinState};
+use crate::paths::{posix_abs_line, windows_abs};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::{ps_quote, sh_quote};
 use kwin_engine::transport::Shell;
@@ -47,7 +48,7 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct KubeadmJoinParams {
     node_name: String,
     cri_socket: Option<String>,
     node_ip: Option<String>,
@@ -60,11 +61,6 @@ struct Params {
     kubeadm: Option<String>,
     #[serde(default)]
     ignore_preflight_errors: Vec<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,9 +137,13 @@ fn plain(field: &str, s: &str) -> Result<(), ParamError> {
     Ok(())
 }
 
-impl KubeadmJoin {
-    pub fn new(params: &serde_json::Value, shell: Shell) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for KubeadmJoin {
+    const NAME: &'static str = "kubeadm_join";
+    const DOC: &'static str =
+        "kubeadm join with a generated JoinConfiguration, once, on Linux and Windows nodes";
+    type Params = KubeadmJoinParams;
+
+    fn from_params(p: KubeadmJoinParams, shell: Shell) -> Result<Self, ParamError> {
         if p.node_name.is_empty()
             || !p
                 .node_name
@@ -199,8 +199,8 @@ impl KubeadmJoin {
             }
         });
         if windows {
-            crate::windows::check_path("creates", &creates)?;
-            crate::windows::check_path("kubeadm", &kubeadm)?;
+            windows_abs("creates", &creates)?;
+            windows_abs("kubeadm", &kubeadm)?;
             if p.control_plane {
                 return Err(ParamError::at(
                     "control_plane",
@@ -208,7 +208,7 @@ impl KubeadmJoin {
                 ));
             }
         } else {
-            check_abs("creates", &creates)?;
+            posix_abs_line("creates", &creates)?;
             plain("kubeadm", &kubeadm)?;
         }
         for (i, e) in p.ignore_preflight_errors.iter().enumerate() {
@@ -234,6 +234,15 @@ impl KubeadmJoin {
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::kube(JoinFact {
+            marker: "/etc/kubernetes/kubelet.conf".into(),
+            script: "true".into(),
+        })]
+    }
+}
+
+impl KubeadmJoin {
     /// Files a failed `kubeadm join` leaves, which its preflight refuses.
     fn leftovers(&self) -> &'static [&'static str] {
         match self.shell {
@@ -582,7 +591,7 @@ mod tests {
 
     #[test]
     fn config_versions_differ_in_kubelet_args_only() {
-        let m = KubeadmJoin::new(
+        let m = KubeadmJoin::from_json(
             &json!({"node_name": "cp2", "node_ip": "10.0.0.12", "labels": {"a": "b"},
                     "taints": ["dedicated=infra:NoSchedule"], "control_plane": true,
                     "advertise_address": "10.0.0.12"}),
@@ -613,14 +622,14 @@ mod tests {
     #[test]
     fn bad_params() {
         let e = |p: Value| {
-            KubeadmJoin::new(&p, Shell::Posix)
+            KubeadmJoin::from_json(&p, Shell::Posix)
                 .expect_err("must fail")
                 .to_string()
         };
         assert!(e(json!({"node_name": "LW1"})).contains("node name"));
         assert!(e(json!({"node_name": "lw1", "taints": ["a=b:Sometimes"]})).contains("Effect"));
         assert!(e(json!({"node_name": "lw1", "labels": {"a": "b,c=d"}})).contains("label"));
-        assert!(KubeadmJoin::new(
+        assert!(KubeadmJoin::from_json(
             &json!({"node_name": "ww1", "control_plane": true}),
             Shell::PowerShell
         )

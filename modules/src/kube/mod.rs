@@ -16,26 +16,28 @@
 //! text reaches scripts only through `sh_quote`/`ps_quote` or as base64 inside a quoted
 //! here-document.
 
-use kwin_engine::module::{Module, ParamError};
-use kwin_engine::transport::Shell;
+use crate::table::{row, Row, BOTH, POSIX};
+use kwin_engine::module::ParamError;
+
+pub mod facts;
+mod script;
+pub mod verify;
 
 pub mod apply;
-pub mod facts;
 pub mod join_data;
 pub mod kubeadm_init;
 pub mod kubeadm_join;
 pub mod kubeconfig;
-mod script;
-pub mod verify;
 pub mod wait;
 
-/// Kubernetes module names.
-pub const NAMES: &[&str] = &[
-    "kube_apply",
-    "kube_join_data",
-    "kube_wait",
-    "kubeadm_init",
-    "kubeadm_join",
+/// The Kubernetes modules: `kubeadm_join` runs on Linux and Windows nodes, the others only
+/// on POSIX hosts (the control plane).
+pub static MODULES: &[Row] = &[
+    row::<apply::KubeApply>(POSIX),
+    row::<join_data::JoinData>(POSIX),
+    row::<wait::KubeWait>(POSIX),
+    row::<kubeadm_init::KubeadmInit>(POSIX),
+    row::<kubeadm_join::KubeadmJoin>(BOTH),
 ];
 
 /// The admin kubeconfig kubeadm writes on a control plane.
@@ -45,53 +47,6 @@ pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
 /// to it touches (see `Module::reads`): a later Kubernetes task re-probes after an earlier one
 /// on the same host changed the cluster.
 pub const API_RESOURCE: &str = "kube:api";
-
-/// The parameters' JSON Schema of a Kubernetes module for `shell`, or `None` if `name` is not
-/// one there (the same pairs [`build`] accepts).
-pub fn params_schema(name: &str, shell: Shell) -> Option<schemars::Schema> {
-    Some(match (name, shell) {
-        ("kubeadm_join", _) => kubeadm_join::params_schema(),
-        ("kubeadm_init", Shell::Posix) => kubeadm_init::params_schema(),
-        ("kube_join_data", Shell::Posix) => join_data::params_schema(),
-        ("kube_apply", Shell::Posix) => apply::params_schema(),
-        ("kube_wait", Shell::Posix) => wait::params_schema(),
-        _ => return None,
-    })
-}
-
-/// Build a Kubernetes module, or `None` if `name` is not one. `kubeadm_join` exists for both
-/// shells; the others run only on POSIX hosts (the control plane).
-pub fn build(
-    name: &str,
-    shell: Shell,
-    params: &serde_json::Value,
-) -> Option<Result<Box<dyn Module>, ParamError>> {
-    fn boxed<M: Module + 'static>(r: Result<M, ParamError>) -> Result<Box<dyn Module>, ParamError> {
-        r.map(|m| Box::new(m) as Box<dyn Module>)
-    }
-    Some(match (name, shell) {
-        ("kubeadm_join", _) => boxed(kubeadm_join::KubeadmJoin::new(params, shell)),
-        ("kubeadm_init", Shell::Posix) => boxed(kubeadm_init::KubeadmInit::new(params)),
-        ("kube_join_data", Shell::Posix) => boxed(join_data::JoinData::new(params)),
-        ("kube_apply", Shell::Posix) => boxed(apply::KubeApply::new(params)),
-        ("kube_wait", Shell::Posix) => boxed(wait::KubeWait::new(params)),
-        _ => return None,
-    })
-}
-
-/// Check an absolute POSIX path param.
-pub(crate) fn check_abs(field: &str, p: &str) -> Result<(), ParamError> {
-    if !p.starts_with('/') {
-        return Err(ParamError::at(
-            field,
-            format!("`{p}` is not an absolute path"),
-        ));
-    }
-    if p.contains(['\n', '\r', '\0']) {
-        return Err(ParamError::at(field, "path contains a line break or NUL"));
-    }
-    Ok(())
-}
 
 /// Seconds in a duration like `"5m"`, `"90s"`, `"1h30m"` or `"90"`; `None` if it is not one.
 pub fn duration_secs(s: &str) -> Option<u64> {
@@ -139,6 +94,7 @@ pub(crate) fn parse_duration(field: &str, v: &serde_json::Value) -> Result<u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kwin_engine::transport::Shell;
 
     #[test]
     fn durations() {
@@ -155,9 +111,9 @@ mod tests {
 
     #[test]
     fn only_join_speaks_powershell() {
-        let p = serde_json::json!({});
-        assert!(build("kube_apply", Shell::PowerShell, &p).is_none());
-        assert!(build("kubeadm_join", Shell::PowerShell, &p).is_some());
-        assert!(build("nope", Shell::Posix, &p).is_none());
+        use crate::table::find;
+        assert!(find("kube_apply", Shell::PowerShell).is_none());
+        assert!(find("kubeadm_join", Shell::PowerShell).is_some());
+        assert!(find("nope", Shell::Posix).is_none());
     }
 }

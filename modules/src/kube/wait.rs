@@ -29,10 +29,12 @@
 
 use super::facts::{WaitFact, WaitState};
 use super::script::{cluster_guard, die, kubectl, TEMP_DIR};
-use super::{check_abs, parse_duration, ADMIN_CONF, API_RESOURCE};
+use super::{parse_duration, ADMIN_CONF, API_RESOURCE};
+use crate::paths::posix_abs_line;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
@@ -40,7 +42,7 @@ use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct KubeWaitParams {
     condition: String,
     kind: Option<String>,
     #[serde(default)]
@@ -49,11 +51,6 @@ struct Params {
     timeout: Option<serde_json::Value>,
     interval: Option<serde_json::Value>,
     kubeconfig: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,11 +79,15 @@ fn is_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_')
 }
 
-impl KubeWait {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for KubeWait {
+    const NAME: &'static str = "kube_wait";
+    const DOC: &'static str =
+        "waits from the first control plane until objects are rolled out or have a condition";
+    type Params = KubeWaitParams;
+
+    fn from_params(p: KubeWaitParams, _shell: Shell) -> Result<Self, ParamError> {
         let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
-        check_abs("kubeconfig", &kubeconfig)?;
+        posix_abs_line("kubeconfig", &kubeconfig)?;
         let timeout_secs = match &p.timeout {
             Some(v) => parse_duration("timeout", v)?,
             None => 300,
@@ -168,6 +169,14 @@ impl KubeWait {
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::kube(WaitFact {
+            script: "true".into(),
+        })]
+    }
+}
+
+impl KubeWait {
     /// How an object is named in messages: `daemonset kube-flannel/` + name, `node ` + name.
     fn label(&self) -> String {
         let k = self.kind.to_ascii_lowercase();

@@ -27,42 +27,20 @@
 //! params = { src = "/opt/kwin/cni-plugins.tgz", dest = "/opt/cni/bin" }
 //! ```
 
-use super::common::{check_abs_path, trim_path};
+use super::common::trim_path;
 use super::diff::value_diff;
 use super::download::{check_sha256, check_url, fetchers, pick_fetcher};
 use super::facts::file::{FileFact, PathState};
 use super::script::{die, die_after, fetch_verified, sha256_hex, verify_sha256};
+use crate::paths::posix_abs;
+use crate::shared::archive::ArchiveParams;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-/// Params of `archive`.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ArchiveParams {
-    /// Tarball on the host.
-    pub src: Option<String>,
-    /// Tarball URL.
-    pub url: Option<String>,
-    /// Expected sha256 of the tarball.
-    pub sha256: Option<String>,
-    /// Directory to extract into.
-    pub dest: String,
-    /// Leading path components to drop.
-    #[serde(default)]
-    pub strip_components: u32,
-    /// Path whose existence means the archive was extracted.
-    pub creates: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(ArchiveParams)
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Source {
@@ -80,45 +58,56 @@ pub struct Archive {
     marker: String,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: ArchiveParams = parse_params(params)?;
-    check_abs_path(&p.dest, "dest")?;
-    let sha256 = p
-        .sha256
-        .as_deref()
-        .map(|s| check_sha256(s, "sha256"))
-        .transpose()?;
-    let source = match (p.src, p.url) {
-        (Some(s), None) => {
-            check_abs_path(&s, "src")?;
-            Source::Path(trim_path(&s))
-        }
-        (None, Some(u)) => {
-            check_url(&u, "url")?;
-            if sha256.is_none() {
-                return Err(ParamError::at("sha256", "`sha256` is required with `url`"));
+impl Described for Archive {
+    const NAME: &'static str = "archive";
+    const DOC: &'static str = "an archive extracted into a directory, once per archive content";
+    type Params = ArchiveParams;
+
+    fn from_params(p: ArchiveParams, _shell: Shell) -> Result<Self, ParamError> {
+        posix_abs("dest", &p.dest)?;
+        let sha256 = p
+            .sha256
+            .as_deref()
+            .map(|s| check_sha256(s, "sha256"))
+            .transpose()?;
+        let source = match (p.src, p.url) {
+            (Some(s), None) => {
+                posix_abs("src", &s)?;
+                Source::Path(trim_path(&s))
             }
-            Source::Url(u)
+            (None, Some(u)) => {
+                check_url(&u, "url")?;
+                if sha256.is_none() {
+                    return Err(ParamError::at("sha256", "`sha256` is required with `url`"));
+                }
+                Source::Url(u)
+            }
+            _ => return Err(ParamError::new("give exactly one of `src` and `url`")),
+        };
+        if let Some(c) = &p.creates {
+            posix_abs("creates", c)?;
         }
-        _ => return Err(ParamError::new("give exactly one of `src` and `url`")),
-    };
-    if let Some(c) = &p.creates {
-        check_abs_path(c, "creates")?;
+        let dest = trim_path(&p.dest);
+        let id = match &source {
+            Source::Path(s) => sha256_hex(s.as_bytes()),
+            Source::Url(u) => sha256_hex(u.as_bytes()),
+        };
+        let marker = format!("{}/.kwin-archive-{}", dest.trim_end_matches('/'), &id[..16]);
+        Ok(Archive {
+            source,
+            sha256,
+            dest,
+            strip: p.strip_components.unwrap_or(0),
+            creates: p.creates.as_deref().map(trim_path),
+            marker,
+        })
     }
-    let dest = trim_path(&p.dest);
-    let id = match &source {
-        Source::Path(s) => sha256_hex(s.as_bytes()),
-        Source::Url(u) => sha256_hex(u.as_bytes()),
-    };
-    let marker = format!("{}/.kwin-archive-{}", dest.trim_end_matches('/'), &id[..16]);
-    Ok(Box::new(Archive {
-        source,
-        sha256,
-        dest,
-        strip: p.strip_components,
-        creates: p.creates.as_deref().map(trim_path),
-        marker,
-    }))
+
+    fn fact_samples() -> Vec<FactSample> {
+        let mut v = super::facts::file::samples();
+        v.push(FactSample::linux(fetchers()));
+        v
+    }
 }
 
 impl Archive {

@@ -32,44 +32,20 @@
 //! params = { run = "kubeadm init --pod-network-cidr 10.244.0.0/16", creates = "/etc/kubernetes/admin.conf" }
 //! ```
 
-use super::common::{check_abs_path, trim_path};
+use super::common::trim_path;
 use super::diff::value_diff;
 use super::facts::file::{FileFact, PathState};
 use super::facts::probe::GuardFact;
 use super::script::die;
+use crate::paths::posix_abs;
+use crate::shared::command::CommandParams;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-/// Params of `command`.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CommandParams {
-    /// The command (sh).
-    #[schemars(extend("x-kwin-code" = true))]
-    pub run: String,
-    /// Skip when this path exists.
-    pub creates: Option<String>,
-    /// Skip when this path does not exist.
-    pub removes: Option<String>,
-    /// Skip when this condition exits 0.
-    #[schemars(extend("x-kwin-code" = true))]
-    pub unless: Option<String>,
-    /// Skip unless this condition exits 0.
-    #[schemars(extend("x-kwin-code" = true))]
-    pub onlyif: Option<String>,
-    /// Paths the command changes; default: anything.
-    pub changes: Option<Vec<String>>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(CommandParams)
-}
 
 #[derive(Debug, Clone)]
 pub struct Command {
@@ -81,39 +57,32 @@ pub struct Command {
     changes: Option<Vec<String>>,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: CommandParams = parse_params(params)?;
-    if p.run.trim().is_empty() {
-        return Err(ParamError::at("run", "`run` is empty"));
+impl Described for Command {
+    const NAME: &'static str = "command";
+    const DOC: &'static str =
+        "a command run only when its guard says so (creates, removes, unless, onlyif)";
+    type Params = CommandParams;
+
+    fn from_params(p: CommandParams, _shell: Shell) -> Result<Self, ParamError> {
+        p.check(posix_abs)?;
+        Ok(Command {
+            run: p.run,
+            creates: p.creates.as_deref().map(trim_path),
+            removes: p.removes.as_deref().map(trim_path),
+            unless: p.unless,
+            onlyif: p.onlyif,
+            changes: p.changes.map(|c| c.iter().map(|p| trim_path(p)).collect()),
+        })
     }
-    for (name, v) in [("creates", &p.creates), ("removes", &p.removes)] {
-        if let Some(v) = v {
-            check_abs_path(v, name)?;
-        }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![
+            FactSample::linux(FileFact::meta("/etc/kubernetes/kubelet.conf")),
+            FactSample::linux(GuardFact {
+                code: "test -e /run/done".into(),
+            }),
+        ]
     }
-    for (name, v) in [("unless", &p.unless), ("onlyif", &p.onlyif)] {
-        if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
-            return Err(ParamError::at(name, format!("`{name}` is empty")));
-        }
-    }
-    if let Some(ch) = &p.changes {
-        for (i, c) in ch.iter().enumerate() {
-            check_abs_path(c, &format!("changes.{i}"))?;
-        }
-    }
-    if p.creates.is_none() && p.removes.is_none() && p.unless.is_none() && p.onlyif.is_none() {
-        return Err(ParamError::new(
-            "`command` needs a guard to be idempotent: `creates`, `removes`, `unless` or `onlyif`",
-        ));
-    }
-    Ok(Box::new(Command {
-        run: p.run,
-        creates: p.creates.as_deref().map(trim_path),
-        removes: p.removes.as_deref().map(trim_path),
-        unless: p.unless,
-        onlyif: p.onlyif,
-        changes: p.changes.map(|c| c.iter().map(|p| trim_path(p)).collect()),
-    }))
 }
 
 impl Module for Command {

@@ -1,72 +1,15 @@
 //! Parameter types and checks shared by the Linux modules: file modes, ownership, `state`,
-//! absolute paths, and the attribute comparison behind `mode`/`owner`/`group`.
+//! and the attribute comparison behind `mode`/`owner`/`group` (the commands that set them are
+//! in `script.rs`; absolute paths in `crate::paths`).
 
 use super::facts::file::Meta;
-use super::script::die_after;
 use kwin_engine::module::ParamError;
-use kwin_engine::quote::sh_quote;
-use serde::Deserialize;
 
-/// `present` (default) or `absent`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    #[default]
-    Present,
-    Absent,
-}
-
-/// A file mode as written in a plan: a string of octal digits (`"0644"`, recommended) or an
-/// integer whose decimal digits are read as octal (`644`). TOML's `0o644` is the integer 420
-/// and would mean `0420`, so strings are safer.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
-#[serde(untagged)]
-pub enum RawMode {
-    Text(String),
-    Number(u64),
-}
-
-impl RawMode {
-    /// The permission bits, or a param error at `path`.
-    pub fn bits(&self, path: &str) -> Result<u32, ParamError> {
-        let digits = match self {
-            RawMode::Text(s) => s.trim().to_string(),
-            RawMode::Number(n) => n.to_string(),
-        };
-        let ok = !digits.is_empty()
-            && digits.len() <= 4
-            && digits.bytes().all(|b| (b'0'..=b'7').contains(&b));
-        let bits = if ok {
-            u32::from_str_radix(&digits, 8).ok()
-        } else {
-            None
-        };
-        bits.filter(|b| *b <= 0o7777).ok_or_else(|| {
-            ParamError::at(
-                path,
-                format!("bad mode `{digits}`: expected up to 4 octal digits, like \"0644\""),
-            )
-        })
-    }
-}
+pub use crate::shared::{RawMode, State};
 
 /// `0644`-style text of permission bits.
 pub fn mode_str(bits: u32) -> String {
     format!("{bits:04o}")
-}
-
-/// Reject paths that are not absolute or hold a NUL byte (which no file name can).
-pub fn check_abs_path(value: &str, param: &str) -> Result<(), ParamError> {
-    if !value.starts_with('/') {
-        return Err(ParamError::at(
-            param,
-            format!("`{value}` is not an absolute path"),
-        ));
-    }
-    if value.contains('\0') {
-        return Err(ParamError::at(param, "path contains a NUL byte"));
-    }
-    Ok(())
 }
 
 /// `path` without trailing slashes (but `/` stays `/`).
@@ -152,45 +95,6 @@ impl Attrs {
         d
     }
 
-    /// Commands setting every given attribute on `target` (a shell word: quoted path or
-    /// `"$t"`), each failing the script with a message naming `shown`.
-    pub fn apply_commands(&self, target: &str, shown: &str) -> String {
-        self.apply_commands_cleanup(target, shown, "")
-    }
-
-    /// [`Attrs::apply_commands`], running `cleanup` (commands ending in `;`) before failing.
-    pub fn apply_commands_cleanup(&self, target: &str, shown: &str, cleanup: &str) -> String {
-        let die = |m: &str| die_after(cleanup, m);
-        let mut s = String::new();
-        match (&self.owner, &self.group) {
-            (Some(o), Some(g)) => s.push_str(&format!(
-                "chown {} {target} || {}\n",
-                sh_quote(&format!("{o}:{g}")),
-                die(&format!("cannot change the owner of {shown}"))
-            )),
-            (Some(o), None) => s.push_str(&format!(
-                "chown {} {target} || {}\n",
-                sh_quote(o),
-                die(&format!("cannot change the owner of {shown}"))
-            )),
-            (None, Some(g)) => s.push_str(&format!(
-                "chgrp {} {target} || {}\n",
-                sh_quote(g),
-                die(&format!("cannot change the group of {shown}"))
-            )),
-            (None, None) => {}
-        }
-        // After chown, which clears setuid/setgid bits.
-        if let Some(m) = self.mode {
-            s.push_str(&format!(
-                "chmod {} {target} || {}\n",
-                mode_str(m),
-                die(&format!("cannot change the mode of {shown}"))
-            ));
-        }
-        s
-    }
-
     /// Only the attributes that differ from `meta`.
     pub fn only_differing(&self, meta: &Meta) -> Attrs {
         let diffs = self.differences(meta);
@@ -241,8 +145,6 @@ mod tests {
 
     #[test]
     fn paths_and_accounts() {
-        assert!(check_abs_path("/etc/x", "path").is_ok());
-        assert!(check_abs_path("etc/x", "path").is_err());
         assert_eq!(trim_path("/a/b/"), "/a/b");
         assert_eq!(trim_path("///"), "/");
         assert_eq!(parent_dir("/a/b"), "/a");

@@ -26,38 +26,18 @@
 //! params = { path = "/var/lib/kubelet", mode = "0700", owner = "root" }
 //! ```
 
-use super::common::{attr_diff, attr_reason, check_abs_path, trim_path, Attrs, RawMode, State};
+use super::common::{attr_diff, attr_reason, trim_path, Attrs, State};
 use super::facts::file::{FileFact, PathState};
-use super::script::die;
+use super::script::{apply_attrs, die};
+use crate::paths::posix_abs;
+use crate::shared::directory::DirectoryParams;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-/// Params of `directory`.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DirectoryParams {
-    /// Absolute path of the directory.
-    pub path: String,
-    /// Permission bits (`"0755"`).
-    pub mode: Option<RawMode>,
-    /// Owning user (name or uid).
-    pub owner: Option<String>,
-    /// Owning group (name or gid).
-    pub group: Option<String>,
-    /// `present` (default) or `absent`.
-    #[serde(default)]
-    pub state: State,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(DirectoryParams)
-}
 
 #[derive(Debug, Clone)]
 pub struct Directory {
@@ -66,25 +46,34 @@ pub struct Directory {
     state: State,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: DirectoryParams = parse_params(params)?;
-    check_abs_path(&p.path, "path")?;
-    let path = trim_path(&p.path);
-    if path == "/" {
-        return Err(ParamError::at("path", "refusing to manage `/`"));
+impl Described for Directory {
+    const NAME: &'static str = "directory";
+    const DOC: &'static str = "a directory with the given mode and ownership, or no directory";
+    type Params = DirectoryParams;
+
+    fn from_params(p: DirectoryParams, _shell: Shell) -> Result<Self, ParamError> {
+        posix_abs("path", &p.path)?;
+        let path = trim_path(&p.path);
+        if path == "/" {
+            return Err(ParamError::at("path", "refusing to manage `/`"));
+        }
+        let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
+        if p.state == State::Absent && attrs != Attrs::default() {
+            return Err(ParamError::at(
+                "state",
+                "`mode`, `owner` and `group` make no sense with state = \"absent\"",
+            ));
+        }
+        Ok(Directory {
+            path,
+            attrs,
+            state: p.state,
+        })
     }
-    let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
-    if p.state == State::Absent && attrs != Attrs::default() {
-        return Err(ParamError::at(
-            "state",
-            "`mode`, `owner` and `group` make no sense with state = \"absent\"",
-        ));
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::linux(FileFact::meta("/etc"))]
     }
-    Ok(Box::new(Directory {
-        path,
-        attrs,
-        state: p.state,
-    }))
 }
 
 impl Directory {
@@ -137,7 +126,7 @@ impl Module for Directory {
                     "mkdir -p -- {q} || {}\n",
                     die(&format!("cannot create directory {}", self.path))
                 );
-                script.push_str(&self.attrs.apply_commands(&q, &self.path));
+                script.push_str(&apply_attrs(&self.attrs, &q, &self.path));
                 let mut diff = format!("+ {}/\n", self.path);
                 if let Some(m) = self.attrs.mode {
                     diff.push_str(&format!("+ mode {}\n", super::common::mode_str(m)));
@@ -153,10 +142,7 @@ impl Module for Directory {
                         "exists with matching attributes"
                     }));
                 }
-                let script = self
-                    .attrs
-                    .only_differing(meta)
-                    .apply_commands(&q, &self.path);
+                let script = apply_attrs(&self.attrs.only_differing(meta), &q, &self.path);
                 Ok(self.change(
                     Action::Update,
                     attr_reason(&diffs),

@@ -25,43 +25,23 @@
 //! params = { url = "https://example.org/crictl-v1.30.0-linux-amd64.tar.gz", dest = "/opt/kwin/crictl.tar.gz", sha256 = "3dd03954565808eaeb3a7ffc0e8cb7886a64a9aa94b2bfdfbdc6e2ed94842e49" }
 //! ```
 
-use super::common::{
-    attr_diff, attr_reason, check_abs_path, parent_dir, trim_path, Attrs, RawMode,
-};
+use super::common::{attr_diff, attr_reason, parent_dir, trim_path, Attrs};
 use super::diff::value_diff;
 use super::facts::file::{FileFact, PathState};
 use super::facts::probe::CommandsFact;
-use super::script::{die, die_after, fetch_into, temp_path, Fetcher, FD9};
+use super::script::{
+    apply_attrs, apply_attrs_cleanup, die, die_after, fetch_into, temp_path, Fetcher, FD9,
+};
+use crate::paths::posix_abs;
+use crate::shared::download::DownloadParams;
+use crate::shared::windows_only;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-/// Params of `download`.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DownloadParams {
-    /// Source URL.
-    pub url: String,
-    /// Absolute destination path.
-    pub dest: String,
-    /// Expected sha256, hex.
-    pub sha256: String,
-    /// Permission bits.
-    pub mode: Option<RawMode>,
-    /// Owning user.
-    pub owner: Option<String>,
-    /// Owning group.
-    pub group: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(DownloadParams)
-}
 
 #[derive(Debug, Clone)]
 pub struct Download {
@@ -94,18 +74,30 @@ pub fn check_sha256(s: &str, param: &str) -> Result<String, ParamError> {
     }
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: DownloadParams = parse_params(params)?;
-    check_url(&p.url, "url")?;
-    check_abs_path(&p.dest, "dest")?;
-    let sha256 = check_sha256(&p.sha256, "sha256")?;
-    let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
-    Ok(Box::new(Download {
-        url: p.url,
-        dest: trim_path(&p.dest),
-        sha256,
-        attrs,
-    }))
+impl Described for Download {
+    const NAME: &'static str = "download";
+    const DOC: &'static str = "a file fetched from a URL, verified by SHA-256";
+    type Params = DownloadParams;
+
+    fn from_params(p: DownloadParams, _shell: Shell) -> Result<Self, ParamError> {
+        windows_only("download", &p.windows_fields())?;
+        check_url(&p.url, "url")?;
+        posix_abs("dest", &p.dest)?;
+        let sha256 = check_sha256(&p.sha256, "sha256")?;
+        let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
+        Ok(Download {
+            url: p.url,
+            dest: trim_path(&p.dest),
+            sha256,
+            attrs,
+        })
+    }
+
+    fn fact_samples() -> Vec<FactSample> {
+        let mut v = super::facts::file::samples();
+        v.push(FactSample::linux(fetchers()));
+        v
+    }
 }
 
 /// The fact naming the fetchers a host has.
@@ -172,10 +164,11 @@ impl Module for Download {
                 if diffs.is_empty() {
                     return Ok(Plan::noop("sha256 matches"));
                 }
-                let fix = self
-                    .attrs
-                    .only_differing(&info.meta)
-                    .apply_commands(&sh_quote(&target), &self.dest);
+                let fix = apply_attrs(
+                    &self.attrs.only_differing(&info.meta),
+                    &sh_quote(&target),
+                    &self.dest,
+                );
                 return Ok(Plan::Change(Change {
                     action: Action::Update,
                     reason: attr_reason(&diffs),
@@ -216,7 +209,7 @@ impl Module for Download {
             d = sh_quote(&dir),
         );
         s.push_str(&fetch_into(fetcher, &self.url, FD9, Some(&self.sha256), rm));
-        s.push_str(&attrs.apply_commands_cleanup(FD9, &self.dest, rm));
+        s.push_str(&apply_attrs_cleanup(&attrs, FD9, &self.dest, rm));
         s.push_str(&format!(
             "[ ! -L \"$t\" ] && [ \"$t\" -ef {FD9} ] || {}\n",
             die(&format!(

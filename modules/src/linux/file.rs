@@ -34,48 +34,17 @@
 //! params = { path = "/etc/containerd/config.toml", content = "version = 2\n", mode = "0644", owner = "root" }
 //! ```
 
-use super::common::{attr_diff, attr_reason, check_abs_path, trim_path, Attrs, RawMode, State};
+use super::common::{attr_diff, attr_reason, trim_path, Attrs, State};
 use super::diff::{content_diff, private_mode, sensitive_content_diff};
 use super::facts::file::{FileFact, FileInfo, PathState};
-use super::script::{die, sha256_hex, write_file, Expect, WriteFile};
+use super::script::{apply_attrs, die, sha256_hex, write_file, Expect, WriteFile};
+use crate::paths::posix_abs;
+use crate::shared::file::FileParams;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-/// Params of `file`.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FileParams {
-    /// Absolute path of the file.
-    pub path: String,
-    /// Whole desired content; `None` manages only existence and attributes.
-    pub content: Option<String>,
-    /// Permission bits (`"0644"`).
-    pub mode: Option<RawMode>,
-    /// Owning user (name or uid).
-    pub owner: Option<String>,
-    /// Owning group (name or gid).
-    pub group: Option<String>,
-    /// `present` (default) or `absent`.
-    #[serde(default)]
-    pub state: State,
-    /// Create missing parent directories (default `true`).
-    #[serde(default = "yes")]
-    pub make_parents: bool,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(FileParams)
-}
-
-fn yes() -> bool {
-    true
-}
 
 #[derive(Debug, Clone)]
 pub struct File {
@@ -88,24 +57,33 @@ pub struct File {
     sensitive: bool,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: FileParams = parse_params(params)?;
-    check_abs_path(&p.path, "path")?;
-    let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
-    if p.state == State::Absent && (p.content.is_some() || attrs != Attrs::default()) {
-        return Err(ParamError::at(
-            "state",
-            "`content`, `mode`, `owner` and `group` make no sense with state = \"absent\"",
-        ));
+impl Described for File {
+    const NAME: &'static str = "file";
+    const DOC: &'static str = "a file with the given content, mode and ownership, or no file";
+    type Params = FileParams;
+
+    fn from_params(p: FileParams, _shell: Shell) -> Result<Self, ParamError> {
+        posix_abs("path", &p.path)?;
+        let attrs = Attrs::from_params(p.mode.as_ref(), p.owner.as_ref(), p.group.as_ref())?;
+        if p.state == State::Absent && (p.content.is_some() || attrs != Attrs::default()) {
+            return Err(ParamError::at(
+                "state",
+                "`content`, `mode`, `owner` and `group` make no sense with state = \"absent\"",
+            ));
+        }
+        Ok(File {
+            path: trim_path(&p.path),
+            content: p.content.map(String::into_bytes),
+            attrs,
+            state: p.state,
+            make_parents: p.make_parents.unwrap_or(true),
+            sensitive: false,
+        })
     }
-    Ok(Box::new(File {
-        path: trim_path(&p.path),
-        content: p.content.map(String::into_bytes),
-        attrs,
-        state: p.state,
-        make_parents: p.make_parents,
-        sensitive: false,
-    }))
+
+    fn fact_samples() -> Vec<FactSample> {
+        super::facts::file::samples()
+    }
 }
 
 impl File {
@@ -289,10 +267,11 @@ impl Module for File {
                         },
                     ));
                 }
-                let fix = self
-                    .attrs
-                    .only_differing(&info.meta)
-                    .apply_commands(&sh_quote(&target), &self.path);
+                let fix = apply_attrs(
+                    &self.attrs.only_differing(&info.meta),
+                    &sh_quote(&target),
+                    &self.path,
+                );
                 Ok(self.change_steps(
                     Action::Update,
                     attr_reason(&diffs),

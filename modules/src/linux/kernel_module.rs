@@ -26,15 +26,16 @@
 //! params = { name = "br_netfilter" }
 //! ```
 
-use super::common::check_abs_path;
 use super::diff::value_diff;
 use super::facts::file::{FileFact, PathState};
 use super::facts::kmod::{normalize, KernelModuleFact};
 use super::managed::ensure_content;
 use super::script::die;
+use crate::paths::posix_abs;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
@@ -47,21 +48,12 @@ pub struct KernelModuleParams {
     /// Module name.
     pub name: String,
     /// Load it at boot through /etc/modules-load.d (default `true`).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::shared::yes")]
     pub persist: bool,
     /// The persisted file (default `/etc/modules-load.d/<name>.conf`).
     pub file: Option<String>,
     /// A path only the module creates; existing means the module is in the kernel.
     pub present_if: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(KernelModuleParams)
-}
-
-fn yes() -> bool {
-    true
 }
 
 #[derive(Debug, Clone)]
@@ -71,40 +63,53 @@ pub struct KernelModule {
     present_if: Option<String>,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: KernelModuleParams = parse_params(params)?;
-    let ok = !p.name.is_empty()
-        && !p.name.starts_with('-')
-        && p.name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if !ok {
-        return Err(ParamError::at(
-            "name",
-            format!("`{}` is not a kernel module name", p.name),
-        ));
-    }
-    if let Some(f) = &p.file {
-        check_abs_path(f, "file")?;
-        if !p.persist {
+impl Described for KernelModule {
+    const NAME: &'static str = "kernel_module";
+    const DOC: &'static str = "a kernel module loaded now and at boot, or unloaded and blacklisted";
+    type Params = KernelModuleParams;
+
+    fn from_params(p: KernelModuleParams, _shell: Shell) -> Result<Self, ParamError> {
+        let ok = !p.name.is_empty()
+            && !p.name.starts_with('-')
+            && p.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !ok {
             return Err(ParamError::at(
-                "file",
-                "`file` makes no sense with persist = false",
+                "name",
+                format!("`{}` is not a kernel module name", p.name),
             ));
         }
+        if let Some(f) = &p.file {
+            posix_abs("file", f)?;
+            if !p.persist {
+                return Err(ParamError::at(
+                    "file",
+                    "`file` makes no sense with persist = false",
+                ));
+            }
+        }
+        if let Some(f) = &p.present_if {
+            posix_abs("present_if", f)?;
+        }
+        let file = p.persist.then(|| {
+            p.file
+                .unwrap_or_else(|| format!("/etc/modules-load.d/{}.conf", p.name))
+        });
+        Ok(KernelModule {
+            name: p.name,
+            file,
+            present_if: p.present_if,
+        })
     }
-    if let Some(f) = &p.present_if {
-        check_abs_path(f, "present_if")?;
+
+    fn fact_samples() -> Vec<FactSample> {
+        let mut v = super::facts::file::samples();
+        v.push(FactSample::linux(KernelModuleFact {
+            name: "br_netfilter".into(),
+        }));
+        v
     }
-    let file = p.persist.then(|| {
-        p.file
-            .unwrap_or_else(|| format!("/etc/modules-load.d/{}.conf", p.name))
-    });
-    Ok(Box::new(KernelModule {
-        name: p.name,
-        file,
-        present_if: p.present_if,
-    }))
 }
 
 impl KernelModule {

@@ -31,14 +31,14 @@
 //! params = { path = "/etc/selinux/config", regexp = "^SELINUX=", line = "SELINUX=permissive" }
 //! ```
 
-use super::common::{check_abs_path, trim_path, Attrs, State};
+use super::common::{trim_path, Attrs, State};
 use super::diff::{private_mode, sensitive_content_diff, text_diff};
 use super::facts::file::{FileFact, PathState};
 use super::script::{write_file, Expect, WriteFile};
+use crate::paths::posix_abs;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::transport::Shell;
 use regex::Regex;
 use serde::Deserialize;
@@ -57,17 +57,8 @@ pub struct LineInFileParams {
     #[serde(default)]
     pub state: State,
     /// Create a missing file when `present` (default `true`).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::shared::yes")]
     pub create: bool,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(LineInFileParams)
-}
-
-fn yes() -> bool {
-    true
 }
 
 #[derive(Debug, Clone)]
@@ -81,44 +72,54 @@ pub struct LineInFile {
     sensitive: bool,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: LineInFileParams = parse_params(params)?;
-    check_abs_path(&p.path, "path")?;
-    if let Some(l) = &p.line {
-        if l.contains('\n') || l.contains('\r') {
-            return Err(ParamError::at("line", "`line` must be a single line"));
+impl Described for LineInFile {
+    const NAME: &'static str = "line_in_file";
+    const DOC: &'static str =
+        "one line of a file present (replacing what a regex matches) or absent";
+    type Params = LineInFileParams;
+
+    fn from_params(p: LineInFileParams, _shell: Shell) -> Result<Self, ParamError> {
+        posix_abs("path", &p.path)?;
+        if let Some(l) = &p.line {
+            if l.contains('\n') || l.contains('\r') {
+                return Err(ParamError::at("line", "`line` must be a single line"));
+            }
         }
-    }
-    let regexp = p
-        .regexp
-        .as_deref()
-        .map(|r| {
-            Regex::new(r)
-                .map_err(|e| ParamError::at("regexp", format!("bad regular expression: {e}")))
+        let regexp = p
+            .regexp
+            .as_deref()
+            .map(|r| {
+                Regex::new(r)
+                    .map_err(|e| ParamError::at("regexp", format!("bad regular expression: {e}")))
+            })
+            .transpose()?;
+        match (p.state, &p.line, &regexp) {
+            (State::Present, None, _) => {
+                return Err(ParamError::at(
+                    "line",
+                    "`line` is required with state = \"present\"",
+                ))
+            }
+            (State::Absent, None, None) => {
+                return Err(ParamError::new(
+                    "state = \"absent\" needs `line` or `regexp` to know what to remove",
+                ))
+            }
+            _ => {}
+        }
+        Ok(LineInFile {
+            path: trim_path(&p.path),
+            line: p.line,
+            regexp,
+            state: p.state,
+            create: p.create,
+            sensitive: false,
         })
-        .transpose()?;
-    match (p.state, &p.line, &regexp) {
-        (State::Present, None, _) => {
-            return Err(ParamError::at(
-                "line",
-                "`line` is required with state = \"present\"",
-            ))
-        }
-        (State::Absent, None, None) => {
-            return Err(ParamError::new(
-                "state = \"absent\" needs `line` or `regexp` to know what to remove",
-            ))
-        }
-        _ => {}
     }
-    Ok(Box::new(LineInFile {
-        path: trim_path(&p.path),
-        line: p.line,
-        regexp,
-        state: p.state,
-        create: p.create,
-        sensitive: false,
-    }))
+
+    fn fact_samples() -> Vec<FactSample> {
+        super::facts::file::samples()
+    }
 }
 
 /// Lines of `text` (without their `\n`) and whether the text ends with a newline.
@@ -311,15 +312,7 @@ mod tests {
     use super::*;
 
     fn m(params: serde_json::Value) -> LineInFile {
-        let p: LineInFileParams = parse_params(&params).expect("params");
-        LineInFile {
-            path: p.path,
-            line: p.line,
-            regexp: p.regexp.map(|r| Regex::new(&r).expect("regex")),
-            state: p.state,
-            create: p.create,
-            sensitive: false,
-        }
+        LineInFile::from_json(&params, Shell::Posix).expect("params")
     }
 
     #[test]

@@ -46,9 +46,10 @@ use super::facts::packages::{version_matches, Manager, Packages, PackagesFact};
 use super::managed::ensure_content;
 use super::package_repo::Repository;
 use super::script::die;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
@@ -79,11 +80,6 @@ pub struct PackageParams {
     pub repository: Option<Repository>,
 }
 
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(PackageParams)
-}
-
 #[derive(Debug, Clone)]
 pub struct Package {
     names: Vec<String>,
@@ -104,50 +100,65 @@ fn check_name(n: &str, at: &str) -> Result<(), ParamError> {
     }
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: PackageParams = parse_params(params)?;
-    let names = match p.name {
-        Names::One(n) => {
-            check_name(&n, "name")?;
-            vec![n]
-        }
-        Names::Many(v) => {
-            if v.is_empty() {
-                return Err(ParamError::at("name", "no package named"));
+impl Described for Package {
+    const NAME: &'static str = "package";
+    const DOC: &'static str =
+        "packages installed at a version (apt or dnf), held, from an optional signed repository";
+    type Params = PackageParams;
+
+    fn from_params(p: PackageParams, _shell: Shell) -> Result<Self, ParamError> {
+        let names = match p.name {
+            Names::One(n) => {
+                check_name(&n, "name")?;
+                vec![n]
             }
-            for (i, n) in v.iter().enumerate() {
-                check_name(n, &format!("name.{i}"))?;
+            Names::Many(v) => {
+                if v.is_empty() {
+                    return Err(ParamError::at("name", "no package named"));
+                }
+                for (i, n) in v.iter().enumerate() {
+                    check_name(n, &format!("name.{i}"))?;
+                }
+                v
             }
-            v
+        };
+        if let Some(v) = &p.version {
+            let ok = !v.is_empty()
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".+~:_*-".contains(c));
+            if !ok {
+                return Err(ParamError::at("version", format!("`{v}` is not a version")));
+            }
         }
-    };
-    if let Some(v) = &p.version {
-        let ok = !v.is_empty()
-            && v.chars()
-                .all(|c| c.is_ascii_alphanumeric() || ".+~:_*-".contains(c));
-        if !ok {
-            return Err(ParamError::at("version", format!("`{v}` is not a version")));
+        if p.state == State::Absent
+            && (p.version.is_some() || p.repository.is_some() || p.hold == Some(true))
+        {
+            return Err(ParamError::at(
+                "state",
+                "`version`, `repository` and `hold = true` make no sense with state = \"absent\"",
+            ));
         }
+        let mut repository = p.repository;
+        if let Some(r) = &mut repository {
+            r.check("repository")?;
+        }
+        Ok(Package {
+            names,
+            version: p.version,
+            state: p.state,
+            hold: p.hold,
+            repository,
+        })
     }
-    if p.state == State::Absent
-        && (p.version.is_some() || p.repository.is_some() || p.hold == Some(true))
-    {
-        return Err(ParamError::at(
-            "state",
-            "`version`, `repository` and `hold = true` make no sense with state = \"absent\"",
-        ));
+
+    fn fact_samples() -> Vec<FactSample> {
+        let mut v = super::facts::file::samples();
+        v.push(FactSample::linux(PackagesFact {
+            names: vec!["containerd".into(), "kubelet".into()],
+        }));
+        v.push(FactSample::linux(super::download::fetchers()));
+        v
     }
-    let mut repository = p.repository;
-    if let Some(r) = &mut repository {
-        r.check("repository")?;
-    }
-    Ok(Box::new(Package {
-        names,
-        version: p.version,
-        state: p.state,
-        hold: p.hold,
-        repository,
-    }))
 }
 
 /// apt-get with the options every call gets.

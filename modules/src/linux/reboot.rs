@@ -25,41 +25,17 @@
 //! after = ["packages"]
 //! ```
 
-use super::common::{check_abs_path, trim_path};
+use super::common::trim_path;
+use crate::paths::posix_abs_line;
+use crate::shared::reboot::RebootParams;
+use crate::shared::windows_only;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{Fact, FactError, FactOutput, FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Step,
-    Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    #[serde(default = "default_files")]
-    pending_files: Vec<String>,
-    #[serde(default = "default_down")]
-    down_timeout: u64,
-    #[serde(default = "default_up")]
-    up_timeout: u64,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
-}
-
-fn default_files() -> Vec<String> {
-    vec!["/var/run/reboot-required".into()]
-}
-fn default_down() -> u64 {
-    600
-}
-fn default_up() -> u64 {
-    1800
-}
 
 /// Which of `files` exist: one `pending <path>` line each, after a `kwin: checked` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,39 +94,39 @@ pub struct Reboot {
     spec: RebootSpec,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let params = match params {
-        serde_json::Value::Null => serde_json::json!({}),
-        p => p.clone(),
-    };
-    let p: Params = parse_params(&params)?;
-    if p.pending_files.is_empty() {
-        return Err(ParamError::at(
-            "pending_files",
-            "name at least one file whose presence means a restart is pending",
-        ));
-    }
-    for (i, f) in p.pending_files.iter().enumerate() {
-        check_abs_path(f, &format!("pending_files.{i}"))?;
-        if f.contains(['\n', '\r', '\0']) {
+impl Described for Reboot {
+    const NAME: &'static str = "reboot";
+    const DOC: &'static str = "a restart of the host when (and only when) it says it needs one";
+    type Params = RebootParams;
+
+    fn from_params(p: RebootParams, _shell: Shell) -> Result<Self, ParamError> {
+        windows_only("reboot", &p.windows_fields())?;
+        let files = p
+            .pending_files
+            .clone()
+            .unwrap_or_else(|| vec!["/var/run/reboot-required".into()]);
+        if files.is_empty() {
             return Err(ParamError::at(
-                format!("pending_files.{i}"),
-                "path contains a line break or NUL",
+                "pending_files",
+                "name at least one file whose presence means a restart is pending",
             ));
         }
+        for (i, f) in files.iter().enumerate() {
+            posix_abs_line(&format!("pending_files.{i}"), f)?;
+        }
+        Ok(Reboot {
+            fact: PendingFilesFact {
+                files: files.iter().map(|f| trim_path(f)).collect(),
+            },
+            spec: p.spec()?,
+        })
     }
-    if p.down_timeout == 0 || p.up_timeout == 0 {
-        return Err(ParamError::new("timeouts must be at least 1 second"));
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::linux(PendingFilesFact {
+            files: vec!["/var/run/reboot-required".into()],
+        })]
     }
-    Ok(Box::new(Reboot {
-        fact: PendingFilesFact {
-            files: p.pending_files.iter().map(|f| trim_path(f)).collect(),
-        },
-        spec: RebootSpec {
-            down_timeout_secs: p.down_timeout,
-            up_timeout_secs: p.up_timeout,
-        },
-    }))
 }
 
 impl Module for Reboot {

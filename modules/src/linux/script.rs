@@ -6,7 +6,7 @@
 //! is followed by `|| { echo 'kwin: ...' >&2; exit 1; }`. User text enters only through
 //! [`sh_quote`].
 
-use super::common::{parent_dir, Attrs};
+use super::common::{mode_str, parent_dir, Attrs};
 use base64::Engine;
 use kwin_engine::module::Step;
 use kwin_engine::quote::sh_quote;
@@ -131,7 +131,7 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
     // Mode and owner through the open file, a last check of the name, and the move.
     let finish = |s: &mut String, attrs: &Attrs| {
         let rm = "rm -f -- \"$t\";";
-        s.push_str(&attrs.apply_commands_cleanup(FD9, w.path, rm));
+        s.push_str(&apply_attrs_cleanup(attrs, FD9, w.path, rm));
         s.push_str(&format!(
             "[ ! -L \"$t\" ] && [ \"$t\" -ef {FD9} ] || {}\n",
             die(&format!(
@@ -315,6 +315,45 @@ pub fn verify_sha256_of(file: &str, want: &str, what: &str, cleanup: &str) -> St
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Commands setting every given attribute of `attrs` on `target` (a shell word: quoted path or
+/// `"$t"`), each failing the script with a message naming `shown`.
+pub fn apply_attrs(attrs: &Attrs, target: &str, shown: &str) -> String {
+    apply_attrs_cleanup(attrs, target, shown, "")
+}
+
+/// [`apply_attrs`], running `cleanup` (commands ending in `;`) before failing.
+pub fn apply_attrs_cleanup(attrs: &Attrs, target: &str, shown: &str, cleanup: &str) -> String {
+    let die = |m: &str| die_after(cleanup, m);
+    let mut s = String::new();
+    match (&attrs.owner, &attrs.group) {
+        (Some(o), Some(g)) => s.push_str(&format!(
+            "chown {} {target} || {}\n",
+            sh_quote(&format!("{o}:{g}")),
+            die(&format!("cannot change the owner of {shown}"))
+        )),
+        (Some(o), None) => s.push_str(&format!(
+            "chown {} {target} || {}\n",
+            sh_quote(o),
+            die(&format!("cannot change the owner of {shown}"))
+        )),
+        (None, Some(g)) => s.push_str(&format!(
+            "chgrp {} {target} || {}\n",
+            sh_quote(g),
+            die(&format!("cannot change the group of {shown}"))
+        )),
+        (None, None) => {}
+    }
+    // After chown, which clears setuid/setgid bits.
+    if let Some(m) = attrs.mode {
+        s.push_str(&format!(
+            "chmod {} {target} || {}\n",
+            mode_str(m),
+            die(&format!("cannot change the mode of {shown}"))
+        ));
+    }
+    s
 }
 
 #[cfg(test)]

@@ -30,19 +30,21 @@
 //! params = { name = "containerd", enabled = true, state = "running", restart_on = ["/etc/containerd/config.toml"] }
 //! ```
 
-use super::common::check_abs_path;
 use super::diff::value_diff;
 use super::facts::file::{FileFact, PathState};
 use super::facts::systemd::{Systemd, UnitFact};
 use super::managed::ensure_content;
 use super::script::die;
+use crate::paths::posix_abs;
+use crate::shared::service::{RunState, ServiceParams};
+use crate::shared::windows_only;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
 
 /// Where restart records live.
 pub const STATE_DIR: &str = "/var/lib/kwin";
@@ -54,33 +56,6 @@ const UNIT_DIRS: &[&str] = &[
     "/usr/lib/systemd/system",
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RunState {
-    Running,
-    Stopped,
-}
-
-/// Params of `service`.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ServiceParams {
-    /// Unit name.
-    pub name: String,
-    /// Start at boot.
-    pub enabled: Option<bool>,
-    /// `running` or `stopped`.
-    pub state: Option<RunState>,
-    /// Restart when one of these files changed.
-    #[serde(default)]
-    pub restart_on: Vec<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(ServiceParams)
-}
-
 #[derive(Debug, Clone)]
 pub struct Service {
     name: String,
@@ -90,41 +65,59 @@ pub struct Service {
     record: String,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: ServiceParams = parse_params(params)?;
-    let ok = !p.name.is_empty()
-        && !p.name.starts_with(['-', '.'])
-        && p.name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "@._:-\\".contains(c));
-    if !ok {
-        return Err(ParamError::at(
-            "name",
-            format!("`{}` is not a systemd unit name", p.name),
-        ));
+impl Described for Service {
+    const NAME: &'static str = "service";
+    const DOC: &'static str = "a service enabled or not, running or stopped, restarted once when a file it watches changed";
+    type Params = ServiceParams;
+
+    fn from_params(p: ServiceParams, _shell: Shell) -> Result<Self, ParamError> {
+        windows_only("service", &p.windows_fields())?;
+        let state = match p.state {
+            Some(RunState::Unchanged) | None => None,
+            Some(s) => Some(s),
+        };
+        let ok = !p.name.is_empty()
+            && !p.name.starts_with(['-', '.'])
+            && p.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "@._:-\\".contains(c));
+        if !ok {
+            return Err(ParamError::at(
+                "name",
+                format!("`{}` is not a systemd unit name", p.name),
+            ));
+        }
+        for (i, r) in p.restart_on.iter().enumerate() {
+            posix_abs(&format!("restart_on.{i}"), r)?;
+        }
+        if p.enabled.is_none() && state.is_none() && p.restart_on.is_empty() {
+            return Err(ParamError::new(
+                "give at least one of `enabled`, `state` and `restart_on`",
+            ));
+        }
+        if state == Some(RunState::Stopped) && !p.restart_on.is_empty() {
+            return Err(ParamError::at(
+                "restart_on",
+                "`restart_on` makes no sense with state = \"stopped\"",
+            ));
+        }
+        let record = format!("{STATE_DIR}/service-{}.hash", p.name.replace('\\', "_"));
+        Ok(Service {
+            name: p.name,
+            enabled: p.enabled,
+            state,
+            restart_on: p.restart_on,
+            record,
+        })
     }
-    for (i, r) in p.restart_on.iter().enumerate() {
-        check_abs_path(r, &format!("restart_on.{i}"))?;
+
+    fn fact_samples() -> Vec<FactSample> {
+        let mut v = super::facts::file::samples();
+        v.push(FactSample::linux(UnitFact {
+            name: "kubelet".into(),
+        }));
+        v
     }
-    if p.enabled.is_none() && p.state.is_none() && p.restart_on.is_empty() {
-        return Err(ParamError::new(
-            "give at least one of `enabled`, `state` and `restart_on`",
-        ));
-    }
-    if p.state == Some(RunState::Stopped) && !p.restart_on.is_empty() {
-        return Err(ParamError::at(
-            "restart_on",
-            "`restart_on` makes no sense with state = \"stopped\"",
-        ));
-    }
-    let record = format!("{STATE_DIR}/service-{}.hash", p.name.replace('\\', "_"));
-    Ok(Box::new(Service {
-        name: p.name,
-        enabled: p.enabled,
-        state: p.state,
-        restart_on: p.restart_on,
-        record,
-    }))
 }
 
 impl Service {
@@ -237,7 +230,7 @@ impl Module for Service {
         let will_run = match self.state {
             Some(RunState::Running) => true,
             Some(RunState::Stopped) => false,
-            None => u.is_running(),
+            Some(RunState::Unchanged) | None => u.is_running(),
         };
         let record_now = if self.restart_on.is_empty() {
             None

@@ -20,15 +20,17 @@
 //! module = "swap_off"
 //! ```
 
-use super::common::{check_abs_path, trim_path};
+use super::common::trim_path;
 use super::diff::value_diff;
 use super::facts::file::{FileFact, PathState};
 use super::facts::swaps::SwapsFact;
 use super::managed::ensure_content;
 use super::script::die;
+use crate::paths::posix_abs;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
@@ -43,11 +45,6 @@ pub struct SwapOffParams {
     pub fstab: String,
 }
 
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(SwapOffParams)
-}
-
 fn default_fstab() -> String {
     "/etc/fstab".into()
 }
@@ -57,16 +54,23 @@ pub struct SwapOff {
     fstab: String,
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let params = match params {
-        serde_json::Value::Null => serde_json::json!({}),
-        p => p.clone(),
-    };
-    let p: SwapOffParams = parse_params(&params)?;
-    check_abs_path(&p.fstab, "fstab")?;
-    Ok(Box::new(SwapOff {
-        fstab: trim_path(&p.fstab),
-    }))
+impl Described for SwapOff {
+    const NAME: &'static str = "swap_off";
+    const DOC: &'static str = "swap off now and at boot (fstab entries commented out)";
+    type Params = SwapOffParams;
+
+    fn from_params(p: SwapOffParams, _shell: Shell) -> Result<Self, ParamError> {
+        posix_abs("fstab", &p.fstab)?;
+        Ok(SwapOff {
+            fstab: trim_path(&p.fstab),
+        })
+    }
+
+    fn fact_samples() -> Vec<FactSample> {
+        let mut v = super::facts::file::samples();
+        v.push(FactSample::linux(SwapsFact));
+        v
+    }
 }
 
 /// Whether an fstab line mounts swap (third field `swap`, not a comment).

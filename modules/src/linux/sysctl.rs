@@ -24,15 +24,16 @@
 //! params = { key = "net.bridge.bridge-nf-call-iptables", value = 1 }
 //! ```
 
-use super::common::check_abs_path;
 use super::diff::value_diff;
 use super::facts::file::FileFact;
 use super::facts::sysctl::{normalize_value, proc_path, SysctlFact};
 use super::managed::ensure_content;
 use super::script::{die, sha256_hex};
+use crate::paths::posix_abs;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
@@ -55,19 +56,10 @@ pub struct SysctlParams {
     /// Desired value.
     pub value: RawValue,
     /// Persist under /etc/sysctl.d (default `true`).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::shared::yes")]
     pub persist: bool,
     /// The persisted file (default `/etc/sysctl.d/99-kwin-<key>.conf`).
     pub file: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(SysctlParams)
-}
-
-fn yes() -> bool {
-    true
 }
 
 #[derive(Debug, Clone)]
@@ -97,35 +89,49 @@ pub fn check_key(key: &str) -> Result<(), ParamError> {
     Ok(())
 }
 
-pub fn build(params: &serde_json::Value) -> Result<Box<dyn Module>, ParamError> {
-    let p: SysctlParams = parse_params(params)?;
-    check_key(&p.key)?;
-    let value = match p.value {
-        RawValue::Text(s) => s,
-        RawValue::Int(n) => n.to_string(),
-    };
-    if value.contains(['\n', '\r']) {
-        return Err(ParamError::at("value", "`value` must be a single line"));
-    }
-    let value = normalize_value(&value);
-    if let Some(f) = &p.file {
-        check_abs_path(f, "file")?;
-        if !p.persist {
-            return Err(ParamError::at(
-                "file",
-                "`file` makes no sense with persist = false",
-            ));
+impl Described for Sysctl {
+    const NAME: &'static str = "sysctl";
+    const DOC: &'static str = "a kernel parameter set now and persisted in /etc/sysctl.d";
+    type Params = SysctlParams;
+
+    fn from_params(p: SysctlParams, _shell: Shell) -> Result<Self, ParamError> {
+        check_key(&p.key)?;
+        let value = match p.value {
+            RawValue::Text(s) => s,
+            RawValue::Int(n) => n.to_string(),
+        };
+        if value.contains(['\n', '\r']) {
+            return Err(ParamError::at("value", "`value` must be a single line"));
         }
+        let value = normalize_value(&value);
+        if let Some(f) = &p.file {
+            posix_abs("file", f)?;
+            if !p.persist {
+                return Err(ParamError::at(
+                    "file",
+                    "`file` makes no sense with persist = false",
+                ));
+            }
+        }
+        let file = p.persist.then(|| {
+            p.file.unwrap_or_else(|| {
+                format!("/etc/sysctl.d/99-kwin-{}.conf", p.key.replace('/', "."))
+            })
+        });
+        Ok(Sysctl {
+            key: p.key,
+            value,
+            file,
+        })
     }
-    let file = p.persist.then(|| {
-        p.file
-            .unwrap_or_else(|| format!("/etc/sysctl.d/99-kwin-{}.conf", p.key.replace('/', ".")))
-    });
-    Ok(Box::new(Sysctl {
-        key: p.key,
-        value,
-        file,
-    }))
+
+    fn fact_samples() -> Vec<FactSample> {
+        let mut v = super::facts::file::samples();
+        v.push(FactSample::linux(SysctlFact {
+            key: "net.ipv4.ip_forward".into(),
+        }));
+        v
+    }
 }
 
 impl Sysctl {

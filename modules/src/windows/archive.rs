@@ -16,27 +16,15 @@
 
 use super::download::check_sha256;
 use super::facts::{PathFact, PathState};
-use super::{check_path, path_resource, step};
+use super::step;
+use crate::paths::{windows_abs, windows_resource};
+use crate::shared::archive::ArchiveParams;
+use crate::shared::linux_only;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    src: String,
-    dest: String,
-    sha256: String,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -52,13 +40,25 @@ pub struct Archive {
     format: Format,
 }
 
-impl Archive {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
-        check_path("src", &p.src)?;
-        check_path("dest", &p.dest)?;
-        let sha256 = check_sha256("sha256", &p.sha256)?;
-        let lower = p.src.to_ascii_lowercase();
+impl Described for Archive {
+    const NAME: &'static str = "archive";
+    const DOC: &'static str = "an archive extracted into a directory, once per archive content";
+    type Params = ArchiveParams;
+
+    fn from_params(p: ArchiveParams, _shell: Shell) -> Result<Self, ParamError> {
+        linux_only("archive", &p.linux_fields())?;
+        let src = p
+            .src
+            .ok_or_else(|| ParamError::at("src", "`src` is required on Windows"))?;
+        windows_abs("src", &src)?;
+        windows_abs("dest", &p.dest)?;
+        let sha256 = check_sha256(
+            "sha256",
+            p.sha256
+                .as_deref()
+                .ok_or_else(|| ParamError::at("sha256", "`sha256` is required on Windows"))?,
+        )?;
+        let lower = src.to_ascii_lowercase();
         let format = if lower.ends_with(".zip") {
             Format::Zip
         } else if lower.ends_with(".tar.gz") || lower.ends_with(".tgz") {
@@ -70,12 +70,22 @@ impl Archive {
             ));
         };
         Ok(Archive {
-            src: p.src,
+            src,
             dest: p.dest,
             sha256,
             format,
         })
     }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(PathFact {
+            path: "C:\\k\\x".into(),
+            content_limit: 0,
+        })]
+    }
+}
+
+impl Archive {
     fn marker(&self) -> String {
         format!(
             "{}\\.kwin-archive-{}",
@@ -96,7 +106,7 @@ impl Module for Archive {
         vec![FactQuery::of(&self.fact(), shell)]
     }
     fn reads(&self) -> Vec<String> {
-        vec![path_resource(&self.marker())]
+        vec![windows_resource(&self.marker())]
     }
     fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: PathState = facts.get(&self.fact())?;
@@ -125,7 +135,7 @@ impl Module for Archive {
                  Set-Content -LiteralPath {m} -Value '{want}' -Encoding Ascii",
                 want = self.sha256,
             ))],
-            touches: Touches::Resources(vec![path_resource(&self.dest)]),
+            touches: Touches::Resources(vec![windows_resource(&self.dest)]),
         }))
     }
 }

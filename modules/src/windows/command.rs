@@ -17,33 +17,15 @@
 //! ```
 
 use super::facts::{parse_json, PathFact, PathState};
-use super::{check_path, path_resource, step};
+use super::step;
+use crate::paths::windows_abs;
+use crate::paths::windows_resource;
+use crate::shared::command::CommandParams;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{Fact, FactError, FactOutput, FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    #[schemars(extend("x-kwin-code" = true))]
-    run: String,
-    creates: Option<String>,
-    removes: Option<String>,
-    #[schemars(extend("x-kwin-code" = true))]
-    unless: Option<String>,
-    #[schemars(extend("x-kwin-code" = true))]
-    onlyif: Option<String>,
-    changes: Option<Vec<String>>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
-}
 
 /// Whether a PowerShell condition succeeds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +33,7 @@ pub struct ConditionFact {
     pub script: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 pub struct Condition {
     pub ok: bool,
 }
@@ -96,25 +78,14 @@ pub struct Command {
     changes: Option<Vec<String>>,
 }
 
-impl Command {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
-        if p.run.trim().is_empty() {
-            return Err(ParamError::at("run", "`run` is empty"));
-        }
-        if p.creates.is_none() && p.removes.is_none() && p.unless.is_none() && p.onlyif.is_none() {
-            return Err(ParamError::new(
-                "a command needs a guard (`creates`, `removes`, `unless` or `onlyif`) so that a second run does nothing",
-            ));
-        }
-        for (f, v) in [("creates", &p.creates), ("removes", &p.removes)] {
-            if let Some(v) = v {
-                check_path(f, v)?;
-            }
-        }
-        for (i, c) in p.changes.iter().flatten().enumerate() {
-            check_path(&format!("changes.{i}"), c)?;
-        }
+impl Described for Command {
+    const NAME: &'static str = "command";
+    const DOC: &'static str =
+        "a command run only when its guard says so (creates, removes, unless, onlyif)";
+    type Params = CommandParams;
+
+    fn from_params(p: CommandParams, _shell: Shell) -> Result<Self, ParamError> {
+        p.check(windows_abs)?;
         Ok(Command {
             run: p.run,
             creates: p.creates,
@@ -125,6 +96,17 @@ impl Command {
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![
+            FactSample::windows(Command::path_fact("C:\\k\\done")),
+            FactSample::windows(ConditionFact {
+                script: "Get-Service -Name 'x'".into(),
+            }),
+        ]
+    }
+}
+
+impl Command {
     fn path_fact(p: &str) -> PathFact {
         PathFact {
             path: p.to_string(),
@@ -152,7 +134,7 @@ impl Module for Command {
         [&self.creates, &self.removes]
             .into_iter()
             .flatten()
-            .map(|p| path_resource(p))
+            .map(|p| windows_resource(p))
             .collect()
     }
 
@@ -186,7 +168,7 @@ impl Module for Command {
             _ => "`onlyif` succeeded".to_string(),
         };
         let touches = match &self.changes {
-            Some(c) => Touches::Resources(c.iter().map(|p| path_resource(p)).collect()),
+            Some(c) => Touches::Resources(c.iter().map(|p| windows_resource(p)).collect()),
             None => Touches::Anything,
         };
         Ok(Plan::Change(Change {

@@ -12,27 +12,15 @@
 //! ```
 
 use super::facts::{PathFact, PathState};
-use super::{check_path, path_resource, step, State};
+use super::{step, State};
+use crate::paths::{windows_abs, windows_resource};
+use crate::shared::directory::DirectoryParams;
+use crate::shared::linux_only;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    path: String,
-    #[serde(default)]
-    state: State,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
-}
 
 #[derive(Debug, Clone)]
 pub struct Directory {
@@ -40,15 +28,29 @@ pub struct Directory {
     state: State,
 }
 
-impl Directory {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
-        check_path("path", &p.path)?;
+impl Described for Directory {
+    const NAME: &'static str = "directory";
+    const DOC: &'static str = "a directory (with its parents), or no directory";
+    type Params = DirectoryParams;
+
+    fn from_params(p: DirectoryParams, _shell: Shell) -> Result<Self, ParamError> {
+        linux_only("directory", &p.linux_fields())?;
+        windows_abs("path", &p.path)?;
         Ok(Directory {
             path: p.path,
             state: p.state,
         })
     }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(PathFact {
+            path: "C:\\k".into(),
+            content_limit: 0,
+        })]
+    }
+}
+
+impl Directory {
     fn fact(&self) -> PathFact {
         PathFact {
             path: self.path.clone(),
@@ -62,11 +64,11 @@ impl Module for Directory {
         vec![FactQuery::of(&self.fact(), shell)]
     }
     fn reads(&self) -> Vec<String> {
-        vec![path_resource(&self.path)]
+        vec![windows_resource(&self.path)]
     }
     fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: PathState = facts.get(&self.fact())?;
-        let touches = Touches::Resources(vec![path_resource(&self.path)]);
+        let touches = Touches::Resources(vec![windows_resource(&self.path)]);
         let p = ps_quote(&self.path);
         match self.state {
             State::Present if st.exists && st.dir => Ok(Plan::noop("exists")),

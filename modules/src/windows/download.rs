@@ -21,29 +21,15 @@
 
 use super::facts::{EnvVarFact, EnvVarState, PathFact, PathState};
 use super::no_proxy::{matching_entry, url_host};
-use super::{check_path, path_resource, step};
+use super::step;
+use crate::paths::{windows_abs, windows_resource};
+use crate::shared::download::DownloadParams;
+use crate::shared::linux_only;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    url: String,
-    dest: String,
-    sha256: String,
-    proxy: Option<String>,
-    no_proxy: Option<Vec<String>>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
-}
 
 #[derive(Debug, Clone)]
 pub struct Download {
@@ -113,11 +99,15 @@ pub(crate) fn download_script(
     )
 }
 
-impl Download {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for Download {
+    const NAME: &'static str = "download";
+    const DOC: &'static str = "a file fetched from a URL, verified by SHA-256";
+    type Params = DownloadParams;
+
+    fn from_params(p: DownloadParams, _shell: Shell) -> Result<Self, ParamError> {
+        linux_only("download", &p.linux_fields())?;
         check_url("url", &p.url)?;
-        check_path("dest", &p.dest)?;
+        windows_abs("dest", &p.dest)?;
         let sha256 = check_sha256("sha256", &p.sha256)?;
         if let Some(px) = &p.proxy {
             check_url("proxy", px)?;
@@ -133,6 +123,21 @@ impl Download {
             no_proxy: p.no_proxy,
         })
     }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![
+            FactSample::windows(PathFact {
+                path: "C:\\k\\x".into(),
+                content_limit: 0,
+            }),
+            FactSample::windows(EnvVarFact {
+                name: "HTTPS_PROXY".into(),
+            }),
+        ]
+    }
+}
+
+impl Download {
     fn env_fact(name: &str) -> EnvVarFact {
         EnvVarFact { name: name.into() }
     }
@@ -178,7 +183,7 @@ impl Module for Download {
         v
     }
     fn reads(&self) -> Vec<String> {
-        let mut v = vec![path_resource(&self.dest)];
+        let mut v = vec![windows_resource(&self.dest)];
         v.extend(PROXY_VARS.iter().map(|n| format!("env:{n}")));
         v
     }
@@ -222,7 +227,7 @@ impl Module for Download {
                 proxy.as_deref(),
                 &crate::temp_name(ctx.nonce, &self.dest),
             ))],
-            touches: Touches::Resources(vec![path_resource(&self.dest)]),
+            touches: Touches::Resources(vec![windows_resource(&self.dest)]),
         }))
     }
 }

@@ -16,26 +16,20 @@
 
 use super::facts::{EnvVarFact, EnvVarState};
 use super::{step, State};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct EnvVarParams {
     name: String,
     value: Option<String>,
     #[serde(default)]
     state: State,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -45,9 +39,12 @@ pub struct EnvVar {
     state: State,
 }
 
-impl EnvVar {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for EnvVar {
+    const NAME: &'static str = "env_var";
+    const DOC: &'static str = "a machine environment variable set to a value, or absent";
+    type Params = EnvVarParams;
+
+    fn from_params(p: EnvVarParams, _shell: Shell) -> Result<Self, ParamError> {
         if p.name.is_empty() || p.name.contains(['=', '\0', '\n']) {
             return Err(ParamError::at(
                 "name",
@@ -66,6 +63,13 @@ impl EnvVar {
             state: p.state,
         })
     }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(EnvVarFact { name: "X".into() })]
+    }
+}
+
+impl EnvVar {
     fn fact(&self) -> EnvVarFact {
         EnvVarFact {
             name: self.name.clone(),

@@ -5,6 +5,7 @@
 //! Dates are never serialised as objects (5.1 prints them as `"\/Date(ms)\/"`): scripts format
 //! them as ISO-8601 strings first.
 
+use crate::paths::windows_resource;
 use kwin_engine::fact::{Fact, FactError, FactOutput};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
@@ -72,7 +73,7 @@ impl Fact for PathFact {
         format!(
             "win.path:{}:{}",
             self.content_limit,
-            super::path_resource(&self.path)
+            windows_resource(&self.path)
         )
     }
     fn command(&self, shell: Shell) -> String {

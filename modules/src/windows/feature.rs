@@ -16,25 +16,19 @@
 
 use super::facts::{FeatureFact, FeatureState};
 use super::{step, State};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct FeatureParams {
     name: String,
     #[serde(default)]
     state: State,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -43,9 +37,12 @@ pub struct Feature {
     state: State,
 }
 
-impl Feature {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for Feature {
+    const NAME: &'static str = "windows_feature";
+    const DOC: &'static str = "a Windows feature (Containers) installed or removed";
+    type Params = FeatureParams;
+
+    fn from_params(p: FeatureParams, _shell: Shell) -> Result<Self, ParamError> {
         if p.name.is_empty()
             || !p
                 .name
@@ -62,6 +59,15 @@ impl Feature {
             state: p.state,
         })
     }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(FeatureFact {
+            name: "Containers".into(),
+        })]
+    }
+}
+
+impl Feature {
     fn fact(&self) -> FeatureFact {
         FeatureFact {
             name: self.name.clone(),

@@ -17,34 +17,23 @@
 //! ```
 
 use super::facts::{PathFact, PathState};
-use super::{check_path, path_resource, step, State};
+use super::{step, State};
+use crate::paths::{windows_abs, windows_resource};
+use crate::shared::file::FileParams;
+use crate::shared::linux_only;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// Files up to this size are embedded in the step script; larger ones are uploaded.
 const EMBED_LIMIT: usize = 256 * 1024;
 /// Current content is read back for a diff up to this size.
 const DIFF_LIMIT: u64 = 256 * 1024;
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    path: String,
-    content: Option<String>,
-    #[serde(default)]
-    state: State,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
-}
 
 #[derive(Debug, Clone)]
 pub struct File {
@@ -55,10 +44,14 @@ pub struct File {
     sensitive: bool,
 }
 
-impl File {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
-        check_path("path", &p.path)?;
+impl Described for File {
+    const NAME: &'static str = "file";
+    const DOC: &'static str = "a file with the given content, or no file";
+    type Params = FileParams;
+
+    fn from_params(p: FileParams, _shell: Shell) -> Result<Self, ParamError> {
+        linux_only("file", &p.linux_fields())?;
+        windows_abs("path", &p.path)?;
         if p.state == State::Present && p.content.is_none() {
             return Err(ParamError::at(
                 "content",
@@ -73,6 +66,15 @@ impl File {
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(PathFact {
+            path: "C:\\k\\x".into(),
+            content_limit: 1024,
+        })]
+    }
+}
+
+impl File {
     fn fact(&self) -> PathFact {
         PathFact {
             path: self.path.clone(),
@@ -161,7 +163,7 @@ impl Module for File {
     }
 
     fn reads(&self) -> Vec<String> {
-        vec![path_resource(&self.path)]
+        vec![windows_resource(&self.path)]
     }
 
     fn mark_sensitive(&mut self) {
@@ -174,7 +176,7 @@ impl Module for File {
 
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st: PathState = facts.get(&self.fact())?;
-        let touches = Touches::Resources(vec![path_resource(&self.path)]);
+        let touches = Touches::Resources(vec![windows_resource(&self.path)]);
         match (&self.state, &self.content) {
             (State::Absent, _) => {
                 if !st.exists {
@@ -270,7 +272,7 @@ mod tests {
     fn a_sensitive_file_is_never_read_back_and_diffs_show_hashes() {
         let params =
             serde_json::json!({ "path": "C:\\k\\secret.txt", "content": "password=NewPw\r\n" });
-        let plain = File::new(&params).expect("params");
+        let plain = File::from_json(&params, Shell::PowerShell).expect("params");
         let mut marked = plain.clone();
         Module::mark_sensitive(&mut marked);
         assert!(Module::sensitive(&marked, &Facts::new()));

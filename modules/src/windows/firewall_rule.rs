@@ -17,10 +17,9 @@
 
 use super::facts::{FirewallRuleFact, FirewallRuleState};
 use super::{ps_wildcard_literal, step, State};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
@@ -55,7 +54,7 @@ enum Port {
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct FirewallRuleParams {
     name: String,
     protocol: Option<Protocol>,
     local_port: Option<Port>,
@@ -63,11 +62,6 @@ struct Params {
     action: Option<RuleAction>,
     #[serde(default)]
     state: State,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -103,9 +97,12 @@ fn parse_port(p: &Port) -> Result<String, ParamError> {
     }
 }
 
-impl FirewallRule {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for FirewallRule {
+    const NAME: &'static str = "firewall_rule";
+    const DOC: &'static str = "a Windows firewall rule present with the given settings, or absent";
+    type Params = FirewallRuleParams;
+
+    fn from_params(p: FirewallRuleParams, _shell: Shell) -> Result<Self, ParamError> {
         if p.name.is_empty() || p.name.contains(['\n', '\r', '\0']) {
             return Err(ParamError::at(
                 "name",
@@ -137,6 +134,13 @@ impl FirewallRule {
             state: p.state,
         })
     }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(FirewallRuleFact { name: "r".into() })]
+    }
+}
+
+impl FirewallRule {
     fn fact(&self) -> FirewallRuleFact {
         FirewallRuleFact {
             name: self.name.clone(),

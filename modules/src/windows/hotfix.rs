@@ -16,21 +16,17 @@
 //! ```
 
 use super::facts::{OsBuild, OsBuildFact};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{parse_params, Ctx, Module, ModuleError, ParamError, Plan};
+use kwin_engine::module::{Ctx, Module, ModuleError, ParamError, Plan};
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct HotfixParams {
     kb: Option<String>,
     min_build: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -53,9 +49,13 @@ pub fn parse_build(s: &str) -> Option<(u32, u32, u32, u32)> {
     }
 }
 
-impl Hotfix {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for Hotfix {
+    const NAME: &'static str = "hotfix";
+    const DOC: &'static str =
+        "a precondition: the Windows build has at least the given update revision";
+    type Params = HotfixParams;
+
+    fn from_params(p: HotfixParams, _shell: Shell) -> Result<Self, ParamError> {
         if p.kb.is_none() && p.min_build.is_none() {
             return Err(ParamError::new("give `kb`, `min_build`, or both"));
         }
@@ -85,6 +85,10 @@ impl Hotfix {
             min_build,
             min_build_text: p.min_build.unwrap_or_default(),
         })
+    }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(OsBuildFact)]
     }
 }
 

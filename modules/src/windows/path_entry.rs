@@ -14,26 +14,21 @@
 //! ```
 
 use super::facts::MachinePathFact;
-use super::{check_path, step, State};
+use super::{step, State};
+use crate::paths::{windows_abs, windows_resource};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct PathEntryParams {
     path: String,
     #[serde(default)]
     state: State,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -43,13 +38,16 @@ pub struct PathEntry {
 }
 
 fn norm(p: &str) -> String {
-    super::path_resource(p.trim())
+    windows_resource(p.trim())
 }
 
-impl PathEntry {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
-        check_path("path", &p.path)?;
+impl Described for PathEntry {
+    const NAME: &'static str = "path_entry";
+    const DOC: &'static str = "a directory in (or out of) the machine PATH";
+    type Params = PathEntryParams;
+
+    fn from_params(p: PathEntryParams, _shell: Shell) -> Result<Self, ParamError> {
+        windows_abs("path", &p.path)?;
         if p.path.contains(';') {
             return Err(ParamError::at("path", "a Path entry cannot contain `;`"));
         }
@@ -57,6 +55,10 @@ impl PathEntry {
             path: p.path,
             state: p.state,
         })
+    }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(MachinePathFact)]
     }
 }
 

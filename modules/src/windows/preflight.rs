@@ -26,24 +26,20 @@
 //! ```
 
 use super::facts::parse_json;
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{Fact, FactError, FactOutput, FactQuery, Facts};
-use kwin_engine::module::{parse_params, Ctx, Module, ModuleError, ParamError, Plan};
+use kwin_engine::module::{Ctx, Module, ModuleError, ParamError, Plan};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct PreflightParams {
     min_free_gb: Option<u64>,
     drive: Option<String>,
     reach: Option<String>,
     node_ip: Option<String>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -54,9 +50,13 @@ pub struct Preflight {
     node_ip: Option<String>,
 }
 
-impl Preflight {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for Preflight {
+    const NAME: &'static str = "preflight";
+    const DOC: &'static str =
+        "a precondition: free disk space, the Windows build, reachability of the control plane";
+    type Params = PreflightParams;
+
+    fn from_params(p: PreflightParams, _shell: Shell) -> Result<Self, ParamError> {
         if p.min_free_gb.is_none() && p.reach.is_none() {
             return Err(ParamError::new("give `min_free_gb`, `reach`, or both"));
         }
@@ -101,6 +101,15 @@ impl Preflight {
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(PreflightFact {
+            drive: "C:".into(),
+            reach: Some("192.168.56.10".into()),
+        })]
+    }
+}
+
+impl Preflight {
     fn fact(&self) -> PreflightFact {
         PreflightFact {
             drive: self.drive.clone(),

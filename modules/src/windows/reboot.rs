@@ -39,50 +39,18 @@
 //! params = { feature = "Containers", joined = 'C:\etc\kubernetes\kubelet.conf' }
 //! ```
 
-use super::check_path;
 use super::facts::{
     FeatureFact, FeatureState, PathFact, PathState, RebootPending, RebootPendingFact,
 };
+use crate::paths::{windows_abs, windows_resource};
+use crate::shared::linux_only;
+use crate::shared::reboot::{OnJoined, RebootParams};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Step,
-    Touches,
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, RebootSpec, Step, Touches,
 };
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
-#[serde(rename_all = "lowercase")]
-enum OnJoined {
-    #[default]
-    Report,
-    Drain,
-}
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    #[serde(default = "default_down")]
-    down_timeout: u64,
-    #[serde(default = "default_up")]
-    up_timeout: u64,
-    feature: Option<String>,
-    joined: Option<String>,
-    #[serde(default)]
-    on_joined: OnJoined,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
-}
-
-fn default_down() -> u64 {
-    600
-}
-fn default_up() -> u64 {
-    1800
-}
 
 #[derive(Debug, Clone)]
 pub struct Reboot {
@@ -91,14 +59,15 @@ pub struct Reboot {
     joined: Option<String>,
 }
 
-impl Reboot {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let empty = serde_json::json!({});
-        let p: Params = parse_params(if params.is_null() { &empty } else { params })?;
-        if p.down_timeout == 0 || p.up_timeout == 0 {
-            return Err(ParamError::new("timeouts must be at least 1 second"));
-        }
-        if p.on_joined == OnJoined::Drain {
+impl Described for Reboot {
+    const NAME: &'static str = "reboot";
+    const DOC: &'static str = "a restart of the host when (and only when) it says it needs one";
+    type Params = RebootParams;
+
+    fn from_params(p: RebootParams, _shell: Shell) -> Result<Self, ParamError> {
+        linux_only("reboot", &[("pending_files", p.pending_files.is_some())])?;
+        let spec = p.spec()?;
+        if p.on_joined == Some(OnJoined::Drain) {
             return Err(ParamError::at(
                 "on_joined",
                 "draining a joined node before a restart is not implemented: use \"report\"",
@@ -117,18 +86,30 @@ impl Reboot {
             }
         }
         if let Some(j) = &p.joined {
-            check_path("joined", j)?;
+            windows_abs("joined", j)?;
         }
         Ok(Reboot {
-            spec: RebootSpec {
-                down_timeout_secs: p.down_timeout,
-                up_timeout_secs: p.up_timeout,
-            },
+            spec,
             feature: p.feature,
             joined: p.joined,
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![
+            FactSample::windows(RebootPendingFact),
+            FactSample::windows(FeatureFact {
+                name: "Containers".into(),
+            }),
+            FactSample::windows(PathFact {
+                path: "C:\\etc\\kubernetes\\kubelet.conf".into(),
+                content_limit: 0,
+            }),
+        ]
+    }
+}
+
+impl Reboot {
     fn feature_fact(&self) -> Option<FeatureFact> {
         self.feature
             .as_ref()
@@ -170,7 +151,7 @@ impl Module for Reboot {
             v.push(format!("feature:{}", f.to_ascii_lowercase()));
         }
         if let Some(j) = &self.joined {
-            v.push(super::path_resource(j));
+            v.push(windows_resource(j));
         }
         v
     }

@@ -17,10 +17,9 @@
 
 use super::facts::{RegistryValueFact, RegistryValueState};
 use super::{step, State};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
@@ -35,18 +34,13 @@ enum Value {
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Params {
+pub struct RegistryValueParams {
     path: String,
     name: String,
     value: Option<Value>,
     kind: Option<String>,
     #[serde(default)]
     state: State,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
 }
 
 #[derive(Debug, Clone)]
@@ -61,9 +55,12 @@ pub struct RegistryValue {
     state: State,
 }
 
-impl RegistryValue {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for RegistryValue {
+    const NAME: &'static str = "registry_value";
+    const DOC: &'static str = "a registry value of the given type and data, or absent";
+    type Params = RegistryValueParams;
+
+    fn from_params(p: RegistryValueParams, _shell: Shell) -> Result<Self, ParamError> {
         let hive_ok = ["HKLM:\\", "HKCU:\\", "HKCR:\\", "HKU:\\", "HKCC:\\"]
             .iter()
             .any(|h| p.path.len() > h.len() && p.path[..h.len()].eq_ignore_ascii_case(h));
@@ -111,6 +108,16 @@ impl RegistryValue {
             state: p.state,
         })
     }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::windows(RegistryValueFact {
+            path: "HKLM:\\X".into(),
+            name: "v".into(),
+        })]
+    }
+}
+
+impl RegistryValue {
     fn fact(&self) -> RegistryValueFact {
         RegistryValueFact {
             path: self.path.clone(),

@@ -47,23 +47,15 @@
 
 use super::facts::{PathFact, PathState, ServiceFact, ServiceState};
 use super::service_script as script;
-use super::{check_path, path_resource, step};
+use super::step;
+use crate::paths::{windows_abs, windows_resource};
+use crate::shared::linux_only;
+use crate::shared::service::{BinaryParam, RunState, ServiceParams, StartMode};
+use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{
-    parse_params, Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches,
-};
+use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
-#[serde(rename_all = "lowercase")]
-enum StartMode {
-    #[default]
-    Auto,
-    Manual,
-    Disabled,
-}
 
 impl StartMode {
     /// `New-Service -StartupType` / `Win32_Service.Change` `StartMode` value.
@@ -93,56 +85,6 @@ fn start_name(v: i64) -> String {
         -1 => "unset".into(),
         n => format!("start type {n}"),
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
-#[serde(rename_all = "lowercase")]
-enum RunState {
-    #[default]
-    Running,
-    Stopped,
-    /// Registered and configured; started or stopped only by someone else.
-    Unchanged,
-}
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct BinaryParam {
-    src: String,
-    dest: String,
-}
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    name: String,
-    binary: String,
-    #[serde(default)]
-    args: Vec<String>,
-    #[serde(default)]
-    wrapper: Vec<String>,
-    display_name: Option<String>,
-    #[serde(default)]
-    start_mode: StartMode,
-    #[serde(default)]
-    state: RunState,
-    #[serde(default)]
-    depends_on: Vec<String>,
-    #[serde(default)]
-    restart_on: Vec<String>,
-    #[serde(default = "yes")]
-    restart_on_failure: bool,
-    #[serde(default)]
-    binaries: Vec<BinaryParam>,
-}
-
-/// The JSON Schema of the parameters (what the registry exposes for docs and tests).
-pub fn params_schema() -> schemars::Schema {
-    schemars::schema_for!(Params)
-}
-
-fn yes() -> bool {
-    true
 }
 
 #[derive(Debug, Clone)]
@@ -205,9 +147,20 @@ fn valid_service_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
-impl Service {
-    pub fn new(params: &serde_json::Value) -> Result<Self, ParamError> {
-        let p: Params = parse_params(params)?;
+impl Described for Service {
+    const NAME: &'static str = "service";
+    const DOC: &'static str = "a service enabled or not, running or stopped, restarted once when a file it watches changed";
+    type Params = ServiceParams;
+
+    fn from_params(p: ServiceParams, _shell: Shell) -> Result<Self, ParamError> {
+        linux_only("service", &[("enabled", p.enabled.is_some())])?;
+        let binary = p
+            .binary
+            .ok_or_else(|| ParamError::at("binary", "`binary` is required on Windows"))?;
+        let args = p.args.unwrap_or_default();
+        let wrapper = p.wrapper.unwrap_or_default();
+        let depends_on = p.depends_on.unwrap_or_default();
+        let binaries = p.binaries.unwrap_or_default();
         if !valid_service_name(&p.name) {
             return Err(ParamError::at(
                 "name",
@@ -217,11 +170,11 @@ impl Service {
                 ),
             ));
         }
-        check_path("binary", &p.binary)?;
-        if p.binary.contains('"') {
+        windows_abs("binary", &binary)?;
+        if binary.contains('"') {
             return Err(ParamError::at("binary", "a path cannot contain `\"`"));
         }
-        for (i, d) in p.depends_on.iter().enumerate() {
+        for (i, d) in depends_on.iter().enumerate() {
             if !valid_service_name(d) {
                 return Err(ParamError::at(
                     format!("depends_on.{i}"),
@@ -230,13 +183,13 @@ impl Service {
             }
         }
         for (i, r) in p.restart_on.iter().enumerate() {
-            check_path(&format!("restart_on.{i}"), r)?;
+            windows_abs(&format!("restart_on.{i}"), r)?;
         }
-        for (i, b) in p.binaries.iter().enumerate() {
-            check_path(&format!("binaries.{i}.src"), &b.src)?;
-            check_path(&format!("binaries.{i}.dest"), &b.dest)?;
+        for (i, b) in binaries.iter().enumerate() {
+            windows_abs(&format!("binaries.{i}.src"), &b.src)?;
+            windows_abs(&format!("binaries.{i}.dest"), &b.dest)?;
         }
-        for (field, list) in [("args", &p.args), ("wrapper", &p.wrapper)] {
+        for (field, list) in [("args", &args), ("wrapper", &wrapper)] {
             if let Some(i) = list.iter().position(|a| a.contains(['\n', '\r', '\0'])) {
                 return Err(ParamError::at(
                     format!("{field}.{i}"),
@@ -244,16 +197,16 @@ impl Service {
                 ));
             }
         }
-        let command_line = match p.wrapper.split_first() {
-            None => image_path(&p.binary, &p.args),
+        let command_line = match wrapper.split_first() {
+            None => image_path(&binary, &args),
             Some((program, wargs)) => {
-                check_path("wrapper.0", program)?;
+                windows_abs("wrapper.0", program)?;
                 if program.contains('"') {
                     return Err(ParamError::at("wrapper.0", "a path cannot contain `\"`"));
                 }
                 let mut all = wargs.to_vec();
-                all.push(p.binary.clone());
-                all.extend(p.args.iter().cloned());
+                all.push(binary.clone());
+                all.extend(args.iter().cloned());
                 image_path(program, &all)
             }
         };
@@ -261,15 +214,26 @@ impl Service {
             display_name: p.display_name.unwrap_or_else(|| p.name.clone()),
             name: p.name,
             command_line,
-            start_mode: p.start_mode,
-            state: p.state,
-            depends_on: p.depends_on,
+            start_mode: p.start_mode.unwrap_or_default(),
+            state: p.state.unwrap_or(RunState::Running),
+            depends_on,
             restart_on: p.restart_on,
-            restart_on_failure: p.restart_on_failure,
-            binaries: p.binaries,
+            restart_on_failure: p.restart_on_failure.unwrap_or(true),
+            binaries,
         })
     }
 
+    fn fact_samples() -> Vec<FactSample> {
+        vec![
+            FactSample::windows(ServiceFact {
+                name: "kubelet".into(),
+            }),
+            FactSample::windows(Service::path_fact("C:\\k\\x")),
+        ]
+    }
+}
+
+impl Service {
     /// The image path kwin registers (and compares with the stored `ImagePath`).
     pub fn command_line(&self) -> &str {
         &self.command_line
@@ -344,11 +308,11 @@ impl Module for Service {
 
     fn reads(&self) -> Vec<String> {
         let mut v = vec![format!("service:{}", self.name.to_ascii_lowercase())];
-        v.extend(self.restart_on.iter().map(|p| path_resource(p)));
-        v.push(path_resource(&self.marker()));
+        v.extend(self.restart_on.iter().map(|p| windows_resource(p)));
+        v.push(windows_resource(&self.marker()));
         for b in &self.binaries {
-            v.push(path_resource(&b.src));
-            v.push(path_resource(&b.dest));
+            v.push(windows_resource(&b.src));
+            v.push(windows_resource(&b.dest));
         }
         v
     }
@@ -364,7 +328,7 @@ impl Module for Service {
                 now.push_str(&format!(
                     "{} {}\n",
                     s.sha256.unwrap_or_else(|| "missing".into()),
-                    path_resource(p)
+                    windows_resource(p)
                 ));
             }
             let m: PathState = facts.get(&PathFact {
@@ -587,10 +551,10 @@ impl Module for Service {
         }
         let mut touches = vec![
             format!("service:{}", self.name.to_ascii_lowercase()),
-            path_resource(&self.marker()),
+            windows_resource(&self.marker()),
         ];
-        touches.extend(self.restart_on.iter().map(|p| path_resource(p)));
-        touches.extend(replace.iter().map(|r| path_resource(r.dest)));
+        touches.extend(self.restart_on.iter().map(|p| windows_resource(p)));
+        touches.extend(replace.iter().map(|r| windows_resource(r.dest)));
         Ok(Plan::Change(Change {
             action,
             reason: why.join("; "),

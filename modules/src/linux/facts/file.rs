@@ -268,6 +268,17 @@ pub fn parse_stat(s: &str) -> Result<Meta, FactError> {
     })
 }
 
+/// One sample of each kind of file fact (for the parser tests and the fuzz target).
+pub fn samples() -> Vec<crate::table::FactSample> {
+    use crate::table::FactSample;
+    vec![
+        FactSample::linux(FileFact::meta("/etc/motd")),
+        FactSample::linux(FileFact::hash("/etc/motd")),
+        FactSample::linux(FileFact::content("/etc/motd")),
+        FactSample::linux(FileFact::content_unless("/etc/motd", "0".repeat(64))),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::out;

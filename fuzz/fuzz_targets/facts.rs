@@ -1,4 +1,5 @@
-//! Every Linux fact parser (key=value lines, base64 content) on arbitrary output: never panics.
+//! Every fact parser (Linux key=value lines, Windows JSON, Kubernetes state lines) on arbitrary
+//! output: never panics.
 #![no_main]
 
 use kwin_engine::fact::FactOutput;
@@ -15,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         stderr: body.to_vec(),
         exit,
     };
-    common::linux_parsers(&out);
+    common::every_parser(&out);
 });
 
 #[path = "../common.rs"]

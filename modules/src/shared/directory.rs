@@ -1,0 +1,34 @@
+//! Params of `directory` (Linux: `linux/directory.rs`, Windows: `windows/directory.rs`).
+
+use super::{RawMode, State};
+
+/// Params of `directory`.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryParams {
+    /// Absolute path of the directory.
+    pub path: String,
+    /// Permission bits of the directory itself (`"0755"`). Linux only.
+    #[schemars(extend("x-kwin-shell" = "linux"))]
+    pub mode: Option<RawMode>,
+    /// Owning user (name or uid). Linux only.
+    #[schemars(extend("x-kwin-shell" = "linux"))]
+    pub owner: Option<String>,
+    /// Owning group (name or gid). Linux only.
+    #[schemars(extend("x-kwin-shell" = "linux"))]
+    pub group: Option<String>,
+    /// `present` (default) or `absent` (removed with everything in it).
+    #[serde(default)]
+    pub state: State,
+}
+
+impl DirectoryParams {
+    /// The parameters only the Linux module reads, and whether each is set.
+    pub(crate) fn linux_fields(&self) -> [(&'static str, bool); 3] {
+        [
+            ("mode", self.mode.is_some()),
+            ("owner", self.owner.is_some()),
+            ("group", self.group.is_some()),
+        ]
+    }
+}
