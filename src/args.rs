@@ -1,10 +1,10 @@
 //! The command line: clap's types, their checks, and how they become a pipeline request.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use kwin_engine::pipeline::{ChecksumMode, Flags, Request, UserTasks};
+use kwin_engine::pipeline::Flags;
 use kwin_modules::kube::verify as v;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+pub use kwin_modules::recipes::{request, Recipes};
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -197,40 +197,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     kwin_modules::kube::duration_secs(s)
         .map(Duration::from_secs)
         .ok_or_else(|| format!("`{s}` is not a duration (e.g. 90s, 15m, 1h30m)"))
-}
-
-/// Which recipes a command expands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recipes {
-    /// The build recipes and the plan's `[[tasks]]`.
-    Build,
-    /// `kwin reset`'s recipes only.
-    Reset,
-}
-
-/// The pipeline request of a command on `plan` (validated exactly as for `apply` in every
-/// case: `after` may name the build recipes' steps).
-pub fn request(
-    plan: &Path,
-    recipes: Recipes,
-    checksums: ChecksumMode,
-    no_verify: bool,
-) -> Request<'_> {
-    static STEPS: OnceLock<Vec<String>> = OnceLock::new();
-    let (recipes, user_tasks) = match recipes {
-        Recipes::Build => (kwin_modules::recipes::RECIPES, UserTasks::Include),
-        Recipes::Reset => (kwin_modules::recipes::RESET_RECIPES, UserTasks::Leave),
-    };
-    Request {
-        plan,
-        registry: &kwin_modules::Builtin,
-        recipes,
-        recipe_steps: STEPS.get_or_init(kwin_modules::recipes::step_names),
-        digests: kwin_modules::recipes::DIGESTS,
-        user_tasks,
-        no_verify,
-        checksums,
-    }
 }
 
 #[cfg(test)]
