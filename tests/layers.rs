@@ -1,9 +1,12 @@
-//! The shape of `src/` (the `kwin` binary) and where kwin's defaults live, read from the
-//! source with syn (code under `#[cfg(test)]` is not production code and is skipped):
+//! The shape of `src/` (the `kwin` binary) and `modules/src/` (`kwin-modules`), and where
+//! kwin's defaults live, read from the source with syn (code under `#[cfg(test)]` is not
+//! production code and is skipped; `engine/tests/layers.rs` holds the engine's layers):
 //!
 //! - only `src/output/` prints or touches stdout, stderr or stdin, and only `src/drive.rs`
 //!   exits the process;
-//! - the modules of `src/` import each other without a cycle;
+//! - the modules of `src/`, and those of `modules/src/`, import each other without a cycle;
+//! - the module families of `kwin-modules` (`linux`, `windows`, `kube`) never import each
+//!   other;
 //! - kwin's default values are written once, in `engine/src/plan/effective/defaults.rs` (and
 //!   the admin kubeconfig's path in `modules/src/kube/mod.rs`): the literals anywhere else in
 //!   `engine/src`, `modules/src` or `src`, a literal schema default, or a literal fallback
@@ -139,9 +142,15 @@ mod tests { fn t() { eprintln!("fine in tests"); } }
 // ------------------------------------------------------------------------- no cycle in src/
 
 /// The module path of a file of `src/` (`src/output/human.rs` → `output::human`).
+/// The module path of a file of the `kwin` binary (`src/`) or of `kwin-modules`
+/// (`modules/src/`): `src/output/mod.rs` → `output`, `modules/src/kube/verify/run.rs` →
+/// `kube::verify::run`, `main.rs` / `lib.rs` → the crate root.
 fn module_of(file: &str) -> String {
-    let p = file.trim_start_matches("src/").trim_end_matches(".rs");
-    let p = p.trim_end_matches("/mod").trim_end_matches("main");
+    let p = file
+        .trim_start_matches("modules/")
+        .trim_start_matches("src/");
+    let p = p.trim_end_matches(".rs").trim_end_matches("/mod");
+    let p = p.trim_end_matches("main").trim_end_matches("lib");
     p.trim_end_matches('/').replace('/', "::")
 }
 
@@ -349,6 +358,69 @@ fn the_cycle_check_sees_a_cycle() {
         ("src/c.rs".to_string(), parse("use super::a::g;")),
     ];
     assert_eq!(cycles(&module_graph(&files)), ["a → b → a"]);
+}
+
+#[test]
+fn the_module_files_of_kwin_modules_import_each_other_without_a_cycle() {
+    let files = sources(&["modules/src"]);
+    let graph = module_graph(&files);
+    assert!(graph.len() > 40, "{graph:?}");
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "import cycles in modules/src/:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The module families of `kwin-modules`: each may use `shared`, `paths`, `table` and the
+/// crate root, never another family.
+const FAMILIES: &[&str] = &["linux", "windows", "kube"];
+
+fn family_edges(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let family = |m: &str| {
+        let first = m.split("::").next().unwrap_or("");
+        FAMILIES.contains(&first).then(|| first.to_string())
+    };
+    let mut out = Vec::new();
+    for (from, tos) in graph {
+        for to in tos {
+            if let (Some(a), Some(b)) = (family(from), family(to)) {
+                if a != b {
+                    out.push(format!("{from} → {to}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_module_families_never_import_each_other() {
+    let graph = module_graph(&sources(&["modules/src"]));
+    let found = family_edges(&graph);
+    assert!(
+        found.is_empty(),
+        "a module family imports another (put what they share in shared/ or paths.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_family_check_sees_a_crossing() {
+    let parse = |s: &str| syn::parse_file(s).expect("parse");
+    let files = vec![
+        (
+            "modules/src/kube/join.rs".to_string(),
+            parse("use crate::windows::paths::check; use crate::paths::x;"),
+        ),
+        ("modules/src/windows/paths.rs".to_string(), parse("")),
+        ("modules/src/paths.rs".to_string(), parse("")),
+    ];
+    assert_eq!(
+        family_edges(&module_graph(&files)),
+        ["kube::join → windows::paths"]
+    );
 }
 
 // ------------------------------------------------------------------------- defaults, once

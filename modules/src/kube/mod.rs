@@ -111,9 +111,9 @@ mod tests {
 
     #[test]
     fn only_join_speaks_powershell() {
-        use crate::table::find;
-        assert!(find("kube_apply", Shell::PowerShell).is_none());
-        assert!(find("kubeadm_join", Shell::PowerShell).is_some());
-        assert!(find("nope", Shell::Posix).is_none());
+        use crate::row_for;
+        assert!(row_for("kube_apply", Shell::PowerShell).is_none());
+        assert!(row_for("kubeadm_join", Shell::PowerShell).is_some());
+        assert!(row_for("nope", Shell::Posix).is_none());
     }
 }
