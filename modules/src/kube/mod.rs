@@ -48,34 +48,9 @@ pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
 /// on the same host changed the cluster.
 pub const API_RESOURCE: &str = "kube:api";
 
-/// Seconds in a duration like `"5m"`, `"90s"`, `"1h30m"` or `"90"`; `None` if it is not one.
-pub fn duration_secs(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    let mut total: u64 = 0;
-    let mut num = String::new();
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return None,
-        };
-        let n: u64 = num.parse().ok()?;
-        total = total.saturating_add(n.saturating_mul(unit));
-        num.clear();
-    }
-    if !num.is_empty() {
-        total = total.saturating_add(num.parse::<u64>().ok()?);
-    }
-    Some(total)
-}
+/// Seconds in a duration like `"5m"`, `"90s"`, `"1h30m"` or `"90"`: the plan's and the CLI's
+/// one grammar.
+pub use kwin_engine::plan::syntax::duration_secs;
 
 /// Duration params like `"5m"`, `"90s"`, `"1h30m"`, or a number of seconds.
 pub(crate) fn parse_duration(field: &str, v: &serde_json::Value) -> Result<u64, ParamError> {
