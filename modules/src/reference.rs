@@ -7,7 +7,7 @@
 //! the type) and its examples (`examples.toml` next to this file: `[[tasks]]` entries a plan
 //! can hold as written; `tests/reference.rs` validates each one as a plan task).
 
-use crate::table::{self, Family};
+use crate::table::Family;
 use kwin_engine::transport::Shell;
 use serde_json::Value;
 
@@ -100,7 +100,7 @@ pub fn family_name(f: Family) -> &'static str {
 pub fn reference() -> Vec<ModuleDoc> {
     let examples = examples();
     let mut out: Vec<ModuleDoc> = Vec::new();
-    for (family, r) in table::all() {
+    for (family, r) in crate::rows() {
         let i = match out.iter().position(|m| m.name == r.name) {
             Some(i) => i,
             None => {

@@ -3,7 +3,7 @@
 
 use kwin_engine::module::Registry;
 use kwin_modules::reference::{self, Os};
-use kwin_modules::table::{self, Family};
+use kwin_modules::table::Family;
 use kwin_modules::Builtin;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -178,7 +178,7 @@ password_env = "KWIN_EXAMPLE_PASSWORD"
 /// A broken example is caught: the check above is not vacuous.
 #[test]
 fn a_refused_example_fails_the_build() {
-    let row = table::find("file", kwin_engine::transport::Shell::Posix).expect("file");
+    let row = kwin_modules::row_for("file", kwin_engine::transport::Shell::Posix).expect("file");
     let bad = serde_json::json!({ "path": "relative/motd" });
     assert!((row.build)(&bad, kwin_engine::transport::Shell::Posix).is_err());
 }
@@ -222,7 +222,7 @@ fn list_is_per_os_from_the_tables() {
             .lines()
             .filter_map(|l| l.split_whitespace().next())
             .collect();
-        let want: BTreeSet<&str> = table::all()
+        let want: BTreeSet<&str> = kwin_modules::rows()
             .filter(|(_, r)| r.shells.contains(&shell))
             .map(|(_, r)| r.name)
             .collect();
@@ -247,7 +247,7 @@ fn readme_module_list_matches_the_tables() {
             .find_map(|p| p.trim().strip_prefix(label.as_str()))
             .unwrap_or_else(|| panic!("README's module list has no `{label}` part"));
         let named: BTreeSet<&str> = part.split('`').skip(1).step_by(2).collect();
-        let want: BTreeSet<&str> = table::all()
+        let want: BTreeSet<&str> = kwin_modules::rows()
             .filter(|(f, _)| *f == family)
             .map(|(_, r)| r.name)
             .collect();

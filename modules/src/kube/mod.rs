@@ -27,6 +27,7 @@ pub mod apply;
 pub mod join_data;
 pub mod kubeadm_init;
 pub mod kubeadm_join;
+pub mod kubeconfig;
 pub mod wait;
 
 /// The Kubernetes modules: `kubeadm_join` runs on Linux and Windows nodes, the others only
@@ -120,9 +121,9 @@ mod tests {
 
     #[test]
     fn only_join_speaks_powershell() {
-        use crate::table::find;
-        assert!(find("kube_apply", Shell::PowerShell).is_none());
-        assert!(find("kubeadm_join", Shell::PowerShell).is_some());
-        assert!(find("nope", Shell::Posix).is_none());
+        use crate::row_for;
+        assert!(row_for("kube_apply", Shell::PowerShell).is_none());
+        assert!(row_for("kubeadm_join", Shell::PowerShell).is_some());
+        assert!(row_for("nope", Shell::Posix).is_none());
     }
 }
