@@ -76,6 +76,14 @@ pub enum Command {
     },
     /// Print the JSON Schema of the plan file (for editor completion).
     Schema,
+    /// List the modules a task can use, per OS, one line each.
+    Modules,
+    /// Print a module's parameters and examples (the reference in docs/modules.md).
+    Doc {
+        /// The module (`kwin modules` lists them).
+        #[arg(value_parser = parse_module)]
+        module: String,
+    },
     /// Probe every host and show what apply would change, with diffs. Changes nothing.
     Plan {
         #[command(flatten)]
@@ -125,7 +133,9 @@ impl Command {
     pub fn output(&self) -> OutputFormat {
         match self {
             Command::Validate { output, .. } => *output,
-            Command::Schema | Command::Graph { .. } => OutputFormat::Human,
+            Command::Schema | Command::Modules | Command::Doc { .. } | Command::Graph { .. } => {
+                OutputFormat::Human
+            }
             Command::Plan { run, .. }
             | Command::Apply { run, .. }
             | Command::Kubeconfig { run, .. }
@@ -197,6 +207,11 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     kwin_modules::kube::duration_secs(s)
         .map(Duration::from_secs)
         .ok_or_else(|| format!("`{s}` is not a duration (e.g. 90s, 15m, 1h30m)"))
+}
+
+/// A module name `kwin doc` knows; else a usage error naming the closest one.
+fn parse_module(s: &str) -> Result<String, String> {
+    kwin_modules::reference::find(s).map(|m| m.name.to_string())
 }
 
 #[cfg(test)]

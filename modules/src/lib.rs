@@ -12,6 +12,7 @@ pub mod kube;
 pub mod linux;
 pub mod paths;
 pub mod recipes;
+pub mod reference;
 pub mod shared;
 pub mod table;
 pub mod windows;

@@ -48,6 +48,16 @@ pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
 /// on the same host changed the cluster.
 pub const API_RESOURCE: &str = "kube:api";
 
+/// The schema of a duration parameter (`ttl`, `timeout`, ...; read by `parse_duration`): text
+/// like `"5m"`, `"90s"`, `"1h30m"`, or a number of seconds.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum DurationParam {
+    Text(String),
+    Seconds(u64),
+}
+
 /// Seconds in a duration like `"5m"`, `"90s"`, `"1h30m"` or `"90"`: the plan's and the CLI's
 /// one grammar.
 pub use kwin_engine::plan::syntax::duration_secs;
