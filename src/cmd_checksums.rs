@@ -3,24 +3,28 @@
 //! digests — fetched as `kwin plan` fetches them, and recorded the same way — as an
 //! `[artifacts.sha256]` table to paste into the plan of a controller without internet.
 
-use crate::OutputFormat;
+use crate::args::{request, Recipes};
+use crate::output::Output;
 use anyhow::Context;
 use kwin_engine::checksums;
+use kwin_engine::pipeline::ChecksumMode;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 
 /// The table on stdout, or in `write`; diagnostics and what was fetched on stderr. Exit 1 when
 /// a checksum could not be had.
-pub fn checksums(path: &Path, write: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let (p, rows) = match crate::prepare::pin_rows(path) {
+pub fn checksums(path: &Path, write: Option<&Path>, out: &Output) -> anyhow::Result<ExitCode> {
+    let req = request(path, Recipes::Build, ChecksumMode::Fetch, false);
+    let (p, rows) = match crate::drive::pin_rows(&req)? {
         Ok(r) => r,
         Err(d) => {
-            crate::cmd_validate::print_diagnostics(&d, OutputFormat::Human);
+            out.diagnostics(&d);
             return Ok(ExitCode::from(1));
         }
     };
-    crate::cmd_validate::print_diagnostics(&p.warnings, OutputFormat::Human);
-    crate::cmd_run::report_fetched(&p.fetched);
+    out.warnings(&p.warnings);
+    out.checksums_fetched(&p.fetched);
     let text = format!(
         "# SHA-256 of every download of {} that neither the plan nor kwin pins, taken over https\n\
          # from the upstream's checksum files (or computed from the artifact where none is\n\
@@ -34,16 +38,10 @@ pub fn checksums(path: &Path, write: Option<&Path>) -> anyhow::Result<ExitCode> 
         Some(file) => {
             std::fs::write(file, &text)
                 .with_context(|| format!("cannot write {}", file.display()))?;
-            eprintln!(
-                "checksums: {} pinned in {} (paste it into the plan of the controller without internet)",
-                rows.iter()
-                    .map(|r| r.file.as_str())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .len(),
-                file.display()
-            );
+            let files: BTreeSet<&str> = rows.iter().map(|r| r.file.as_str()).collect();
+            out.pins_written(file, files.len());
         }
-        None => print!("{text}"),
+        None => out.text(&text),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,23 +1,25 @@
-//! `kwin graph`: load, validate, expand and print the task graph.
+//! `kwin graph`: the task graph of a prepared plan, as DOT or sorted text.
 
-use crate::cmd_validate::print_diagnostics;
-use crate::{GraphFormat, OutputFormat};
+use crate::args::{request, GraphFormat, Recipes};
+use crate::output::Output;
+use kwin_engine::pipeline::ChecksumMode;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Print the graph of `path` as DOT or sorted text. Diagnostics go to stderr; any error exits 1.
-pub fn graph(path: &Path, format: GraphFormat) -> anyhow::Result<ExitCode> {
-    match crate::prepare::prepare(path) {
+/// Diagnostics go to stderr; any error exits 1.
+pub fn graph(path: &Path, format: GraphFormat, out: &Output) -> anyhow::Result<ExitCode> {
+    let req = request(path, Recipes::Build, ChecksumMode::Known, false);
+    match crate::drive::prepare(&req)? {
         Ok(p) => {
-            print_diagnostics(&p.warnings, OutputFormat::Human);
-            match format {
-                GraphFormat::Dot => print!("{}", p.graph.to_dot()),
-                GraphFormat::Text => print!("{}", p.graph.to_text()),
-            }
+            out.diagnostics(&p.warnings);
+            out.text(&match format {
+                GraphFormat::Dot => p.graph.to_dot(),
+                GraphFormat::Text => p.graph.to_text(),
+            });
             Ok(ExitCode::SUCCESS)
         }
         Err(d) => {
-            print_diagnostics(&d, OutputFormat::Human);
+            out.diagnostics(&d);
             Ok(ExitCode::from(1))
         }
     }

@@ -1,34 +1,22 @@
 //! `kwin validate` and `kwin schema`.
 
-use crate::OutputFormat;
-use kwin_engine::diag::Diagnostics;
+use crate::args::{request, Recipes};
+use crate::output::Output;
+use kwin_engine::pipeline::ChecksumMode;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Load + validate; print every diagnostic. Exit 1 on any error.
-pub fn validate(path: &Path, output: OutputFormat) -> anyhow::Result<ExitCode> {
-    // The whole front half: validation, then recipe expansion (recipe asserts, template
-    // errors) and the graph (unknown references, cycles).
-    let diags = match crate::prepare::prepare(path) {
+/// The whole front half (validation, recipe expansion with its asserts and templates, the
+/// graph); every diagnostic printed. Exit 1 on any error.
+pub fn validate(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
+    let req = request(path, Recipes::Build, ChecksumMode::Known, false);
+    let diags = match crate::drive::prepare(&req)? {
         Ok(p) => p.warnings,
         Err(d) => d,
     };
-    print_diagnostics(&diags, output);
+    out.diagnostics(&diags);
     let errors = diags.errors().count();
-    let warnings = diags.warnings();
-    if output == OutputFormat::Human {
-        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-        if errors > 0 {
-            eprintln!(
-                "{}: {}, {}",
-                path.display(),
-                plural(errors, "error"),
-                plural(warnings, "warning")
-            );
-        } else {
-            println!("{}: ok ({})", path.display(), plural(warnings, "warning"));
-        }
-    }
+    out.validate_summary(path, errors, diags.warnings());
     Ok(if errors > 0 {
         ExitCode::from(1)
     } else {
@@ -36,28 +24,11 @@ pub fn validate(path: &Path, output: OutputFormat) -> anyhow::Result<ExitCode> {
     })
 }
 
-pub fn print_diagnostics(diags: &Diagnostics, output: OutputFormat) {
-    match output {
-        OutputFormat::Human => {
-            for d in &diags.0 {
-                eprintln!("{d}");
-            }
-        }
-        OutputFormat::Json => {
-            for d in &diags.0 {
-                if let Ok(s) = serde_json::to_string(d) {
-                    println!("{s}");
-                }
-            }
-        }
-    }
-}
-
-/// Print the plan file's JSON Schema.
-pub fn schema() -> anyhow::Result<ExitCode> {
-    println!(
-        "{}",
+/// The plan file's JSON Schema.
+pub fn schema(out: &Output) -> anyhow::Result<ExitCode> {
+    out.text(&format!(
+        "{}\n",
         kwin_engine::module::schema::plan_schema_json(&kwin_modules::Builtin)
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -618,7 +618,7 @@ fn a_checksum_recorded_from_http_is_not_trusted() {
             },
         );
     }
-    kwin_engine::exec::state::private_dir(&dir.path().join(".kwin")).expect("state dir");
+    kwin_engine::fs::private_dir(&dir.path().join(".kwin")).expect("state dir");
     checksums::save_record(&checksums::record_path(&dir.path().join(".kwin")), &rec)
         .expect("record");
     assert_eq!(expanded_sha256(&p, "ww1/kubelet-download"), None);

@@ -353,8 +353,19 @@ fn assert_kubeconfig(c: &Cluster, dir: &Path, name: &str) {
         assert!(ctx.contains(name), "context `{ctx}`");
         let nodes = k(&["get", "nodes", "-o", "name"]);
         assert_eq!(nodes, "node/h1\nnode/h2\nnode/h3\n");
-        // The key never reaches the terminal.
+        // The key never reaches the terminal, nor the host log that records the read.
         assert!(!r.stdout.contains("client-key-data") && !r.stderr.contains("client-key"));
+        let key = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("client-key-data:"))
+            .map(|v| v.trim().trim_matches('"').to_string())
+            .expect("the kubeconfig has client-key-data");
+        let state = state_text(dir);
+        assert!(
+            state.contains("kubectl config view"),
+            "the read is not in the host log"
+        );
+        assert!(!state.contains(&key), "the admin key is in .kwin/");
     }
 }
 

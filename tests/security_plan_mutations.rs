@@ -9,6 +9,7 @@
 //! mutant; failing inputs are written to `target/plan-mutants/` for inspection.
 
 use kwin_engine::diag::Diagnostics;
+use kwin_engine::pipeline::ChecksumMode;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -274,14 +275,19 @@ fn load_and_validate(path: &Path) -> kwin_engine::plan::validate::Checked {
     kwin_engine::plan::validate::load_and_validate(path, known)
 }
 
-/// The front half of `kwin validate`, in process: load + validate, and when that finds no
-/// error, expansion, the graph and the build phase. `Ok(warnings)` or `Err(diagnostics)`.
+/// The front half of `kwin validate`, in process: the pipeline's `prepare` as `kwin validate`
+/// asks it (load and validate once, effective values, expansion with the checksums known,
+/// the graph, the build phase). `Ok(warnings)` or `Err(diagnostics)`.
 fn front_half(path: &Path) -> Result<Diagnostics, Diagnostics> {
-    let (plan, diags) = load_and_validate(path).into_result()?;
-    let tasks = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RECIPES)?;
-    let graph = kwin_engine::graph::TaskGraph::build(tasks)?;
-    kwin_engine::module::build::build_all(&plan, &graph, &kwin_modules::Builtin)?;
-    Ok(diags)
+    use kwin_modules::recipes::{request, Recipes};
+    let req = request(path, Recipes::Build, ChecksumMode::Known, false);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime
+        .block_on(kwin_engine::pipeline::prepare(&req))
+        .map(|p| p.warnings)
 }
 
 struct Failure {

@@ -200,7 +200,7 @@ fn files_kwin_writes_locally_are_private() {
 /// `O_TRUNC` and without `O_EXCL`: the admin key went into the planted 0666 file.
 #[test]
 fn a_file_planted_at_a_local_temporary_name_never_gets_the_bytes() {
-    use kwin_engine::exec::state::write_private;
+    use kwin_engine::fs::write_private;
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");

@@ -263,9 +263,9 @@ fn plan(lab: &Lab, linux: &[&str], windows: &[&str]) -> tempfile::TempDir {
         // fetches them to hash them (placeholders: these hosts are never connected to).
         text.push_str(&format!(
             "\n[artifacts.sha256]\n\"flannel-{}-windows-amd64.tar.gz\" = \"{}\"\n\"windows-container-networking-cni-amd64-{}.zip\" = \"{}\"\n",
-            kwin_engine::expand::context::pinned::FLANNEL,
+            kwin_engine::plan::effective::defaults::pinned::FLANNEL,
             "1".repeat(64),
-            kwin_engine::expand::context::windows::SDN_CNI,
+            kwin_engine::plan::effective::defaults::windows::SDN_CNI,
             "2".repeat(64)
         ));
     }

@@ -1,5 +1,7 @@
-//! kwin-engine: plan model and validation, task graph, executor, transports, templates,
-//! events. Knows nothing of Kubernetes: that lives in `kwin-modules` and the recipes.
+//! kwin-engine: plan model and validation, effective values, templates, task graph, executor,
+//! transports, events, and the pipeline every command runs. It knows the plan's Kubernetes
+//! vocabulary as data (the `[cluster]` model, its defaults, the version and flag table) and
+//! runs no Kubernetes logic: modules, recipes and the verify runner live in `kwin-modules`.
 //!
 //! Architecture and invariants: see ARCHITECTURE.md at the repository root.
 
@@ -13,6 +15,7 @@ pub mod fs;
 pub mod graph;
 pub mod module;
 pub mod net;
+pub mod pipeline;
 pub mod plan;
 pub mod quote;
 pub mod secret;

@@ -92,6 +92,26 @@ const LAYERS: &[(&str, &[&str])] = &[
             "transport",
         ],
     ),
+    // rank 10: the phases every command runs, and the session they share
+    (
+        "pipeline",
+        &[
+            "diag",
+            "fs",
+            "event",
+            "net",
+            "secret",
+            "transport::spec",
+            "plan",
+            "task",
+            "checksums",
+            "expand",
+            "graph",
+            "module",
+            "transport",
+            "exec",
+        ],
+    ),
     // test helpers (`#[cfg(any(test, feature = "test-support"))]`): may import anything;
     // nothing outside tests imports them
     ("testing", &["*"]),

@@ -12,6 +12,7 @@ pub mod kube;
 pub mod linux;
 pub mod paths;
 pub mod recipes;
+pub mod reference;
 pub mod shared;
 pub mod table;
 pub mod windows;
@@ -30,12 +31,28 @@ pub fn temp_name(nonce: &str, path: &str) -> String {
     format!(".kwin-{}", &hex::encode(h.finalize())[..32])
 }
 
+/// Every row of every family's table, with its family.
+pub fn rows() -> impl Iterator<Item = (table::Family, &'static table::Row)> {
+    use table::Family;
+    let tag = |f: Family, rows: &'static [table::Row]| rows.iter().map(move |r| (f, r));
+    tag(Family::Linux, linux::MODULES)
+        .chain(tag(Family::Windows, windows::MODULES))
+        .chain(tag(Family::Kube, kube::MODULES))
+}
+
+/// The row that builds module `name` for `shell`.
+pub fn row_for(name: &str, shell: Shell) -> Option<&'static table::Row> {
+    rows()
+        .map(|(_, r)| r)
+        .find(|r| r.name == name && r.shells.contains(&shell))
+}
+
 /// One sample of every fact any module can read, one per fact kind (the first module's),
 /// for the parser garbage tests and the fuzz target.
 pub fn fact_samples() -> Vec<table::FactSample> {
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
-    for (_, r) in table::all() {
+    for (_, r) in rows() {
         for s in (r.facts)() {
             if seen.insert(s.kind.clone()) {
                 out.push(s);
@@ -51,21 +68,21 @@ pub struct Builtin;
 
 impl Registry for Builtin {
     fn names(&self) -> Vec<&'static str> {
-        let mut v: Vec<&'static str> = table::all().map(|(_, r)| r.name).collect();
+        let mut v: Vec<&'static str> = rows().map(|(_, r)| r.name).collect();
         v.sort_unstable();
         v.dedup();
         v
     }
 
     fn params_schema(&self, name: &str, shell: Shell) -> Option<serde_json::Value> {
-        table::find(name, shell).map(|r| (r.params)().to_value())
+        row_for(name, shell).map(|r| (r.params)().to_value())
     }
 
     /// One entry per module name: its rows' shells together (a module of both shells has
     /// one params type, `tests/table.rs`), the first row's doc and schema.
     fn modules(&self) -> Vec<ModuleInfo> {
         let mut out: Vec<ModuleInfo> = Vec::new();
-        for (_, r) in table::all() {
+        for (_, r) in rows() {
             match out.iter_mut().find(|m| m.name == r.name) {
                 Some(m) => m.shells.extend(r.shells.iter().copied()),
                 None => out.push(ModuleInfo {
@@ -86,7 +103,7 @@ impl Registry for Builtin {
         shell: Shell,
         params: &serde_json::Value,
     ) -> Result<Box<dyn Module>, ParamError> {
-        if let Some(r) = table::find(name, shell) {
+        if let Some(r) = row_for(name, shell) {
             return (r.build)(params, shell);
         }
         let names = self.names();

@@ -1,5 +1,8 @@
 //! The built-in recipes (plans/*.toml), embedded in the binary. Format: plans/README.md.
 
+use kwin_engine::pipeline::{ChecksumMode, Request, UserTasks};
+use std::sync::OnceLock;
+
 macro_rules! recipe {
     ($name:literal) => {
         (
@@ -56,6 +59,41 @@ pub fn step_names() -> Vec<String> {
         .unwrap_or_default();
     names.sort();
     names
+}
+
+/// Which recipes a command expands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recipes {
+    /// The build recipes and the plan's `[[tasks]]`.
+    Build,
+    /// `kwin reset`'s recipes only.
+    Reset,
+}
+
+/// The pipeline request of a kwin command on `plan`, with kwin's modules, recipes and
+/// digests (validated exactly as for `apply` in every case: `after` may name the build
+/// recipes' steps).
+pub fn request(
+    plan: &std::path::Path,
+    recipes: Recipes,
+    checksums: ChecksumMode,
+    no_verify: bool,
+) -> Request<'_> {
+    static STEPS: OnceLock<Vec<String>> = OnceLock::new();
+    let (recipes, user_tasks) = match recipes {
+        Recipes::Build => (RECIPES, UserTasks::Include),
+        Recipes::Reset => (RESET_RECIPES, UserTasks::Leave),
+    };
+    Request {
+        plan,
+        registry: &crate::Builtin,
+        recipes,
+        recipe_steps: STEPS.get_or_init(step_names),
+        digests: DIGESTS,
+        user_tasks,
+        no_verify,
+        checksums,
+    }
 }
 
 #[cfg(test)]

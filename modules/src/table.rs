@@ -2,7 +2,8 @@
 //!
 //! Each family (`linux`, `windows`, `kube`) has a `MODULES: &[Row]`, one [`Row`] per module,
 //! made by [`row`] from the module's type. Everything that needs "every module" reads the
-//! tables: the registry ([`crate::Builtin`]: names, building, params schemas), `kwin schema`,
+//! tables (through [`crate::rows`], at the crate root, so that the families and this file do
+//! not import each other): the registry ([`crate::Builtin`]: names, building, params schemas), `kwin schema`,
 //! the parser garbage tests and the fuzz target ([`crate::fact_samples`]), and the test that
 //! every module has cases. Adding a module is its file, its fact file, one row and its cases
 //! directory; nothing else lists modules.
@@ -157,19 +158,4 @@ pub const fn row<M: Described>(shells: &'static [Shell]) -> Row {
         params: schema_of::<M::Params>,
         facts: M::fact_samples,
     }
-}
-
-/// Every row of every family, with its family.
-pub fn all() -> impl Iterator<Item = (Family, &'static Row)> {
-    let tag = |f: Family, rows: &'static [Row]| rows.iter().map(move |r| (f, r));
-    tag(Family::Linux, crate::linux::MODULES)
-        .chain(tag(Family::Windows, crate::windows::MODULES))
-        .chain(tag(Family::Kube, crate::kube::MODULES))
-}
-
-/// The row that builds module `name` for `shell`.
-pub fn find(name: &str, shell: Shell) -> Option<&'static Row> {
-    all()
-        .map(|(_, r)| r)
-        .find(|r| r.name == name && r.shells.contains(&shell))
 }

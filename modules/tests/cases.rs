@@ -4,7 +4,7 @@
 
 use kwin_engine::module::Registry;
 use kwin_engine::transport::Shell;
-use kwin_modules::table::{self, Family};
+use kwin_modules::table::Family;
 use kwin_modules::Builtin;
 use kwin_testkit::cases::{case_files, read_case, run_case, Case, Produced, Suite};
 use std::collections::BTreeSet;
@@ -39,7 +39,7 @@ fn suite_of(f: Family) -> Suite {
 #[test]
 fn every_module_has_cases() {
     let mut missing = Vec::new();
-    for (family, row) in table::all() {
+    for (family, row) in kwin_modules::rows() {
         let n = case_files(&suite_of(family).dir)
             .iter()
             .filter(|c| c.module == row.name)
@@ -53,7 +53,7 @@ fn every_module_has_cases() {
         }
     }
     for family in [Family::Linux, Family::Windows, Family::Kube] {
-        let names: BTreeSet<&str> = table::all()
+        let names: BTreeSet<&str> = kwin_modules::rows()
             .filter(|(f, _)| *f == family)
             .map(|(_, r)| r.name)
             .collect();

@@ -3,7 +3,6 @@
 
 use kwin_engine::module::Registry;
 use kwin_engine::transport::Shell;
-use kwin_modules::table;
 use kwin_modules::Builtin;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -13,7 +12,7 @@ use std::collections::BTreeMap;
 #[test]
 fn both_shell_modules_share_params() {
     let mut by_name: BTreeMap<&str, Vec<(&[Shell], Value)>> = BTreeMap::new();
-    for (_, r) in table::all() {
+    for (_, r) in kwin_modules::rows() {
         by_name
             .entry(r.name)
             .or_default()

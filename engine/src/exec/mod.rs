@@ -28,7 +28,6 @@
 pub(crate) mod batch;
 pub(crate) mod board;
 pub mod conn;
-pub mod connect;
 pub mod journal;
 pub mod lock;
 pub mod logs;
@@ -37,7 +36,6 @@ pub mod reboot;
 pub mod retention;
 pub mod run;
 pub(crate) mod shared;
-pub mod state;
 pub mod text;
 pub(crate) mod walker;
 pub(crate) mod worker;

@@ -117,8 +117,8 @@ pub fn expand_with(
                 })
                 .and_then(|r| refs::check_user_ref(plan, i, written, &r, usage, &steps).map(|()| r))
         };
-        let diag = |code: &'static str, path: &str, p: refs::Problem| {
-            let d = Diagnostic::error(code, p.message).at(plan.loc(path));
+        let diag = |make: fn(String) -> Diagnostic, path: &str, p: refs::Problem| {
+            let d = make(p.message).at(plan.loc(path));
             match p.hint {
                 Some(h) => d.with_hint(h),
                 None => d,
@@ -128,14 +128,14 @@ pub fn expand_with(
             let path = format!("tasks[{i}].after[{j}]");
             match checked(a, Use::After) {
                 Ok(r) => refs.after.push((r, path)),
-                Err(p) => diags.push(diag("task-after", &path, p)),
+                Err(p) => diags.push(diag(|m| Diagnostic::error("task-after", m), &path, p)),
             }
         }
         for (name, a) in &ut.inputs {
             let path = format!("tasks[{i}].inputs.{name}");
             match checked(a, Use::Input(name)) {
                 Ok(r) => refs.inputs.push((name.clone(), r, path)),
-                Err(p) => diags.push(diag("task-inputs", &path, p)),
+                Err(p) => diags.push(diag(|m| Diagnostic::error("task-inputs", m), &path, p)),
             }
         }
         user.push((Tree::Object(items), refs));

@@ -5,9 +5,8 @@
 use super::model::{Os, PlanFile, Role, Selector};
 use super::net::{ClusterNet, CniSettings};
 use super::spans::SpanIndex;
-use super::{proxy, syntax};
+use super::syntax;
 use crate::diag::{Location, SourceMap};
-use crate::secret::Secret;
 use crate::transport::spec::{ConnSpec, SecretSource};
 use std::path::{Path, PathBuf};
 
@@ -131,24 +130,6 @@ impl LoadedPlan {
 
     pub fn resolve_path(&self, p: &str) -> PathBuf {
         resolve_path(&self.base_dir, p)
-    }
-
-    /// Secrets the plan names beyond connections (the proxy credentials, in every form they
-    /// take in rendered files), for the run's scrubber. Unreadable ones are left out: the
-    /// expansion reports them.
-    /// The values of variables marked `sensitive` are secrets too.
-    pub fn plan_secrets(&self) -> Vec<Secret> {
-        let mut out: Vec<Secret> = self
-            .proxy_credentials()
-            .and_then(|(src, _)| proxy::ProxyCredentials::read(&src).ok())
-            .map(|c| c.secrets())
-            .unwrap_or_default();
-        for (name, decl) in &self.file.variables {
-            if let (true, Some(v)) = (decl.sensitive, self.vars.get(name)) {
-                out.push(Secret::new(v.text()));
-            }
-        }
-        out
     }
 
     /// Where the proxy credentials come from (`[proxy] credentials_env` / `credentials_file`),

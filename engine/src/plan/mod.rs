@@ -16,6 +16,7 @@
 //! Connection specs (`SshSpec`, `WinrmSpec`, `ConnSpec`, `SecretSource`, `WinrmAuth`) belong
 //! to the layer below (`transport::spec`); they are re-exported here.
 
+pub mod effective;
 pub mod load;
 pub mod loaded;
 pub mod model;

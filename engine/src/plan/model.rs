@@ -6,6 +6,7 @@
 //! unknown key and wrong type at once. Loading fills in defaults from `[defaults.*]` and the
 //! inventory and resolves each host's connection; `validate.rs` checks rules across fields.
 
+use super::effective::defaults;
 pub use crate::transport::spec::WinrmAuth;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -94,35 +95,35 @@ pub struct Cluster {
     /// at exactly this version.
     pub kubernetes_version: String,
     /// Pod (cluster) CIDR, IPv4. Each node gets a /24 from it. Default 10.244.0.0/16.
-    #[schemars(extend("default" = "10.244.0.0/16"))]
+    #[schemars(extend("default" = defaults::POD_CIDR))]
     pub pod_cidr: Option<String>,
     /// Service CIDR, IPv4, /12 or smaller. Default 10.96.0.0/12.
-    #[schemars(extend("default" = "10.96.0.0/12"))]
+    #[schemars(extend("default" = defaults::SERVICE_CIDR))]
     pub service_cidr: Option<String>,
     /// Cluster DNS service IP, inside service_cidr. Default: the .10 address of service_cidr.
-    #[schemars(extend("default" = "10.96.0.10"))]
+    #[schemars(extend("default" = defaults::DNS_SERVICE_IP))]
     pub dns_service_ip: Option<String>,
     /// Maximum pods per node (kubelet maxPods), at most 254 (one /24 per node). Default 110.
-    #[schemars(extend("default" = 110))]
+    #[schemars(extend("default" = defaults::MAX_PODS_PER_NODE))]
     pub max_pods_per_node: Option<u32>,
     /// Stable address (`host` or `host:port`, an IP or DNS name) in front of the API servers.
     /// Required with more than one control plane. Default: the first control plane's
     /// address, port 6443.
     pub control_plane_endpoint: Option<String>,
     /// Cluster DNS domain. Default cluster.local.
-    #[schemars(extend("default" = "cluster.local"))]
+    #[schemars(extend("default" = defaults::DNS_DOMAIN))]
     pub dns_domain: Option<String>,
     /// Register Windows nodes with the taint `os=windows:NoSchedule`, so that only pods that
     /// tolerate it (Windows workloads) are scheduled there. Default true.
-    #[schemars(extend("default" = true))]
+    #[schemars(extend("default" = defaults::WINDOWS_TAINT))]
     pub windows_taint: Option<bool>,
     /// Create the RuntimeClasses `windows-2019`, `windows-2022` and `windows-2025`, each
     /// carrying the nodeSelector of its Windows Server build (`node.kubernetes.io/windows-build`)
     /// and, with `windows_taint`, the toleration. Default false.
-    #[schemars(extend("default" = false))]
+    #[schemars(extend("default" = defaults::WINDOWS_RUNTIME_CLASSES))]
     pub windows_runtime_classes: Option<bool>,
     /// Deploy test workloads after apply and check connectivity (`kwin verify`). Default true.
-    #[schemars(extend("default" = true))]
+    #[schemars(extend("default" = defaults::VERIFY))]
     pub verify: Option<bool>,
     /// What kwin does when Windows waits for a reboot on a Windows worker that has joined
     /// (Windows Update, servicing): `report` (default) names the host and the reasons in a
@@ -178,10 +179,10 @@ pub struct Cni {
     pub backend: Option<CniBackend>,
     /// flannel vxlan: VXLAN network identifier. Default 4096 (the only VNI Windows flannel
     /// supports).
-    #[schemars(extend("default" = 4096), range(min = 1, max = 16_777_215))]
+    #[schemars(extend("default" = defaults::VXLAN_VNI), range(min = 1, max = 16_777_215))]
     pub vni: Option<u32>,
     /// VXLAN UDP port. Default 4789 (the only port Windows flannel supports).
-    #[schemars(extend("default" = 4789), range(min = 1))]
+    #[schemars(extend("default" = defaults::VXLAN_PORT), range(min = 1))]
     pub port: Option<u16>,
     /// Offline labs: a local copy of the upstream manifest (flannel kube-flannel.yml or the
     /// tigera-operator manifest) instead of the pinned URL. Relative to the plan file.
@@ -462,35 +463,35 @@ pub struct UserTask {
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// Hosts worked on at once. Default 32.
-    #[schemars(extend("default" = 32), range(min = 1))]
+    #[schemars(extend("default" = defaults::settings::PARALLELISM), range(min = 1))]
     pub parallelism: Option<usize>,
     /// Time one remote step may take: seconds, or a duration like "90s", "10m", "1h30m".
     /// Default 600 seconds.
     #[serde(default, deserialize_with = "duration_opt")]
-    #[schemars(with = "Option<Duration>", extend("default" = 600))]
+    #[schemars(with = "Option<Duration>", extend("default" = defaults::settings::STEP_TIMEOUT_SECS))]
     pub step_timeout: Option<u64>,
     /// Retries of a step after a connection failure. Default 3.
-    #[schemars(extend("default" = 3))]
+    #[schemars(extend("default" = defaults::settings::RETRIES))]
     pub retries: Option<u32>,
     /// Time before the first retry (doubling each time): seconds, or a duration like "5s".
     /// Default 2 seconds.
     #[serde(default, deserialize_with = "duration_opt")]
-    #[schemars(with = "Option<DurationOrZero>", extend("default" = 2))]
+    #[schemars(with = "Option<DurationOrZero>", extend("default" = defaults::settings::RETRY_DELAY_SECS))]
     pub retry_delay: Option<u64>,
     /// Allow reboots (the Windows Containers feature needs one). Default true.
-    #[schemars(extend("default" = true))]
+    #[schemars(extend("default" = defaults::settings::ALLOW_REBOOT))]
     pub allow_reboot: Option<bool>,
     /// MiB of step output a run keeps in memory and writes to its logs, all hosts together;
     /// past it, each step keeps only the last 4 KiB of its output (with a warning). Default 64.
-    #[schemars(extend("default" = 64), range(min = 1))]
+    #[schemars(extend("default" = defaults::settings::OUTPUT_BUDGET_MIB), range(min = 1))]
     pub output_budget_mib: Option<u64>,
     /// Runs whose logs (`.kwin/logs/<run>`) and journal (`.kwin/runs/<run>.json`) are kept;
     /// older ones are deleted when a run starts. Default 50.
-    #[schemars(extend("default" = 50), range(min = 1))]
+    #[schemars(extend("default" = defaults::settings::KEEP_RUNS), range(min = 1))]
     pub keep_runs: Option<usize>,
     /// MiB that `.kwin/logs` and `.kwin/runs` may hold together; the oldest runs are deleted
     /// when a run starts until they fit. Default 1024.
-    #[schemars(extend("default" = 1024), range(min = 1))]
+    #[schemars(extend("default" = defaults::settings::LOGS_LIMIT_MIB), range(min = 1))]
     pub logs_limit_mib: Option<u64>,
 }
 

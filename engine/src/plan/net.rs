@@ -1,25 +1,20 @@
-//! The cluster's address plan: effective pod/service CIDRs, DNS service IP and pod network
-//! settings with defaults applied, and the CIDR arithmetic the validation rules use.
+//! The cluster's address plan: pod/service CIDRs, DNS service IP and pod network settings
+//! parsed (defaults from `effective::defaults`), and the CIDR arithmetic the validation rules
+//! use. [`super::effective::Effective`] reads the parsed values from here.
 //!
 //! Rules (Kubernetes "adding Windows nodes" address plan): the pod CIDR must hold
 //! `nodes + nodes × max_pods_per_node` addresses and one /24 per node (kubeadm's default node
 //! CIDR mask for IPv4); the DNS service IP lies inside the service CIDR; the pod CIDR, the
 //! service CIDR and the hosts' addresses do not overlap.
 
+use super::effective::defaults;
 use super::model::{Cluster, Cni, CniBackend, CniPlugin};
 use ipnet::Ipv4Net;
 use std::net::{IpAddr, Ipv4Addr};
 
-pub const DEFAULT_POD_CIDR: &str = "10.244.0.0/16";
-pub const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/12";
-pub const DEFAULT_MAX_PODS: u32 = 110;
-pub const DEFAULT_DNS_DOMAIN: &str = "cluster.local";
 /// The per-node pod subnet prefix (kube-controller-manager `--node-cidr-mask-size` for IPv4,
 /// as kubeadm sets it).
 pub const NODE_CIDR_PREFIX: u8 = 24;
-/// The VXLAN network identifier and UDP port Windows flannel supports (and the defaults).
-pub const WINDOWS_VXLAN_VNI: u32 = 4096;
-pub const WINDOWS_VXLAN_PORT: u16 = 4789;
 /// The largest service CIDR kube-apiserver accepts for IPv4 is a /12.
 pub const MIN_SERVICE_PREFIX: u8 = 12;
 
@@ -61,11 +56,11 @@ impl ClusterNet {
                 }
             }
         };
-        let pod = cidr("pod_cidr", c.pod_cidr.as_deref(), DEFAULT_POD_CIDR);
+        let pod = cidr("pod_cidr", c.pod_cidr.as_deref(), defaults::POD_CIDR);
         let service = cidr(
             "service_cidr",
             c.service_cidr.as_deref(),
-            DEFAULT_SERVICE_CIDR,
+            defaults::SERVICE_CIDR,
         );
         let dns = match (&c.dns_service_ip, service) {
             (Some(s), _) => match s.parse::<IpAddr>() {
@@ -96,11 +91,11 @@ impl ClusterNet {
                     pod_cidr,
                     service_cidr,
                     dns_service_ip,
-                    max_pods_per_node: c.max_pods_per_node.unwrap_or(DEFAULT_MAX_PODS),
+                    max_pods_per_node: c.max_pods_per_node.unwrap_or(defaults::MAX_PODS_PER_NODE),
                     dns_domain: c
                         .dns_domain
                         .clone()
-                        .unwrap_or_else(|| DEFAULT_DNS_DOMAIN.to_string()),
+                        .unwrap_or_else(|| defaults::DNS_DOMAIN.to_string()),
                 })
             }
             _ => Err(errors),
@@ -214,8 +209,8 @@ impl CniSettings {
         CniSettings {
             plugin: c.plugin,
             backend: c.backend.unwrap_or(CniBackend::Vxlan),
-            vni: c.vni.unwrap_or(WINDOWS_VXLAN_VNI),
-            port: c.port.unwrap_or(WINDOWS_VXLAN_PORT),
+            vni: c.vni.unwrap_or(defaults::VXLAN_VNI),
+            port: c.port.unwrap_or(defaults::VXLAN_PORT),
         }
     }
 

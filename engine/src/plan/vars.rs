@@ -26,7 +26,7 @@
 //! template value does. A use of an undeclared variable (`variable-undeclared`) or of one
 //! without a value (`variable-missing`) is reported at the line that uses it, with how to set
 //! it. A variable marked `sensitive = true` is a secret: its value is given to the run's
-//! scrubber ([`super::LoadedPlan::plan_secrets`]).
+//! scrubber ([`super::effective::Effective::secrets`]).
 
 use super::model::{VarType, Variable};
 use super::spans::SpanIndex;

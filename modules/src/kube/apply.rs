@@ -1,18 +1,7 @@
 //! `kube_apply`: objects applied with server-side apply, owned by kwin's field manager.
 //!
-//! Parameters (exactly one source):
-//!
-//! | name | type | default | meaning |
-//! |---|---|---|---|
-//! | `manifest` | string | | YAML (one or more documents) |
-//! | `src` | string | | absolute path of a manifest on the machine running kwin (read when the plan is loaded) |
-//! | `path` | string | | absolute path of a manifest on the control plane (e.g. written by a `download` task) |
-//! | `url` | string | | `https://` manifest, fetched on the control plane once into `cache_dir` |
-//! | `sha256` | string | none | with `url`: the manifest's expected sha256 |
-//! | `patches` | list | `[]` | `{ kind, name, namespace?, merge = {...} }`: merge patches applied to the named objects before the apply (kustomize, built into kubectl); a patch whose object is not in the manifest is an error |
-//! | `kubeconfig` | string | `/etc/kubernetes/admin.conf` | the cluster to apply to |
-//! | `field_manager` | string | `kwin` | server-side apply field manager; tasks that apply parts of one object need distinct managers |
-//! | `cache_dir` | string | `/var/cache/kwin/manifests` | where fetched and uploaded manifests are kept on the control plane |
+//! Parameters (exactly one source): the fields of [`KubeApplyParams`],
+//! shown by `kwin doc kube_apply` and in docs/modules.md.
 //!
 //! No-op when `kubectl diff --server-side --field-manager=kwin --force-conflicts` finds no
 //! difference: a server-side dry run of the same apply, so a re-apply never writes. kubectl
@@ -40,7 +29,7 @@
 //! [[tasks]]
 //! name = "windows-runtimeclass"
 //! module = "kube_apply"
-//! on = { host = "cp1" }
+//! on = { hosts = ["cp1"] }
 //! params.manifest = '''
 //! apiVersion: node.k8s.io/v1
 //! kind: RuntimeClass
@@ -98,15 +87,30 @@ exec diff -u -N "$1" "$2"
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KubeApplyParams {
+    /// YAML (one or more documents). Exactly one of `manifest`, `src`, `path` and `url`.
     manifest: Option<String>,
+    /// Absolute path of a manifest on the machine running kwin (read when the plan is
+    /// loaded).
     src: Option<String>,
+    /// Absolute path of a manifest on the control plane (e.g. written by a `download`
+    /// task).
     path: Option<String>,
+    /// `https://` manifest, fetched on the control plane once into `cache_dir`.
     url: Option<String>,
+    /// With `url`: the manifest's expected SHA-256.
     sha256: Option<String>,
+    /// `{ kind, name, namespace?, merge = {...} }`: merge patches applied to the named
+    /// objects before the apply (kustomize, built into kubectl); a patch whose object is
+    /// not in the manifest is an error.
     #[serde(default)]
     patches: Vec<PatchParam>,
+    /// The cluster to apply to (default `/etc/kubernetes/admin.conf`).
     kubeconfig: Option<String>,
+    /// Server-side apply field manager (default `kwin`); tasks that apply parts of one
+    /// object need distinct managers.
     field_manager: Option<String>,
+    /// Where fetched and uploaded manifests are kept on the control plane (default
+    /// `/var/cache/kwin/manifests`).
     cache_dir: Option<String>,
 }
 

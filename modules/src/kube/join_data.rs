@@ -1,15 +1,7 @@
 //! `kube_join_data`: what other nodes need to join the cluster, produced on request.
 //!
-//! Parameters:
-//!
-//! | name | type | default | meaning |
-//! |---|---|---|---|
-//! | `api_endpoint` | string | required | `host:port` the nodes join (the control-plane endpoint) |
-//! | `ttl` | duration | `"2h"` | lifetime of each join token |
-//! | `upload_certs` | bool | `false` | also upload the control-plane certificates and output their key |
-//! | `kubeconfig` | string | `/etc/kubernetes/admin.conf` | the admin kubeconfig |
-//! | `pki_dir` | string | `/etc/kubernetes/pki` | where `ca.crt` is |
-//! | `kubeadm_config` | string | none | a kubeadm configuration for `upload-certs` (when the certificates are not in the default place) |
+//! Parameters: the fields of [`JoinDataParams`],
+//! shown by `kwin doc kube_join_data` and in docs/modules.md.
 //!
 //! Always a no-op: the task changes nothing. Its outputs (`Module::output`) are read only
 //! when a node that is not joined yet asks for them, and are secrets:
@@ -25,7 +17,7 @@
 //! [[tasks]]
 //! name = "join-data"
 //! module = "kube_join_data"
-//! on = { host = "cp1" }
+//! on = { hosts = ["cp1"] }
 //! params = { api_endpoint = "192.168.56.10:6443", ttl = "1h" }
 //! ```
 
@@ -41,12 +33,20 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JoinDataParams {
+    /// `host:port` the nodes join (the control-plane endpoint).
     api_endpoint: String,
+    /// Lifetime of each join token (default `"2h"`).
+    #[schemars(with = "Option<super::DurationParam>")]
     ttl: Option<serde_json::Value>,
+    /// Also upload the control-plane certificates and output their key (`certificate_key`).
     #[serde(default)]
     upload_certs: bool,
+    /// The admin kubeconfig (default `/etc/kubernetes/admin.conf`).
     kubeconfig: Option<String>,
+    /// Where `ca.crt` is (default `/etc/kubernetes/pki`).
     pki_dir: Option<String>,
+    /// A kubeadm configuration for `upload-certs` (when the certificates are not in the
+    /// default place).
     kubeadm_config: Option<String>,
 }
 

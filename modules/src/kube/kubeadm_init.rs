@@ -1,15 +1,7 @@
 //! `kubeadm_init`: the first control plane, initialised by `kubeadm init --config`.
 //!
-//! Parameters:
-//!
-//! | name | type | default | meaning |
-//! |---|---|---|---|
-//! | `config` | string | required | absolute path of the kubeadm configuration (the recipe writes it with `file`) |
-//! | `upload_certs` | bool | `false` | `--upload-certs`: store the control-plane certificates for other control planes to join |
-//! | `creates` | string | `/etc/kubernetes/admin.conf` | the admin kubeconfig `kubeadm init` writes: present means initialised |
-//! | `ignore_preflight_errors` | list of strings | `[]` | preflight checks to ignore (e.g. `NumCPU` on small lab VMs) |
-//! | `log` | string | `/var/log/kwin/kubeadm-init.log` | where kubeadm's output goes (root only; it names the bootstrap token) |
-//! | `health_timeout` | duration | `"30s"` | how long an existing API server may take to answer `/readyz` |
+//! Parameters: the fields of [`KubeadmInitParams`],
+//! shown by `kwin doc kubeadm_init` and in docs/modules.md.
 //!
 //! No-op when the admin kubeconfig exists and the API server answers `/readyz` (retried for
 //! `health_timeout`, e.g. right after a reboot). Changes: `kubeadm init --config <config> [--upload-certs]
@@ -24,7 +16,7 @@
 //! [[tasks]]
 //! name = "init"
 //! module = "kubeadm_init"
-//! on = { host = "cp1" }
+//! on = { hosts = ["cp1"] }
 //! params = { config = "/etc/kubernetes/kubeadm-config.yaml", upload_certs = false }
 //! ```
 
@@ -44,13 +36,23 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KubeadmInitParams {
+    /// Absolute path of the kubeadm configuration (the recipe writes it with `file`).
     config: String,
+    /// `--upload-certs`: store the control-plane certificates for other control planes to
+    /// join.
     #[serde(default)]
     upload_certs: bool,
+    /// The admin kubeconfig `kubeadm init` writes: present means initialised (default
+    /// `/etc/kubernetes/admin.conf`).
     creates: Option<String>,
+    /// Preflight checks to ignore (e.g. `NumCPU` on small lab VMs).
     #[serde(default)]
     ignore_preflight_errors: Vec<String>,
+    /// Where kubeadm's output goes (default `/var/log/kwin/kubeadm-init.log`; root only, it
+    /// names the bootstrap token).
     log: Option<String>,
+    /// How long an existing API server may take to answer `/readyz` (default `"30s"`).
+    #[schemars(with = "Option<super::DurationParam>")]
     health_timeout: Option<serde_json::Value>,
 }
 

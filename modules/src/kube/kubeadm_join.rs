@@ -1,19 +1,7 @@
 //! `kubeadm_join`: a Linux or Windows node joins the cluster (`kubeadm join --config`).
 //!
-//! Parameters:
-//!
-//! | name | type | default | meaning |
-//! |---|---|---|---|
-//! | `node_name` | string | required | the Node's name |
-//! | `cri_socket` | string | kubeadm's detection | e.g. `unix:///run/containerd/containerd.sock`, `npipe:////./pipe/containerd-containerd` |
-//! | `node_ip` | string | none | the kubelet's `--node-ip` |
-//! | `labels` | map | none | the kubelet's `--node-labels` |
-//! | `taints` | list | none | `key=value:Effect` or `key:Effect`, registered with the node; with `control_plane` the control-plane taint is kept |
-//! | `control_plane` | bool | `false` | join as another control plane (needs the `certificate_key` input) |
-//! | `advertise_address` | string | none | control planes: the API server's advertise address |
-//! | `creates` | string | `/etc/kubernetes/kubelet.conf` (Windows `C:\etc\kubernetes\kubelet.conf`) | present: joined |
-//! | `kubeadm` | string | `kubeadm` (Windows `C:\k\kubeadm.exe`) | the kubeadm binary |
-//! | `ignore_preflight_errors` | list of strings | `[]` | preflight checks to ignore |
+//! Parameters: the fields of [`KubeadmJoinParams`],
+//! shown by `kwin doc kubeadm_join` and in docs/modules.md.
 //!
 //! Inputs (from `kube_join_data`, secrets): `token`, `ca_cert_hash`, `api_endpoint`, and
 //! `certificate_key` for control planes. They are asked for only when the node is not joined.
@@ -28,7 +16,7 @@
 //! [[tasks]]
 //! name = "join"
 //! module = "kubeadm_join"
-//! on = { role = "worker" }
+//! on = { roles = ["worker"] }
 //! inputs = { token = "@first_control_plane:join-data.token", ca_cert_hash = "@first_control_plane:join-data.ca_cert_hash", api_endpoint = "@first_control_plane:join-data.api_endpoint" }
 //! params = { node_name = "{{ host.name }}", cri_socket = "unix:///run/containerd/containerd.sock" }
 //! ```
@@ -49,16 +37,29 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KubeadmJoinParams {
+    /// The Node's name.
     node_name: String,
+    /// The runtime's socket, e.g. `unix:///run/containerd/containerd.sock`,
+    /// `npipe:////./pipe/containerd-containerd` (default: kubeadm's detection).
     cri_socket: Option<String>,
+    /// The kubelet's `--node-ip`.
     node_ip: Option<String>,
+    /// The kubelet's `--node-labels`.
     labels: Option<BTreeMap<String, String>>,
+    /// `key=value:Effect` or `key:Effect`, registered with the node; with `control_plane`
+    /// the control-plane taint is kept.
     taints: Option<Vec<String>>,
+    /// Join as another control plane (needs the `certificate_key` input).
     #[serde(default)]
     control_plane: bool,
+    /// Control planes: the API server's advertise address.
     advertise_address: Option<String>,
+    /// Present means joined (default `/etc/kubernetes/kubelet.conf`, on Windows
+    /// `C:\etc\kubernetes\kubelet.conf`).
     creates: Option<String>,
+    /// The kubeadm binary (default `kubeadm`, on Windows `C:\k\kubeadm.exe`).
     kubeadm: Option<String>,
+    /// Preflight checks to ignore.
     #[serde(default)]
     ignore_preflight_errors: Vec<String>,
 }

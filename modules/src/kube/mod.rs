@@ -27,6 +27,7 @@ pub mod apply;
 pub mod join_data;
 pub mod kubeadm_init;
 pub mod kubeadm_join;
+pub mod kubeconfig;
 pub mod wait;
 
 /// The Kubernetes modules: `kubeadm_join` runs on Linux and Windows nodes, the others only
@@ -47,34 +48,19 @@ pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
 /// on the same host changed the cluster.
 pub const API_RESOURCE: &str = "kube:api";
 
-/// Seconds in a duration like `"5m"`, `"90s"`, `"1h30m"` or `"90"`; `None` if it is not one.
-pub fn duration_secs(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    let mut total: u64 = 0;
-    let mut num = String::new();
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return None,
-        };
-        let n: u64 = num.parse().ok()?;
-        total = total.saturating_add(n.saturating_mul(unit));
-        num.clear();
-    }
-    if !num.is_empty() {
-        total = total.saturating_add(num.parse::<u64>().ok()?);
-    }
-    Some(total)
+/// The schema of a duration parameter (`ttl`, `timeout`, ...; read by `parse_duration`): text
+/// like `"5m"`, `"90s"`, `"1h30m"`, or a number of seconds.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum DurationParam {
+    Text(String),
+    Seconds(u64),
 }
+
+/// Seconds in a duration like `"5m"`, `"90s"`, `"1h30m"` or `"90"`: the plan's and the CLI's
+/// one grammar.
+pub use kwin_engine::plan::syntax::duration_secs;
 
 /// Duration params like `"5m"`, `"90s"`, `"1h30m"`, or a number of seconds.
 pub(crate) fn parse_duration(field: &str, v: &serde_json::Value) -> Result<u64, ParamError> {
@@ -110,9 +96,9 @@ mod tests {
 
     #[test]
     fn only_join_speaks_powershell() {
-        use crate::table::find;
-        assert!(find("kube_apply", Shell::PowerShell).is_none());
-        assert!(find("kubeadm_join", Shell::PowerShell).is_some());
-        assert!(find("nope", Shell::Posix).is_none());
+        use crate::row_for;
+        assert!(row_for("kube_apply", Shell::PowerShell).is_none());
+        assert!(row_for("kubeadm_join", Shell::PowerShell).is_some());
+        assert!(row_for("nope", Shell::Posix).is_none());
     }
 }

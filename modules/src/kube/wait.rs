@@ -1,17 +1,8 @@
 //! `kube_wait`: wait until objects reach a state (rolled out, a condition true, existing) or
 //! the API server is healthy.
 //!
-//! Parameters:
-//!
-//! | name | type | default | meaning |
-//! |---|---|---|---|
-//! | `condition` | string | required | `rollout` (DaemonSet, Deployment: every pod updated and available), `exists`, `healthy` (the API server's `/readyz`; no kind or names), or a condition type that must be `True` (`Ready`, `Established`, `Available`, ...) |
-//! | `kind` | string | required unless `healthy` | `Node`, `DaemonSet`, `CustomResourceDefinition`, ... |
-//! | `names` | list of strings | required unless `healthy` | the objects |
-//! | `namespace` | string | none | for namespaced kinds |
-//! | `timeout` | duration | `"5m"` | how long the change waits |
-//! | `interval` | duration | `"5s"` | between checks |
-//! | `kubeconfig` | string | `/etc/kubernetes/admin.conf` | the cluster |
+//! Parameters: the fields of [`KubeWaitParams`],
+//! shown by `kwin doc kube_wait` and in docs/modules.md.
 //!
 //! No-op when every object is in the state now (one check, no waiting). Changes: checks every
 //! `interval` until all are, or fails after `timeout` naming each object that is not, and why
@@ -23,7 +14,7 @@
 //! [[tasks]]
 //! name = "flannel-ready"
 //! module = "kube_wait"
-//! on = { host = "cp1" }
+//! on = { hosts = ["cp1"] }
 //! params = { kind = "DaemonSet", namespace = "kube-flannel", names = ["kube-flannel-ds"], condition = "rollout", timeout = "5m" }
 //! ```
 
@@ -43,13 +34,26 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KubeWaitParams {
+    /// `rollout` (DaemonSet, Deployment: every pod updated and available), `exists`,
+    /// `healthy` (the API server's `/readyz`; no kind or names), or a condition type that
+    /// must be `True` (`Ready`, `Established`, `Available`, ...).
     condition: String,
+    /// `Node`, `DaemonSet`, `CustomResourceDefinition`, ...; required unless `condition` is
+    /// `healthy`.
     kind: Option<String>,
+    /// The objects; required unless `condition` is `healthy`.
     #[serde(default)]
     names: Vec<String>,
+    /// For namespaced kinds.
     namespace: Option<String>,
+    /// How long the change waits (default `"5m"`); then it fails naming each object that is
+    /// not ready, and why.
+    #[schemars(with = "Option<super::DurationParam>")]
     timeout: Option<serde_json::Value>,
+    /// Time between checks (default `"5s"`).
+    #[schemars(with = "Option<super::DurationParam>")]
     interval: Option<serde_json::Value>,
+    /// The cluster (default `/etc/kubernetes/admin.conf`).
     kubeconfig: Option<String>,
 }
 

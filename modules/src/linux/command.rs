@@ -77,7 +77,7 @@ impl Described for Command {
 
     fn fact_samples() -> Vec<FactSample> {
         vec![
-            FactSample::linux(FileFact::meta("/etc/kubernetes/admin.conf")),
+            FactSample::linux(FileFact::meta("/etc/kubernetes/kubelet.conf")),
             FactSample::linux(GuardFact {
                 code: "test -e /run/done".into(),
             }),

@@ -26,8 +26,12 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvVarParams {
+    /// The variable's name (e.g. `HTTPS_PROXY`), machine scope.
     name: String,
+    /// Its value; required (non-empty) when `state` is `present`. Services started later
+    /// see it; running ones keep theirs until restarted.
     value: Option<String>,
+    /// `present` (default) or `absent`.
     #[serde(default)]
     state: State,
 }

@@ -26,7 +26,11 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeatureParams {
+    /// The feature's name (`Containers`). Installed with `Install-WindowsFeature` on
+    /// Windows Server, else `Enable-WindowsOptionalFeature`; never reboots by itself (see
+    /// the `reboot` module).
     name: String,
+    /// `present` (default) or `absent`.
     #[serde(default)]
     state: State,
 }

@@ -55,11 +55,18 @@ enum Port {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FirewallRuleParams {
+    /// The rule's unique name (the rule kwin owns: a differing rule of that name is
+    /// replaced).
     name: String,
+    /// `TCP` or `UDP`; required when `state` is `present`.
     protocol: Option<Protocol>,
+    /// A port (`4789`) or a range (`"10250-10260"`); required when `state` is `present`.
     local_port: Option<Port>,
+    /// `in` (default) or `out`.
     direction: Option<Direction>,
+    /// `allow` (default) or `block`.
     action: Option<RuleAction>,
+    /// `present` (default) or `absent`.
     #[serde(default)]
     state: State,
 }

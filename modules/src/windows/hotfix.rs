@@ -25,7 +25,11 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HotfixParams {
+    /// A hotfix that must be installed (`KB4489899`). At least one of `kb` and `min_build`;
+    /// the check passes when either holds.
     kb: Option<String>,
+    /// The lowest OS version (`major.minor.build.UBR`, e.g. `10.0.17763.379`) that counts:
+    /// cumulative updates supersede older KBs, which then no longer show in `Get-HotFix`.
     min_build: Option<String>,
 }
 

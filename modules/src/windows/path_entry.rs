@@ -26,7 +26,11 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PathEntryParams {
+    /// An absolute directory, without `;`. Compared ignoring case and a trailing backslash,
+    /// as Windows does.
     path: String,
+    /// `present` (default: appended to the machine `Path`) or `absent` (removed; every
+    /// other entry keeps its order).
     #[serde(default)]
     state: State,
 }

@@ -1,14 +1,8 @@
 //! `preflight`: checks a Windows node can run a kubelet before anything is installed — never
 //! changes the host.
 //!
-//! Parameters (at least one):
-//!
-//! | param | type | default | meaning |
-//! |---|---|---|---|
-//! | `min_free_gb` | integer | none | free space the system drive needs (images and containerd state) |
-//! | `drive` | string | `"C:"` | the drive `min_free_gb` is about |
-//! | `reach` | string | none | an address (IP or name) the node must reach: the control plane |
-//! | `node_ip` | string | none | with `reach`: the address the node must reach it *from* (the plan's `node_ip`) |
+//! Parameters (at least one): the fields of [`PreflightParams`],
+//! shown by `kwin doc preflight` and in docs/modules.md.
 //!
 //! The fact asks Windows which interface and source address its routing table uses for
 //! `reach` (`Find-NetRoute`), and the drive's free space. The plan is a no-op that reports them
@@ -36,9 +30,15 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreflightParams {
+    /// Free space (GiB) the drive needs (images and containerd state). At least one of
+    /// `min_free_gb` and `reach`.
     min_free_gb: Option<u64>,
+    /// The drive `min_free_gb` is about (default `C:`).
     drive: Option<String>,
+    /// An address (IP or name) the node must reach: the control plane.
     reach: Option<String>,
+    /// With `reach`: the address the node must reach it from (the plan's `node_ip`); a
+    /// route from another address fails the check.
     node_ip: Option<String>,
 }
 

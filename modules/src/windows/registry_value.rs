@@ -35,10 +35,17 @@ enum Value {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryValueParams {
+    /// The key, as a provider path (`HKLM:\SYSTEM\...`); created when missing.
     path: String,
+    /// The value's name.
     name: String,
+    /// The data: a string, an integer (DWord/QWord) or a list of strings (MultiString);
+    /// required when `state` is `present`.
     value: Option<Value>,
+    /// `String` (default for strings), `ExpandString`, `DWord` (default for integers),
+    /// `QWord` or `MultiString` (default for lists).
     kind: Option<String>,
+    /// `present` (default) or `absent`.
     #[serde(default)]
     state: State,
 }

@@ -231,12 +231,12 @@ fn address_plan(v: &mut V<'_>) -> Option<ClusterNet> {
         Ok(n) => n,
         Err(errors) => {
             for e in errors {
-                let code = if e.field == "dns_service_ip" {
-                    "bad-dns-ip"
+                let summary = format!("{}: {}", e.field, e.message);
+                let mut d = if e.field == "dns_service_ip" {
+                    Diagnostic::error("bad-dns-ip", summary)
                 } else {
-                    "bad-cidr"
+                    Diagnostic::error("bad-cidr", summary)
                 };
-                let mut d = Diagnostic::error(code, format!("{}: {}", e.field, e.message));
                 if let Some(h) = e.hint {
                     d = d.with_hint(h);
                 }
@@ -532,7 +532,7 @@ fn cni(v: &mut V<'_>) {
     }
     if flannel_vxlan && windows {
         let why = "Linux and Windows flannel interoperate only with VNI 4096 and UDP port 4789 (Kubernetes docs, \"Adding Windows nodes\")";
-        if s.vni != net::WINDOWS_VXLAN_VNI {
+        if s.vni != crate::plan::effective::defaults::VXLAN_VNI {
             v.at(
                 "cni.vni",
                 Diagnostic::error(
@@ -545,7 +545,7 @@ fn cni(v: &mut V<'_>) {
                 .with_hint(why),
             );
         }
-        if s.port != net::WINDOWS_VXLAN_PORT {
+        if s.port != crate::plan::effective::defaults::VXLAN_PORT {
             v.at(
                 "cni.port",
                 Diagnostic::error(

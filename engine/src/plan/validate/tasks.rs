@@ -118,10 +118,6 @@ fn module(v: &mut V<'_>, names: &[&str], i: usize, t: &UserTask) {
 fn references(v: &mut V<'_>, i: usize, t: &UserTask, steps: &[&str]) {
     let plan = v.plan;
     let mut check = |path: String, written: &str, usage: Use<'_>| {
-        let code = match usage {
-            Use::After => "task-after",
-            Use::Input(_) => "task-inputs",
-        };
         let problem = refs::parse(written, matches!(usage, Use::Input(_)))
             .map_err(|msg| refs::Problem {
                 message: format!("task `{}`: {msg}", t.name),
@@ -129,7 +125,10 @@ fn references(v: &mut V<'_>, i: usize, t: &UserTask, steps: &[&str]) {
             })
             .and_then(|r| refs::check_user_ref(plan, i, written, &r, usage, steps));
         if let Err(p) = problem {
-            let mut d = Diagnostic::error(code, p.message);
+            let mut d = match usage {
+                Use::After => Diagnostic::error("task-after", p.message),
+                Use::Input(_) => Diagnostic::error("task-inputs", p.message),
+            };
             if let Some(h) = p.hint {
                 d = d.with_hint(h);
             }

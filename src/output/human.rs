@@ -1,16 +1,10 @@
-//! Rendering engine events: the ONE consumer of a run's events, on its own thread.
-//!
-//! - `--output json`: every event as one JSON line; the last is the `summary`.
-//! - human, on a TTY: one progress line per host (current task, counts, elapsed); changes,
-//!   failures and (for `plan`) diffs print above the bars; a summary table and a final line.
-//! - human, otherwise: plain lines (`cp1: changed motd (create: missing)`; under `kwin plan`
-//!   `cp1: create motd (missing)` with the diff indented below), the table, the final line:
-//!   `apply: 3 hosts, 12 ok, 8 changed, 0 failed, 0 skipped in 1.4s` (plus "no changes" when
-//!   nothing changed, "interrupted" after Ctrl-C).
-//!
-//! Every text in events was scrubbed by the engine.
+//! Human output of a run's events: on a TTY one progress line per host (current task,
+//! counts, elapsed) with changes, failures and (for `plan`) diffs printed above the bars;
+//! otherwise plain lines (`cp1: changed motd (create: missing)`; under `kwin plan`
+//! `cp1: create motd (missing)` with the diff indented below). Then the summary table and a
+//! final line: `apply: 3 hosts, 12 ok, 8 changed, 0 failed, 0 skipped in 1.4s` (plus "no
+//! changes" when nothing changed). `kwin verify`: one row per check, printed as a table.
 
-use crate::OutputFormat;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kwin_engine::event::{CheckResult, Counts, Event, Mode, TaskStatus};
 use std::collections::BTreeMap;
@@ -29,34 +23,12 @@ struct HostRow {
     current: Option<String>,
 }
 
-/// Render every event from `rx` until the channel closes, naming the run `what` in the human
+/// Render every event from `rx` until the channel closes, naming the run `what` in the
 /// output (`apply: 3 hosts, ...`, `reset: ...`, `verify: ...`).
-pub fn render(
-    rx: UnboundedReceiver<Event>,
-    format: OutputFormat,
-    mode: Mode,
-    tty: bool,
-    what: &'static str,
-) {
-    match format {
-        OutputFormat::Json => json(rx),
-        OutputFormat::Human => {
-            let mut h = Human::new(mode, tty);
-            h.what = what;
-            h.run(rx)
-        }
-    }
-}
-
-fn json(mut rx: UnboundedReceiver<Event>) {
-    let stdout = std::io::stdout();
-    while let Some(e) = rx.blocking_recv() {
-        if let Ok(line) = serde_json::to_string(&e) {
-            let mut out = stdout.lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
-        }
-    }
+pub fn render(rx: UnboundedReceiver<Event>, mode: Mode, tty: bool, what: &'static str) {
+    let mut h = Human::new(mode, tty);
+    h.what = what;
+    h.run(rx)
 }
 
 struct Human {
@@ -170,6 +142,13 @@ impl Human {
             self.event(e);
         }
         if let Some(mp) = &self.bars {
+            let _ = mp.clear();
+        }
+    }
+
+    /// The progress bars end before a summary: cleared, and lines are plain from here on.
+    fn end_bars(&mut self) {
+        if let Some(mp) = self.bars.take() {
             let _ = mp.clear();
         }
     }
@@ -294,10 +273,7 @@ impl Human {
                 skipped,
                 duration_ms,
             } => {
-                if let Some(mp) = &self.bars {
-                    let _ = mp.clear();
-                }
-                self.bars = None;
+                self.end_bars();
                 self.check_table();
                 self.line(format!(
                     "verify: {checks} checks, {passed} passed, {failed} failed, {skipped} skipped in {}",
@@ -318,10 +294,7 @@ impl Human {
                     },
                 duration_ms,
             } => {
-                if let Some(mp) = &self.bars {
-                    let _ = mp.clear();
-                }
-                self.bars = None;
+                self.end_bars();
                 self.table();
                 let what = self.what;
                 let verb = match self.mode {

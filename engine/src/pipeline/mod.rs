@@ -1,0 +1,146 @@
+//! The phases of every command, in one list.
+//!
+//! ```text
+//! prepare   1  load     read plan.toml ONCE, parse, merge defaults and inventory
+//!           2  validate every rule, every diagnostic at once (errors stop here)
+//!           3  effective the plan's values with kwin's defaults, decided once (plan::effective)
+//!           4  expand   recipes + [[tasks]] → tasks; artifact checksums (fetched for plan/apply)
+//!           5  graph    the DAG, by named transforms
+//! run       6  lock     .kwin/lock (apply, reset)
+//!           7  connect  a transport per host (the TCP connect happens in each host's worker)
+//!           8  execute  one worker per host: probe, plan, batches, re-probe
+//! then      9  verify   after a clean apply: kwin_modules::kube::verify over a session's Remote
+//! ```
+//!
+//! `kwin validate` and `kwin graph` stop after `prepare`; `plan`, `apply` and `reset` go on
+//! with [`run`]; `verify` and `kubeconfig` reach one host through [`Session::remote`]. Every
+//! command shares the [`Session`]: `.kwin/` (0700), the run id, the scrubber (the plan's
+//! secrets, read once), the transports, host logs, the lock, Ctrl-C, host-key notes.
+//!
+//! The engine never prints and never exits the process: the CLI (`src/drive.rs`) owns the
+//! runtime, the renderer thread, the Ctrl-C signal and the exit code, and hands a session
+//! its [`Ctl`].
+
+mod phase;
+pub mod remote;
+mod session;
+
+pub use phase::{ChecksumMode, Fetched, Request, UserTasks};
+pub use remote::{HostRemote, Interrupted, Remote, RemoteError, RunKind};
+pub use session::{Flags, Session, SessionError};
+
+use crate::diag::Diagnostics;
+use crate::event::{EventSink, Mode};
+use crate::exec::{Cancel, RunSummary};
+use crate::graph::TaskGraph;
+use crate::module::build::{build_all, Modules};
+use crate::plan::effective::Effective;
+use crate::plan::LoadedPlan;
+use std::sync::Arc;
+
+/// A plan ready to run, and what was met on the way.
+pub struct Prepared {
+    pub plan: LoadedPlan,
+    pub eff: Effective,
+    pub graph: Arc<TaskGraph>,
+    /// Every task's module, by graph node; `None` while a checksum is left to fetch (the
+    /// params that need it are not final; `validate`, `graph` and `reset` never fetch).
+    pub modules: Option<Modules>,
+    /// Warnings of validation (errors stop `prepare`).
+    pub warnings: Diagnostics,
+    /// Checksums fetched (plan, apply).
+    pub fetched: Vec<Fetched>,
+}
+
+/// What the process edge hands a session: where its events go, and its side of Ctrl-C.
+pub struct Ctl {
+    pub events: EventSink,
+    pub cancel: Cancel,
+}
+
+/// How a command ended, for its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    /// `kwin plan --detailed-exitcode` with changes to make.
+    ChangesPending,
+    Failed,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl Outcome {
+    /// The outcome of an executor run.
+    pub fn of(summary: &RunSummary, detailed_exitcode: bool) -> Outcome {
+        if summary.interrupted {
+            Outcome::Interrupted
+        } else if summary.counts.failed > 0 {
+            Outcome::Failed
+        } else if detailed_exitcode && summary.counts.changed > 0 {
+            Outcome::ChangesPending
+        } else {
+            Outcome::Success
+        }
+    }
+}
+
+/// Phases 1–5: every command starts here. Errors: every diagnostic found, warnings included,
+/// sorted. The network is used only to fetch missing checksums ([`ChecksumMode::Fetch`]).
+pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
+    // 1–2. Read and parse the plan once; validate it.
+    let (plan, warnings) = phase::load_and_validate(req)?;
+    let fail = |mut d: Diagnostics| {
+        d.extend(warnings.clone());
+        d.sorted()
+    };
+    // 3. Effective values.
+    let mut eff = Effective::build(&plan).map_err(fail)?;
+    if req.no_verify {
+        if let Some(c) = eff.cluster.as_mut() {
+            c.verify = false;
+        }
+    }
+    // 4. Tasks, with every artifact's checksum.
+    let expanded = phase::expand(req, &plan).await.map_err(fail)?;
+    // 5. The graph.
+    let graph = Arc::new(TaskGraph::build(expanded.tasks).map_err(fail)?);
+    // 6. Every task's module from its rendered params, before any connection. A checksum
+    //    left to fetch (validate, graph, reset) leaves the params that need it unfinished:
+    //    they are built once it is known.
+    let modules = if expanded.complete {
+        Some(build_all(&plan, &graph, req.registry).map_err(fail)?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        plan,
+        eff,
+        graph,
+        modules,
+        warnings,
+        fetched: expanded.fetched,
+    })
+}
+
+/// `kwin checksums`: [`prepare`] with the missing checksums fetched and recorded (`req` asks
+/// for [`ChecksumMode::Fetch`]), then every checksum the plan needs beyond its own pins and
+/// kwin's digests, as `[artifacts.sha256]` rows filled in from the records.
+pub async fn pin_rows(
+    req: &Request<'_>,
+) -> Result<(Prepared, Vec<crate::checksums::PinRow>), Diagnostics> {
+    let p = prepare(req).await?;
+    let rows = phase::pin_rows(req, &p.plan)?;
+    Ok((p, rows))
+}
+
+/// Phases 7–9 (`plan`, `apply`, `reset`): lock (apply), a transport per host, the executor.
+pub async fn run(s: &mut Session, p: &Prepared) -> Result<RunSummary, SessionError> {
+    let Some(modules) = p.modules.clone() else {
+        return Err(SessionError::ChecksumsUnknown);
+    };
+    if s.mode() == Mode::Apply {
+        s.lock()?;
+    }
+    s.open_hosts(&p.plan);
+    Ok(s.execute(p.graph.clone(), modules).await)
+}

@@ -1,0 +1,868 @@
+//! Effective values: what the plan says, else kwin's default — decided ONCE, here.
+//!
+//! [`Effective::build`] runs after validation, on a plan without errors, and yields every value
+//! the rest of kwin needs with defaults applied: the cluster's address plan and endpoint, the
+//! pod network, runtimes, component versions, proxy (its credentials read once, from the
+//! environment or the file the plan names), artifact sources, the Windows constants, the
+//! executor's settings, and per host its node IP, role and CRI socket. Every fallible value is
+//! parsed by the function validation used (`ClusterNet::from_cluster`, `syntax::version`,
+//! `syntax::endpoint`), so a failure here is an `internal` diagnostic ("a bug in kwin"), never
+//! a second code for a rule validation already reports. The one error a valid plan can meet is
+//! `proxy-credentials`: the credentials are read here, not at validation.
+//!
+//! Readers: the template context (`expand/context.rs` serializes the parts below, so recipes
+//! see exactly these values), the executor's options ([`SettingsEff`]), the run's scrubber
+//! ([`Effective::secrets`]), and the commands (`kwin kubeconfig`'s endpoint, verify's DNS
+//! domain, taint and expected nodes, apply's `verify`). The defaults themselves are in
+//! [`defaults`].
+
+pub mod defaults;
+
+use super::net::{ClusterNet, CniSettings};
+use super::vars::VarValue;
+use super::{syntax, versions, LoadedPlan, ResolvedHost};
+use super::{CniBackend, CniPlugin, ContainerdSource, Os, PendingReboot, Role, RuntimeKind};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::secret::Secret;
+use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// Every effective value of a plan. Serializes to what templates see (secrets included, as
+/// the recipes write them to root-only files); `Debug` shows secrets as `***`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Effective {
+    /// With `[cluster]`: `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts`,
+    /// `windows` are all `Some`; without it all `None`.
+    pub cluster: Option<ClusterEff>,
+    pub cni: Option<CniEff>,
+    pub runtime: Option<RuntimeEff>,
+    pub versions: Option<VersionsEff>,
+    pub proxy: Option<ProxyEff>,
+    pub artifacts: Option<ArtifactsEff>,
+    pub windows: Option<WindowsEff>,
+    pub settings: SettingsEff,
+    /// Every host, in plan order.
+    pub hosts: Vec<HostEff>,
+    pub first_control_plane: Option<FirstControlPlaneEff>,
+    /// The plan's variables that have a value (`plan/vars.rs`), typed as declared: the
+    /// template context's `var`.
+    pub vars: VarsEff,
+    /// Index in `plan.hosts` of the first control plane.
+    #[serde(skip)]
+    first_cp: Option<usize>,
+    /// The proxy credentials in every form they take in rendered files, read once.
+    #[serde(skip)]
+    secrets: Vec<Secret>,
+}
+
+/// `cluster`: effective cluster settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterEff {
+    pub name: String,
+    /// "1.31.4".
+    pub kubernetes_version: String,
+    /// "1.31" (package repository, version pins).
+    pub minor: String,
+    /// 31: the minor version as a number, for comparisons in templates.
+    pub minor_version: u32,
+    pub pod_cidr: String,
+    pub service_cidr: String,
+    /// The plan's, else the .10 address of the service CIDR (kubeadm's rule).
+    pub dns_service_ip: String,
+    pub max_pods_per_node: u32,
+    /// `host:port` of the API server(s): the plan's value, else the first control plane's
+    /// node IP (or address) and port 6443.
+    pub control_plane_endpoint: String,
+    /// Host part of `control_plane_endpoint`.
+    pub api_server_host: String,
+    /// Port part of `control_plane_endpoint`.
+    pub api_server_port: u16,
+    pub dns_domain: String,
+    /// Deploy the verification workloads (default true).
+    pub verify: bool,
+    pub control_planes: usize,
+    pub windows_workers: usize,
+    pub linux_workers: usize,
+    pub has_windows: bool,
+    /// Lifetime of the bootstrap token workers join with.
+    pub token_ttl: String,
+    /// Register Windows nodes with the taint `os=windows:NoSchedule` (default true).
+    pub windows_taint: bool,
+    /// Create the RuntimeClasses of Windows Server builds (default false).
+    pub windows_runtime_classes: bool,
+    /// What to do about a reboot Windows waits for on a joined Windows worker: "report".
+    pub windows_pending_reboot: String,
+}
+
+/// `cni`: pod network.
+#[derive(Debug, Clone, Serialize)]
+pub struct CniEff {
+    /// "flannel" | "calico".
+    pub plugin: String,
+    /// "vxlan" | "host-gw" | "ipip" | "vxlan-cross-subnet".
+    pub backend: String,
+    pub vni: u32,
+    pub port: u16,
+    /// Absolute path of the plan's local manifest copy, or none.
+    pub manifest_file: Option<String>,
+}
+
+/// `runtime`: container runtimes.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeEff {
+    /// "containerd" | "docker".
+    pub linux: String,
+    pub windows: String,
+    pub cri_dockerd: bool,
+    /// "package" | "release".
+    pub containerd_source: String,
+    /// The plan's, else kubeadm's pause image for the cluster's minor.
+    pub sandbox_image: String,
+}
+
+/// `versions`: component versions (the plan's, else kwin's pins).
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionsEff {
+    pub kubernetes: String,
+    pub containerd: String,
+    pub runc: String,
+    pub flannel: String,
+    pub calico: String,
+    pub cni_plugins: String,
+    pub crictl: Option<String>,
+    pub cri_dockerd: String,
+}
+
+/// `proxy`: HTTP(S) proxy; `enabled` is false without `[proxy]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProxyEff {
+    pub enabled: bool,
+    /// The URLs as the plan writes them (never with credentials).
+    pub http: Option<String>,
+    pub https: Option<String>,
+    /// The plan's list plus localhost, the pod and service CIDRs, the cluster domain and every
+    /// host's address.
+    pub no_proxy: Vec<String>,
+    /// Whether the plan names proxy credentials (`credentials_env` / `credentials_file`).
+    pub credentials: bool,
+    /// With credentials: `http` / `https` with `user:password@` in them (percent-encoded). A
+    /// secret: recipes write it only to `env_file`, mode 0600.
+    #[serde(serialize_with = "exposed")]
+    pub http_auth: Option<Secret>,
+    #[serde(serialize_with = "exposed")]
+    pub https_auth: Option<Secret>,
+    /// The root-only environment file for the URLs with credentials (`/etc/kwin/proxy.env`).
+    pub env_file: String,
+}
+
+/// `artifacts`: where downloads come from. With a mirror every base is `<mirror>/<site>`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArtifactsEff {
+    pub mirror: Option<String>,
+    /// https://github.com
+    pub github: String,
+    /// https://raw.githubusercontent.com
+    pub github_raw: String,
+    /// https://dl.k8s.io
+    pub dl_k8s: String,
+    /// https://pkgs.k8s.io
+    pub pkgs_k8s: String,
+    /// SHA-256 checksums by artifact file name (the plan's overrides).
+    pub sha256: BTreeMap<String, String>,
+}
+
+/// `windows` (with `[cluster]`): [`defaults::windows`].
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowsEff {
+    pub cni_bin_dir: &'static str,
+    pub cni_conf_dir: &'static str,
+    pub host_process_image: &'static str,
+    pub flannel_cni_plugin: &'static str,
+    pub sdn_cni: &'static str,
+}
+
+/// `var`: the plan's variables that have a value. Serializes as the map of values (what
+/// templates see); `Debug` names the variables only, so a sensitive value never shows.
+#[derive(Clone, Default, Serialize)]
+#[serde(transparent)]
+pub struct VarsEff(pub BTreeMap<String, VarValue>);
+
+impl std::fmt::Debug for VarsEff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// `[settings]` with defaults: the executor's knobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SettingsEff {
+    pub parallelism: usize,
+    pub step_timeout_secs: u64,
+    pub retries: u32,
+    pub retry_delay_secs: u64,
+    pub allow_reboot: bool,
+    /// Bytes of step output one run keeps, all hosts together.
+    pub output_budget_bytes: u64,
+    /// Old runs whose logs and journals are kept.
+    pub keep_runs: usize,
+    /// Bytes `.kwin/logs` and `.kwin/runs` may hold together.
+    pub logs_limit_bytes: u64,
+}
+
+/// `host` (and each item of `hosts`).
+#[derive(Debug, Clone, Serialize)]
+pub struct HostEff {
+    pub name: String,
+    pub address: String,
+    /// "linux" | "windows".
+    pub os: &'static str,
+    /// "control-plane" | "worker" | none.
+    pub role: Option<&'static str>,
+    /// The address the node advertises: the plan's node_ip, else the address if it is an IP.
+    pub node_ip: Option<String>,
+    pub interface: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<String>,
+    pub is_control_plane: bool,
+    pub is_first_control_plane: bool,
+    /// CRI endpoint of the host's runtime (with `[cluster]`), e.g.
+    /// `unix:///run/containerd/containerd.sock` or `npipe:////./pipe/containerd-containerd`.
+    pub cri_socket: Option<String>,
+}
+
+/// `first_control_plane`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FirstControlPlaneEff {
+    pub name: String,
+    pub address: String,
+    pub node_ip: Option<String>,
+}
+
+/// The versions components follow (none without `[cluster]`): Kubernetes for kubelet,
+/// kube-proxy and kubeadm, the flannel and containerd releases for flanneld and containerd.
+/// The flag table (`plan/versions.toml`) is keyed by them.
+#[derive(Debug, Clone, Default)]
+pub struct ComponentVersions {
+    pub kubernetes: Option<String>,
+    pub flannel: Option<String>,
+    pub containerd: Option<String>,
+}
+
+impl ComponentVersions {
+    /// The version `component` runs at in this plan.
+    pub fn of(&self, component: &str) -> Result<String, String> {
+        let by = versions::versioned_by(component)
+            .ok_or_else(|| format!("unknown component `{component}` in kwin's flag table"))?;
+        let v = match by {
+            "kubernetes" => &self.kubernetes,
+            "flannel" => &self.flannel,
+            "containerd" => &self.containerd,
+            other => {
+                return Err(format!(
+                    "versions.toml versions {component} by `{other}`, which kwin does not know (a bug in kwin)"
+                ))
+            }
+        };
+        v.clone()
+            .ok_or_else(|| format!("{component} flags need the plan's [cluster] (its versions)"))
+    }
+}
+
+fn exposed<S: Serializer>(v: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(secret) => s.serialize_some(secret.expose()),
+        None => s.serialize_none(),
+    }
+}
+
+/// A value validation accepted but this module cannot use: a bug in kwin.
+fn internal(what: &str, why: impl std::fmt::Display) -> Diagnostic {
+    Diagnostic::error(
+        "internal",
+        format!("{what}: {why} (validation accepted it: this is a bug in kwin)"),
+    )
+}
+
+impl SettingsEff {
+    /// `[settings]` with kwin's defaults where it says nothing.
+    pub fn from_settings(s: &super::Settings) -> SettingsEff {
+        use defaults::settings as d;
+        SettingsEff {
+            parallelism: s.parallelism.unwrap_or(d::PARALLELISM),
+            step_timeout_secs: s.step_timeout.unwrap_or(d::STEP_TIMEOUT_SECS),
+            retries: s.retries.unwrap_or(d::RETRIES),
+            retry_delay_secs: s.retry_delay.unwrap_or(d::RETRY_DELAY_SECS),
+            allow_reboot: s.allow_reboot.unwrap_or(d::ALLOW_REBOOT),
+            output_budget_bytes: s
+                .output_budget_mib
+                .unwrap_or(d::OUTPUT_BUDGET_MIB)
+                .saturating_mul(1 << 20),
+            keep_runs: s.keep_runs.unwrap_or(d::KEEP_RUNS),
+            logs_limit_bytes: s
+                .logs_limit_mib
+                .unwrap_or(d::LOGS_LIMIT_MIB)
+                .saturating_mul(1 << 20),
+        }
+    }
+
+    pub fn step_timeout(&self) -> Duration {
+        Duration::from_secs(self.step_timeout_secs)
+    }
+
+    pub fn retry_delay(&self) -> Duration {
+        Duration::from_secs(self.retry_delay_secs)
+    }
+}
+
+impl Default for SettingsEff {
+    /// The settings of a plan without `[settings]`.
+    fn default() -> Self {
+        SettingsEff::from_settings(&super::Settings::default())
+    }
+}
+
+/// The node IP of `h`: its `node_ip`, else its address when that is an IP address.
+pub fn node_ip(h: &ResolvedHost) -> Option<String> {
+    h.node_ip
+        .clone()
+        .or_else(|| h.address.parse::<IpAddr>().ok().map(|_| h.address.clone()))
+}
+
+/// `addr:port`, with an IPv6 address in brackets.
+pub fn host_port(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
+    }
+}
+
+fn role_str(r: Option<Role>) -> Option<&'static str> {
+    r.map(|r| match r {
+        Role::ControlPlane => "control-plane",
+        Role::Worker => "worker",
+    })
+}
+
+fn os_str(os: Os) -> &'static str {
+    match os {
+        Os::Linux => "linux",
+        Os::Windows => "windows",
+    }
+}
+
+fn runtime_str(k: RuntimeKind) -> &'static str {
+    match k {
+        RuntimeKind::Containerd => "containerd",
+        RuntimeKind::Docker => "docker",
+    }
+}
+
+fn backend_str(b: CniBackend) -> &'static str {
+    match b {
+        CniBackend::Vxlan => "vxlan",
+        CniBackend::HostGw => "host-gw",
+        CniBackend::Ipip => "ipip",
+        CniBackend::VxlanCrossSubnet => "vxlan-cross-subnet",
+    }
+}
+
+/// The CRI endpoint of a runtime on an OS.
+fn cri_socket(os: Os, runtime: RuntimeKind) -> &'static str {
+    match (os, runtime) {
+        (Os::Linux, RuntimeKind::Containerd) => "unix:///run/containerd/containerd.sock",
+        (Os::Linux, RuntimeKind::Docker) => "unix:///run/cri-dockerd.sock",
+        (Os::Windows, RuntimeKind::Containerd) => "npipe:////./pipe/containerd-containerd",
+        (Os::Windows, RuntimeKind::Docker) => "npipe:////./pipe/cri-dockerd",
+    }
+}
+
+fn push_unique(v: &mut Vec<String>, s: &str) {
+    if !s.is_empty() && !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+    }
+}
+
+impl Effective {
+    /// The effective values of `plan`, which validated without errors. Errors: `internal`
+    /// (validation let through what this cannot use) and `proxy-credentials` (they cannot be
+    /// read).
+    pub fn build(plan: &LoadedPlan) -> Result<Effective, Diagnostics> {
+        let mut diags = Diagnostics::default();
+        let file = &plan.file;
+        let first_cp = plan
+            .hosts
+            .iter()
+            .position(|h| h.role == Some(Role::ControlPlane));
+        let with_cluster = file.cluster.is_some();
+        let hosts: Vec<HostEff> = plan
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| HostEff {
+                name: h.name.clone(),
+                address: h.address.clone(),
+                os: os_str(h.os),
+                role: role_str(h.role),
+                node_ip: node_ip(h),
+                interface: h.interface.clone(),
+                labels: h.labels.clone(),
+                taints: h.taints.clone(),
+                is_control_plane: h.role == Some(Role::ControlPlane),
+                is_first_control_plane: Some(i) == first_cp,
+                cri_socket: with_cluster.then(|| {
+                    let runtime = match h.os {
+                        Os::Linux => file.runtime.linux,
+                        Os::Windows => file.runtime.windows,
+                    };
+                    cri_socket(h.os, runtime).to_string()
+                }),
+            })
+            .collect();
+        let first_control_plane = first_cp.map(|i| FirstControlPlaneEff {
+            name: hosts[i].name.clone(),
+            address: hosts[i].address.clone(),
+            node_ip: hosts[i].node_ip.clone(),
+        });
+        let mut eff = Effective {
+            cluster: None,
+            cni: None,
+            runtime: None,
+            versions: None,
+            proxy: None,
+            artifacts: None,
+            windows: None,
+            settings: SettingsEff::from_settings(&file.settings),
+            hosts,
+            first_control_plane,
+            vars: VarsEff(plan.vars.clone()),
+            first_cp,
+            secrets: Vec::new(),
+        };
+        // The values of variables marked `sensitive` are secrets.
+        let sensitive: Vec<Secret> = file
+            .variables
+            .iter()
+            .filter(|(_, d)| d.sensitive)
+            .filter_map(|(name, _)| plan.vars.get(name))
+            .map(|v| Secret::new(v.text()))
+            .collect();
+        eff.secrets = sensitive;
+
+        let Some(c) = &file.cluster else {
+            // Nothing renders the proxy credentials without [cluster]; the scrubber still
+            // learns them if they can be read.
+            if let Some((src, _)) = plan.proxy_credentials() {
+                if let Ok(creds) = super::proxy::ProxyCredentials::read(&src) {
+                    eff.secrets.extend(creds.secrets());
+                }
+            }
+            return Ok(eff);
+        };
+
+        let net = ClusterNet::from_cluster(c).map_err(|errors| {
+            Diagnostics(
+                errors
+                    .into_iter()
+                    .map(|e| internal(&format!("cluster.{}", e.field), e.message))
+                    .collect(),
+            )
+        })?;
+        let version = syntax::version(&c.kubernetes_version, false)
+            .map_err(|e| Diagnostics(vec![internal("cluster.kubernetes_version", e)]))?;
+        let kubernetes_version = c.kubernetes_version.clone();
+        let (endpoint, api_server_host, api_server_port) =
+            match (&c.control_plane_endpoint, &eff.first_control_plane) {
+                (Some(ep), _) => match syntax::endpoint(ep) {
+                    Ok((host, port)) => {
+                        (ep.clone(), host, port.unwrap_or(defaults::API_SERVER_PORT))
+                    }
+                    Err(e) => {
+                        diags.push(internal("cluster.control_plane_endpoint", e));
+                        (String::new(), String::new(), defaults::API_SERVER_PORT)
+                    }
+                },
+                (None, Some(f)) => {
+                    let host = f.node_ip.clone().unwrap_or_else(|| f.address.clone());
+                    (
+                        host_port(&host, defaults::API_SERVER_PORT),
+                        host,
+                        defaults::API_SERVER_PORT,
+                    )
+                }
+                (None, None) => {
+                    diags.push(internal("cluster", "there is no control plane"));
+                    (String::new(), String::new(), defaults::API_SERVER_PORT)
+                }
+            };
+        let count = |os: Os, role: Role| {
+            plan.hosts
+                .iter()
+                .filter(|h| h.os == os && h.role == Some(role))
+                .count()
+        };
+        let windows_workers = count(Os::Windows, Role::Worker);
+        let cluster = ClusterEff {
+            name: c.name.clone(),
+            minor: format!("{}.{}", version.major, version.minor),
+            minor_version: u32::try_from(version.minor).unwrap_or(u32::MAX),
+            kubernetes_version,
+            pod_cidr: net.pod_cidr.to_string(),
+            service_cidr: net.service_cidr.to_string(),
+            dns_service_ip: net.dns_service_ip.to_string(),
+            max_pods_per_node: net.max_pods_per_node,
+            control_plane_endpoint: endpoint,
+            api_server_host,
+            api_server_port,
+            dns_domain: net.dns_domain.clone(),
+            verify: c.verify.unwrap_or(defaults::VERIFY),
+            windows_pending_reboot: match c.windows_pending_reboot.unwrap_or_default() {
+                PendingReboot::Report => "report".into(),
+                PendingReboot::Drain => "drain".into(),
+            },
+            control_planes: plan
+                .hosts
+                .iter()
+                .filter(|h| h.role == Some(Role::ControlPlane))
+                .count(),
+            windows_workers,
+            linux_workers: count(Os::Linux, Role::Worker),
+            has_windows: windows_workers > 0,
+            token_ttl: defaults::TOKEN_TTL.into(),
+            windows_taint: c.windows_taint.unwrap_or(defaults::WINDOWS_TAINT),
+            windows_runtime_classes: c
+                .windows_runtime_classes
+                .unwrap_or(defaults::WINDOWS_RUNTIME_CLASSES),
+        };
+
+        let cni = match &file.cni {
+            Some(n) => {
+                let s = CniSettings::from_cni(n);
+                CniEff {
+                    plugin: match s.plugin {
+                        CniPlugin::Flannel => "flannel",
+                        CniPlugin::Calico => "calico",
+                    }
+                    .into(),
+                    backend: backend_str(s.backend).into(),
+                    vni: s.vni,
+                    port: s.port,
+                    manifest_file: n
+                        .manifest_file
+                        .as_deref()
+                        .map(|p| plan.resolve_path(p).display().to_string()),
+                }
+            }
+            None => {
+                diags.push(internal("cni", "[cluster] has no [cni]"));
+                return Err(diags);
+            }
+        };
+
+        let r = &file.runtime;
+        let runtime = RuntimeEff {
+            linux: runtime_str(r.linux).into(),
+            windows: runtime_str(r.windows).into(),
+            cri_dockerd: r.cri_dockerd,
+            containerd_source: match r.containerd_source.unwrap_or_default() {
+                ContainerdSource::Package => "package".into(),
+                ContainerdSource::Release => "release".into(),
+            },
+            sandbox_image: r
+                .sandbox_image
+                .clone()
+                .unwrap_or_else(|| versions::pause_image(&cluster.kubernetes_version)),
+        };
+
+        let v = &file.versions;
+        let p = |x: &Option<String>, pin: &str| x.clone().unwrap_or_else(|| pin.to_string());
+        let versions = VersionsEff {
+            kubernetes: format!("v{}", cluster.kubernetes_version),
+            containerd: p(&v.containerd, defaults::pinned::CONTAINERD),
+            runc: defaults::pinned::RUNC.into(),
+            flannel: p(&v.flannel, defaults::pinned::FLANNEL),
+            calico: p(&v.calico, defaults::pinned::CALICO),
+            cni_plugins: p(&v.cni_plugins, defaults::pinned::CNI_PLUGINS),
+            crictl: v.crictl.clone(),
+            cri_dockerd: p(&v.cri_dockerd, defaults::pinned::CRI_DOCKERD),
+        };
+
+        let proxy = match &file.proxy {
+            Some(px) => {
+                let mut no_proxy = Vec::new();
+                for s in &px.no_proxy {
+                    push_unique(&mut no_proxy, s);
+                }
+                for s in [
+                    "localhost",
+                    "127.0.0.1",
+                    &cluster.pod_cidr,
+                    &cluster.service_cidr,
+                    ".svc",
+                    &format!(".{}", cluster.dns_domain),
+                ] {
+                    push_unique(&mut no_proxy, s);
+                }
+                for h in &plan.hosts {
+                    push_unique(&mut no_proxy, &h.address);
+                    if let Some(ip) = &h.node_ip {
+                        push_unique(&mut no_proxy, ip);
+                    }
+                }
+                // Read like every secret: from the environment or a file the plan names.
+                let creds = plan.proxy_credentials().and_then(|(src, key)| {
+                    super::proxy::ProxyCredentials::read(&src)
+                        .map_err(|e| {
+                            diags.push(
+                                Diagnostic::error(
+                                    "proxy-credentials",
+                                    format!("cannot read the proxy credentials: {e}"),
+                                )
+                                .at(plan.loc(key)),
+                            )
+                        })
+                        .ok()
+                });
+                let auth = |u: &Option<String>| {
+                    u.as_ref()
+                        .and_then(|u| creds.as_ref().map(|c| c.url_with(u)))
+                };
+                let proxy = ProxyEff {
+                    enabled: px.http.is_some() || px.https.is_some(),
+                    http: px.http.clone(),
+                    https: px.https.clone(),
+                    no_proxy,
+                    credentials: creds.is_some(),
+                    http_auth: auth(&px.http),
+                    https_auth: auth(&px.https),
+                    env_file: super::proxy::ENV_FILE.to_string(),
+                };
+                if let Some(c) = &creds {
+                    eff.secrets.extend(c.secrets());
+                }
+                proxy
+            }
+            None => ProxyEff {
+                enabled: false,
+                http: None,
+                https: None,
+                no_proxy: Vec::new(),
+                credentials: false,
+                http_auth: None,
+                https_auth: None,
+                env_file: super::proxy::ENV_FILE.to_string(),
+            },
+        };
+
+        let a = &file.artifacts;
+        let base = |site: &str| match &a.mirror {
+            Some(m) => format!("{}/{site}", m.trim_end_matches('/')),
+            None => format!("https://{site}"),
+        };
+        let artifacts = ArtifactsEff {
+            mirror: a.mirror.clone(),
+            github: base("github.com"),
+            github_raw: base("raw.githubusercontent.com"),
+            dl_k8s: base("dl.k8s.io"),
+            pkgs_k8s: base("pkgs.k8s.io"),
+            sha256: a.sha256.clone(),
+        };
+
+        if diags.has_errors() {
+            return Err(diags);
+        }
+        eff.cluster = Some(cluster);
+        eff.cni = Some(cni);
+        eff.runtime = Some(runtime);
+        eff.versions = Some(versions);
+        eff.proxy = Some(proxy);
+        eff.artifacts = Some(artifacts);
+        eff.windows = Some(WindowsEff {
+            cni_bin_dir: defaults::windows::CNI_BIN_DIR,
+            cni_conf_dir: defaults::windows::CNI_CONF_DIR,
+            host_process_image: defaults::windows::HOST_PROCESS_IMAGE,
+            flannel_cni_plugin: defaults::windows::FLANNEL_CNI_PLUGIN,
+            sdn_cni: defaults::windows::SDN_CNI,
+        });
+        Ok(eff)
+    }
+
+    /// The versions the flag table is keyed by, for `flag()` / `flag_supported()`.
+    pub fn component_versions(&self) -> ComponentVersions {
+        match (&self.cluster, &self.versions) {
+            (Some(c), Some(v)) => ComponentVersions {
+                kubernetes: Some(c.kubernetes_version.clone()),
+                flannel: Some(v.flannel.clone()),
+                containerd: Some(v.containerd.clone()),
+            },
+            _ => ComponentVersions::default(),
+        }
+    }
+
+    /// Secrets the plan names beyond connections (the proxy credentials, in every form they
+    /// take in rendered files, and the values of variables marked `sensitive`), for the run's
+    /// scrubber.
+    pub fn secrets(&self) -> &[Secret] {
+        &self.secrets
+    }
+
+    /// Index in `plan.hosts` of the first control plane (the host that runs `kubeadm init`).
+    pub fn first_control_plane_index(&self) -> Option<usize> {
+        self.first_cp
+    }
+
+    /// The host that runs `kubeadm init`.
+    pub fn first_control_plane<'p>(&self, plan: &'p LoadedPlan) -> Option<&'p ResolvedHost> {
+        self.first_cp.and_then(|i| plan.hosts.get(i))
+    }
+
+    /// Whether any Linux host is a worker (else the verify workloads run on the control
+    /// plane).
+    pub fn has_linux_workers(&self) -> bool {
+        self.cluster.as_ref().is_some_and(|c| c.linux_workers > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> LoadedPlan {
+        crate::plan::load_str(std::path::Path::new("/lab/plan.toml"), text).expect("plan loads")
+    }
+
+    const CLUSTER: &str = r#"
+[cluster]
+name = "lab"
+kubernetes_version = "1.31.4"
+service_cidr = "10.100.0.0/16"
+[cni]
+plugin = "flannel"
+[[hosts]]
+name = "cp1"
+address = "192.168.1.10"
+os = "linux"
+role = "control-plane"
+transport = "local"
+[[hosts]]
+name = "w1"
+address = "w1.lab"
+os = "linux"
+role = "worker"
+transport = "local"
+"#;
+
+    #[test]
+    fn defaults_fill_the_gaps_and_the_dns_address_follows_the_service_cidr() {
+        let e = Effective::build(&plan(CLUSTER)).expect("effective");
+        let c = e.cluster.as_ref().expect("cluster");
+        assert_eq!(c.dns_service_ip, "10.100.0.10");
+        assert_eq!(c.pod_cidr, defaults::POD_CIDR);
+        assert_eq!(c.minor, "1.31");
+        assert_eq!(c.minor_version, 31);
+        assert_eq!(c.control_plane_endpoint, "192.168.1.10:6443");
+        assert_eq!(
+            (c.api_server_host.as_str(), c.api_server_port),
+            ("192.168.1.10", 6443)
+        );
+        assert_eq!(c.linux_workers, 1);
+        assert!(e.has_linux_workers());
+        assert_eq!(e.cni.as_ref().map(|n| n.vni), Some(defaults::VXLAN_VNI));
+        assert_eq!(e.first_control_plane_index(), Some(0));
+        assert_eq!(e.hosts[1].node_ip, None, "a DNS name is no node IP");
+        assert_eq!(e.settings, SettingsEff::default());
+        assert_eq!(e.settings.retries, defaults::settings::RETRIES);
+        assert!(e.secrets().is_empty());
+    }
+
+    #[test]
+    fn a_given_endpoint_is_split_as_validation_reads_it() {
+        let text = CLUSTER.replace(
+            "service_cidr = \"10.100.0.0/16\"",
+            "control_plane_endpoint = \"[fd00::1]:8443\"",
+        );
+        let e = Effective::build(&plan(&text)).expect("effective");
+        let c = e.cluster.expect("cluster");
+        assert_eq!(c.control_plane_endpoint, "[fd00::1]:8443");
+        assert_eq!(
+            (c.api_server_host.as_str(), c.api_server_port),
+            ("fd00::1", 8443)
+        );
+        let text = CLUSTER.replace(
+            "service_cidr = \"10.100.0.0/16\"",
+            "control_plane_endpoint = \"api.lab\"",
+        );
+        let c = Effective::build(&plan(&text)).expect("effective").cluster;
+        let c = c.expect("cluster");
+        assert_eq!(
+            (c.api_server_host.as_str(), c.api_server_port),
+            ("api.lab", 6443)
+        );
+    }
+
+    #[test]
+    fn what_validation_refuses_is_an_internal_error_not_a_new_code() {
+        let text = CLUSTER.replace("10.100.0.0/16", "nope");
+        let d = Effective::build(&plan(&text)).expect_err("bad CIDR");
+        assert!(d.0.iter().all(|d| d.code == "internal"), "{d}");
+        let text = CLUSTER.replace("[cni]\nplugin = \"flannel\"\n", "");
+        let d = Effective::build(&plan(&text)).expect_err("no cni");
+        assert!(d.0.iter().all(|d| d.code == "internal"), "{d}");
+    }
+
+    #[test]
+    fn proxy_credentials_are_read_once_and_never_debug_printed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let creds = dir.path().join("creds");
+        std::fs::write(&creds, "alice:s3cret-pass\n").expect("write");
+        let text = format!(
+            "{CLUSTER}[proxy]\nhttp = \"http://proxy:3128\"\ncredentials_file = \"{}\"\n",
+            creds.display()
+        );
+        let e = Effective::build(&plan(&text)).expect("effective");
+        let px = e.proxy.as_ref().expect("proxy");
+        assert_eq!(
+            px.http_auth.as_ref().map(Secret::expose),
+            Some("http://alice:s3cret-pass@proxy:3128")
+        );
+        assert!(!format!("{e:?}").contains("s3cret-pass"));
+        let json = serde_json::to_string(&e).expect("json");
+        assert!(
+            json.contains("http://alice:s3cret-pass@proxy:3128"),
+            "{json}"
+        );
+        assert!(e.secrets().iter().any(|s| s.expose() == "s3cret-pass"));
+        std::fs::remove_file(&creds).expect("rm");
+        let d = Effective::build(&plan(&text)).expect_err("unreadable");
+        assert_eq!(d.0[0].code, "proxy-credentials");
+    }
+
+    #[test]
+    fn without_cluster_only_hosts_and_settings() {
+        let e = Effective::build(&plan(
+            "[settings]\nretries = 7\n[[hosts]]\nname = \"a\"\nos = \"linux\"\ntransport = \"local\"\n",
+        ))
+        .expect("effective");
+        assert!(e.cluster.is_none() && e.cni.is_none() && e.proxy.is_none());
+        assert_eq!(e.settings.retries, 7);
+        assert_eq!(e.hosts[0].cri_socket, None);
+        assert!(e.first_control_plane.is_none());
+    }
+
+    #[test]
+    fn variables_reach_the_context_and_sensitive_ones_the_scrubber_only() {
+        let text = format!(
+            "{CLUSTER}\n[variables.token]\ntype = \"string\"\ndefault = \"s3cret-token-value\"\nsensitive = true\n\
+             [variables.site]\ntype = \"string\"\ndefault = \"berlin\"\n"
+        );
+        let e = Effective::build(&plan(&text)).expect("effective");
+        let json = serde_json::to_value(&e).expect("serializes");
+        assert_eq!(json["vars"]["token"], "s3cret-token-value");
+        assert_eq!(json["vars"]["site"], "berlin");
+        let secrets: Vec<&str> = e.secrets().iter().map(|s| s.expose()).collect();
+        assert_eq!(secrets, ["s3cret-token-value"]);
+        assert!(!format!("{e:?}").contains("s3cret-token-value"));
+    }
+}

@@ -1,0 +1,101 @@
+//! kwin's defaults where the plan says nothing: the ONE place each default value is written.
+//!
+//! Validation, [`super::Effective`], the executor's options and every command read them from
+//! here; the plan's JSON Schema shows them (`model.rs`). A test (`tests/layers.rs`) fails on
+//! these literals anywhere else in production code.
+
+/// `cluster.pod_cidr`.
+pub const POD_CIDR: &str = "10.244.0.0/16";
+/// `cluster.service_cidr`.
+pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+/// `cluster.dns_service_ip` with the default `SERVICE_CIDR`, as the plan's schema shows it
+/// (the value used is always [`crate::plan::net::default_dns_ip`] of the service CIDR; a
+/// test holds the two equal).
+pub const DNS_SERVICE_IP: &str = "10.96.0.10";
+/// `cluster.max_pods_per_node` (the kubelet's default).
+pub const MAX_PODS_PER_NODE: u32 = 110;
+/// `cluster.dns_domain`.
+pub const DNS_DOMAIN: &str = "cluster.local";
+/// `cni.vni`: the only VXLAN VNI Windows flannel supports.
+pub const VXLAN_VNI: u32 = 4096;
+/// `cni.port`: the only VXLAN UDP port Windows supports.
+pub const VXLAN_PORT: u16 = 4789;
+/// The API server's port when `control_plane_endpoint` names none (kubeadm's
+/// `bindPort`).
+pub const API_SERVER_PORT: u16 = 6443;
+/// Lifetime of the bootstrap token workers join with.
+pub const TOKEN_TTL: &str = "2h";
+/// `cluster.windows_taint`: Windows nodes register with `os=windows:NoSchedule`.
+pub const WINDOWS_TAINT: bool = true;
+/// `cluster.windows_runtime_classes`: no RuntimeClasses unless the plan asks for them.
+pub const WINDOWS_RUNTIME_CLASSES: bool = false;
+/// `cluster.verify`: deploy the verification workloads after a clean apply.
+pub const VERIFY: bool = true;
+// The sandbox image follows kubeadm per minor: `crate::plan::versions::pause_image`.
+
+/// `[settings]`: the executor's knobs.
+pub mod settings {
+    /// `settings.parallelism`: hosts worked on at once.
+    pub const PARALLELISM: usize = 32;
+    /// `settings.step_timeout`, seconds.
+    pub const STEP_TIMEOUT_SECS: u64 = 600;
+    /// `settings.retries` after a lost connection.
+    pub const RETRIES: u32 = 3;
+    /// `settings.retry_delay`, seconds (doubling).
+    pub const RETRY_DELAY_SECS: u64 = 2;
+    /// `settings.allow_reboot`.
+    pub const ALLOW_REBOOT: bool = true;
+    /// `settings.output_budget_mib`.
+    pub const OUTPUT_BUDGET_MIB: u64 = 64;
+    /// `settings.keep_runs`.
+    pub const KEEP_RUNS: usize = 50;
+    /// `settings.logs_limit_mib`.
+    pub const LOGS_LIMIT_MIB: u64 = 1024;
+}
+
+/// Pinned component versions, written as upstream writes them in release asset names.
+pub mod pinned {
+    pub const CONTAINERD: &str = "1.7.29";
+    pub const RUNC: &str = "1.3.3";
+    pub const FLANNEL: &str = "v0.26.7";
+    pub const CALICO: &str = "v3.29.7";
+    pub const CNI_PLUGINS: &str = "v1.6.2";
+    pub const CRI_DOCKERD: &str = "0.3.17";
+}
+
+/// `windows`: what Windows nodes of every cluster share, one value for every recipe that names
+/// it (the pod network's files on the node, the image the Windows DaemonSets run on).
+pub mod windows {
+    /// CNI plugin binaries: containerd's `bin_dir`, the CNI plugins' unpack, the flannel and
+    /// kube-proxy DaemonSets' scripts, Calico's Installation, reset. The Windows CNIs agree on
+    /// it: tigera/operator pkg/render/windows.go `DefaultWindowsCNIDirectories` ("/opt/cni/bin"
+    /// on the system drive) and sig-windows-tools hostprocess/flannel/flanneld/
+    /// flannel-overlay.yml at 03f99247 (`CNI_BIN_PATH`); projectcalico/calico#6122.
+    pub const CNI_BIN_DIR: &str = r"C:\opt\cni\bin";
+    /// CNI network configurations: containerd's `conf_dir` (same sources, "/etc/cni/net.d",
+    /// `CNI_CONFIG_PATH`).
+    pub const CNI_CONF_DIR: &str = r"C:\etc\cni\net.d";
+    /// The image of kwin's Windows DaemonSets: Microsoft's empty host-process base image
+    /// (microsoft/windows-host-process-containers-base-image README at d7c1101); the
+    /// programs they run are release binaries kwin installs on the node.
+    pub const HOST_PROCESS_IMAGE: &str =
+        "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0";
+    /// flannel's CNI plugin for Windows (flannel-io/cni-plugin; the version kube-flannel.yml
+    /// v0.26.7 runs on Linux).
+    pub const FLANNEL_CNI_PLUGIN: &str = "v1.6.2-flannel1";
+    /// microsoft/windows-container-networking (sdnoverlay.exe, the delegate flannel's Windows
+    /// CNI configuration names).
+    pub const SDN_CNI: &str = "v0.3.1";
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_schema_dns_address_is_the_tenth_of_the_default_service_cidr() {
+        let cidr = super::SERVICE_CIDR.parse().expect("default service CIDR");
+        assert_eq!(
+            crate::plan::net::default_dns_ip(&cidr).to_string(),
+            super::DNS_SERVICE_IP
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! What belongs to the process, around the engine's pipeline: the tokio runtime, the renderer
+//! thread, Ctrl-C, and the exit code. The engine never prints and never exits.
+//!
+//! - [`prepare`]: `pipeline::prepare` on a small runtime of its own; [`ready`] prints what
+//!   it found. [`pin_rows`] the same for `kwin checksums`.
+//! - [`stage`]: one run with its own event stream (apply, then verify, are two): a runtime,
+//!   the renderer on its thread, Ctrl-C (first: stop scheduling, running steps finish, the
+//!   summary and journal are written, exit 130; second: exit 130 at once), the host-key
+//!   notes after the summary.
+//! - [`exit_code`]: 0 success, 1 failure, 2 changes pending (`plan --detailed-exitcode`), 130
+//!   interrupted.
+
+use crate::output::Output;
+use kwin_engine::diag::Diagnostics;
+use kwin_engine::event::{Event, EventSink, Mode};
+use kwin_engine::exec::Cancel;
+use kwin_engine::pipeline::{Ctl, Outcome, Prepared, Request};
+use std::future::Future;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Phases 1–5 of `req`, on a small runtime of their own (the network is used only to
+/// fetch missing checksums).
+pub fn prepare(req: &Request<'_>) -> anyhow::Result<Result<Prepared, Diagnostics>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(runtime.block_on(kwin_engine::pipeline::prepare(req)))
+}
+
+/// `kwin checksums`: `pipeline::pin_rows` on a small runtime of its own, as [`prepare`].
+pub fn pin_rows(req: &Request<'_>) -> anyhow::Result<Result<PinRows, Diagnostics>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(runtime.block_on(kwin_engine::pipeline::pin_rows(req)))
+}
+
+/// The prepared plan and the `[artifacts.sha256]` rows of `kwin checksums`.
+pub type PinRows = (Prepared, Vec<kwin_engine::checksums::PinRow>);
+
+/// The prepared plan of a command that runs it: its warnings printed (human form), and the
+/// checksums fetched; or `None` with every diagnostic printed (exit code 1).
+pub fn ready(out: &Output, prepared: Result<Prepared, Diagnostics>) -> Option<Prepared> {
+    match prepared {
+        Ok(p) => {
+            out.warnings(&p.warnings);
+            out.checksums_fetched(&p.fetched);
+            Some(p)
+        }
+        Err(d) => {
+            out.diagnostics(&d);
+            None
+        }
+    }
+}
+
+/// How a stage's events are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Render {
+    /// By the renderer, naming the run `what` (`apply: 3 hosts, …`).
+    Run(Mode, &'static str),
+    /// No run output (`kwin kubeconfig`): only warnings, on stderr.
+    Quiet,
+}
+
+/// Run `body` as one stage: its events rendered, Ctrl-C handled; then the notes it returns
+/// are printed, and its result returned.
+pub fn stage<T, F, Fut>(out: &Output, render: Render, body: F) -> anyhow::Result<T>
+where
+    F: FnOnce(Ctl) -> Fut,
+    Fut: Future<Output = anyhow::Result<(T, Vec<String>)>>,
+{
+    let (events, rx) = EventSink::channel();
+    let renderer = match render {
+        Render::Run(mode, what) => out.spawn_renderer(rx, mode, what),
+        Render::Quiet => {
+            let out = *out;
+            let mut rx = rx;
+            std::thread::spawn(move || {
+                while let Some(e) = rx.blocking_recv() {
+                    if let Event::Warning { host, message } = e {
+                        match host {
+                            Some(h) => out.warning(&format!("{h}: {message}")),
+                            None => out.warning(&message),
+                        }
+                    }
+                }
+            })
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async {
+        let (canceller, cancel) = Cancel::pair();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                canceller.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+        body(Ctl { events, cancel }).await
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    let _ = renderer.join();
+    let (result, notes) = result?;
+    // After the summary, on stderr, so JSON output still ends with the summary line.
+    out.notes(&notes);
+    Ok(result)
+}
+
+pub fn exit_code(o: Outcome) -> ExitCode {
+    match o {
+        Outcome::Success => ExitCode::SUCCESS,
+        Outcome::Failed => ExitCode::from(1),
+        Outcome::ChangesPending => ExitCode::from(2),
+        Outcome::Interrupted => ExitCode::from(130),
+    }
+}

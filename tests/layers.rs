@@ -1,0 +1,639 @@
+//! The shape of `src/` (the `kwin` binary) and `modules/src/` (`kwin-modules`), and where
+//! kwin's defaults live, read from the source with syn (code under `#[cfg(test)]` is not
+//! production code and is skipped; `engine/tests/layers.rs` holds the engine's layers):
+//!
+//! - only `src/output/` prints or touches stdout, stderr or stdin, and only `src/drive.rs`
+//!   exits the process;
+//! - the modules of `src/`, and those of `modules/src/`, import each other without a cycle;
+//! - the module families of `kwin-modules` (`linux`, `windows`, `kube`) never import each
+//!   other;
+//! - kwin's default values are written once, in `engine/src/plan/effective/defaults.rs` (and
+//!   the admin kubeconfig's path in `modules/src/kube/mod.rs`): the literals anywhere else in
+//!   `engine/src`, `modules/src` or `src`, a literal schema default, or a literal fallback
+//!   (`unwrap_or(3)`) for a plan key fail.
+
+use proc_macro2::TokenTree;
+use std::collections::{BTreeMap, BTreeSet};
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+
+mod source;
+
+use source::{flat, is_test_only, sources};
+
+// ------------------------------------------------------------------------- only output prints
+
+/// What a production file of `src/` does with the terminal and the process.
+#[derive(Default)]
+struct Effects {
+    /// (line, what): print macros, `stdout()`, `stderr()`, `stdin()`.
+    prints: Vec<(usize, String)>,
+    /// Lines of `process::exit`.
+    exits: Vec<usize>,
+}
+
+impl<'ast> Visit<'ast> for Effects {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test_only(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !is_test_only(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        let name = m.path.segments.last().map(|s| s.ident.to_string());
+        if let Some(n) =
+            name.filter(|n| ["print", "println", "eprint", "eprintln", "dbg"].contains(&n.as_str()))
+        {
+            self.prints.push((m.span().start().line, format!("{n}!")));
+        }
+        let mut toks = Vec::new();
+        flat(m.tokens.clone(), &mut toks);
+        for t in toks {
+            if let TokenTree::Ident(i) = t {
+                if i == "stdout" || i == "stderr" || i == "stdin" {
+                    self.prints.push((i.span().start().line, i.to_string()));
+                }
+            }
+        }
+        syn::visit::visit_macro(self, m);
+    }
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        if let Some(last) = segs.last() {
+            if ["stdout", "stderr", "stdin"].contains(&last.as_str()) {
+                self.prints.push((p.span().start().line, segs.join("::")));
+            }
+            if last == "exit" && segs.iter().any(|s| s == "process") {
+                self.exits.push(p.span().start().line);
+            }
+        }
+        syn::visit::visit_path(self, p);
+    }
+    fn visit_use_tree(&mut self, u: &'ast syn::UseTree) {
+        if let syn::UseTree::Name(n) = u {
+            if ["stdout", "stderr", "stdin"].contains(&n.ident.to_string().as_str()) {
+                self.prints
+                    .push((n.ident.span().start().line, format!("use {}", n.ident)));
+            }
+        }
+        syn::visit::visit_use_tree(self, u);
+    }
+}
+
+fn effects(ast: &syn::File) -> Effects {
+    let mut e = Effects::default();
+    e.visit_file(ast);
+    e
+}
+
+#[test]
+fn only_the_output_module_prints_and_only_drive_exits() {
+    let mut found = Vec::new();
+    let mut output_prints = 0;
+    for (file, ast) in sources(&["src"]) {
+        let e = effects(&ast);
+        if file.starts_with("src/output/") {
+            output_prints += e.prints.len();
+        } else {
+            for (line, what) in e.prints {
+                found.push(format!(
+                    "{file}:{line}: {what} (print through crate::output)"
+                ));
+            }
+        }
+        if file != "src/drive.rs" {
+            for line in e.exits {
+                found.push(format!(
+                    "{file}:{line}: process::exit (only drive.rs ends the process)"
+                ));
+            }
+        }
+    }
+    assert!(output_prints > 5, "the output module prints nothing?");
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_print_check_sees_prints_outside_output() {
+    let ast = syn::parse_file(
+        r#"
+use std::io::{stderr, Write};
+fn f() {
+    println!("x");
+    let _ = writeln!(std::io::stdout().lock(), "y");
+    let _ = stderr();
+    std::process::exit(3);
+}
+#[cfg(test)]
+mod tests { fn t() { eprintln!("fine in tests"); } }
+"#,
+    )
+    .expect("parse");
+    let e = effects(&ast);
+    let what: Vec<&str> = e.prints.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(what, ["use stderr", "println!", "stdout", "stderr"]);
+    assert_eq!(e.exits, [7]);
+}
+
+// ------------------------------------------------------------------------- no cycle in src/
+
+/// The module path of a file of `src/` (`src/output/human.rs` → `output::human`).
+/// The module path of a file of the `kwin` binary (`src/`) or of `kwin-modules`
+/// (`modules/src/`): `src/output/mod.rs` → `output`, `modules/src/kube/verify/run.rs` →
+/// `kube::verify::run`, `main.rs` / `lib.rs` → the crate root.
+fn module_of(file: &str) -> String {
+    let p = file
+        .trim_start_matches("modules/")
+        .trim_start_matches("src/");
+    let p = p.trim_end_matches(".rs").trim_end_matches("/mod");
+    let p = p.trim_end_matches("main").trim_end_matches("lib");
+    p.trim_end_matches('/').replace('/', "::")
+}
+
+/// Every `crate::…` / `super::…` module a file refers to.
+struct Refs<'a> {
+    module: &'a str,
+    out: BTreeSet<String>,
+}
+
+impl Refs<'_> {
+    fn add(&mut self, segs: &[String]) {
+        let mut path: Vec<String> = match segs.first().map(String::as_str) {
+            Some("crate") => segs[1..].to_vec(),
+            Some("super") => {
+                let mut base: Vec<String> = self
+                    .module
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+                base.pop();
+                base.extend(segs[1..].iter().cloned());
+                base
+            }
+            _ => return,
+        };
+        path.retain(|s| s != "self");
+        if !path.is_empty() {
+            self.out.insert(path.join("::"));
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Refs<'_> {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test_only(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        fn walk(t: &syn::UseTree, pre: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+            match t {
+                syn::UseTree::Path(p) => {
+                    pre.push(p.ident.to_string());
+                    walk(&p.tree, pre, out);
+                    pre.pop();
+                }
+                syn::UseTree::Name(n) => {
+                    let mut v = pre.clone();
+                    v.push(n.ident.to_string());
+                    out.push(v);
+                }
+                syn::UseTree::Rename(r) => {
+                    let mut v = pre.clone();
+                    v.push(r.ident.to_string());
+                    out.push(v);
+                }
+                syn::UseTree::Glob(_) => out.push(pre.clone()),
+                syn::UseTree::Group(g) => {
+                    for t in &g.items {
+                        walk(t, pre, out);
+                    }
+                }
+            }
+        }
+        let mut paths = Vec::new();
+        walk(&u.tree, &mut Vec::new(), &mut paths);
+        for p in paths {
+            self.add(&p);
+        }
+    }
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.add(&segs);
+        syn::visit::visit_path(self, p);
+    }
+}
+
+/// Strongly connected components of more than one module, each as `a → b → a`.
+fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    // Tarjan, small and recursive: src/ has a dozen files.
+    struct T<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<&'a str>>,
+    }
+    impl<'a> T<'a> {
+        fn visit(&mut self, v: &'a str) {
+            let i = self.index.len();
+            self.index.insert(v, i);
+            self.low.insert(v, i);
+            self.stack.push(v);
+            self.on.insert(v);
+            for w in self.edges.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let lw = self.low[w];
+                    let lv = self.low[v];
+                    self.low.insert(v, lv.min(lw));
+                } else if self.on.contains(w) {
+                    let iw = self.index[w];
+                    let lv = self.low[v];
+                    self.low.insert(v, lv.min(iw));
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on.remove(w);
+                    comp.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                if comp.len() > 1 {
+                    comp.sort();
+                    self.out.push(comp);
+                }
+            }
+        }
+    }
+    let mut t = T {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            t.visit(v);
+        }
+    }
+    t.out
+        .into_iter()
+        .map(|c| {
+            let mut s = c.join(" → ");
+            s.push_str(&format!(" → {}", c[0]));
+            s
+        })
+        .collect()
+}
+
+/// Module → the modules of the same crate it refers to (a reference to an item resolves to
+/// the longest module prefix; a parent's reference to its own child is namespace plumbing).
+fn module_graph(files: &[(String, syn::File)]) -> BTreeMap<String, BTreeSet<String>> {
+    let modules: BTreeSet<String> = files.iter().map(|(f, _)| module_of(f)).collect();
+    let mut edges = BTreeMap::new();
+    for (file, ast) in files {
+        let m = module_of(file);
+        let mut r = Refs {
+            module: &m,
+            out: BTreeSet::new(),
+        };
+        r.visit_file(ast);
+        let mut to = BTreeSet::new();
+        for path in r.out {
+            let segs: Vec<&str> = path.split("::").collect();
+            let target = (1..=segs.len())
+                .rev()
+                .map(|n| segs[..n].join("::"))
+                .find(|p| modules.contains(p));
+            if let Some(t) = target {
+                let child = t.starts_with(&format!("{m}::")) || m.is_empty();
+                if t != m && !child {
+                    to.insert(t);
+                }
+            }
+        }
+        edges.insert(m, to);
+    }
+    edges
+}
+
+#[test]
+fn the_modules_of_src_import_each_other_without_a_cycle() {
+    let files = sources(&["src"]);
+    let graph = module_graph(&files);
+    assert!(graph.len() > 8, "{graph:?}");
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "import cycles in src/:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_check_sees_a_cycle() {
+    let parse = |s: &str| syn::parse_file(s).expect("parse");
+    let files = vec![
+        (
+            "src/a.rs".to_string(),
+            parse("use crate::b::f; pub fn g() { f() }"),
+        ),
+        (
+            "src/b.rs".to_string(),
+            parse("pub fn f() { crate::a::g() }"),
+        ),
+        ("src/c.rs".to_string(), parse("use super::a::g;")),
+    ];
+    assert_eq!(cycles(&module_graph(&files)), ["a → b → a"]);
+}
+
+#[test]
+fn the_module_files_of_kwin_modules_import_each_other_without_a_cycle() {
+    let files = sources(&["modules/src"]);
+    let graph = module_graph(&files);
+    assert!(graph.len() > 40, "{graph:?}");
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "import cycles in modules/src/:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The module families of `kwin-modules`: each may use `shared`, `paths`, `table` and the
+/// crate root, never another family.
+const FAMILIES: &[&str] = &["linux", "windows", "kube"];
+
+fn family_edges(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let family = |m: &str| {
+        let first = m.split("::").next().unwrap_or("");
+        FAMILIES.contains(&first).then(|| first.to_string())
+    };
+    let mut out = Vec::new();
+    for (from, tos) in graph {
+        for to in tos {
+            if let (Some(a), Some(b)) = (family(from), family(to)) {
+                if a != b {
+                    out.push(format!("{from} → {to}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_module_families_never_import_each_other() {
+    let graph = module_graph(&sources(&["modules/src"]));
+    let found = family_edges(&graph);
+    assert!(
+        found.is_empty(),
+        "a module family imports another (put what they share in shared/ or paths.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_family_check_sees_a_crossing() {
+    let parse = |s: &str| syn::parse_file(s).expect("parse");
+    let files = vec![
+        (
+            "modules/src/kube/join.rs".to_string(),
+            parse("use crate::windows::paths::check; use crate::paths::x;"),
+        ),
+        ("modules/src/windows/paths.rs".to_string(), parse("")),
+        ("modules/src/paths.rs".to_string(), parse("")),
+    ];
+    assert_eq!(
+        family_edges(&module_graph(&files)),
+        ["kube::join → windows::paths"]
+    );
+}
+
+// ------------------------------------------------------------------------- defaults, once
+
+/// Default values that have one home.
+const DEFAULT_STRINGS: &[&str] = &[
+    "10.244.0.0/16",
+    "10.96.0.0/12",
+    "10.96.0.10",
+    "cluster.local",
+    "/etc/kubernetes/admin.conf",
+];
+const DEFAULT_INTEGERS: &[u64] = &[6443];
+/// Plan keys whose fallback must come from the defaults module.
+const PLAN_KEYS: &[&str] = &[
+    "pod_cidr",
+    "service_cidr",
+    "dns_service_ip",
+    "max_pods_per_node",
+    "dns_domain",
+    "windows_taint",
+    "windows_runtime_classes",
+    "verify",
+    "vni",
+    "parallelism",
+    "step_timeout",
+    "retries",
+    "retry_delay",
+    "allow_reboot",
+    "output_budget_mib",
+    "keep_runs",
+    "logs_limit_mib",
+];
+/// Files that may write the literals: the defaults themselves.
+const HOMES: &[(&str, &[&str])] = &[("modules/src/kube/mod.rs", &["/etc/kubernetes/admin.conf"])];
+/// The defaults module: every literal of it is a default's one home.
+const DEFAULTS: &str = "engine/src/plan/effective/defaults.rs";
+
+struct Literals {
+    /// (line, what).
+    found: Vec<(usize, String)>,
+}
+
+impl Literals {
+    fn token(&mut self, t: &TokenTree) {
+        if let TokenTree::Literal(l) = t {
+            if let Ok(lit) = syn::parse2::<syn::Lit>(TokenTree::Literal(l.clone()).into()) {
+                self.lit(&lit);
+            }
+        }
+    }
+    fn lit(&mut self, lit: &syn::Lit) {
+        let line = lit.span().start().line;
+        match lit {
+            syn::Lit::Str(s) if DEFAULT_STRINGS.contains(&s.value().as_str()) => {
+                self.found.push((line, format!("{:?}", s.value())))
+            }
+            syn::Lit::Int(i)
+                if i.base10_parse::<u64>()
+                    .is_ok_and(|n| DEFAULT_INTEGERS.contains(&n)) =>
+            {
+                self.found.push((line, i.to_string()))
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Literals {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test_only(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !is_test_only(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    fn visit_lit(&mut self, l: &'ast syn::Lit) {
+        self.lit(l);
+    }
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        let mut toks = Vec::new();
+        flat(m.tokens.clone(), &mut toks);
+        for t in &toks {
+            self.token(t);
+        }
+    }
+    /// A default literal inside `#[schemars(...)]`.
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        if let syn::Meta::List(list) = &a.meta {
+            if a.path().is_ident("schemars") {
+                let mut toks = Vec::new();
+                flat(list.tokens.clone(), &mut toks);
+                for t in &toks {
+                    self.token(t);
+                }
+            }
+        }
+    }
+    /// A plan key's schema default, `#[schemars(extend("default" = <literal>))]`: it must be
+    /// the defaults module's constant.
+    fn visit_field(&mut self, f: &'ast syn::Field) {
+        let key = f.ident.as_ref().map(|i| i.to_string());
+        if key.is_some_and(|k| PLAN_KEYS.contains(&k.as_str())) {
+            for a in f.attrs.iter().filter(|a| a.path().is_ident("schemars")) {
+                let syn::Meta::List(list) = &a.meta else {
+                    continue;
+                };
+                let mut toks = Vec::new();
+                flat(list.tokens.clone(), &mut toks);
+                for w in toks.windows(3) {
+                    if let [TokenTree::Literal(k), TokenTree::Punct(eq), TokenTree::Literal(v)] = w
+                    {
+                        if k.to_string() == "\"default\"" && eq.as_char() == '=' {
+                            self.found
+                                .push((v.span().start().line, format!("schema default {v}")));
+                        }
+                    }
+                }
+            }
+        }
+        syn::visit::visit_field(self, f);
+    }
+    /// `<plan key>.unwrap_or(<literal>)`.
+    fn visit_expr_method_call(&mut self, c: &'ast syn::ExprMethodCall) {
+        if c.method == "unwrap_or" || c.method == "unwrap_or_else" {
+            let key = match &*c.receiver {
+                syn::Expr::Field(f) => match &f.member {
+                    syn::Member::Named(n) => Some(n.to_string()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let literal = matches!(c.args.first(), Some(syn::Expr::Lit(_)));
+            if let (Some(k), true) = (key, literal) {
+                if PLAN_KEYS.contains(&k.as_str()) {
+                    self.found.push((
+                        c.method.span().start().line,
+                        format!("`{k}.unwrap_or(<literal>)`"),
+                    ));
+                }
+            }
+        }
+        syn::visit::visit_expr_method_call(self, c);
+    }
+}
+
+fn default_literals(ast: &syn::File) -> Vec<(usize, String)> {
+    let mut l = Literals { found: Vec::new() };
+    l.visit_file(ast);
+    l.found
+}
+
+#[test]
+fn default_values_are_written_only_in_the_defaults_module() {
+    let mut found = Vec::new();
+    for (file, ast) in sources(&["engine/src", "modules/src", "src"]) {
+        if file == DEFAULTS {
+            continue;
+        }
+        let allowed: &[&str] = HOMES
+            .iter()
+            .find(|(f, _)| *f == file)
+            .map(|(_, a)| *a)
+            .unwrap_or(&[]);
+        for (line, what) in default_literals(&ast) {
+            if !allowed.iter().any(|a| what == format!("{a:?}")) {
+                found.push(format!("{file}:{line}: {what}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "kwin's defaults are written in engine/src/plan/effective/defaults.rs (read them from there):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_defaults_check_sees_a_copy() {
+    let ast = syn::parse_file(
+        r#"
+struct Cluster {
+    #[schemars(extend("default" = "cluster.local"))]
+    dns_domain: Option<String>,
+    #[schemars(extend("default" = defaults::MAX_PODS_PER_NODE), range(min = 1))]
+    max_pods_per_node: Option<u32>,
+    #[schemars(extend("default" = 110))]
+    max_pods_per_node: Option<u32>,
+    #[schemars(extend("default" = false))]
+    sensitive: bool,
+}
+fn f(s: &Settings, c: &Cluster) {
+    let r = s.retries.unwrap_or(3);
+    let p = format!("{}:{}", c.host, 6443);
+    let ok = s.retries.unwrap_or(defaults::settings::RETRIES);
+}
+#[cfg(test)]
+mod tests { const X: &str = "10.244.0.0/16"; }
+"#,
+    )
+    .expect("parse");
+    let what: Vec<String> = default_literals(&ast).into_iter().map(|(_, w)| w).collect();
+    assert_eq!(
+        what,
+        [
+            "schema default \"cluster.local\"",
+            "\"cluster.local\"",
+            "schema default 110",
+            "`retries.unwrap_or(<literal>)`",
+            "6443"
+        ]
+    );
+}
