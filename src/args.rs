@@ -76,6 +76,14 @@ pub enum Command {
     },
     /// Print the JSON Schema of the plan file (for editor completion).
     Schema,
+    /// Fetch the artifact checksums the plan needs that neither it nor kwin pins (as `plan`
+    /// does) and print them as an [artifacts.sha256] table, for a controller without internet.
+    Checksums {
+        plan: PathBuf,
+        /// Write the table to this file instead of printing it.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+    },
     /// List the modules a task can use, per OS, one line each.
     Modules,
     /// Print a module's parameters and examples (the reference in docs/modules.md).
@@ -133,9 +141,11 @@ impl Command {
     pub fn output(&self) -> OutputFormat {
         match self {
             Command::Validate { output, .. } => *output,
-            Command::Schema | Command::Modules | Command::Doc { .. } | Command::Graph { .. } => {
-                OutputFormat::Human
-            }
+            Command::Schema
+            | Command::Checksums { .. }
+            | Command::Modules
+            | Command::Doc { .. }
+            | Command::Graph { .. } => OutputFormat::Human,
             Command::Plan { run, .. }
             | Command::Apply { run, .. }
             | Command::Kubeconfig { run, .. }

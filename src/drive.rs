@@ -2,7 +2,7 @@
 //! thread, Ctrl-C, and the exit code. The engine never prints and never exits.
 //!
 //! - [`prepare`]: `pipeline::prepare` on a small runtime of its own; [`ready`] prints what
-//!   it found.
+//!   it found. [`pin_rows`] the same for `kwin checksums`.
 //! - [`stage`]: one run with its own event stream (apply, then verify, are two): a runtime,
 //!   the renderer on its thread, Ctrl-C (first: stop scheduling, running steps finish, the
 //!   summary and journal are written, exit 130; second: exit 130 at once), the host-key
@@ -27,6 +27,17 @@ pub fn prepare(req: &Request<'_>) -> anyhow::Result<Result<Prepared, Diagnostics
         .build()?;
     Ok(runtime.block_on(kwin_engine::pipeline::prepare(req)))
 }
+
+/// `kwin checksums`: `pipeline::pin_rows` on a small runtime of its own, as [`prepare`].
+pub fn pin_rows(req: &Request<'_>) -> anyhow::Result<Result<PinRows, Diagnostics>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(runtime.block_on(kwin_engine::pipeline::pin_rows(req)))
+}
+
+/// The prepared plan and the `[artifacts.sha256]` rows of `kwin checksums`.
+pub type PinRows = (Prepared, Vec<kwin_engine::checksums::PinRow>);
 
 /// The prepared plan of a command that runs it: its warnings printed (human form), and the
 /// checksums fetched; or `None` with every diagnostic printed (exit code 1).

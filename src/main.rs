@@ -8,6 +8,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;
+mod cmd_checksums;
 mod cmd_doc;
 mod cmd_graph;
 mod cmd_kubeconfig;
@@ -30,6 +31,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Validate { plan, .. } => cmd_validate::validate(&plan, &out),
         Command::Schema => cmd_validate::schema(&out),
+        Command::Checksums { plan, write } => {
+            cmd_checksums::checksums(&plan, write.as_deref(), &out)
+        }
         Command::Modules => cmd_doc::modules(&out),
         Command::Doc { module } => cmd_doc::doc(&module, &out),
         Command::Graph { plan, format } => cmd_graph::graph(&plan, format, &out),

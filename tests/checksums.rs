@@ -491,7 +491,8 @@ fn a_broken_or_missing_checksum_file_stops_before_any_host() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        all.contains("error[artifact-checksum]: cannot get the checksum of `kubeadm.exe`")
+        all.contains("error[artifact-checksum]: cannot get the checksums of 2 artifacts")
+            && all.contains("cannot get the checksum of `kubeadm.exe` from")
             && all.contains("kubeadm.exe.sha256: it holds no SHA-256"),
         "{all}"
     );
@@ -499,7 +500,7 @@ fn a_broken_or_missing_checksum_file_stops_before_any_host() {
         all.contains("cni-plugins-windows-amd64-v1.6.1.tgz") && all.contains("HTTP 404 Not Found"),
         "{all}"
     );
-    assert!(all.contains("hint: pin it in the plan"), "{all}");
+    assert!(all.contains("hint: pin them in the plan"), "{all}");
     // stopped before connecting: no host was tried, nothing recorded
     assert!(!all.contains("cannot connect to 127.0.0."), "{all}");
     assert!(!dir.path().join(".kwin/checksums.toml").exists());
@@ -799,7 +800,9 @@ fn an_artifact_that_does_not_match_its_sha512_file_is_refused() {
     let all = plan_refused(files);
     assert!(
         all.contains(
-            "error[artifact-checksum]: cannot get the checksum of `windows-container-networking-cni-amd64-v0.3.1.zip`"
+            "error[artifact-checksum]: cannot get the checksum of 1 artifact"
+        ) && all.contains(
+            "cannot get the checksum of `windows-container-networking-cni-amd64-v0.3.1.zip` from"
         ) && all.contains("does not match the SHA-512")
             && all.contains(".zip.sha512"),
         "{all}"
@@ -1021,4 +1024,195 @@ role = "worker"
         "URLs the recipes render with neither a digest (plans/digests.toml or the plan) nor an https checksum file, and that kwin would not fetch itself over https:\n{}",
         problems.join("\n")
     );
+}
+
+/// The `[artifacts.sha256]` table in `text`: from its header line to the first line that is
+/// neither a key, a comment nor blank-with-more-to-come, as printed; parsed with the toml crate.
+fn printed_table(text: &str) -> (String, BTreeMap<String, String>) {
+    let start = text
+        .lines()
+        .position(|l| l.trim() == "[artifacts.sha256]")
+        .unwrap_or_else(|| panic!("no [artifacts.sha256] table in: {text}"));
+    let block: Vec<&str> = text
+        .lines()
+        .skip(start)
+        .enumerate()
+        .take_while(|(i, l)| {
+            let l = l.trim();
+            *i == 0 || l.starts_with('#') || l.starts_with('"')
+        })
+        .map(|(_, l)| l)
+        .collect();
+    let block = block.join("\n");
+    let parsed: toml::Table = toml::from_str(&block)
+        .unwrap_or_else(|e| panic!("the printed table is not valid TOML: {e}\n{block}"));
+    let sha = parsed
+        .get("artifacts")
+        .and_then(|a| a.get("sha256"))
+        .and_then(|s| s.as_table())
+        .unwrap_or_else(|| panic!("no artifacts.sha256 in {block}"))
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect();
+    (block, sha)
+}
+
+/// A port on loopback nothing listens on: a controller without a network route to the
+/// mirror (or the internet).
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// Every checksum the flannel test cluster needs from the network, by file name.
+fn flannel_needs() -> BTreeMap<&'static str, String> {
+    BTreeMap::from([
+        ("kubelet.exe", KUBELET.to_string()),
+        ("kubeadm.exe", KUBEADM.to_string()),
+        ("kube-proxy.exe", KUBE_PROXY.to_string()),
+        ("kube-log-runner.exe", LOG_RUNNER.to_string()),
+        (
+            "containerd-1.7.24-windows-amd64.tar.gz",
+            CONTAINERD.to_string(),
+        ),
+        ("cni-plugins-windows-amd64-v1.6.1.tgz", CNI.to_string()),
+        ("crictl-v1.31.0-windows-amd64.tar.gz", CRICTL.to_string()),
+        (
+            "cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz",
+            FLANNEL_CNI.to_string(),
+        ),
+        (
+            "flannel-v0.26.2-windows-amd64.tar.gz",
+            sha256_hex(FLANNEL_BODY.as_bytes()),
+        ),
+        (
+            "windows-container-networking-cni-amd64-v0.3.1.zip",
+            sha256_hex(SDN_BODY.as_bytes()),
+        ),
+    ])
+}
+
+#[test]
+fn without_a_network_plan_names_every_pin_and_prints_a_table_to_fill() {
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir().expect("tmp");
+    let mirror = format!("https://127.0.0.1:{}", closed_port());
+    let p = plan_cni(dir.path(), &mirror, "flannel", "");
+    let out = kwin(&["plan", p.to_str().expect("utf-8")], &ca);
+    let all = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(!all.contains("cannot connect to 127.0.0."), "{all}");
+    // one error, at a place in the plan
+    let errors: Vec<&str> = all
+        .lines()
+        .filter(|l| l.contains("error[artifact-checksum]"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{all}");
+    assert!(
+        errors[0].starts_with(&format!("{}:", p.display())),
+        "no plan location: {all}"
+    );
+    // every artifact, with where its checksum would come from and which step on which host
+    // needs it
+    let needs = flannel_needs();
+    for file in needs.keys() {
+        assert!(
+            all.contains(&format!("`{file}`")),
+            "{file} not named: {all}"
+        );
+    }
+    assert!(
+        all.contains(&format!(
+            "{mirror}/dl.k8s.io/v1.31.4/bin/windows/amd64/kubelet.exe.sha256"
+        )) && all.contains(&format!("{mirror}{FLANNEL_TGZ}")),
+        "{all}"
+    );
+    assert!(
+        all.contains("step `kubelet-download` of recipe `windows-worker` on ww1")
+            && all.contains("step `flanneld-download` of recipe `windows-worker` on ww1"),
+        "{all}"
+    );
+    assert!(
+        all.contains("kwin checksums") && all.contains("on a machine that can reach"),
+        "{all}"
+    );
+    // the table: valid TOML as printed, one placeholder per artifact, keyed by file name
+    let (block, table) = printed_table(&all);
+    let keys: Vec<&str> = table.keys().map(String::as_str).collect();
+    let want: Vec<&str> = needs.keys().copied().collect();
+    assert_eq!(keys, want, "{block}");
+    assert!(table.values().all(|v| v.starts_with('<')), "{block}");
+    assert!(!dir.path().join(".kwin/checksums.toml").exists());
+
+    // filled in and pasted into the plan, the same controller gets past the checksums: the
+    // run stops only at the hosts, which nothing here answers
+    let filled = needs
+        .iter()
+        .fold(block.clone(), |b, (f, h)| b.replace(&table[*f], h));
+    let p = plan_cni(dir.path(), &mirror, "flannel", &filled);
+    let v = kwin(&["validate", p.to_str().expect("utf-8")], &ca);
+    assert!(v.status.success(), "{}", output_text(&v));
+    let out = kwin(&["plan", p.to_str().expect("utf-8")], &ca);
+    let all = output_text(&out);
+    assert!(
+        !all.contains("artifact-checksum") && all.contains("cannot connect to 127.0.0."),
+        "{all}"
+    );
+}
+
+#[test]
+fn kwin_checksums_fetches_the_table_for_an_air_gapped_controller() {
+    let ca = TestCa::new();
+    let m = serve(flannel_files(), Some(&ca));
+    let connected = tempfile::tempdir().expect("tmp");
+    let p = plan_cni(connected.path(), &m.url, "flannel", "");
+    let ps = p.to_str().expect("utf-8");
+    let out = kwin(&["checksums", ps], &ca);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let (_, table) = printed_table(&stdout);
+    let want: BTreeMap<String, String> = flannel_needs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    assert_eq!(table, want, "{stdout}");
+    // recorded as `kwin plan` records them
+    assert!(connected.path().join(".kwin/checksums.toml").exists());
+
+    // `--write`: the same table in a file, now from the record (nothing fetched again)
+    let before: usize = m.hits.lock().expect("lock").values().sum();
+    let file = connected.path().join("pins.toml");
+    let out = kwin(
+        &["checksums", ps, "--write", file.to_str().expect("utf-8")],
+        &ca,
+    );
+    assert!(out.status.success(), "{}", output_text(&out));
+    let after: usize = m.hits.lock().expect("lock").values().sum();
+    assert_eq!(before, after, "fetched again");
+    let written = std::fs::read_to_string(&file).expect("written");
+    let (_, again) = printed_table(&written);
+    assert_eq!(again, want, "{written}");
+
+    // the air-gapped controller: no record, no route to the mirror; the table pasted into
+    // its plan, `kwin validate` and `kwin plan` never need the network for a checksum
+    let gapped = tempfile::tempdir().expect("tmp");
+    let offline = format!("https://127.0.0.1:{}", closed_port());
+    let p = plan_cni(gapped.path(), &offline, "flannel", &written);
+    let ps = p.to_str().expect("utf-8");
+    let v = kwin(&["validate", ps], &ca);
+    assert!(v.status.success(), "{}", output_text(&v));
+    let out = kwin(&["plan", ps], &ca);
+    let all = output_text(&out);
+    assert!(
+        !all.contains("artifact-checksum")
+            && !all.contains("checksums:")
+            && all.contains("cannot connect to 127.0.0."),
+        "{all}"
+    );
+    assert!(!gapped.path().join(".kwin/checksums.toml").exists());
+    // and `kwin checksums` there has nothing left to fetch
+    let out = kwin(&["checksums", ps], &ca);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let (_, rest) = printed_table(&String::from_utf8_lossy(&out.stdout));
+    assert!(rest.is_empty(), "{rest:?}");
 }

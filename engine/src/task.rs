@@ -38,7 +38,7 @@ impl fmt::Display for TaskId {
 }
 
 /// Where a task comes from, for diagnostics.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Origin {
     /// A step of a built-in recipe in plans/.

@@ -40,7 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("task", &["diag"]),
     ("template", &["quote"]),
     // rank 5
-    ("checksums", &["plan", "fs", "diag", "net"]),
+    ("checksums", &["plan", "task", "fs", "diag", "net"]),
     (
         "expand",
         &[

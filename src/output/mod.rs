@@ -114,6 +114,15 @@ impl Output {
         let _ = out.flush();
     }
 
+    /// `kwin checksums --write FILE`: where the table went (stderr).
+    pub fn pins_written(&self, file: &Path, files: usize) {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "checksums: {files} pinned in {} (paste it into the plan of the controller without internet)",
+            file.display()
+        );
+    }
+
     /// "there is nothing to do" of `kwin verify` / `kwin reset` on a plan without
     /// `[cluster]` (human form only).
     pub fn nothing_to_do(&self, what: &str) {

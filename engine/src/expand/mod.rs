@@ -145,7 +145,7 @@ pub fn expand_with(
     }
 
     let requires = requires_indices(&set);
-    let mut x = Expander::new(plan, &set);
+    let mut x = Expander::new(plan, &set, sums);
     let mut cache = RenderCache::new(&compiled);
     let contexts: Vec<Value> = (0..plan.hosts.len()).map(|i| ctx.for_host(i)).collect();
     for (hi, cx) in contexts.iter().enumerate() {
@@ -261,6 +261,8 @@ struct Lookup<'n> {
 struct Expander<'a> {
     plan: &'a LoadedPlan,
     set: &'a RecipeSet,
+    /// Told whose params are rendered, so a checksum nobody knows names who needs it.
+    sums: &'a Checksums,
     pending: Vec<Pending<'a>>,
     /// Per host: task name → index in `pending`.
     by_host: Vec<HashMap<String, usize>>,
@@ -269,10 +271,11 @@ struct Expander<'a> {
 }
 
 impl<'a> Expander<'a> {
-    fn new(plan: &'a LoadedPlan, set: &'a RecipeSet) -> Self {
+    fn new(plan: &'a LoadedPlan, set: &'a RecipeSet, sums: &'a Checksums) -> Self {
         Expander {
             plan,
             set,
+            sums,
             pending: Vec::new(),
             by_host: vec![HashMap::new(); plan.hosts.len()],
             diags: Diagnostics::default(),
@@ -399,8 +402,16 @@ impl<'a> Expander<'a> {
                     }
                 }
                 let reads_host = st.params.reads("host");
+                let origin = Origin::Recipe {
+                    recipe: r.name().to_string(),
+                    step: st.def.name.clone(),
+                };
+                let sums = self.sums;
                 let params = match cached(&mut cache.params[ri][st.index], reads_host, || {
-                    st.params.render(cx).map(Arc::new)
+                    sums.asking(Some(origin.clone()));
+                    let p = st.params.render(cx).map(Arc::new);
+                    sums.asking(None);
+                    p
                 }) {
                     Ok(p) => p,
                     Err(e) => {
@@ -420,10 +431,7 @@ impl<'a> Expander<'a> {
                     &st.def.module,
                     params,
                 )
-                .with_origin(Origin::Recipe {
-                    recipe: r.name().to_string(),
-                    step: st.def.name.clone(),
-                });
+                .with_origin(origin);
                 task.location = st.location.clone();
                 task.sensitive = st.def.sensitive;
                 task.order = prev
@@ -455,8 +463,12 @@ impl<'a> Expander<'a> {
             if !ut.on.matches(h) {
                 continue;
             }
+            let sums = self.sums;
             let params = match cached(&mut shared, reads_host, || {
-                tree.render(&contexts[hi]).map(Arc::new)
+                sums.asking(Some(Origin::User { index: i }));
+                let p = tree.render(&contexts[hi]).map(Arc::new);
+                sums.asking(None);
+                p
             }) {
                 Ok(p) => p,
                 Err(e) => {

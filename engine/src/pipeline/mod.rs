@@ -122,6 +122,17 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
     })
 }
 
+/// `kwin checksums`: [`prepare`] with the missing checksums fetched and recorded (`req` asks
+/// for [`ChecksumMode::Fetch`]), then every checksum the plan needs beyond its own pins and
+/// kwin's digests, as `[artifacts.sha256]` rows filled in from the records.
+pub async fn pin_rows(
+    req: &Request<'_>,
+) -> Result<(Prepared, Vec<crate::checksums::PinRow>), Diagnostics> {
+    let p = prepare(req).await?;
+    let rows = phase::pin_rows(req, &p.plan)?;
+    Ok((p, rows))
+}
+
 /// Phases 7–9 (`plan`, `apply`, `reset`): lock (apply), a transport per host, the executor.
 pub async fn run(s: &mut Session, p: &Prepared) -> Result<RunSummary, SessionError> {
     let Some(modules) = p.modules.clone() else {

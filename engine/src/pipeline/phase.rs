@@ -149,8 +149,8 @@ pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expan
             complete: false,
         });
     }
-    let mut errors = Diagnostics::default();
     let client = Arc::new(crate::transport::http::Client::new(FETCH_TIMEOUT));
+    let mut failed = Vec::new();
     for r in checksums::fetch(&wanted, client).await {
         match r {
             Ok((url, rec)) => {
@@ -164,25 +164,14 @@ pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expan
                 });
                 sums.record(url, rec);
             }
-            Err(e) => errors.push(
-                Diagnostic::error(
-                    "artifact-checksum",
-                    format!(
-                        "cannot get the checksum of `{}` from {}: {}",
-                        e.file, e.url, e.why
-                    ),
-                )
-                .with_hint(format!(
-                    "pin it in the plan: [artifacts.sha256] \"{}\" = \"<sha256>\" \
-                     (or set [artifacts] mirror to an https site that serves the files)",
-                    e.file
-                ))
-                .at(plan.loc("artifacts")),
-            ),
+            Err(e) => failed.push(e),
         }
     }
-    if errors.has_errors() {
-        return Err(errors);
+    if !failed.is_empty() {
+        // One error: every artifact, who needs it, and the table to pin them with.
+        return Err(Diagnostics(vec![checksums::unfetched_diagnostic(
+            plan, &sums, &tasks, &wanted, &failed,
+        )]));
     }
     crate::fs::private_dir(&plan.base_dir.join(".kwin"))
         .and_then(|()| {
@@ -203,6 +192,28 @@ pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expan
         tasks,
         fetched,
         complete: true,
+    })
+}
+
+/// `kwin checksums`, after [`expand`] fetched and recorded what was missing: every SHA-256
+/// the plan's downloads need that neither the plan nor kwin pins (an expansion without
+/// records asks for exactly those), answered from the records, as `[artifacts.sha256]` rows.
+pub(super) fn pin_rows(
+    req: &Request<'_>,
+    plan: &LoadedPlan,
+) -> Result<Vec<checksums::PinRow>, Diagnostics> {
+    let error = |e: String| Diagnostics(vec![Diagnostic::error("artifact-checksum", e)]);
+    let known = Arc::new(Known::parse(req.digests).map_err(error)?);
+    let record = checksums::load_record(&checksums::record_path(&plan.base_dir.join(".kwin")))
+        .map_err(error)?;
+    let bare = Checksums::for_plan(&plan.file, Default::default(), known.clone());
+    crate::expand::expand_with(plan, req.recipes, &bare)?;
+    let sums = Checksums::for_plan(&plan.file, record, known);
+    checksums::pin_rows(&bare.wanted(), &sums).map_err(|files| {
+        error(format!(
+            "checksums still unknown after fetching: {}",
+            files.join(", ")
+        ))
     })
 }
 
