@@ -61,6 +61,23 @@ pub fn ps_quote(s: &str) -> String {
     out
 }
 
+/// Text for an XML element or attribute value (`&`, `<`, `>`, `"`, `'` as entities): what the
+/// WinRM transport sends, and so what the scrubber must also recognise.
+pub fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// `bytes` as a single-quoted `printf` format that prints exactly them: letters, digits and a
 /// few punctuation characters as they are, every other byte (and a leading `-`) as a `\ooo`
 /// escape, so no user text reaches the shell or `printf` as anything but data.

@@ -82,7 +82,7 @@ fn text_forms(v: &str) -> Vec<String> {
             .strip_prefix('a')
             .unwrap_or_default()
             .to_string(),
-        xml_escape(v),
+        crate::quote::xml_escape(v),
     ];
     if let Ok(q) = crate::quote::systemd_quote(v) {
         forms.push(inner_json(&q));
@@ -101,22 +101,6 @@ fn inner_json(js: &str) -> String {
         .and_then(|q| q.strip_suffix('"'))
         .unwrap_or(js)
         .to_string()
-}
-
-/// What `transport::winrm::soap::escape` makes of `s`.
-fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The base64 characters that encode `bytes` wherever they sit in a longer input: one core

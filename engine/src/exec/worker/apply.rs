@@ -76,6 +76,14 @@ impl Worker {
     }
 
     /// Later tasks (from `from`) whose facts executed changes or `extra` may have touched.
+    /// The fact queries of `tasks`, in order.
+    fn queries_of(&self, tasks: &[usize]) -> Vec<FactQuery> {
+        tasks
+            .iter()
+            .flat_map(|&u| self.tasks[u].queries.iter().cloned())
+            .collect()
+    }
+
     fn stale_from(&self, from: usize, extra: &[&Touches]) -> Vec<usize> {
         (from..self.tasks.len())
             .filter(|&u| {
@@ -100,16 +108,8 @@ impl Worker {
     /// Re-read the facts of `ts` and of every later task that is stale too, in one round trip.
     async fn reprobe(&mut self, ts: Vec<usize>) -> Result<(), String> {
         let from = ts.iter().copied().min().unwrap_or(self.tasks.len());
-        let mut all = ts;
-        for u in self.stale_from(from, &[]) {
-            if !all.contains(&u) {
-                all.push(u);
-            }
-        }
-        let queries: Vec<FactQuery> = all
-            .iter()
-            .flat_map(|&u| self.tasks[u].queries.iter().cloned())
-            .collect();
+        let all = with_unique(ts, self.stale_from(from, &[]));
+        let queries = self.queries_of(&all);
         let facts = self.read_facts("re-probe", &queries).await?;
         self.facts.merge(facts);
         self.mark_fresh(&all);
@@ -337,16 +337,9 @@ impl Worker {
                 .iter()
                 .filter_map(|p| p.change.as_ref().map(|c| &c.touches))
                 .collect();
-            let mut probe_tasks = self.stale_from(last + 1, &touches);
-            for &u in &extra {
-                if !probe_tasks.contains(&u) {
-                    probe_tasks.push(u);
-                }
-            }
-            let probe: Vec<FactQuery> = probe_tasks
-                .iter()
-                .flat_map(|&u| self.tasks[u].queries.iter().cloned())
-                .collect();
+            let probe_tasks =
+                with_unique(self.stale_from(last + 1, &touches), extra.iter().copied());
+            let probe = self.queries_of(&probe_tasks);
             let n = items.len().max(1) as u32;
             let batch = Batch::new(self.shell, items, probe);
             let what = format!(
@@ -793,4 +786,14 @@ impl Worker {
 enum StepErr {
     Failed(String),
     Transport(TransportError),
+}
+
+/// `first`, then each task of `more` it does not hold yet.
+fn with_unique(mut first: Vec<usize>, more: impl IntoIterator<Item = usize>) -> Vec<usize> {
+    for u in more {
+        if !first.contains(&u) {
+            first.push(u);
+        }
+    }
+    first
 }

@@ -42,18 +42,7 @@ pub const MAX_ENVELOPE: usize = 512_000;
 
 /// Escape text for an XML element or attribute value.
 pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::quote::xml_escape(s)
 }
 
 /// A fresh `uuid:` message id (random UUID v4, upper case as Windows writes them).
