@@ -240,6 +240,7 @@ fn api_tier() {
     std::env::set_var("KUBECACHEDIR", kube_cache.path());
     let host = Host::new(&tier);
     let cache = tempfile::tempdir().expect("cache dir");
+    upgrade_facts(&host, &tier);
     flannel(&host, &tier, cache.path());
     status_churn(&host, &tier, cache.path());
     runtime_classes(&host, &tier, cache.path());
@@ -249,6 +250,125 @@ fn api_tier() {
     join(&host, &tier, &values);
     init(&host, &tier);
 }
+}
+
+/// The upgrade gate's one script (`kube::upgrade::cluster`) against the real API server and
+/// kubectl: kube-apiserver mirror pods (a pod bound to its node, as the kubelet posts them),
+/// kubeadm-config (uploaded by the tier's real kubeadm), Nodes with kubelet versions, Ready, a cordon and kwin's mark; then the skew
+/// policy on what was read.
+fn upgrade_facts(host: &Host, tier: &Tier) {
+    use kwin_modules::kube::upgrade::{cluster, skew};
+    let parse = |host: &Host| {
+        let out = host.run(&cluster::script(&tier.kubeconfig().display().to_string()));
+        assert_eq!(out.exit, 0, "{}", String::from_utf8_lossy(&out.stderr));
+        cluster::parse(&String::from_utf8_lossy(&out.stdout)).expect("parse cluster facts")
+    };
+    let objects = format!(
+        r#"apiVersion: v1
+kind: Node
+metadata:
+  name: up-cp1
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: up-w1
+  annotations:
+    {mark}: "upgrade 20261125-031500 2026-11-25T03:15:00Z"
+spec:
+  unschedulable: true
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-apiserver-up-cp1
+  namespace: kube-system
+  labels: {{component: kube-apiserver, tier: control-plane}}
+spec:
+  nodeName: up-cp1
+  containers:
+  - name: kube-apiserver
+    image: registry.k8s.io/kube-apiserver:v1.31.4
+"#,
+        mark = cluster::CORDON_MARK
+    );
+    let file = write_temp(&objects);
+    kubectl(tier, &["create", "-f", &file]);
+    for (node, kubelet, ready) in [("up-cp1", "v1.31.4", "True"), ("up-w1", "v1.30.9", "False")] {
+        set_status(
+            tier,
+            &["node", node],
+            json!({
+                "nodeInfo": {"kubeletVersion": kubelet},
+                "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady",
+                    "lastHeartbeatTime": "2026-11-25T03:15:00Z",
+                    "lastTransitionTime": "2026-11-25T03:15:00Z"}]
+            }),
+        );
+    }
+    let state = parse(host);
+    let cluster::ClusterState::Running(f) = &state else {
+        panic!("not read as a running cluster: {state:?}")
+    };
+    let v = |s: &str| semver::Version::parse(s).expect("version");
+    assert_eq!(f.apiservers.get("up-cp1"), Some(&v("1.31.4")), "{f:?}");
+    // kubeadm-config is the one the tier's real kubeadm uploaded (`upload-config`).
+    let config = kubectl(
+        tier,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "cm",
+            "kubeadm-config",
+            "-o",
+            "jsonpath={.data.ClusterConfiguration}",
+        ],
+    );
+    let uploaded = config
+        .lines()
+        .find_map(|l| l.strip_prefix("kubernetesVersion: v"))
+        .expect("kubeadm wrote kubernetesVersion");
+    assert_eq!(f.cluster_version, Some(v(uploaded.trim())), "{config}");
+    let w1 = &f.nodes["up-w1"];
+    assert_eq!(w1.kubelet, v("1.30.9"));
+    assert!(
+        w1.unschedulable && !w1.ready && w1.kwin_mark.is_some(),
+        "{w1:?}"
+    );
+    assert!(f.nodes["up-cp1"].ready);
+    let plan = [("up-cp1", true), ("up-w1", false)].map(|(n, cp)| skew::PlanNode {
+        name: n.into(),
+        control_plane: cp,
+    });
+    let Ok(skew::Verdict::Upgrade(u)) = skew::check(&v("1.32.5"), &state, &plan) else {
+        panic!("one minor up is an upgrade")
+    };
+    assert_eq!(u.control_planes, ["up-cp1"]);
+    assert_eq!(u.resume.len(), 1);
+    let refused = skew::check(&v("1.33.1"), &state, &plan).expect_err("two minors");
+    assert_eq!(refused[0].code, "upgrade-skip-minor");
+    kubectl(tier, &["delete", "-f", &file, "--wait=false"]);
+    // The pod has no kubelet to finish its deletion: remove it at once.
+    kubectl(
+        tier,
+        &[
+            "-n",
+            "kube-system",
+            "delete",
+            "pod",
+            "kube-apiserver-up-cp1",
+            "--grace-period=0",
+            "--force",
+            "--ignore-not-found",
+        ],
+    );
+    // An admin kubeconfig that does not exist: a new cluster.
+    let out = host.run(&cluster::script("/nonexistent/admin.conf"));
+    assert_eq!(
+        cluster::parse(&String::from_utf8_lossy(&out.stdout)),
+        Ok(cluster::ClusterState::New)
+    );
 }
 
 fn flannel(host: &Host, tier: &Tier, cache: &Path) {

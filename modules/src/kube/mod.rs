@@ -21,6 +21,7 @@ use kwin_engine::module::ParamError;
 
 pub mod facts;
 mod script;
+pub mod upgrade;
 pub mod verify;
 
 pub mod apply;
