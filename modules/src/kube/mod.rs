@@ -8,6 +8,8 @@
 //! | `kubeadm_join` | Linux and Windows nodes | `kubeadm join` with a generated JoinConfiguration |
 //! | `kube_apply` | first control plane | server-side apply (`--field-manager=kwin`), checked by `kubectl diff --server-side` |
 //! | `kube_wait` | first control plane | waits until objects are rolled out / have a condition |
+//! | `kube_drain` | first control plane | cordons (with kwin's mark) and drains a Node until it runs a given kubelet |
+//! | `kube_uncordon` | first control plane | uncordons a Node kwin cordoned, once Ready at a given kubelet |
 //!
 //! Facts print a first line `kwin: <state>` followed by data, and are parsed by pure functions
 //! in [`facts`]; a fact that cannot answer exits non-zero. Every fact and step that talks to
@@ -25,10 +27,13 @@ pub mod upgrade;
 pub mod verify;
 
 pub mod apply;
+pub mod drain;
 pub mod join_data;
 pub mod kubeadm_init;
 pub mod kubeadm_join;
 pub mod kubeconfig;
+pub mod node;
+pub mod uncordon;
 pub mod wait;
 
 /// The Kubernetes modules: `kubeadm_join` runs on Linux and Windows nodes, the others only
@@ -37,6 +42,8 @@ pub static MODULES: &[Row] = &[
     row::<apply::KubeApply>(POSIX),
     row::<join_data::JoinData>(POSIX),
     row::<wait::KubeWait>(POSIX),
+    row::<drain::KubeDrain>(POSIX),
+    row::<uncordon::KubeUncordon>(POSIX),
     row::<kubeadm_init::KubeadmInit>(POSIX),
     row::<kubeadm_join::KubeadmJoin>(BOTH),
 ];
