@@ -8,6 +8,7 @@
 //! | `kubeadm_join` | Linux and Windows nodes | `kubeadm join` with a generated JoinConfiguration |
 //! | `kube_apply` | first control plane | server-side apply (`--field-manager=kwin`), checked by `kubectl diff --server-side` |
 //! | `kube_wait` | first control plane | waits until objects are rolled out / have a condition |
+//! | `kubeadm_upgrade` | Linux control planes and workers | `kubeadm upgrade apply` (first control plane) / `kubeadm upgrade node` to a version |
 //! | `kube_drain` | first control plane | cordons (with kwin's mark) and drains a Node until it runs a given kubelet |
 //! | `kube_uncordon` | first control plane | uncordons a Node kwin cordoned, once Ready at a given kubelet |
 //!
@@ -31,6 +32,7 @@ pub mod drain;
 pub mod join_data;
 pub mod kubeadm_init;
 pub mod kubeadm_join;
+pub mod kubeadm_upgrade;
 pub mod kubeconfig;
 pub mod node;
 pub mod uncordon;
@@ -46,6 +48,7 @@ pub static MODULES: &[Row] = &[
     row::<uncordon::KubeUncordon>(POSIX),
     row::<kubeadm_init::KubeadmInit>(POSIX),
     row::<kubeadm_join::KubeadmJoin>(BOTH),
+    row::<kubeadm_upgrade::KubeadmUpgrade>(POSIX),
 ];
 
 /// The admin kubeconfig kubeadm writes on a control plane.
