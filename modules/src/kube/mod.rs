@@ -9,6 +9,7 @@
 //! | `kube_apply` | first control plane | server-side apply (`--field-manager=kwin`), checked by `kubectl diff --server-side` |
 //! | `kube_wait` | first control plane | waits until objects are rolled out / have a condition |
 //! | `kubeadm_upgrade` | Linux control planes and workers | `kubeadm upgrade apply` (first control plane) / `kubeadm upgrade node` to a version |
+//! | `kubelet_restart` | Linux nodes | restarts the kubelet when the installed binary is not the version its Node reports |
 //! | `kube_drain` | first control plane | cordons (with kwin's mark) and drains a Node until it runs a given kubelet |
 //! | `kube_uncordon` | first control plane | uncordons a Node kwin cordoned, once Ready at a given kubelet |
 //!
@@ -34,6 +35,7 @@ pub mod kubeadm_init;
 pub mod kubeadm_join;
 pub mod kubeadm_upgrade;
 pub mod kubeconfig;
+pub mod kubelet_restart;
 pub mod node;
 pub mod uncordon;
 pub mod wait;
@@ -49,6 +51,7 @@ pub static MODULES: &[Row] = &[
     row::<kubeadm_init::KubeadmInit>(POSIX),
     row::<kubeadm_join::KubeadmJoin>(BOTH),
     row::<kubeadm_upgrade::KubeadmUpgrade>(POSIX),
+    row::<kubelet_restart::KubeletRestart>(POSIX),
 ];
 
 /// The admin kubeconfig kubeadm writes on a control plane.
