@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kwin_engine::pipeline::Flags;
 use kwin_modules::kube::verify as v;
 pub use kwin_modules::recipes::{request, Recipes};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -48,6 +49,8 @@ pub struct RunArgs {
     /// Record unknown host keys in .kwin/known_hosts next to the plan instead of refusing.
     #[arg(long)]
     pub accept_new_host_keys: bool,
+    #[command(flatten)]
+    pub vars: VarArgs,
 }
 
 impl RunArgs {
@@ -60,6 +63,22 @@ impl RunArgs {
     }
 }
 
+/// The plan's variables given on the command line (every command that reads a plan).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct VarArgs {
+    /// Value of the plan's variable NAME ([variables.NAME]); wins over the environment's
+    /// KWIN_VAR_NAME and the declared default. Repeatable.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+}
+
+impl VarArgs {
+    /// name → value; of two `--var` for one name, the last wins.
+    pub fn map(&self) -> BTreeMap<String, String> {
+        self.vars.iter().cloned().collect()
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Check a plan: every problem at once, with file:line:col. Exit 1 on any error.
@@ -67,12 +86,16 @@ pub enum Command {
         plan: PathBuf,
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
+        #[command(flatten)]
+        vars: VarArgs,
     },
     /// Print the task graph (DOT, or sorted text).
     Graph {
         plan: PathBuf,
         #[arg(long, value_enum, default_value_t)]
         format: GraphFormat,
+        #[command(flatten)]
+        vars: VarArgs,
     },
     /// Print the JSON Schema of the plan file (for editor completion).
     Schema,
@@ -83,6 +106,8 @@ pub enum Command {
         /// Write the table to this file instead of printing it.
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
+        #[command(flatten)]
+        vars: VarArgs,
     },
     /// List the modules a task can use, per OS, one line each.
     Modules,
@@ -219,6 +244,21 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("`{s}` is not a duration (e.g. 90s, 15m, 1h30m)"))
 }
 
+/// `NAME=VALUE` of `--var`: NAME as a plan declares it (letters, digits, `_`); VALUE may
+/// hold anything, `=` too.
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = s.split_once('=') else {
+        return Err(format!("`{s}` is not NAME=VALUE"));
+    };
+    let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok {
+        return Err(format!(
+            "`{name}` is not a variable name (letters, digits and `_`)"
+        ));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
 /// A module name `kwin doc` knows; else a usage error naming the closest one.
 fn parse_module(s: &str) -> Result<String, String> {
     kwin_modules::reference::find(s).map(|m| m.name.to_string())
@@ -242,5 +282,10 @@ mod tests {
         assert!(parse_url("https://example.com/x").is_ok());
         assert!(parse_url("ftp://example.com").is_err());
         assert!(parse_url("https://a b").is_err());
+        assert_eq!(parse_var("a_1=x=y"), Ok(("a_1".into(), "x=y".into())));
+        assert_eq!(parse_var("a="), Ok(("a".into(), String::new())));
+        assert!(parse_var("a").is_err());
+        assert!(parse_var("=x").is_err());
+        assert!(parse_var("a-b=x").is_err());
     }
 }

@@ -29,14 +29,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let out = output::Output::new(cli.command.output());
     let result = match cli.command {
-        Command::Validate { plan, .. } => cmd_validate::validate(&plan, &out),
+        Command::Validate { plan, vars, .. } => cmd_validate::validate(&plan, &vars, &out),
         Command::Schema => cmd_validate::schema(&out),
-        Command::Checksums { plan, write } => {
-            cmd_checksums::checksums(&plan, write.as_deref(), &out)
+        Command::Checksums { plan, write, vars } => {
+            cmd_checksums::checksums(&plan, write.as_deref(), &vars, &out)
         }
         Command::Modules => cmd_doc::modules(&out),
         Command::Doc { module } => cmd_doc::doc(&module, &out),
-        Command::Graph { plan, format } => cmd_graph::graph(&plan, format, &out),
+        Command::Graph { plan, format, vars } => cmd_graph::graph(&plan, format, &vars, &out),
         Command::Plan {
             run,
             detailed_exitcode,
