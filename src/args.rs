@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use kwin_engine::pipeline::Flags;
+use kwin_engine::plan::starter;
 use kwin_modules::kube::verify as v;
 pub use kwin_modules::recipes::{request, Recipes};
 use std::collections::BTreeMap;
@@ -11,7 +12,6 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(
     name = "kwin",
-    version,
     about = "Declarative provisioning of hybrid Linux/Windows Kubernetes clusters"
 )]
 pub struct Cli {
@@ -159,6 +159,105 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Write a commented starter plan that validates as written; edit the lines marked EDIT.
+    Init(InitArgs),
+    /// Print the shell completion script for SHELL (e.g. `kwin completions bash >
+    /// /etc/bash_completion.d/kwin`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print kwin's manual page (roff), or write one page per command into a directory.
+    Man {
+        /// Write kwin.1 and kwin-<command>.1 for every command here instead.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+/// `kwin init`: what the starter plan holds.
+#[derive(clap::Args, Debug, Clone)]
+pub struct InitArgs {
+    /// Where to write the plan; `-` prints it. An existing file is never overwritten.
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "FILE",
+        default_value = "plan.toml"
+    )]
+    pub out: PathBuf,
+    /// The pod network.
+    #[arg(long, value_enum, default_value_t = CniArg::Flannel)]
+    pub cni: CniArg,
+    /// Linux workers (besides the control plane).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = workers())]
+    pub linux_workers: u64,
+    /// Windows workers.
+    #[arg(long, value_name = "M", default_value_t = 1, value_parser = workers())]
+    pub windows_workers: u64,
+    /// How kwin reaches the Windows hosts: WinRM over HTTPS, or OpenSSH with PowerShell.
+    #[arg(long, value_enum, default_value_t = WindowsTransportArg::Winrm)]
+    pub windows_transport: WindowsTransportArg,
+    /// The cluster's Kubernetes release (x.y.z of a minor kwin knows); default: the release
+    /// kwin's examples use.
+    #[arg(long, value_name = "X.Y.Z", value_parser = parse_kubernetes_version)]
+    pub kubernetes_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CniArg {
+    Flannel,
+    Calico,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WindowsTransportArg {
+    Winrm,
+    Ssh,
+}
+
+impl InitArgs {
+    /// The starter plan these arguments ask for.
+    pub fn starter(&self) -> starter::Starter {
+        let count = |n: u64| usize::try_from(n).unwrap_or(starter::MAX_WORKERS);
+        starter::Starter {
+            cni: match self.cni {
+                CniArg::Flannel => starter::Cni::Flannel,
+                CniArg::Calico => starter::Cni::Calico,
+            },
+            linux_workers: count(self.linux_workers),
+            windows_workers: count(self.windows_workers),
+            windows_transport: match self.windows_transport {
+                WindowsTransportArg::Winrm => starter::WindowsTransport::Winrm,
+                WindowsTransportArg::Ssh => starter::WindowsTransport::Ssh,
+            },
+            kubernetes_version: self
+                .kubernetes_version
+                .clone()
+                .unwrap_or_else(|| starter::Starter::default().kubernetes_version),
+        }
+    }
+}
+
+/// 0 to [`starter::MAX_WORKERS`] workers.
+fn workers() -> clap::builder::RangedU64ValueParser {
+    clap::value_parser!(u64).range(0..=starter::MAX_WORKERS as u64)
+}
+
+/// A full `x.y.z` of a Kubernetes minor kwin knows.
+fn parse_kubernetes_version(s: &str) -> Result<String, String> {
+    use kwin_engine::plan::versions;
+    let v = kwin_engine::plan::syntax::version(s, false).map_err(|e| format!("`{s}`: {e}"))?;
+    let minor = versions::Version(vec![v.major, v.minor]);
+    if versions::known_minors().contains(&minor) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "`{s}`: kwin knows Kubernetes {} to {}",
+            versions::oldest(),
+            versions::newest()
+        ))
+    }
 }
 
 impl Command {
@@ -170,7 +269,10 @@ impl Command {
             | Command::Checksums { .. }
             | Command::Modules
             | Command::Doc { .. }
-            | Command::Graph { .. } => OutputFormat::Human,
+            | Command::Graph { .. }
+            | Command::Init(_)
+            | Command::Completions { .. }
+            | Command::Man { .. } => OutputFormat::Human,
             Command::Plan { run, .. }
             | Command::Apply { run, .. }
             | Command::Kubeconfig { run, .. }
@@ -287,5 +389,9 @@ mod tests {
         assert!(parse_var("a").is_err());
         assert!(parse_var("=x").is_err());
         assert!(parse_var("a-b=x").is_err());
+        assert!(parse_kubernetes_version("1.31.4").is_ok());
+        assert!(parse_kubernetes_version("1.31").is_err());
+        assert!(parse_kubernetes_version("v1.31.4").is_err());
+        assert!(parse_kubernetes_version("1.99.0").is_err());
     }
 }
