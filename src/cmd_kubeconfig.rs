@@ -16,7 +16,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(&run.plan, Recipes::Build, ChecksumMode::Known, false);
+    let req =
+        request(&run.plan, Recipes::Build, ChecksumMode::Known, false).with_vars(run.vars.map());
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };

@@ -19,7 +19,8 @@ use kwin_engine::pipeline::ChecksumMode;
 use std::process::ExitCode;
 
 pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(&run.plan, Recipes::Reset, ChecksumMode::Known, false);
+    let req =
+        request(&run.plan, Recipes::Reset, ChecksumMode::Known, false).with_vars(run.vars.map());
     let Some(p) = crate::drive::ready(out, crate::drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };

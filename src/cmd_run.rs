@@ -12,7 +12,8 @@ use kwin_engine::pipeline::{self, ChecksumMode, Outcome, Prepared, Session};
 use std::process::ExitCode;
 
 pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(&run.plan, Recipes::Build, ChecksumMode::Fetch, false);
+    let req =
+        request(&run.plan, Recipes::Build, ChecksumMode::Fetch, false).with_vars(run.vars.map());
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };
@@ -31,7 +32,8 @@ pub fn apply(
     } else {
         (Mode::Apply, "apply")
     };
-    let req = request(&run.plan, Recipes::Build, ChecksumMode::Fetch, no_verify);
+    let req = request(&run.plan, Recipes::Build, ChecksumMode::Fetch, no_verify)
+        .with_vars(run.vars.map());
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };

@@ -12,7 +12,8 @@ use kwin_modules::kube::verify::{self, VerifyOptions, VerifySpec};
 use std::process::ExitCode;
 
 pub fn verify(run: &RunArgs, args: &VerifyArgs, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(&run.plan, Recipes::Build, ChecksumMode::Known, false);
+    let req =
+        request(&run.plan, Recipes::Build, ChecksumMode::Known, false).with_vars(run.vars.map());
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };

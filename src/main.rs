@@ -11,7 +11,9 @@ mod args;
 mod cmd_checksums;
 mod cmd_doc;
 mod cmd_graph;
+mod cmd_init;
 mod cmd_kubeconfig;
+mod cmd_meta;
 mod cmd_reset;
 mod cmd_run;
 mod cmd_validate;
@@ -20,23 +22,22 @@ mod drive;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 mod output;
 
-use args::{Cli, Command};
+use args::Command;
 pub use args::{GraphFormat, OutputFormat, RunArgs};
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cmd_meta::parse();
     let out = output::Output::new(cli.command.output());
     let result = match cli.command {
-        Command::Validate { plan, .. } => cmd_validate::validate(&plan, &out),
+        Command::Validate { plan, vars, .. } => cmd_validate::validate(&plan, &vars, &out),
         Command::Schema => cmd_validate::schema(&out),
-        Command::Checksums { plan, write } => {
-            cmd_checksums::checksums(&plan, write.as_deref(), &out)
+        Command::Checksums { plan, write, vars } => {
+            cmd_checksums::checksums(&plan, write.as_deref(), &vars, &out)
         }
         Command::Modules => cmd_doc::modules(&out),
         Command::Doc { module } => cmd_doc::doc(&module, &out),
-        Command::Graph { plan, format } => cmd_graph::graph(&plan, format, &out),
+        Command::Graph { plan, format, vars } => cmd_graph::graph(&plan, format, &vars, &out),
         Command::Plan {
             run,
             detailed_exitcode,
@@ -49,6 +50,9 @@ fn main() -> ExitCode {
         Command::Kubeconfig { run, out: file } => cmd_kubeconfig::kubeconfig(&run, file, &out),
         Command::Verify { run, verify } => cmd_verify::verify(&run, &verify, &out),
         Command::Reset { run, yes } => cmd_reset::reset(&run, yes, &out),
+        Command::Init(init) => cmd_init::init(&init, &out),
+        Command::Completions { shell } => cmd_meta::completions(shell, &out),
+        Command::Man { out_dir } => cmd_meta::man(out_dir.as_deref(), &out),
     };
     match result {
         Ok(code) => code,
