@@ -11,4 +11,5 @@
 //! plane and hands the answer to [`cluster::parse`] and [`skew::check`].
 
 pub mod cluster;
+pub mod gate;
 pub mod skew;
