@@ -348,7 +348,7 @@ spec:
     assert_eq!(u.control_planes, ["up-cp1"]);
     assert_eq!(u.resume.len(), 1);
     let refused = skew::check(&v("1.33.1"), &state, &plan).expect_err("two minors");
-    assert_eq!(refused[0].code, "upgrade-skip-minor");
+    assert_eq!(refused[0].code, skew::Code::SkipMinor);
     kubectl(tier, &["delete", "-f", &file, "--wait=false"]);
     // The pod has no kubelet to finish its deletion: remove it at once.
     kubectl(

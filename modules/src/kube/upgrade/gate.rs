@@ -9,6 +9,7 @@
 
 use super::cluster::{self, ClusterState};
 use super::skew::{self, PlanNode, Refusal, Verdict};
+use kwin_engine::diag::{Diagnostic, Diagnostics};
 use kwin_engine::pipeline::{Remote, RemoteError, RunKind};
 use kwin_engine::plan::effective::Effective;
 use kwin_engine::plan::model::Role;
@@ -23,6 +24,10 @@ pub struct GateSpec {
     /// The plan's nodes in plan order (a Node is named after its host).
     pub nodes: Vec<PlanNode>,
     pub kubeconfig: String,
+    /// Whether kwin may carry out an allowed upgrade. Until the upgrade recipes exist, a plan
+    /// whose version differs from what the cluster runs is refused (`upgrade-not-supported`):
+    /// the build recipes alone would re-pin the packages without `kubeadm upgrade`.
+    pub upgrades: bool,
 }
 
 impl GateSpec {
@@ -41,6 +46,7 @@ impl GateSpec {
             target,
             nodes,
             kubeconfig: super::super::ADMIN_CONF.to_string(),
+            upgrades: false,
         })
     }
 }
@@ -83,5 +89,91 @@ pub async fn check(remote: &dyn Remote, spec: &GateSpec) -> Result<Verdict, Gate
     }
     let state: ClusterState =
         cluster::parse(&String::from_utf8_lossy(&out.stdout)).map_err(unknown)?;
-    skew::check(&spec.target, &state, &spec.nodes).map_err(GateError::Refused)
+    let verdict = skew::check(&spec.target, &state, &spec.nodes).map_err(GateError::Refused)?;
+    match &verdict {
+        Verdict::Upgrade(u) if !spec.upgrades => {
+            let what = if u.control_planes.is_empty() {
+                let nodes: Vec<String> = u
+                    .kubelets
+                    .iter()
+                    .map(|(n, v)| format!("{n} runs kubelet v{v}"))
+                    .collect();
+                if nodes.is_empty() {
+                    "nodes are still cordoned by an earlier upgrade".to_string()
+                } else {
+                    nodes.join(", ")
+                }
+            } else {
+                format!("the control plane runs v{}", u.from)
+            };
+            Err(GateError::Refused(vec![Refusal {
+                code: skew::Code::NotSupported,
+                at: skew::At::Version,
+                summary: format!(
+                    "kubernetes_version {} differs from what the cluster runs ({what}): this kwin does not upgrade a running cluster, and applying the plan would re-pin packages without `kubeadm upgrade`",
+                    spec.target
+                ),
+                hint: format!(
+                    "set kubernetes_version = \"{}\" (what the cluster runs), or upgrade it with kubeadm (kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade) first",
+                    u.from
+                ),
+            }]))
+        }
+        _ => Ok(verdict),
+    }
+}
+
+/// Why the gate stopped a run, as diagnostics.
+pub fn error_diagnostics(e: &GateError, plan: &LoadedPlan, first_cp: &str) -> Diagnostics {
+    match e {
+        GateError::Refused(r) => diagnostics(r, plan),
+        GateError::Unknown(why) => {
+            let at = plan
+                .host(first_cp)
+                .and_then(|h| plan.loc(&format!("hosts[{}].name", h.index)));
+            let mut d = Diagnostics::default();
+            d.push(
+                Diagnostic::error("upgrade-unreachable", why.clone())
+                    .with_hint("check the connection to the first control plane (`kwin facts --limit` it, or its host log under .kwin/logs/), then run kwin again")
+                    .at(at),
+            );
+            d
+        }
+        GateError::Interrupted => Diagnostics::default(),
+    }
+}
+
+/// The refusals as diagnostics at the plan's `cluster.kubernetes_version` or the host's
+/// `[[hosts]]` entry.
+pub fn diagnostics(refusals: &[Refusal], plan: &LoadedPlan) -> Diagnostics {
+    let mut d = Diagnostics::default();
+    for r in refusals {
+        let at = match &r.at {
+            skew::At::Version => plan.loc("cluster.kubernetes_version"),
+            skew::At::Host(name) => plan
+                .host(name)
+                .and_then(|h| plan.loc(&format!("hosts[{}].name", h.index))),
+        };
+        d.push(
+            error(r.code, r.summary.clone())
+                .with_hint(r.hint.clone())
+                .at(at),
+        );
+    }
+    d
+}
+
+/// The diagnostic of a refusal code: each code written out, so the table of diagnostic codes
+/// (docs/diagnostics.md, checked against the source) sees every one.
+fn error(code: skew::Code, summary: String) -> Diagnostic {
+    use skew::Code as C;
+    match code {
+        C::Downgrade => Diagnostic::error("upgrade-downgrade", summary),
+        C::SkipMinor => Diagnostic::error("upgrade-skip-minor", summary),
+        C::KubeletNewer => Diagnostic::error("upgrade-kubelet-newer", summary),
+        C::KubeletTooOld => Diagnostic::error("upgrade-kubelet-too-old", summary),
+        C::Unreachable => Diagnostic::error("upgrade-unreachable", summary),
+        C::NotKubeadm => Diagnostic::error("upgrade-not-kubeadm", summary),
+        C::NotSupported => Diagnostic::error("upgrade-not-supported", summary),
+    }
 }

@@ -35,10 +35,36 @@ pub enum At {
     Host(String),
 }
 
+/// The diagnostic codes of the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    Downgrade,
+    SkipMinor,
+    KubeletNewer,
+    KubeletTooOld,
+    Unreachable,
+    NotKubeadm,
+    NotSupported,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Downgrade => "upgrade-downgrade",
+            Code::SkipMinor => "upgrade-skip-minor",
+            Code::KubeletNewer => "upgrade-kubelet-newer",
+            Code::KubeletTooOld => "upgrade-kubelet-too-old",
+            Code::Unreachable => "upgrade-unreachable",
+            Code::NotKubeadm => "upgrade-not-kubeadm",
+            Code::NotSupported => "upgrade-not-supported",
+        }
+    }
+}
+
 /// One broken rule: a diagnostic code, what is wrong, and what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pub code: &'static str,
+    pub code: Code,
     pub at: At,
     pub summary: String,
     pub hint: String,
@@ -84,7 +110,7 @@ pub fn check(
         ClusterState::New => return Ok(Verdict::NewCluster),
         ClusterState::Unreachable(why) => {
             return Err(vec![Refusal {
-                code: "upgrade-unreachable",
+                code: Code::Unreachable,
                 at: At::Version,
                 summary: format!(
                     "the cluster is initialised but its API server does not answer ({}): kwin cannot check the version skew policy, so it changes nothing",
@@ -101,7 +127,7 @@ pub fn check(
         f.apiservers.iter().max_by(|a, b| a.1.cmp(b.1)),
     ) else {
         return Err(vec![Refusal {
-            code: "upgrade-not-kubeadm",
+            code: Code::NotKubeadm,
             at: At::Version,
             summary: "the cluster has no kube-apiserver mirror pods in kube-system: it is not a kubeadm control plane with static pods, which is what kwin builds and upgrades".into(),
             hint: "kwin upgrades only clusters it built with kubeadm; upgrade this one with its own tooling".into(),
@@ -110,7 +136,7 @@ pub fn check(
     let t = format!("{target}");
     if target < a1 {
         refusals.push(Refusal {
-            code: "upgrade-downgrade",
+            code: Code::Downgrade,
             at: At::Version,
             summary: format!(
                 "kubernetes_version {t} is older than the control plane ({new_cp} runs v{a1}): kwin never downgrades a cluster"
@@ -119,7 +145,7 @@ pub fn check(
         });
     } else if target.major != a0.major || target.minor > a0.minor + 1 {
         refusals.push(Refusal {
-            code: "upgrade-skip-minor",
+            code: Code::SkipMinor,
             at: At::Version,
             summary: format!(
                 "kubernetes_version {t} is more than one minor above the control plane ({old_cp} runs v{a0}): the version skew policy says kube-apiserver must not skip minor versions when upgrading"
@@ -148,7 +174,7 @@ pub fn check(
                 continue;
             }
             refusals.push(Refusal {
-                code: "upgrade-kubelet-newer",
+                code: Code::KubeletNewer,
                 at: At::Host(n.name.clone()),
                 summary: format!(
                     "{} runs kubelet v{k}, newer than kubernetes_version {t}: the version skew policy forbids a kubelet newer than kube-apiserver, and kwin never downgrades a kubelet",
@@ -161,7 +187,7 @@ pub fn check(
             let allowed = if k.minor < 25 { 2 } else { 3 };
             if target.minor > k.minor + allowed {
                 refusals.push(Refusal {
-                    code: "upgrade-kubelet-too-old",
+                    code: Code::KubeletTooOld,
                     at: At::Host(n.name.clone()),
                     summary: format!(
                         "{}'s kubelet v{k} would be {} minors behind {t}; the version skew policy allows {allowed}",
@@ -269,7 +295,10 @@ mod tests {
     }
 
     fn codes(r: Result<Verdict, Vec<Refusal>>) -> Vec<&'static str> {
-        r.expect_err("refused").iter().map(|r| r.code).collect()
+        r.expect_err("refused")
+            .iter()
+            .map(|r| r.code.as_str())
+            .collect()
     }
 
     #[test]
@@ -318,7 +347,7 @@ mod tests {
     fn two_minors_a_downgrade_and_a_major_are_refused_with_the_next_step() {
         let c = cluster(&[("cp1", "1.31.4")], &[("cp1", "1.31.4")]);
         let r = check(&v("1.33.1"), &c, &plan()).expect_err("refused");
-        assert_eq!(r[0].code, "upgrade-skip-minor");
+        assert_eq!(r[0].code, Code::SkipMinor);
         assert!(r[0].hint.contains("1.32.<patch>"), "{}", r[0].hint);
         assert_eq!(
             codes(check(&v("1.31.3"), &c, &plan())),
@@ -335,7 +364,7 @@ mod tests {
         let c = cluster(&[("cp1", "1.31.4")], &[("cp1", "1.31.4"), ("w2", "1.31.9")]);
         let r = check(&v("1.31.5"), &c, &plan()).expect_err("refused");
         assert_eq!(r.len(), 1);
-        assert_eq!(r[0].code, "upgrade-kubelet-newer");
+        assert_eq!(r[0].code, Code::KubeletNewer);
         assert_eq!(r[0].at, At::Host("w2".into()));
     }
 
@@ -346,7 +375,7 @@ mod tests {
         let r = check(&v("1.32.0"), &c, &plan()).expect_err("refused");
         let hosts: Vec<&At> = r.iter().map(|r| &r.at).collect();
         assert_eq!(hosts, [&At::Host("w1".into()), &At::Host("w2".into())]);
-        assert!(r.iter().all(|r| r.code == "upgrade-kubelet-too-old"));
+        assert!(r.iter().all(|r| r.code == Code::KubeletTooOld));
         let c = cluster(&[("cp1", "1.31.4")], &[("w1", "1.28.2")]);
         assert!(
             check(&v("1.31.4"), &c, &plan()).is_ok(),
@@ -391,7 +420,7 @@ mod tests {
             &plan(),
         )
         .expect_err("refused");
-        assert_eq!(r[0].code, "upgrade-unreachable");
+        assert_eq!(r[0].code, Code::Unreachable);
         assert!(r[0].summary.contains("connection refused") && !r[0].summary.contains("more"));
         assert_eq!(
             codes(check(&v("1.31.4"), &cluster(&[], &[]), &plan())),
