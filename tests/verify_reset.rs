@@ -208,6 +208,21 @@ impl Tier {
         self.set_ready(name, ready);
     }
 
+    /// The kube-apiserver mirror pod a kubelet posts for a kubeadm control plane's static
+    /// pod, at `version`: what the upgrade gate reads the cluster's version from.
+    fn mirror_apiserver(&self, node: &str, version: &str) {
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("kube-apiserver-{node}"), "namespace": "kube-system",
+                "labels": {"component": "kube-apiserver", "tier": "control-plane"}},
+            "spec": {"nodeName": node, "containers": [{"name": "kube-apiserver",
+                "image": format!("registry.k8s.io/kube-apiserver:v{version}")}]}
+        });
+        let file = self.state.join(format!("mirror-{node}.json"));
+        std::fs::write(&file, pod.to_string()).expect("write pod");
+        self.kubectl(&["apply", "-f", &file.display().to_string()]);
+    }
+
     fn set_ready(&self, name: &str, ready: bool) {
         let cond = if ready {
             serde_json::json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"})
@@ -595,6 +610,7 @@ fn reset_on_lab_hosts() {
         lab.sh(h, KUBEADM_LEFTOVERS);
         tier.node(h, &[("kubernetes.io/os", "linux")], &[], true);
     }
+    tier.mirror_apiserver("h1", "1.31.4");
     install_admin_conf(&lab, &conf);
     lab.sh(
         "h1",

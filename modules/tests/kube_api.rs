@@ -332,7 +332,7 @@ spec:
         .expect("kubeadm wrote kubernetesVersion");
     assert_eq!(f.cluster_version, Some(v(uploaded.trim())), "{config}");
     let w1 = &f.nodes["up-w1"];
-    assert_eq!(w1.kubelet, v("1.30.9"));
+    assert_eq!(w1.kubelet, Some(v("1.30.9")));
     assert!(
         w1.unschedulable && !w1.ready && w1.kwin_mark.is_some(),
         "{w1:?}"

@@ -44,7 +44,8 @@ pub struct ClusterFacts {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeFacts {
-    pub kubelet: Version,
+    /// `None` when the Node reports no kubelet version (created, never posted by a kubelet).
+    pub kubelet: Option<Version>,
     pub ready: bool,
     pub unschedulable: bool,
     /// `kwin.dev/cordoned`, when kwin cordoned the node and has not uncordoned it yet.
@@ -171,7 +172,7 @@ fn nodes(text: &str) -> Result<BTreeMap<String, NodeFacts>, String> {
         };
         let kubelet = node["status"]["nodeInfo"]["kubeletVersion"]
             .as_str()
-            .ok_or_else(|| format!("node {name} reports no kubelet version"))?;
+            .filter(|v| !v.is_empty());
         let ready = node["status"]["conditions"]
             .as_array()
             .into_iter()
@@ -180,7 +181,9 @@ fn nodes(text: &str) -> Result<BTreeMap<String, NodeFacts>, String> {
         out.insert(
             name.to_string(),
             NodeFacts {
-                kubelet: kube_version(kubelet).map_err(|e| format!("node {name}: {e}"))?,
+                kubelet: kubelet
+                    .map(|v| kube_version(v).map_err(|e| format!("node {name}: {e}")))
+                    .transpose()?,
                 ready,
                 unschedulable: node["spec"]["unschedulable"].as_bool().unwrap_or(false),
                 kwin_mark: node["metadata"]["annotations"][CORDON_MARK]
@@ -244,7 +247,7 @@ mod tests {
         // A registry with a port is not mistaken for the tag.
         assert_eq!(f.apiservers["cp2"], Version::new(1, 32, 5));
         assert_eq!(f.cluster_version, Some(Version::new(1, 31, 4)));
-        assert_eq!(f.nodes["w1"].kubelet, Version::new(1, 30, 2));
+        assert_eq!(f.nodes["w1"].kubelet, Some(Version::new(1, 30, 2)));
         assert!(f.nodes["cp1"].ready && !f.nodes["w1"].ready);
         assert!(f.nodes["w1"].unschedulable);
     }
@@ -260,6 +263,16 @@ mod tests {
         );
         assert!(parse("garbage").is_err());
         assert!(parse("kwin: running\nkwin: apiservers\n{not json\n").is_err());
+        // A Node no kubelet has posted status for has no version: not an error.
+        let bare = answer(
+            &[pod("cp1", "registry.k8s.io/kube-apiserver:v1.31.4")],
+            "",
+            &[serde_json::json!({"metadata": {"name": "n"}, "spec": {}, "status": {}})],
+        );
+        let Ok(ClusterState::Running(f)) = parse(&bare) else {
+            panic!("a bare Node is read")
+        };
+        assert_eq!(f.nodes["n"].kubelet, None);
         let untagged = answer(&[pod("cp1", "registry.k8s.io/kube-apiserver")], "", &[]);
         assert!(parse(&untagged)
             .expect_err("no tag")

@@ -122,14 +122,26 @@ pub fn check(
         ClusterState::Running(f) => f,
     };
     let mut refusals = Vec::new();
+    // No mirror pod yet (a kubelet that has not posted it since `kubeadm init`): what kubeadm
+    // recorded in kubeadm-config stands for the control plane.
+    let recorded: std::collections::BTreeMap<String, Version> = f
+        .cluster_version
+        .iter()
+        .map(|v| ("kubeadm-config".to_string(), v.clone()))
+        .collect();
+    let servers = if f.apiservers.is_empty() {
+        &recorded
+    } else {
+        &f.apiservers
+    };
     let (Some((old_cp, a0)), Some((new_cp, a1))) = (
-        f.apiservers.iter().min_by(|a, b| a.1.cmp(b.1)),
-        f.apiservers.iter().max_by(|a, b| a.1.cmp(b.1)),
+        servers.iter().min_by(|a, b| a.1.cmp(b.1)),
+        servers.iter().max_by(|a, b| a.1.cmp(b.1)),
     ) else {
         return Err(vec![Refusal {
             code: Code::NotKubeadm,
             at: At::Version,
-            summary: "the cluster has no kube-apiserver mirror pods in kube-system: it is not a kubeadm control plane with static pods, which is what kwin builds and upgrades".into(),
+            summary: "the cluster has no kube-apiserver mirror pods in kube-system and no kubeadm-config: it is not a kubeadm control plane with static pods, which is what kwin builds and upgrades".into(),
             hint: "kwin upgrades only clusters it built with kubeadm; upgrade this one with its own tooling".into(),
         }]);
     };
@@ -165,10 +177,9 @@ pub fn check(
     // A downgrade makes every kubelet newer than the target: one refusal says it.
     let downgrade = !refusals.is_empty() && target < a1;
     for n in nodes {
-        let Some(node) = f.nodes.get(&n.name) else {
+        let Some(k) = f.nodes.get(&n.name).and_then(|n| n.kubelet.as_ref()) else {
             continue;
         };
-        let k = &node.kubelet;
         if k > target {
             if downgrade {
                 continue;
@@ -206,14 +217,25 @@ pub fn check(
     if !refusals.is_empty() {
         return Err(refusals);
     }
-    Ok(verdict(target, a0, f, nodes))
+    Ok(verdict(target, a0, f, nodes, servers))
 }
 
-fn verdict(target: &Version, a0: &Version, f: &ClusterFacts, nodes: &[PlanNode]) -> Verdict {
+fn verdict(
+    target: &Version,
+    a0: &Version,
+    f: &ClusterFacts,
+    nodes: &[PlanNode],
+    servers: &std::collections::BTreeMap<String, Version>,
+) -> Verdict {
+    let behind = servers.values().any(|v| v != target);
     let control_planes: Vec<String> = nodes
         .iter()
         .filter(|n| n.control_plane)
-        .filter(|n| f.apiservers.get(&n.name).is_some_and(|v| v != target))
+        .filter(|n| match f.apiservers.get(&n.name) {
+            Some(v) => v != target,
+            // Known only from kubeadm-config: every control plane follows it.
+            None => f.apiservers.is_empty() && behind,
+        })
         .map(|n| n.name.clone())
         .collect();
     let order = nodes
@@ -222,8 +244,8 @@ fn verdict(target: &Version, a0: &Version, f: &ClusterFacts, nodes: &[PlanNode])
         .chain(nodes.iter().filter(|n| !n.control_plane));
     let kubelets: Vec<(String, Version)> = order
         .filter_map(|n| {
-            let node = f.nodes.get(&n.name)?;
-            (node.kubelet != *target).then(|| (n.name.clone(), node.kubelet.clone()))
+            let k = f.nodes.get(&n.name)?.kubelet.as_ref()?;
+            (k != target).then(|| (n.name.clone(), k.clone()))
         })
         .collect();
     let resume: Vec<(String, String)> = nodes
@@ -274,7 +296,7 @@ mod tests {
             f.nodes.insert(
                 n.to_string(),
                 NodeFacts {
-                    kubelet: v(ver),
+                    kubelet: Some(v(ver)),
                     ready: true,
                     unschedulable: false,
                     kwin_mark: None,
@@ -410,6 +432,26 @@ mod tests {
             codes(check(&v("1.33.0"), &c, &nodes)),
             ["upgrade-skip-minor"]
         );
+    }
+
+    #[test]
+    fn without_mirror_pods_kubeadm_config_stands_for_the_control_plane() {
+        let mut c = cluster(&[], &[("cp1", "1.31.4")]);
+        if let ClusterState::Running(f) = &mut c {
+            f.cluster_version = Some(v("1.31.4"));
+        }
+        assert_eq!(
+            check(&v("1.31.4"), &c, &plan()),
+            Ok(Verdict::Current(v("1.31.4")))
+        );
+        assert_eq!(
+            codes(check(&v("1.33.1"), &c, &plan())),
+            ["upgrade-skip-minor"]
+        );
+        let Ok(Verdict::Upgrade(u)) = check(&v("1.32.5"), &c, &plan()) else {
+            panic!("an upgrade")
+        };
+        assert_eq!(u.control_planes, ["cp1"]);
     }
 
     #[test]
