@@ -1,7 +1,7 @@
 //! The command line: clap's types, their checks, and how they become a pipeline request.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use kwin_engine::pipeline::Flags;
+use kwin_engine::pipeline::{ChecksumMode, Flags, Request};
 use kwin_modules::kube::verify as v;
 pub use kwin_modules::recipes::{request, Recipes};
 use std::path::PathBuf;
@@ -48,9 +48,26 @@ pub struct RunArgs {
     /// Record unknown host keys in .kwin/known_hosts next to the plan instead of refusing.
     #[arg(long)]
     pub accept_new_host_keys: bool,
+    /// Work on these hosts only: host names, role:R (control-plane, worker), os:O (linux,
+    /// windows), comma-separated; repeated options unite. Hosts the chosen ones need are
+    /// read, not changed; no other host is connected to.
+    #[arg(long, value_name = "SELECTOR")]
+    pub limit: Vec<String>,
 }
 
 impl RunArgs {
+    /// The pipeline request of this command on the plan, with `--limit`.
+    pub fn request(
+        &self,
+        recipes: Recipes,
+        checksums: ChecksumMode,
+        no_verify: bool,
+    ) -> Request<'_> {
+        let mut req = request(&self.plan, recipes, checksums, no_verify);
+        req.limit = self.limit.clone();
+        req
+    }
+
     /// What a session takes from the command line.
     pub fn flags(&self) -> Flags {
         Flags {

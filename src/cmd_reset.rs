@@ -12,14 +12,14 @@
 //! Asks for the cluster name on the terminal unless `--yes`; without a terminal and without
 //! `--yes` it refuses.
 
-use crate::args::{request, Recipes, RunArgs};
+use crate::args::{Recipes, RunArgs};
 use crate::output::Output;
 use kwin_engine::event::Mode;
 use kwin_engine::pipeline::ChecksumMode;
 use std::process::ExitCode;
 
 pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(&run.plan, Recipes::Reset, ChecksumMode::Known, false);
+    let req = run.request(Recipes::Reset, ChecksumMode::Known, false);
     let Some(p) = crate::drive::ready(out, crate::drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };

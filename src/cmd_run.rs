@@ -4,7 +4,7 @@
 //! the executor. After a clean apply of a plan whose `cluster.verify` is on (the default) and
 //! without `--no-verify`: `kwin verify`.
 
-use crate::args::{request, Recipes, RunArgs, VerifyArgs};
+use crate::args::{Recipes, RunArgs, VerifyArgs};
 use crate::drive::{self, Render};
 use crate::output::Output;
 use kwin_engine::event::Mode;
@@ -12,7 +12,7 @@ use kwin_engine::pipeline::{self, ChecksumMode, Outcome, Prepared, Session};
 use std::process::ExitCode;
 
 pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(&run.plan, Recipes::Build, ChecksumMode::Fetch, false);
+    let req = run.request(Recipes::Build, ChecksumMode::Fetch, false);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };
@@ -31,7 +31,7 @@ pub fn apply(
     } else {
         (Mode::Apply, "apply")
     };
-    let req = request(&run.plan, Recipes::Build, ChecksumMode::Fetch, no_verify);
+    let req = run.request(Recipes::Build, ChecksumMode::Fetch, no_verify);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };

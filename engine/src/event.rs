@@ -97,6 +97,15 @@ pub enum Event {
         reason: String,
         diff: Option<String>,
     },
+    /// Under `--limit`: a host that is part of the run without being chosen. Its `tasks`
+    /// are read, not changed (`for_hosts` need them, e.g. join data); `acting` are its
+    /// tasks that act for the chosen hosts (reset's drain).
+    HostReadOnly {
+        host: String,
+        tasks: Vec<String>,
+        for_hosts: Vec<String>,
+        acting: Vec<String>,
+    },
     TaskStarted {
         host: String,
         task: String,

@@ -163,6 +163,28 @@ impl Human {
                 self.rows.entry(host.clone()).or_default();
                 self.update_bar(&host);
             }
+            Event::HostReadOnly {
+                host,
+                tasks,
+                for_hosts,
+                acting,
+            } => {
+                let mut l = format!("{host}: read only");
+                if !tasks.is_empty() {
+                    l.push_str(&format!(
+                        " ({} for {})",
+                        tasks.join(", "),
+                        for_hosts.join(", ")
+                    ));
+                }
+                if !acting.is_empty() {
+                    l.push_str(&format!(
+                        "; runs {} for the chosen hosts",
+                        acting.join(", ")
+                    ));
+                }
+                self.line(l);
+            }
             Event::TaskStarted { host, task } => {
                 // `kwin verify` has few, long phases: say each one also without a terminal.
                 if self.what == "verify" && self.bars.is_none() {

@@ -158,6 +158,7 @@ impl Journal {
             }
             Event::RunStarted { .. }
             | Event::TaskStarted { .. }
+            | Event::HostReadOnly { .. }
             | Event::Warning { .. }
             | Event::Check { .. }
             | Event::VerifySummary { .. } => {}

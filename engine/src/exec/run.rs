@@ -5,6 +5,7 @@
 
 use super::retention::Retention;
 use crate::event::{Counts, EventSink, Mode};
+use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
 use crate::module::build::Modules;
 use crate::secret::Scrubber;
@@ -121,7 +122,10 @@ pub struct Run {
     pub graph: Arc<TaskGraph>,
     /// Every task's module, by node index, built before the run (`module::build`).
     pub modules: Modules,
-    /// Every host of the plan (hosts without tasks are connected to and reported too).
+    /// Which tasks run, which are read only, which are out (`--limit`; `Scope::all()`
+    /// without it).
+    pub scope: Scope,
+    /// Every host of the run (hosts without tasks are connected to and reported too).
     pub hosts: Vec<HostHandle>,
     pub options: RunOptions,
     pub scrubber: Scrubber,

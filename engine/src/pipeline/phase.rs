@@ -35,6 +35,8 @@ pub struct Request<'a> {
     /// `apply --no-verify`: expand as if `cluster.verify = false`.
     pub no_verify: bool,
     pub checksums: ChecksumMode,
+    /// `--limit` selectors (`plan::limit`): empty, every host.
+    pub limit: Vec<String>,
 }
 
 /// Whether the plan's own `[[tasks]]` become tasks.

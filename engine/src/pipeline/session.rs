@@ -17,6 +17,7 @@ use crate::exec::lock::Lock;
 use crate::exec::logs::HostLog;
 use crate::exec::retention::Retention;
 use crate::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
+use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
 use crate::module::build::Modules;
 use crate::plan::effective::SettingsEff;
@@ -162,15 +163,21 @@ impl Session {
         &self.hosts[i].1
     }
 
-    /// A transport for every host of the plan.
-    pub fn open_hosts(&mut self, plan: &LoadedPlan) {
-        for h in &plan.hosts {
+    /// A transport for every host of the plan that is part of the run (`--limit`: the
+    /// chosen hosts and those they need; no other host is connected to).
+    pub fn open_hosts(&mut self, plan: &LoadedPlan, scope: &Scope) {
+        for h in plan.hosts.iter().filter(|h| scope.has_host(&h.name)) {
             self.made(h);
         }
     }
 
     /// Phase 8: the executor over every host opened.
-    pub async fn execute(&mut self, graph: Arc<TaskGraph>, modules: Modules) -> RunSummary {
+    pub async fn execute(
+        &mut self,
+        graph: Arc<TaskGraph>,
+        modules: Modules,
+        scope: Scope,
+    ) -> RunSummary {
         let hosts = self
             .hosts
             .iter()
@@ -182,6 +189,7 @@ impl Session {
         execute(Run {
             graph,
             modules,
+            scope,
             hosts,
             options: self.opts.clone(),
             scrubber: self.scrubber.clone(),
