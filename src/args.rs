@@ -143,6 +143,22 @@ pub enum Command {
         #[command(flatten)]
         verify: VerifyArgs,
     },
+    /// Run a command line on the chosen hosts (sh on Linux, PowerShell on Windows), over the
+    /// plan's connections; output per host. Not idempotent: it runs what you give it.
+    Exec {
+        #[command(flatten)]
+        run: RunArgs,
+        /// The command line, after `--`: its words joined by spaces and given to the host's
+        /// shell as is (like `ssh host CMD`).
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Connect to the chosen hosts and show what the probe reads there (the facts the plan's
+    /// tasks need). Changes nothing.
+    Facts {
+        #[command(flatten)]
+        run: RunArgs,
+    },
     /// Remove the cluster from the hosts: drain, kubeadm reset, Windows services and state.
     Reset {
         #[command(flatten)]
@@ -167,6 +183,8 @@ impl Command {
             | Command::Apply { run, .. }
             | Command::Kubeconfig { run, .. }
             | Command::Verify { run, .. }
+            | Command::Exec { run, .. }
+            | Command::Facts { run }
             | Command::Reset { run, .. } => run.output,
         }
     }

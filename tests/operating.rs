@@ -200,3 +200,95 @@ fn apply_limit_changes_only_the_chosen_hosts() {
     assert_eq!(state("h3"), h3, "h3 changed");
 }
 }
+
+/// The plan of the exec and facts test: `limit_plan` with proxy credentials, a secret of
+/// the plan's (`KWIN_TEST_EXEC_PROXY`).
+fn exec_plan(inventory: &str) -> String {
+    limit_plan(inventory).replace(
+        "[defaults.linux]",
+        "[proxy]\nhttp = \"http://proxy.invalid:3128\"\ncredentials_env = \"KWIN_TEST_EXEC_PROXY\"\n\n[defaults.linux]",
+    )
+}
+
+const PROXY_SECRET: &str = "kwinuser:Pr0xy-s3cret-9f1c";
+
+kwin_testkit::lab_test! {
+#[test]
+fn exec_and_facts_over_the_plans_connections() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let lab = Lab::up(LAB_ID, 3);
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    std::fs::write(
+        d.join("plan.toml"),
+        exec_plan(&lab.inventory.display().to_string()),
+    )
+    .expect("plan");
+    let k = |args: &[&str]| {
+        kwin!(d)
+            .args(args)
+            .env("KWIN_TEST_EXEC_PROXY", PROXY_SECRET)
+            .run()
+    };
+    let before: Vec<String> = ["h1", "h2", "h3"].iter().map(|h| lab.hashes(h, FILES)).collect();
+
+    // The words after `--` are one command line for the host's shell, as is: its
+    // expansions and `;` are the remote shell's.
+    let line = ["echo", "one  two", "$(echo injected)", ";", "echo", "second"];
+    let mut args = vec!["exec", "plan.toml", "--limit", "h1,h2", "--output", "json", "--"];
+    args.extend(line);
+    let r = k(&args);
+    assert_eq!(r.code, 0, "{r}");
+    let results: Vec<_> = r.events().into_iter().filter(|e| e["event"] == "exec_result").collect();
+    assert_eq!(results.len(), 2, "{r}");
+    for e in &results {
+        assert!(e["host"] == "h1" || e["host"] == "h2", "{r}");
+        assert_eq!(e["exit"], 0, "{r}");
+        assert_eq!(e["stdout"], "one two injected\nsecond\n", "{r}");
+    }
+    assert_eq!(r.summary()["failed"], 0, "{r}");
+    // Logged like a run: the command line as sent, in the host log of the run.
+    let log = std::fs::read_to_string(d.join(".kwin/logs").join(r.run_id()).join("h1.log"))
+        .expect("h1's log");
+    assert!(log.contains("echo one  two $(echo injected) ; echo second"), "{log}");
+    assert!(!d.join(".kwin/logs").join(r.run_id()).join("h3.log").exists());
+
+    // A non-zero exit fails the command (exit 1), per host, with its status.
+    let r = k(&["exec", "plan.toml", "--limit", "h2", "--", "echo", "out;", "echo", "err", ">&2;", "exit", "3"]);
+    assert_eq!(r.code, 1, "{r}");
+    assert!(r.stdout.contains("=== h2: exit 3 in"), "{r}");
+    assert!(r.stdout.contains("out\nerr"), "{r}");
+
+    // A secret of the plan printed by a host is masked, in the output and the logs.
+    lab.ssh("h3", &format!("printf '%s\\n' '{PROXY_SECRET}' > /root/kwin-exec-secret"));
+    let r = k(&["exec", "plan.toml", "--limit", "h3", "--", "cat", "/root/kwin-exec-secret"]);
+    assert_eq!(r.code, 0, "{r}");
+    assert!(r.stdout.contains("=== h3: exit 0") && r.stdout.contains("***"), "{r}");
+    assert!(!r.out().contains("Pr0xy-s3cret"), "{r}");
+    for f in kwin_testkit::kwin::walk(&d.join(".kwin")) {
+        let text = std::fs::read(&f).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&text).contains("Pr0xy-s3cret"),
+            "{} holds the secret",
+            f.display()
+        );
+    }
+
+    // facts --limit h1: h1's probe answers only; nothing changes.
+    let f = k(&["facts", "plan.toml", "--limit", "h1", "--output", "json"]);
+    assert_eq!(f.code, 0, "{f}");
+    let facts: Vec<_> = f.events().into_iter().filter(|e| e["event"] == "host_facts").collect();
+    assert_eq!(facts.len(), 1, "{f}");
+    assert_eq!(facts[0]["host"], "h1");
+    let keys: Vec<&String> = facts[0]["facts"].as_object().expect("facts").keys().collect();
+    assert!(keys.iter().any(|k| k.contains("/etc/kwin-limit-base")), "{keys:?}");
+    assert!(!f.events().iter().any(|e| e["event"] == "task_planned" || e["event"] == "task_finished"), "{f}");
+    assert!(!f.events().iter().any(|e| e["host"] == "h2" || e["host"] == "h3"), "{f}");
+    let human = k(&["facts", "plan.toml", "--limit", "h1"]);
+    assert_eq!(human.code, 0, "{human}");
+    assert!(human.stdout.contains("h1: ") && human.stdout.contains("/etc/kwin-limit-mark"), "{human}");
+    assert!(!human.stdout.contains("h2: "), "{human}");
+    let after: Vec<String> = ["h1", "h2", "h3"].iter().map(|h| lab.hashes(h, FILES)).collect();
+    assert_eq!(before, after, "exec or facts changed a managed file");
+}
+}

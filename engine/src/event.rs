@@ -59,6 +59,14 @@ impl std::ops::AddAssign for Counts {
     }
 }
 
+/// One fact's answer, as `kwin facts` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FactAnswer {
+    pub exit: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
 /// The outcome of one check of `kwin verify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -109,6 +117,22 @@ pub enum Event {
     TaskStarted {
         host: String,
         task: String,
+    },
+    /// `kwin exec`: one host's command ran (`exit`), or could not (`error`: connect,
+    /// timeout). Output as the host gave it, scrubbed.
+    ExecResult {
+        host: String,
+        exit: Option<i32>,
+        stdout: String,
+        stderr: String,
+        error: Option<String>,
+        duration_ms: u64,
+    },
+    /// `kwin facts`: what one host's probe answered, by fact key (scrubbed; a sensitive
+    /// task's answers only as hashes).
+    HostFacts {
+        host: String,
+        facts: std::collections::BTreeMap<String, FactAnswer>,
     },
     TaskFinished {
         host: String,

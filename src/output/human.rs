@@ -185,6 +185,43 @@ impl Human {
                 }
                 self.line(l);
             }
+            Event::ExecResult {
+                host,
+                exit,
+                stdout,
+                stderr,
+                error,
+                duration_ms,
+            } => {
+                let how = match (exit, &error) {
+                    (_, Some(e)) => format!("failed: {e}"),
+                    (Some(c), None) => format!("exit {c} in {}", secs(duration_ms)),
+                    (None, None) => "no exit status".to_string(),
+                };
+                let mut block = format!("=== {host}: {how}");
+                for text in [&stdout, &stderr] {
+                    if !text.is_empty() {
+                        block.push('\n');
+                        block.push_str(text.trim_end_matches('\n'));
+                    }
+                }
+                self.line(block);
+            }
+            Event::HostFacts { host, facts } => {
+                let mut block = format!("{host}: {} facts", facts.len());
+                for (key, a) in &facts {
+                    let mut answer = a.stdout.trim_end().to_string();
+                    if a.exit != 0 {
+                        answer = format!("(exit {}) {answer} {}", a.exit, a.stderr.trim_end());
+                    }
+                    if answer.contains('\n') {
+                        block.push_str(&format!("\n  {key}:\n{}", indent(&answer, "    ")));
+                    } else {
+                        block.push_str(&format!("\n  {key}: {answer}"));
+                    }
+                }
+                self.line(block);
+            }
             Event::TaskStarted { host, task } => {
                 // `kwin verify` has few, long phases: say each one also without a terminal.
                 if self.what == "verify" && self.bars.is_none() {
@@ -327,7 +364,8 @@ impl Human {
                     "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",
                     secs(duration_ms)
                 );
-                if changed == 0 {
+                // `exec` runs commands of unknown effect; `facts` only reads.
+                if changed == 0 && !matches!(what, "exec" | "facts") {
                     last.push_str(" (no changes)");
                 }
                 self.line(last);

@@ -41,6 +41,9 @@ pub struct RunOptions {
     /// Old runs' logs and journals kept (`settings.keep_runs`, `settings.logs_limit_mib`);
     /// pruned when the run starts.
     pub retention: Retention,
+    /// `kwin facts`: each host is connected to and probed, its answers reported
+    /// (`host_facts`); no task is planned.
+    pub probe_only: bool,
 }
 
 impl RunOptions {
@@ -60,6 +63,7 @@ impl RunOptions {
             reboot_poll: Duration::from_secs(2),
             output_budget: DEFAULT_OUTPUT_BUDGET,
             retention: Retention::default(),
+            probe_only: false,
         }
     }
 }

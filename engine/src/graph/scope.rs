@@ -119,6 +119,32 @@ impl Scope {
         }
     }
 
+    /// Only the chosen hosts' own tasks (`kwin facts`): nothing read only, nothing acting
+    /// for them from elsewhere.
+    pub fn chosen_only(&self, graph: &TaskGraph) -> Scope {
+        let Some(l) = &self.limited else {
+            return Scope::all();
+        };
+        let tasks = graph
+            .graph
+            .node_indices()
+            .map(|n| {
+                if l.chosen.contains(&graph.task(n).id.host) {
+                    TaskScope::Run
+                } else {
+                    TaskScope::Out
+                }
+            })
+            .collect();
+        Scope {
+            limited: Some(Limited {
+                chosen: l.chosen.clone(),
+                tasks,
+                read_only: BTreeMap::new(),
+            }),
+        }
+    }
+
     /// Whether `--limit` applies.
     pub fn is_limited(&self) -> bool {
         self.limited.is_some()
@@ -227,6 +253,10 @@ mod tests {
         assert_eq!(ro[0].1.for_hosts, vec!["ww2".to_string()]);
         assert_eq!(ro[0].1.acting, vec!["drain".to_string()]);
         assert_eq!(s.include_hint("cp1"), "include it: --limit ww2,cp1");
+        let own = s.chosen_only(&g);
+        assert_eq!(scope_of(&own, &g, "ww2", "join"), TaskScope::Run);
+        assert_eq!(scope_of(&own, &g, "cp1", "drain"), TaskScope::Out);
+        assert!(!own.has_host("cp1") && own.read_only_hosts().is_empty());
     }
 
     #[test]

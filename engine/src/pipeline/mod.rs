@@ -21,10 +21,12 @@
 //! runtime, the renderer thread, the Ctrl-C signal and the exit code, and hands a session
 //! its [`Ctl`].
 
+mod adhoc;
 mod phase;
 pub mod remote;
 mod session;
 
+pub use adhoc::{exec, ExecSummary};
 pub use phase::{ChecksumMode, Fetched, Request, UserTasks};
 pub use remote::{HostRemote, Interrupted, Remote, RemoteError, RunKind};
 pub use session::{Flags, Session, SessionError};
@@ -142,6 +144,19 @@ pub async fn pin_rows(
     let p = prepare(req).await?;
     let rows = phase::pin_rows(req, &p.plan)?;
     Ok((p, rows))
+}
+
+/// `kwin facts`: connect to the chosen hosts (every host without `--limit`; no other) and
+/// probe each, ONE script with every fact its tasks read; each host's answers are reported
+/// (`host_facts`). Nothing is planned, nothing changes.
+pub async fn facts(s: &mut Session, p: &Prepared) -> Result<RunSummary, SessionError> {
+    let Some(modules) = p.modules.clone() else {
+        return Err(SessionError::ChecksumsUnknown);
+    };
+    let scope = p.scope.chosen_only(&p.graph);
+    s.probe_only();
+    s.open_hosts(&p.plan, &scope);
+    Ok(s.execute(p.graph.clone(), modules, scope).await)
 }
 
 /// Phases 7–9 (`plan`, `apply`, `reset`): lock (apply), a transport per host, the executor.

@@ -136,6 +136,31 @@ impl Session {
         self.mode
     }
 
+    /// `kwin facts`: the executor connects and probes, and plans nothing.
+    pub fn probe_only(&mut self) {
+        self.opts.probe_only = true;
+    }
+
+    pub(super) fn events(&self) -> EventSink {
+        self.events.clone()
+    }
+
+    pub(super) fn run_id(&self) -> &str {
+        &self.opts.run_id
+    }
+
+    pub(super) fn step_timeout(&self) -> Duration {
+        self.opts.step_timeout
+    }
+
+    pub(super) fn parallelism(&self) -> usize {
+        self.opts.parallelism
+    }
+
+    pub(super) fn interrupted(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
     /// Take `.kwin/lock` for this run (one apply at a time); a stale lock taken over is a
     /// warning.
     pub fn lock(&mut self) -> Result<(), SessionError> {

@@ -229,6 +229,43 @@ impl Worker {
         self.fail(t, self.sh.scrubber.scrub(&msg));
     }
 
+    /// `kwin facts`: every answer of the probe, scrubbed; a sensitive task's answers (it says
+    /// so, or its module finds its content secret) only as a hash.
+    fn report_facts(&self) {
+        let sc = &self.sh.scrubber;
+        let hidden: std::collections::HashSet<&str> = (0..self.tasks.len())
+            .filter(|&t| self.is_sensitive(t))
+            .flat_map(|t| self.tasks[t].queries.iter().map(|q| q.key.as_str()))
+            .collect();
+        let mut facts = std::collections::BTreeMap::new();
+        for task in &self.tasks {
+            for q in &task.queries {
+                let Some(out) = self.facts.raw(&q.key) else {
+                    continue;
+                };
+                let text = |b: &[u8]| {
+                    if hidden.contains(q.key.as_str()) {
+                        crate::secret::sensitive_hash(b)
+                    } else {
+                        sc.scrub(&String::from_utf8_lossy(b))
+                    }
+                };
+                facts.insert(
+                    q.key.clone(),
+                    crate::event::FactAnswer {
+                        exit: out.exit,
+                        stdout: text(&out.stdout),
+                        stderr: text(&out.stderr),
+                    },
+                );
+            }
+        }
+        self.sh.report.emit(Event::HostFacts {
+            host: self.host.clone(),
+            facts,
+        });
+    }
+
     /// Whether task `t` is sensitive: it says so, or its module finds its content secret
     /// (a file readable by its owner only) given the facts read so far.
     pub fn is_sensitive(&self, t: usize) -> bool {
@@ -589,6 +626,10 @@ pub(crate) async fn run(
     }
     if let Err(e) = w.probe_all().await {
         w.fail_host(e);
+        return w.end();
+    }
+    if w.sh.opts.probe_only {
+        w.report_facts();
         return w.end();
     }
     for t in 0..w.tasks.len() {
