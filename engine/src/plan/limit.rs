@@ -36,6 +36,31 @@ pub fn select(
     Ok(Some(chosen))
 }
 
+/// Why `kwin reset --limit` must not run: it chose the first control plane while other
+/// nodes of the plan stay (their cluster would lose its API server and etcd under them).
+/// `None`: no limit, or a subset that can go.
+pub fn reset_refusal(plan: &LoadedPlan) -> Option<String> {
+    plan.limit.as_ref()?;
+    let first = plan.first_control_plane()?;
+    if !plan.chosen(&first.name) {
+        return None;
+    }
+    let staying: Vec<&str> = plan
+        .nodes()
+        .filter(|h| !plan.chosen(&h.name))
+        .map(|h| h.name.as_str())
+        .collect();
+    if staying.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "refusing `kwin reset --limit` with the first control plane {} while {} stay in the cluster: reset the whole cluster (without --limit), or reset those nodes first (--limit {})",
+        first.name,
+        staying.join(", "),
+        staying.join(",")
+    ))
+}
+
 /// The hosts one item matches (never none: that is the error).
 fn matches(plan: &LoadedPlan, item: &str) -> Result<Vec<String>, Diagnostic> {
     let names: Vec<&str> = plan.hosts.iter().map(|h| h.name.as_str()).collect();
@@ -155,6 +180,21 @@ os = "linux"
             sel(&["role:control-plane, plain", "ww1"]),
             Ok(vec!["cp1".into(), "plain".into(), "ww1".into()])
         );
+    }
+
+    #[test]
+    fn reset_keeps_the_first_control_plane_while_nodes_stay() {
+        let mut p = plan();
+        p.limit = select(&p, &["ww2".to_string()]).expect("select");
+        assert_eq!(reset_refusal(&p), None);
+        p.limit = select(&p, &["cp1,ww1".to_string()]).expect("select");
+        let e = reset_refusal(&p).expect("refused");
+        assert!(e.contains("first control plane cp1 while ww2 stay"), "{e}");
+        assert!(e.contains("--limit ww2"), "{e}");
+        p.limit = select(&p, &["role:control-plane,os:windows".to_string()]).expect("select");
+        assert_eq!(reset_refusal(&p), None, "every node goes");
+        p.limit = None;
+        assert_eq!(reset_refusal(&p), None);
     }
 
     #[test]
