@@ -5,8 +5,19 @@
 //! before anything connects (the plan's addresses are unroutable). Lab tier (lab 10,
 //! `KWIN_LAB_ID=10`, three real sshd hosts): `apply --limit h2` changes only h2 while a
 //! host outside the limit is down; the host h2's task depends on is read, not changed, and
-//! a change it would need fails the dependent naming the host to include.
+//! a change it would need fails the dependent naming the host to include; `kwin exec` on
+//! lab hosts (per-host output, exit status, a plan secret masked, the argv one command line
+//! for the remote shell) and over the WinRM stand-in (what kwin sends, output back);
+//! `kwin facts --limit h1`.
+//!
+//! Windows: nothing here runs PowerShell. What `kwin exec` hands a Windows host is checked
+//! as data: the transport's run wrapper around the command line parses as PowerShell, passes
+//! no `"` to a native program, and carries the line byte for byte (base64 of its UTF-8, run
+//! as one script block; `engine/src/transport/winrm/scripts.rs`).
 
+use base64::Engine as _;
+use kwin_testkit::scripts::{native_args_with_quotes, ps_clean};
+use kwin_testkit::winrm::{start_stand_in, Options};
 use kwin_testkit::{kwin, lab::Lab};
 use std::sync::Mutex;
 
@@ -290,5 +301,100 @@ fn exec_and_facts_over_the_plans_connections() {
     assert!(!human.stdout.contains("h2: "), "{human}");
     let after: Vec<String> = ["h1", "h2", "h3"].iter().map(|h| lab.hashes(h, FILES)).collect();
     assert_eq!(before, after, "exec or facts changed a managed file");
+}
+}
+
+/// What `kwin exec` sends a Windows host: `powershell.exe -NoProfile -NonInteractive
+/// -ExecutionPolicy Bypass -Command -` with the command line inside the transport's run
+/// wrapper on stdin — quoted nowhere (base64 of its UTF-8), so the host's PowerShell gets it
+/// as the operator wrote it.
+#[test]
+fn exec_hands_a_windows_host_the_line_as_one_script_block() {
+    use kwin_engine::transport::winrm::scripts::{self, Dialect};
+    let line =
+        r#"Get-HnsNetwork | Where-Object { $_.Name -eq "vxlan0" }; Write-Output 'it''s'; exit 3"#;
+    let stdin = String::from_utf8(scripts::run_stdin(Dialect::PowerShell, line)).expect("utf-8");
+    ps_clean("exec run wrapper", &stdin).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        native_args_with_quotes(&stdin).is_empty(),
+        "{:?}",
+        native_args_with_quotes(&stdin)
+    );
+    assert!(scripts::RUN_ARGS.iter().all(|a| !a.contains('"')));
+    assert!(
+        !stdin.contains("Get-HnsNetwork"),
+        "the line travels encoded: {stdin}"
+    );
+    let b64 = stdin
+        .split("FromBase64String('")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .expect("the encoded line");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("base64");
+    assert_eq!(String::from_utf8(decoded).expect("utf-8"), line);
+}
+
+const WINRM_PASSWORD: &str = "Exec-Stand-in-Passw0rd!";
+const WINRM_PW_ENV: &str = "KWIN_EXEC_WINRM_PASSWORD";
+
+kwin_testkit::lab_test! {
+/// `kwin exec` over WinRM (the stand-in speaks the real protocol and runs what it gets with
+/// /bin/sh, `KWIN_WINRM_STAND_IN=1`): the command line reaches the host as given (the host
+/// log shows it), its output and exit status come back, the WinRM password it echoes is
+/// masked. Nothing about PowerShell is claimed.
+#[test]
+fn exec_over_winrm_carries_the_line_and_brings_output_back() {
+    let host = start_stand_in(&Options {
+        password_env: WINRM_PW_ENV,
+        password: WINRM_PASSWORD,
+        down_secs: 1,
+        kubeadm: None,
+    });
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    std::fs::write(
+        d.join("plan.toml"),
+        format!(
+            r#"[settings]
+step_timeout = 30
+retries = 0
+
+[[hosts]]
+name = "ww1"
+address = "127.0.0.1"
+os = "windows"
+transport = "winrm"
+https = false
+port = {port}
+user = "Administrator"
+password_env = "{WINRM_PW_ENV}"
+"#,
+            port = host.port
+        ),
+    )
+    .expect("plan");
+    let line = format!("echo 'a  b' {WINRM_PASSWORD}; echo err >&2; exit 4");
+    let r = kwin!(d)
+        .args(["exec", "plan.toml", "--output", "json", "--", &line])
+        .env("KWIN_WINRM_STAND_IN", "1")
+        .env(WINRM_PW_ENV, WINRM_PASSWORD)
+        .run();
+    assert_eq!(r.code, 1, "exit 4 is a failure: {r}");
+    let e = r
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "exec_result")
+        .unwrap_or_else(|| panic!("no exec_result: {r}"));
+    assert_eq!(e["host"], "ww1");
+    assert_eq!(e["exit"], 4, "{r}");
+    assert_eq!(e["stdout"], "a  b ***\n", "{r}");
+    assert_eq!(e["stderr"], "err\n", "{r}");
+    assert!(!r.out().contains(WINRM_PASSWORD), "{r}");
+    let log = std::fs::read_to_string(d.join(".kwin/logs").join(r.run_id()).join("ww1.log"))
+        .expect("ww1's log");
+    assert!(log.contains("echo 'a  b' ***; echo err >&2; exit 4"), "{log}");
+    assert!(!log.contains(WINRM_PASSWORD), "{log}");
 }
 }
