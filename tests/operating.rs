@@ -111,11 +111,13 @@ fn a_limit_that_names_nothing_is_refused_before_connecting() {
             "linux, windows",
         ),
     ] {
-        for cmd in ["plan", "apply", "verify", "reset"] {
+        for cmd in ["plan", "apply", "verify", "reset", "facts", "exec"] {
             let mut a = vec![cmd, "plan.toml", "--output", "json"];
             a.extend(&args);
-            if cmd == "reset" {
-                a.push("--yes");
+            match cmd {
+                "reset" => a.push("--yes"),
+                "exec" => a.extend(["--", "true"]),
+                _ => {}
             }
             let k = kwin!(d, &a);
             assert_eq!(k.code, 1, "{k}");
