@@ -157,7 +157,10 @@ impl Human {
         match e {
             Event::RunStarted { hosts, tasks, .. } => {
                 let what = self.what;
-                self.line(format!("{what}: {hosts} hosts, {tasks} tasks"));
+                match what {
+                    "exec" | "facts" => self.line(format!("{what}: {hosts} hosts")),
+                    _ => self.line(format!("{what}: {hosts} hosts, {tasks} tasks")),
+                }
             }
             Event::HostConnected { host, .. } | Event::HostProbed { host, .. } => {
                 self.rows.entry(host.clone()).or_default();
@@ -354,20 +357,34 @@ impl Human {
                 duration_ms,
             } => {
                 self.end_bars();
-                self.table();
                 let what = self.what;
                 let verb = match self.mode {
                     Mode::Plan => "to change",
                     Mode::Apply => "changed",
                 };
-                let mut last = format!(
-                    "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",
-                    secs(duration_ms)
-                );
-                // `exec` runs commands of unknown effect; `facts` only reads.
-                if changed == 0 && !matches!(what, "exec" | "facts") {
-                    last.push_str(" (no changes)");
-                }
+                let last = match what {
+                    // Hosts, not tasks: `exec` ran a command on each (of unknown effect),
+                    // `facts` read each.
+                    "exec" => format!(
+                        "exec: {hosts} hosts, {ok} ok, {failed} failed in {}",
+                        secs(duration_ms)
+                    ),
+                    "facts" => format!(
+                        "facts: {hosts} hosts, {failed} failed in {}",
+                        secs(duration_ms)
+                    ),
+                    _ => {
+                        self.table();
+                        let mut last = format!(
+                            "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",
+                            secs(duration_ms)
+                        );
+                        if changed == 0 {
+                            last.push_str(" (no changes)");
+                        }
+                        last
+                    }
+                };
                 self.line(last);
                 for w in std::mem::take(&mut self.host_warnings) {
                     self.line(w);
