@@ -393,6 +393,19 @@ fn verify_against_the_api_tier() {
         "{log}"
     );
 
+    // `--limit ww1`: only the chosen node's row (h2, NotReady, is not checked).
+    let k = kwin!(
+        p,
+        &[
+            "verify", "plan.toml", "--limit", "ww1", "--output", "json", "--timeout", "5s",
+            "--namespace", "kv-limit",
+        ],
+    );
+    let nodes: Vec<Value> = checks(&k).into_iter().filter(|r| r["name"] == "node").collect();
+    assert_eq!(nodes.len(), 1, "{k}");
+    assert!(nodes[0]["to"].as_str().is_some_and(|t| t.contains("ww1")), "{k}");
+    assert_eq!(nodes[0]["result"], "pass", "{k}");
+
     // The workloads as the API server stored them (kept with --keep-workloads).
     let win = tier.json(&["-n", "kv-keep", "get", "pod", "win-web"]);
     assert_eq!(win["spec"]["nodeSelector"]["kubernetes.io/os"], "windows");

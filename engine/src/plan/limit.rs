@@ -118,12 +118,24 @@ fn matches(plan: &LoadedPlan, item: &str) -> Result<Vec<String>, Diagnostic> {
     Ok(hosts)
 }
 
+/// Candidates listed at most (a plan of 1,000 hosts names the first ones and the count).
+const LISTED: usize = 20;
+
 /// "did you mean `x`? the hosts are: a, b, c".
 fn candidates<'a>(word: &str, all: impl Iterator<Item = &'a str> + Clone, are: &str) -> String {
-    let list: Vec<&str> = all.clone().collect();
+    let all_list: Vec<&str> = all.clone().collect();
+    let mut list = all_list
+        .iter()
+        .take(LISTED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if all_list.len() > LISTED {
+        list.push_str(&format!(", … ({} in all)", all_list.len()));
+    }
     match did_you_mean(word, all) {
-        Some(m) => format!("did you mean `{m}`? {are}: {}", list.join(", ")),
-        None => format!("{are}: {}", list.join(", ")),
+        Some(m) => format!("did you mean `{m}`? {are}: {list}"),
+        None => format!("{are}: {list}"),
     }
 }
 
