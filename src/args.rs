@@ -2,15 +2,16 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use kwin_engine::pipeline::{ChecksumMode, Flags, Request};
+use kwin_engine::plan::starter;
 use kwin_modules::kube::verify as v;
 pub use kwin_modules::recipes::{request, Recipes};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "kwin",
-    version,
     about = "Declarative provisioning of hybrid Linux/Windows Kubernetes clusters"
 )]
 pub struct Cli {
@@ -53,17 +54,19 @@ pub struct RunArgs {
     /// read, not changed; no other host is connected to.
     #[arg(long, value_name = "SELECTOR")]
     pub limit: Vec<String>,
+    #[command(flatten)]
+    pub vars: VarArgs,
 }
 
 impl RunArgs {
-    /// The pipeline request of this command on the plan, with `--limit`.
+    /// The pipeline request of this command on the plan, with `--var` and `--limit`.
     pub fn request(
         &self,
         recipes: Recipes,
         checksums: ChecksumMode,
         no_verify: bool,
     ) -> Request<'_> {
-        let mut req = request(&self.plan, recipes, checksums, no_verify);
+        let mut req = request(&self.plan, recipes, checksums, no_verify).with_vars(self.vars.map());
         req.limit = self.limit.clone();
         req
     }
@@ -77,6 +80,22 @@ impl RunArgs {
     }
 }
 
+/// The plan's variables given on the command line (every command that reads a plan).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct VarArgs {
+    /// Value of the plan's variable NAME ([variables.NAME]); wins over the environment's
+    /// KWIN_VAR_NAME and the declared default. Repeatable.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+}
+
+impl VarArgs {
+    /// name → value; of two `--var` for one name, the last wins.
+    pub fn map(&self) -> BTreeMap<String, String> {
+        self.vars.iter().cloned().collect()
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Check a plan: every problem at once, with file:line:col. Exit 1 on any error.
@@ -84,12 +103,16 @@ pub enum Command {
         plan: PathBuf,
         #[arg(long, value_enum, default_value_t)]
         output: OutputFormat,
+        #[command(flatten)]
+        vars: VarArgs,
     },
     /// Print the task graph (DOT, or sorted text).
     Graph {
         plan: PathBuf,
         #[arg(long, value_enum, default_value_t)]
         format: GraphFormat,
+        #[command(flatten)]
+        vars: VarArgs,
     },
     /// Print the JSON Schema of the plan file (for editor completion).
     Schema,
@@ -100,6 +123,8 @@ pub enum Command {
         /// Write the table to this file instead of printing it.
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
+        #[command(flatten)]
+        vars: VarArgs,
     },
     /// List the modules a task can use, per OS, one line each.
     Modules,
@@ -167,6 +192,105 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Write a commented starter plan that validates as written; edit the lines marked EDIT.
+    Init(InitArgs),
+    /// Print the shell completion script for SHELL (e.g. `kwin completions bash >
+    /// /etc/bash_completion.d/kwin`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print kwin's manual page (roff), or write one page per command into a directory.
+    Man {
+        /// Write kwin.1 and kwin-<command>.1 for every command here instead.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+/// `kwin init`: what the starter plan holds.
+#[derive(clap::Args, Debug, Clone)]
+pub struct InitArgs {
+    /// Where to write the plan; `-` prints it. An existing file is never overwritten.
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "FILE",
+        default_value = "plan.toml"
+    )]
+    pub out: PathBuf,
+    /// The pod network.
+    #[arg(long, value_enum, default_value_t = CniArg::Flannel)]
+    pub cni: CniArg,
+    /// Linux workers (besides the control plane).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = workers())]
+    pub linux_workers: u64,
+    /// Windows workers.
+    #[arg(long, value_name = "M", default_value_t = 1, value_parser = workers())]
+    pub windows_workers: u64,
+    /// How kwin reaches the Windows hosts: WinRM over HTTPS, or OpenSSH with PowerShell.
+    #[arg(long, value_enum, default_value_t = WindowsTransportArg::Winrm)]
+    pub windows_transport: WindowsTransportArg,
+    /// The cluster's Kubernetes release (x.y.z of a minor kwin knows); default: the release
+    /// kwin's examples use.
+    #[arg(long, value_name = "X.Y.Z", value_parser = parse_kubernetes_version)]
+    pub kubernetes_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CniArg {
+    Flannel,
+    Calico,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WindowsTransportArg {
+    Winrm,
+    Ssh,
+}
+
+impl InitArgs {
+    /// The starter plan these arguments ask for.
+    pub fn starter(&self) -> starter::Starter {
+        let count = |n: u64| usize::try_from(n).unwrap_or(starter::MAX_WORKERS);
+        starter::Starter {
+            cni: match self.cni {
+                CniArg::Flannel => starter::Cni::Flannel,
+                CniArg::Calico => starter::Cni::Calico,
+            },
+            linux_workers: count(self.linux_workers),
+            windows_workers: count(self.windows_workers),
+            windows_transport: match self.windows_transport {
+                WindowsTransportArg::Winrm => starter::WindowsTransport::Winrm,
+                WindowsTransportArg::Ssh => starter::WindowsTransport::Ssh,
+            },
+            kubernetes_version: self
+                .kubernetes_version
+                .clone()
+                .unwrap_or_else(|| starter::Starter::default().kubernetes_version),
+        }
+    }
+}
+
+/// 0 to [`starter::MAX_WORKERS`] workers.
+fn workers() -> clap::builder::RangedU64ValueParser {
+    clap::value_parser!(u64).range(0..=starter::MAX_WORKERS as u64)
+}
+
+/// A full `x.y.z` of a Kubernetes minor kwin knows.
+fn parse_kubernetes_version(s: &str) -> Result<String, String> {
+    use kwin_engine::plan::versions;
+    let v = kwin_engine::plan::syntax::version(s, false).map_err(|e| format!("`{s}`: {e}"))?;
+    let minor = versions::Version(vec![v.major, v.minor]);
+    if versions::known_minors().contains(&minor) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "`{s}`: kwin knows Kubernetes {} to {}",
+            versions::oldest(),
+            versions::newest()
+        ))
+    }
 }
 
 impl Command {
@@ -178,7 +302,10 @@ impl Command {
             | Command::Checksums { .. }
             | Command::Modules
             | Command::Doc { .. }
-            | Command::Graph { .. } => OutputFormat::Human,
+            | Command::Graph { .. }
+            | Command::Init(_)
+            | Command::Completions { .. }
+            | Command::Man { .. } => OutputFormat::Human,
             Command::Plan { run, .. }
             | Command::Apply { run, .. }
             | Command::Kubeconfig { run, .. }
@@ -254,6 +381,21 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("`{s}` is not a duration (e.g. 90s, 15m, 1h30m)"))
 }
 
+/// `NAME=VALUE` of `--var`: NAME as a plan declares it (letters, digits, `_`); VALUE may
+/// hold anything, `=` too.
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = s.split_once('=') else {
+        return Err(format!("`{s}` is not NAME=VALUE"));
+    };
+    let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok {
+        return Err(format!(
+            "`{name}` is not a variable name (letters, digits and `_`)"
+        ));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
 /// A module name `kwin doc` knows; else a usage error naming the closest one.
 fn parse_module(s: &str) -> Result<String, String> {
     kwin_modules::reference::find(s).map(|m| m.name.to_string())
@@ -277,5 +419,14 @@ mod tests {
         assert!(parse_url("https://example.com/x").is_ok());
         assert!(parse_url("ftp://example.com").is_err());
         assert!(parse_url("https://a b").is_err());
+        assert_eq!(parse_var("a_1=x=y"), Ok(("a_1".into(), "x=y".into())));
+        assert_eq!(parse_var("a="), Ok(("a".into(), String::new())));
+        assert!(parse_var("a").is_err());
+        assert!(parse_var("=x").is_err());
+        assert!(parse_var("a-b=x").is_err());
+        assert!(parse_kubernetes_version("1.31.4").is_ok());
+        assert!(parse_kubernetes_version("1.31").is_err());
+        assert!(parse_kubernetes_version("v1.31.4").is_err());
+        assert!(parse_kubernetes_version("1.99.0").is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! digests — fetched as `kwin plan` fetches them, and recorded the same way — as an
 //! `[artifacts.sha256]` table to paste into the plan of a controller without internet.
 
-use crate::args::{request, Recipes};
+use crate::args::{request, Recipes, VarArgs};
 use crate::output::Output;
 use anyhow::Context;
 use kwin_engine::checksums;
@@ -14,8 +14,13 @@ use std::process::ExitCode;
 
 /// The table on stdout, or in `write`; diagnostics and what was fetched on stderr. Exit 1 when
 /// a checksum could not be had.
-pub fn checksums(path: &Path, write: Option<&Path>, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(path, Recipes::Build, ChecksumMode::Fetch, false);
+pub fn checksums(
+    path: &Path,
+    write: Option<&Path>,
+    vars: &VarArgs,
+    out: &Output,
+) -> anyhow::Result<ExitCode> {
+    let req = request(path, Recipes::Build, ChecksumMode::Fetch, false).with_vars(vars.map());
     let (p, rows) = match crate::drive::pin_rows(&req)? {
         Ok(r) => r,
         Err(d) => {

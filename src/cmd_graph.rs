@@ -1,14 +1,19 @@
 //! `kwin graph`: the task graph of a prepared plan, as DOT or sorted text.
 
-use crate::args::{request, GraphFormat, Recipes};
+use crate::args::{request, GraphFormat, Recipes, VarArgs};
 use crate::output::Output;
 use kwin_engine::pipeline::ChecksumMode;
 use std::path::Path;
 use std::process::ExitCode;
 
 /// Diagnostics go to stderr; any error exits 1.
-pub fn graph(path: &Path, format: GraphFormat, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(path, Recipes::Build, ChecksumMode::Known, false);
+pub fn graph(
+    path: &Path,
+    format: GraphFormat,
+    vars: &VarArgs,
+    out: &Output,
+) -> anyhow::Result<ExitCode> {
+    let req = request(path, Recipes::Build, ChecksumMode::Known, false).with_vars(vars.map());
     match crate::drive::prepare(&req)? {
         Ok(p) => {
             out.diagnostics(&p.warnings);

@@ -21,7 +21,8 @@ pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow:
             "--limit does not apply to `kwin kubeconfig`: it reads the first control plane only"
         );
     }
-    let req = request(&run.plan, Recipes::Build, ChecksumMode::Known, false);
+    let req =
+        request(&run.plan, Recipes::Build, ChecksumMode::Known, false).with_vars(run.vars.map());
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };

@@ -66,6 +66,6 @@ pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode>
             anyhow::bail!("reset cancelled: `{}` is not `{name}`", answer.trim());
         }
     }
-    let outcome = crate::cmd_run::run_prepared(out, run, &p, Mode::Apply, false, "reset")?;
+    let outcome = crate::cmd_run::run_prepared(out, run, &p, Mode::Apply, false, "reset", false)?;
     Ok(crate::drive::exit_code(outcome))
 }

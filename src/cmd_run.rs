@@ -1,14 +1,18 @@
 //! `kwin plan`, `kwin apply`, `kwin apply --check` (and the run of `kwin reset`).
 //!
-//! Prepare (missing checksums fetched), then the run: the lock (apply), a transport per host,
-//! the executor. After a clean apply of a plan whose `cluster.verify` is on (the default) and
+//! Prepare (missing checksums fetched), then the run: the upgrade gate (plan, apply, with a
+//! `[cluster]`: the cluster's versions read on the first control plane and checked against the
+//! version skew policy, `kwin_modules::kube::upgrade::gate`; a refusal stops the run before any
+//! host changes), the lock (apply), a transport per host, the executor. After a clean apply of a plan whose `cluster.verify` is on (the default) and
 //! without `--no-verify`: `kwin verify`.
 
 use crate::args::{Recipes, RunArgs, VerifyArgs};
 use crate::drive::{self, Render};
 use crate::output::Output;
+use kwin_engine::diag::Diagnostics;
 use kwin_engine::event::Mode;
 use kwin_engine::pipeline::{self, ChecksumMode, Outcome, Prepared, Session};
+use kwin_modules::kube::upgrade::gate::{self, GateError, GateSpec};
 use std::process::ExitCode;
 
 pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Result<ExitCode> {
@@ -16,7 +20,7 @@ pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Res
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };
-    let outcome = run_prepared(out, run, &p, Mode::Plan, detailed_exitcode, "plan")?;
+    let outcome = run_prepared(out, run, &p, Mode::Plan, detailed_exitcode, "plan", true)?;
     Ok(drive::exit_code(outcome))
 }
 
@@ -35,7 +39,7 @@ pub fn apply(
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };
-    let outcome = run_prepared(out, run, &p, mode, false, what)?;
+    let outcome = run_prepared(out, run, &p, mode, false, what, true)?;
     let verify = p.eff.cluster.as_ref().is_some_and(|c| c.verify);
     if mode == Mode::Apply && outcome == Outcome::Success && verify {
         return crate::cmd_verify::verify_prepared(out, run, &p, &VerifyArgs::default());
@@ -43,7 +47,8 @@ pub fn apply(
     Ok(drive::exit_code(outcome))
 }
 
-/// Phases 6–8 of a prepared plan, rendered as the run `what`.
+/// Phases 6–8 of a prepared plan, rendered as the run `what`; with `gate` (plan, apply) the
+/// upgrade gate first.
 pub fn run_prepared(
     out: &Output,
     run: &RunArgs,
@@ -51,10 +56,36 @@ pub fn run_prepared(
     mode: Mode,
     detailed_exitcode: bool,
     what: &'static str,
+    gate: bool,
 ) -> anyhow::Result<Outcome> {
-    drive::stage(out, Render::Run(mode, what), |ctl| async move {
+    let (outcome, refused) = drive::stage(out, Render::Run(mode, what), |ctl| async move {
         let mut s = Session::open(p, &run.flags(), mode, ctl)?;
+        if gate {
+            if let Some(stop) = upgrade_gate(&mut s, p).await {
+                return Ok((stop, s.notes()));
+            }
+        }
         let summary = pipeline::run(&mut s, p).await?;
-        Ok((Outcome::of(&summary, detailed_exitcode), s.notes()))
-    })
+        Ok(((Outcome::of(&summary, detailed_exitcode), None), s.notes()))
+    })?;
+    if let Some(d) = refused {
+        out.diagnostics(&d);
+    }
+    Ok(outcome)
+}
+
+/// The upgrade gate of a plan with a `[cluster]`: `None` to go on, else how the command ends
+/// and the diagnostics that say why.
+async fn upgrade_gate(s: &mut Session, p: &Prepared) -> Option<(Outcome, Option<Diagnostics>)> {
+    let spec = GateSpec::for_plan(&p.eff, &p.plan)?;
+    let cp = p.eff.first_control_plane(&p.plan)?;
+    let remote = s.remote_logged(cp, &format!("{}.gate", cp.name));
+    match gate::check(&remote, &spec).await {
+        Ok(_) => None,
+        Err(GateError::Interrupted) => Some((Outcome::Interrupted, None)),
+        Err(e) => Some((
+            Outcome::Failed,
+            Some(gate::error_diagnostics(&e, &p.plan, &cp.name)),
+        )),
+    }
 }

@@ -1,6 +1,6 @@
 //! `kwin validate` and `kwin schema`.
 
-use crate::args::{request, Recipes};
+use crate::args::{request, Recipes, VarArgs};
 use crate::output::Output;
 use kwin_engine::pipeline::ChecksumMode;
 use std::path::Path;
@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 /// The whole front half (validation, recipe expansion with its asserts and templates, the
 /// graph); every diagnostic printed. Exit 1 on any error.
-pub fn validate(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
-    let req = request(path, Recipes::Build, ChecksumMode::Known, false);
+pub fn validate(path: &Path, vars: &VarArgs, out: &Output) -> anyhow::Result<ExitCode> {
+    let req = request(path, Recipes::Build, ChecksumMode::Known, false).with_vars(vars.map());
     let diags = match crate::drive::prepare(&req)? {
         Ok(p) => p.warnings,
         Err(d) => d,

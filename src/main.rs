@@ -12,7 +12,9 @@ mod cmd_checksums;
 mod cmd_doc;
 mod cmd_exec;
 mod cmd_graph;
+mod cmd_init;
 mod cmd_kubeconfig;
+mod cmd_meta;
 mod cmd_reset;
 mod cmd_run;
 mod cmd_validate;
@@ -21,23 +23,22 @@ mod drive;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 mod output;
 
-use args::{Cli, Command};
+use args::Command;
 pub use args::{GraphFormat, OutputFormat, RunArgs};
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cmd_meta::parse();
     let out = output::Output::new(cli.command.output());
     let result = match cli.command {
-        Command::Validate { plan, .. } => cmd_validate::validate(&plan, &out),
+        Command::Validate { plan, vars, .. } => cmd_validate::validate(&plan, &vars, &out),
         Command::Schema => cmd_validate::schema(&out),
-        Command::Checksums { plan, write } => {
-            cmd_checksums::checksums(&plan, write.as_deref(), &out)
+        Command::Checksums { plan, write, vars } => {
+            cmd_checksums::checksums(&plan, write.as_deref(), &vars, &out)
         }
         Command::Modules => cmd_doc::modules(&out),
         Command::Doc { module } => cmd_doc::doc(&module, &out),
-        Command::Graph { plan, format } => cmd_graph::graph(&plan, format, &out),
+        Command::Graph { plan, format, vars } => cmd_graph::graph(&plan, format, &vars, &out),
         Command::Plan {
             run,
             detailed_exitcode,
@@ -52,6 +53,9 @@ fn main() -> ExitCode {
         Command::Reset { run, yes } => cmd_reset::reset(&run, yes, &out),
         Command::Exec { run, command } => cmd_exec::exec(&run, &command, &out),
         Command::Facts { run } => cmd_exec::facts(&run, &out),
+        Command::Init(init) => cmd_init::init(&init, &out),
+        Command::Completions { shell } => cmd_meta::completions(shell, &out),
+        Command::Man { out_dir } => cmd_meta::man(out_dir.as_deref(), &out),
     };
     match result {
         Ok(code) => code,

@@ -266,6 +266,43 @@ fn assert_packages(c: &Cluster) {
     }
 }
 
+/// The upgrade gate on the running 1.31.4 cluster: a version the skew policy forbids, a
+/// downgrade, and (until kwin upgrades) any other version are refused by `kwin plan` and
+/// `kwin apply` at `kubernetes_version`'s line, before any host changes.
+fn assert_gate_refuses(c: &Cluster, dir: &Path) {
+    let plan = dir.join("plan.toml");
+    let text = std::fs::read_to_string(&plan).expect("plan.toml");
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("kubernetes_version = \"1.31.4\""))
+        .expect("kubernetes_version line")
+        + 1;
+    let at = format!("plan.toml:{line}:");
+    for (version, code, hint, cmd) in [
+        ("1.33.1", "upgrade-skip-minor", "1.32.<patch>", "plan"),
+        ("1.31.3", "upgrade-downgrade", "\"1.31.4\"", "plan"),
+        ("1.32.5", "upgrade-not-supported", "\"1.31.4\"", "apply"),
+    ] {
+        let changed = text.replace(
+            "kubernetes_version = \"1.31.4\"",
+            &format!("kubernetes_version = \"{version}\""),
+        );
+        std::fs::write(&plan, changed).expect("write plan");
+        let r = kwin!(dir, &[cmd, "plan.toml"]);
+        assert_eq!(r.code, 1, "{version}: {r}");
+        let err = r
+            .stderr
+            .lines()
+            .find(|l| l.contains(code))
+            .unwrap_or_default();
+        assert!(err.contains(&at), "{version}: no `{code}` at {at}\n{r}");
+        assert!(r.stderr.contains(hint), "{version}: hint lacks {hint}\n{r}");
+    }
+    std::fs::write(&plan, &text).expect("restore plan");
+    // Nothing changed: the packages are still 1.31.4 and held.
+    assert_packages(c);
+}
+
 /// No token, token secret or CA hash in anything kwin printed or wrote.
 fn assert_no_secrets(c: &Cluster, dir: &Path, runs: &[&Run]) {
     let tokens = kwin_tokens(c);
@@ -412,6 +449,7 @@ fn flannel_lab_cluster_converges_then_changes_nothing() {
     assert!(ds.contains(r#""kubernetes.io/os":"linux""#), "{ds}");
     assert_packages(&c);
     assert_kubeconfig(&c, dir.path(), "lab-cluster");
+    assert_gate_refuses(&c, dir.path());
 
     // A worker taken out with `kubeadm reset -f` joins again with a fresh token on the next
     // apply, and only its join changes.

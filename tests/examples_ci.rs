@@ -1,11 +1,13 @@
 //! The real-VM material in examples/: the CI workflow (examples/ci/github-actions.yml), its plan
-//! template (examples/ci/cluster.toml.in) and the Windows preparation script
-//! (examples/real-vms/prepare-windows.ps1). None of it can run here (no cloud, no Windows);
-//! what can be checked is: the workflow is valid YAML whose every `run:` step passes
-//! shellcheck, every file it names exists, every variable of the plan template is one the
-//! workflow exports, the filled-in plan validates clean with kwin, and the PowerShell parses.
+//! (examples/ci/cluster.toml, whose cloud-given values are plan variables) and the Windows
+//! preparation script (examples/real-vms/prepare-windows.ps1). None of it can run here (no
+//! cloud, no Windows); what can be checked is: the workflow is valid YAML whose every `run:`
+//! step passes shellcheck, every file it names exists, it sets every variable the plan declares
+//! without a default (`KWIN_VAR_<name>`) and fills nothing in with another tool, the plan with
+//! its variables given (`--var` and `KWIN_VAR_`) validates clean with kwin and without them
+//! names each missing one at its line, and the PowerShell parses.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -118,94 +120,148 @@ fn workflow_is_valid_and_every_run_step_passes_shellcheck() {
 }
 
 #[test]
-fn workflow_names_files_that_exist_and_exports_every_template_variable() {
+fn workflow_names_files_that_exist_and_sets_every_plan_variable() {
     let text = read("examples/ci/github-actions.yml");
     for rel in [
-        "examples/ci/cluster.toml.in",
+        "examples/ci/cluster.toml",
         "examples/real-vms/prepare-windows.ps1",
     ] {
         assert!(text.contains(rel), "the workflow does not use {rel}");
         assert!(root().join(rel).is_file(), "{rel} is missing");
     }
-    let template = read("examples/ci/cluster.toml.in");
-    let vars = template_vars(&template);
-    assert!(vars.len() >= 10, "{vars:?}");
-    for v in &vars {
-        let exported = if let Some((host, suffix)) = v.split_once('_') {
-            (["CP1", "LW1", "WW1", "WW2"].contains(&host)
-                && text.contains(&format!("${{up}}_{suffix}=")))
-                || text.contains(&format!("{v}="))
-        } else {
-            text.contains(&format!("{v}="))
+    // The plan is used as written: kwin's variables, no template tool.
+    for tool in ["envsubst", "sed -i", "gettext"] {
+        assert!(
+            !text.contains(tool),
+            "the workflow fills the plan in with {tool}"
+        );
+    }
+    let plan = read("examples/ci/cluster.toml");
+    assert!(
+        !plan.contains("${"),
+        "a shell-style placeholder is left in the plan"
+    );
+    let vars = plan_variables(&plan);
+    let needed: Vec<&String> = vars
+        .iter()
+        .filter(|(_, has_default)| !**has_default)
+        .map(|(name, _)| name)
+        .collect();
+    assert!(needed.len() >= 10, "{vars:?}");
+    for v in needed {
+        let per_vm = match v.split_once('_') {
+            Some((host, suffix)) if ["cp1", "lw1", "ww1", "ww2"].contains(&host) => {
+                text.contains(&format!("KWIN_VAR_${{vm}}_{suffix}="))
+            }
+            _ => false,
         };
-        assert!(exported, "the workflow never sets {v}");
+        let set = per_vm || text.contains(&format!("KWIN_VAR_{v}="));
+        assert!(set, "the workflow never sets KWIN_VAR_{v}");
     }
 }
 
-fn template_vars(t: &str) -> BTreeSet<String> {
-    let mut vars = BTreeSet::new();
-    let mut rest = t;
-    while let Some(i) = rest.find("${") {
-        let after = &rest[i + 2..];
-        let end = after.find('}').expect("closed ${");
-        vars.insert(after[..end].to_string());
-        rest = &after[end..];
+/// The plan's `[variables]`: name → whether it has a default.
+fn plan_variables(plan: &str) -> BTreeMap<String, bool> {
+    let doc: toml::Table = toml::from_str(plan).expect("the CI plan is TOML");
+    doc.get("variables")
+        .and_then(|v| v.as_table())
+        .expect("[variables]")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.get("default").is_some()))
+        .collect()
+}
+
+/// Values a cloud would give: public and private addresses, host keys, certificates.
+const VALUES: [(&str, &str); 12] = [
+    ("cp1_public", "20.1.2.10"),
+    ("cp1_private", "10.10.1.4"),
+    (
+        "cp1_host_key",
+        "SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s",
+    ),
+    ("lw1_public", "20.1.2.11"),
+    ("lw1_private", "10.10.1.5"),
+    (
+        "lw1_host_key",
+        "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU",
+    ),
+    ("ww1_public", "20.1.2.21"),
+    ("ww1_private", "10.10.1.6"),
+    (
+        "ww1_cert",
+        "6f:3a:1c:0e:98:7b:52:d4:11:aa:09:3e:7c:5d:2b:80:44:91:fe:63:0d:8c:b7:21:5a:e9:34:c6:70:1f:ad:02",
+    ),
+    ("ww2_public", "20.1.2.22"),
+    ("ww2_private", "10.10.1.7"),
+    (
+        "ww2_cert",
+        "a1:04:7e:55:c9:3b:20:8f:6d:e2:91:0c:4b:77:d8:3a:15:62:f0:9e:2c:b4:58:01:ca:6f:93:e7:40:1d:bb:8c",
+    ),
+];
+
+/// `kwin validate` on a copy of the CI plan, as the workflow runs it: HOME holds the key the
+/// `ssh_key` default names; no `KWIN_VAR_*` but `env`.
+fn validate_copy(args: &[String], env: &[(String, String)]) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).expect("home");
+    std::fs::write(home.join(".ssh/kwin_lab"), "not read by validate").expect("key");
+    let path = dir.path().join("plan.toml");
+    std::fs::write(&path, read("examples/ci/cluster.toml")).expect("write");
+    let mut cmd = kwin_testkit::kwin!(".").command();
+    cmd.arg("validate").arg(&path).args(args).env("HOME", &home);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("KWIN_VAR_") {
+            cmd.env_remove(k);
+        }
     }
-    vars
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    let out = cmd.output().expect("kwin");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }
 
 #[test]
-fn filled_in_plan_validates_clean() {
-    let template = read("examples/ci/cluster.toml.in");
-    let dir = tempfile::tempdir().expect("tmp");
-    let key = dir.path().join("kwin_lab");
-    std::fs::write(&key, "not read by validate").expect("key");
-    let values = [
-        ("CP1_PUBLIC", "20.1.2.10"),
-        ("CP1_PRIVATE", "10.10.1.4"),
-        (
-            "CP1_HOST_KEY",
-            "SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s",
-        ),
-        ("LW1_PUBLIC", "20.1.2.11"),
-        ("LW1_PRIVATE", "10.10.1.5"),
-        (
-            "LW1_HOST_KEY",
-            "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU",
-        ),
-        ("WW1_PUBLIC", "20.1.2.21"),
-        ("WW1_PRIVATE", "10.10.1.6"),
-        (
-            "WW1_CERT",
-            "6f:3a:1c:0e:98:7b:52:d4:11:aa:09:3e:7c:5d:2b:80:44:91:fe:63:0d:8c:b7:21:5a:e9:34:c6:70:1f:ad:02",
-        ),
-        ("WW2_PUBLIC", "20.1.2.22"),
-        ("WW2_PRIVATE", "10.10.1.7"),
-        (
-            "WW2_CERT",
-            "a1:04:7e:55:c9:3b:20:8f:6d:e2:91:0c:4b:77:d8:3a:15:62:f0:9e:2c:b4:58:01:ca:6f:93:e7:40:1d:bb:8c",
-        ),
-    ];
-    let mut plan = template.replace("${SSH_KEY}", key.to_str().expect("utf-8"));
-    for (k, v) in values {
-        plan = plan.replace(&format!("${{{k}}}"), v);
+fn plan_with_its_variables_given_validates_clean() {
+    // half on the command line, half in the environment, as a job may mix them
+    let mut args = Vec::new();
+    let mut env = Vec::new();
+    for (i, (k, v)) in VALUES.iter().enumerate() {
+        if i % 2 == 0 {
+            args.push("--var".to_string());
+            args.push(format!("{k}={v}"));
+        } else {
+            env.push((format!("KWIN_VAR_{k}"), v.to_string()));
+        }
     }
-    assert!(!plan.contains("${"), "unfilled: {plan}");
-    let path = dir.path().join("plan.toml");
-    std::fs::write(&path, plan).expect("write");
-    let out = kwin_testkit::kwin!(".")
-        .command()
-        .arg("validate")
-        .arg(&path)
-        .output()
-        .expect("kwin");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(
-        stdout.contains("ok (0 warnings)") || stderr.contains("ok (0 warnings)"),
-        "{stdout}{stderr}"
-    );
+    let (ok, text) = validate_copy(&args, &env);
+    assert!(ok, "{text}");
+    assert!(text.contains("ok (0 warnings)"), "{text}");
+}
+
+#[test]
+fn plan_without_its_variables_names_each_missing_one_at_its_line() {
+    let (ok, text) = validate_copy(&[], &[]);
+    assert!(!ok, "{text}");
+    let plan = read("examples/ci/cluster.toml");
+    for (name, _) in VALUES {
+        let line = plan
+            .lines()
+            .position(|l| l.contains(&format!("{{{{ var.{name} }}}}")))
+            .unwrap_or_else(|| panic!("the plan does not use {name}"))
+            + 1;
+        let want = format!("plan.toml:{line}:");
+        let missing = format!("error[variable-missing]: variable `{name}` has no value");
+        assert!(
+            text.lines()
+                .any(|l| l.contains(&want) && l.contains(&missing)),
+            "no variable-missing for {name} at line {line}:\n{text}"
+        );
+    }
 }
 
 /// The example plans need no pin from their user: kwin hashes an artifact whose upstream
@@ -226,7 +282,7 @@ fn examples_carry_no_placeholder_pins_and_the_workflow_hashes_nothing_itself() {
                 .to_string()
         })
         .collect();
-    files.push("examples/ci/cluster.toml.in".into());
+    files.push("examples/ci/cluster.toml".into());
     files.sort();
     assert!(files.len() >= 5, "{files:?}");
     let mut problems = Vec::new();

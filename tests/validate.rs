@@ -382,14 +382,14 @@ fn schema_is_valid_and_examples_conform() {
     assert!(!validator.is_valid(&bad));
 }
 
-/// The README's table of diagnostic codes: `(code, severity)`.
+/// The table of diagnostic codes (docs/diagnostics.md): `(code, severity)`.
 fn documented_codes() -> Vec<(String, String)> {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let section = readme
-        .split("<!-- plan-format:begin -->")
+    let page = std::fs::read_to_string(root().join("docs/diagnostics.md")).expect("diagnostics");
+    let section = page
+        .split("<!-- codes:begin -->")
         .nth(1)
-        .and_then(|s| s.split("<!-- plan-format:end -->").next())
-        .expect("plan-format section");
+        .and_then(|s| s.split("<!-- codes:end -->").next())
+        .expect("codes section");
     section
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
@@ -441,14 +441,14 @@ fn every_code_is_documented_and_covered_by_a_case() {
     let documented = documented_codes();
     assert!(
         documented.len() >= 40,
-        "README documents {} codes",
+        "docs/diagnostics.md documents {} codes",
         documented.len()
     );
     let names: Vec<&str> = documented.iter().map(|(c, _)| c.as_str()).collect();
     for code in codes_in_source() {
         assert!(
             names.contains(&code.as_str()),
-            "code `{code}` is not in the README table"
+            "code `{code}` is not in the table of docs/diagnostics.md"
         );
     }
     let mut expected = String::new();
@@ -457,7 +457,7 @@ fn every_code_is_documented_and_covered_by_a_case() {
     }
     // Reached only through a missing plan file (its own test), the command line (`limit`:
     // tests/operating.rs) or a bug in kwin (kwin's own recipes, a value validation accepted;
-    // tests/readme_codes.rs checks they are listed).
+    // tests/diagnostic_codes.rs checks they are listed).
     let elsewhere = [
         "read",
         "limit",
@@ -489,7 +489,7 @@ fn every_code_is_documented_and_covered_by_a_case() {
 
 #[test]
 fn every_key_of_the_schema_is_documented() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let readme = std::fs::read_to_string(root().join("docs/plan.md")).expect("docs/plan.md");
     let schema: serde_json::Value =
         serde_json::from_str(&kwin_engine::plan::schema::schema_json()).expect("schema");
     let mut keys: Vec<String> = Vec::new();
@@ -520,7 +520,7 @@ fn every_key_of_the_schema_is_documented() {
         .collect();
     assert!(
         missing.is_empty(),
-        "keys missing from the README: {missing:?}"
+        "keys missing from docs/plan.md: {missing:?}"
     );
 }
 

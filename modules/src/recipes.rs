@@ -94,6 +94,7 @@ pub fn request(
         no_verify,
         checksums,
         limit: Vec::new(),
+        vars: Default::default(),
     }
 }
 

@@ -240,6 +240,8 @@ fn api_tier() {
     std::env::set_var("KUBECACHEDIR", kube_cache.path());
     let host = Host::new(&tier);
     let cache = tempfile::tempdir().expect("cache dir");
+    upgrade_facts(&host, &tier);
+    drain_and_uncordon(&host, &tier);
     flannel(&host, &tier, cache.path());
     status_churn(&host, &tier, cache.path());
     runtime_classes(&host, &tier, cache.path());
@@ -249,6 +251,280 @@ fn api_tier() {
     join(&host, &tier, &values);
     init(&host, &tier);
 }
+}
+
+/// The upgrade gate's one script (`kube::upgrade::cluster`) against the real API server and
+/// kubectl: kube-apiserver mirror pods (a pod bound to its node, as the kubelet posts them),
+/// kubeadm-config (uploaded by the tier's real kubeadm), Nodes with kubelet versions, Ready, a cordon and kwin's mark; then the skew
+/// policy on what was read.
+fn upgrade_facts(host: &Host, tier: &Tier) {
+    use kwin_modules::kube::upgrade::{cluster, skew};
+    let parse = |host: &Host| {
+        let out = host.run(&cluster::script(&tier.kubeconfig().display().to_string()));
+        assert_eq!(out.exit, 0, "{}", String::from_utf8_lossy(&out.stderr));
+        cluster::parse(&String::from_utf8_lossy(&out.stdout)).expect("parse cluster facts")
+    };
+    let objects = format!(
+        r#"apiVersion: v1
+kind: Node
+metadata:
+  name: up-cp1
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: up-w1
+  annotations:
+    {mark}: "upgrade 20261125-031500 2026-11-25T03:15:00Z"
+spec:
+  unschedulable: true
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-apiserver-up-cp1
+  namespace: kube-system
+  labels: {{component: kube-apiserver, tier: control-plane}}
+spec:
+  nodeName: up-cp1
+  containers:
+  - name: kube-apiserver
+    image: registry.k8s.io/kube-apiserver:v1.31.4
+"#,
+        mark = cluster::CORDON_MARK
+    );
+    let file = write_temp(&objects);
+    kubectl(tier, &["create", "-f", &file]);
+    for (node, kubelet, ready) in [("up-cp1", "v1.31.4", "True"), ("up-w1", "v1.30.9", "False")] {
+        set_status(
+            tier,
+            &["node", node],
+            json!({
+                "nodeInfo": {"kubeletVersion": kubelet},
+                "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady",
+                    "lastHeartbeatTime": "2026-11-25T03:15:00Z",
+                    "lastTransitionTime": "2026-11-25T03:15:00Z"}]
+            }),
+        );
+    }
+    let state = parse(host);
+    let cluster::ClusterState::Running(f) = &state else {
+        panic!("not read as a running cluster: {state:?}")
+    };
+    let v = |s: &str| semver::Version::parse(s).expect("version");
+    assert_eq!(f.apiservers.get("up-cp1"), Some(&v("1.31.4")), "{f:?}");
+    // kubeadm-config is the one the tier's real kubeadm uploaded (`upload-config`).
+    let config = kubectl(
+        tier,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "cm",
+            "kubeadm-config",
+            "-o",
+            "jsonpath={.data.ClusterConfiguration}",
+        ],
+    );
+    let uploaded = config
+        .lines()
+        .find_map(|l| l.strip_prefix("kubernetesVersion: v"))
+        .expect("kubeadm wrote kubernetesVersion");
+    assert_eq!(f.cluster_version, Some(v(uploaded.trim())), "{config}");
+    let w1 = &f.nodes["up-w1"];
+    assert_eq!(w1.kubelet, v("1.30.9"));
+    assert!(
+        w1.unschedulable && !w1.ready && w1.kwin_mark.is_some(),
+        "{w1:?}"
+    );
+    assert!(f.nodes["up-cp1"].ready);
+    let plan = [("up-cp1", true), ("up-w1", false)].map(|(n, cp)| skew::PlanNode {
+        name: n.into(),
+        control_plane: cp,
+    });
+    let Ok(skew::Verdict::Upgrade(u)) = skew::check(&v("1.32.5"), &state, &plan) else {
+        panic!("one minor up is an upgrade")
+    };
+    assert_eq!(u.control_planes, ["up-cp1"]);
+    assert_eq!(u.resume.len(), 1);
+    let refused = skew::check(&v("1.33.1"), &state, &plan).expect_err("two minors");
+    assert_eq!(refused[0].code, skew::Code::SkipMinor);
+    kubectl(tier, &["delete", "-f", &file, "--wait=false"]);
+    // The pod has no kubelet to finish its deletion: remove it at once.
+    kubectl(
+        tier,
+        &[
+            "-n",
+            "kube-system",
+            "delete",
+            "pod",
+            "kube-apiserver-up-cp1",
+            "--grace-period=0",
+            "--force",
+            "--ignore-not-found",
+        ],
+    );
+    // An admin kubeconfig that does not exist: a new cluster.
+    let out = host.run(&cluster::script("/nonexistent/admin.conf"));
+    assert_eq!(
+        cluster::parse(&String::from_utf8_lossy(&out.stdout)),
+        Ok(cluster::ClusterState::New)
+    );
+}
+
+/// `kube_drain` and `kube_uncordon` with the real kubectl against the real API server: the
+/// cordon and kwin's mark set in one patch and taken off in one; a drain blocked by a pod
+/// without a controller and by a PodDisruptionBudget names the pods and takes its cordon
+/// back; an administrator's cordon is never lifted; uncordon waits for the kubelet version.
+fn drain_and_uncordon(host: &Host, tier: &Tier) {
+    let kc = tier.kubeconfig().display().to_string();
+    let mark = kwin_modules::kube::node::CORDON_MARK;
+    let nodes = "apiVersion: v1\nkind: Node\nmetadata:\n  name: dr-w1\n---\napiVersion: v1\nkind: Node\nmetadata:\n  name: dr-w2\n---\napiVersion: v1\nkind: Node\nmetadata:\n  name: dr-w3\n";
+    let file = write_temp(nodes);
+    kubectl(tier, &["create", "-f", &file]);
+    let status = |node: &str, kubelet: &str| {
+        set_status(
+            tier,
+            &["node", node],
+            json!({
+                "nodeInfo": {"kubeletVersion": kubelet},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "lastHeartbeatTime": "2026-11-25T03:15:00Z",
+                    "lastTransitionTime": "2026-11-25T03:15:00Z"}]
+            }),
+        )
+    };
+    for n in ["dr-w1", "dr-w2", "dr-w3"] {
+        status(n, "v1.31.4");
+    }
+    let drain = |node: &str, timeout: &str| {
+        build(
+            "kube_drain",
+            &json!({"node": node, "until": {"kubelet": "1.32.5"}, "timeout": timeout, "kubeconfig": kc}),
+        )
+    };
+    let uncordon = |node: &str, timeout: &str| {
+        build(
+            "kube_uncordon",
+            &json!({"node": node, "until": {"kubelet": "1.32.5"}, "timeout": timeout, "kubeconfig": kc}),
+        )
+    };
+    let cordon_of = |node: &str| {
+        let n = get_json(tier, &["node", node]);
+        (
+            n["spec"]["unschedulable"].as_bool().unwrap_or(false),
+            n["metadata"]["annotations"][mark]
+                .as_str()
+                .map(str::to_string),
+        )
+    };
+    let plan_of = |m: &dyn Module| host.plan(m, &Inputs::new()).expect("plan");
+
+    // A node with nothing on it: cordoned with kwin's mark, drained.
+    let m = drain("dr-w1", "10s");
+    let Plan::Change(c) = plan_of(m.as_ref()) else {
+        panic!("dr-w1 runs v1.31.4: a drain")
+    };
+    host.exec(&c).expect("drain of an empty node");
+    let (cordoned, marked) = cordon_of("dr-w1");
+    assert!(cordoned, "dr-w1 not cordoned");
+    assert!(
+        marked
+            .as_deref()
+            .is_some_and(|m| m.starts_with("upgrade 20")),
+        "{marked:?}"
+    );
+
+    // Uncordon waits for the kubelet version: at v1.31.4 it times out naming it.
+    let u = uncordon("dr-w1", "2s");
+    let Plan::Change(c) = plan_of(u.as_ref()) else {
+        panic!("a marked node is uncordoned")
+    };
+    let err = host.exec(&c).expect_err("kubelet still v1.31.4");
+    assert!(
+        err.contains("it reports kubelet v1.31.4, Ready=True"),
+        "{err}"
+    );
+    assert!(cordon_of("dr-w1").0, "uncordoned too early");
+    status("dr-w1", "v1.32.5");
+    host.converge("uncordon dr-w1", u.as_ref());
+    assert_eq!(cordon_of("dr-w1"), (false, None));
+    // At the version, the drain is a no-op.
+    assert!(plan_of(drain("dr-w1", "10s").as_ref()).is_noop());
+
+    // A pod without a controller blocks the drain: named, the cordon taken back.
+    let bare = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bare\n  namespace: default\nspec:\n  nodeName: dr-w2\n  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n";
+    kubectl(tier, &["create", "-f", &write_temp(bare)]);
+    let Plan::Change(c) = plan_of(drain("dr-w2", "5s").as_ref()) else {
+        panic!("dr-w2: a drain")
+    };
+    assert!(
+        c.diff
+            .as_deref()
+            .is_some_and(|d| d.contains("- evict default/bare (no controller)")),
+        "{:?}",
+        c.diff
+    );
+    let err = host.exec(&c).expect_err("a bare pod blocks the drain");
+    assert!(err.contains("drain of dr-w2 stopped"), "{err}");
+    assert!(err.contains("default/bare"), "{err}");
+    assert!(err.contains("force = true"), "{err}");
+    assert!(err.contains("dr-w2 is uncordoned again"), "{err}");
+    assert_eq!(cordon_of("dr-w2"), (false, None));
+
+    // A PodDisruptionBudget that allows no disruption (no controller computes its status
+    // here, so the eviction API refuses every eviction) blocks it until the timeout.
+    let guarded = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: db-0\n  namespace: default\n  labels: {app: db}\n  ownerReferences:\n  - {apiVersion: apps/v1, kind: StatefulSet, name: db, uid: 8d1f5b56-0000-4000-8000-000000000001, controller: true}\nspec:\n  nodeName: dr-w3\n  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n---\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: db\n  namespace: default\nspec:\n  minAvailable: 1\n  selector:\n    matchLabels: {app: db}\n";
+    kubectl(tier, &["create", "-f", &write_temp(guarded)]);
+    // Running and Ready, as a kubelet would report it: the eviction API lets Pending pods
+    // go regardless of budgets (`canIgnorePDB`).
+    set_status(
+        tier,
+        &["-n", "default", "pod", "db-0"],
+        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
+    );
+    // An administrator's cordon first: drained, never uncordoned by kwin.
+    kubectl(tier, &["cordon", "dr-w3"]);
+    let Plan::Change(c) = plan_of(drain("dr-w3", "4s").as_ref()) else {
+        panic!("dr-w3: a drain")
+    };
+    assert!(
+        c.diff
+            .as_deref()
+            .is_some_and(|d| d.contains("cordoned by someone else")),
+        "{:?}",
+        c.diff
+    );
+    let err = host.exec(&c).expect_err("the PDB blocks the drain");
+    assert!(
+        err.contains("default/db-0: its PodDisruptionBudget does not allow evicting it now"),
+        "{err}"
+    );
+    assert!(!err.contains("uncordoned again"), "{err}");
+    assert_eq!(
+        cordon_of("dr-w3"),
+        (true, None),
+        "the administrator's cordon stays"
+    );
+    assert!(plan_of(uncordon("dr-w3", "5s").as_ref()).is_noop());
+
+    for args in [
+        [
+            "-n",
+            "default",
+            "delete",
+            "pod",
+            "bare",
+            "db-0",
+            "--grace-period=0",
+            "--force",
+        ]
+        .as_slice(),
+        &["-n", "default", "delete", "pdb", "db"],
+        &["delete", "-f", &file],
+    ] {
+        kubectl(tier, args);
+    }
 }
 
 fn flannel(host: &Host, tier: &Tier, cache: &Path) {

@@ -1,5 +1,5 @@
 //! The module reference (`kwin modules`, `kwin doc`, docs/modules.md): complete, its examples
-//! valid plan tasks, and the generated file and README's module list in step with the tables.
+//! valid plan tasks, and the generated file and docs/plan.md's module list in step with the tables.
 
 use kwin_engine::module::Registry;
 use kwin_modules::reference::{self, Os};
@@ -230,27 +230,30 @@ fn list_is_per_os_from_the_tables() {
     }
 }
 
-/// README's module list names the modules of each table.
+/// The plan file's page (docs/plan.md, `[[tasks]]`) names the modules of each table.
 #[test]
-fn readme_module_list_matches_the_tables() {
-    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+fn plan_page_module_list_matches_the_tables() {
+    let readme = std::fs::read_to_string(workspace().join("docs/plan.md")).expect("docs/plan.md");
     let begin = "<!-- modules:begin -->";
-    let start = readme.find(begin).expect("README: <!-- modules:begin -->") + begin.len();
+    let start = readme
+        .find(begin)
+        .expect("docs/plan.md: <!-- modules:begin -->")
+        + begin.len();
     let end = readme
         .find("<!-- modules:end -->")
-        .expect("README: <!-- modules:end -->");
+        .expect("docs/plan.md: <!-- modules:end -->");
     let list = &readme[start..end];
     for family in [Family::Linux, Family::Windows, Family::Kube] {
         let label = format!("{} ", reference::family_name(family));
         let part = list
             .split(';')
             .find_map(|p| p.trim().strip_prefix(label.as_str()))
-            .unwrap_or_else(|| panic!("README's module list has no `{label}` part"));
+            .unwrap_or_else(|| panic!("docs/plan.md's module list has no `{label}` part"));
         let named: BTreeSet<&str> = part.split('`').skip(1).step_by(2).collect();
         let want: BTreeSet<&str> = kwin_modules::rows()
             .filter(|(f, _)| *f == family)
             .map(|(_, r)| r.name)
             .collect();
-        assert_eq!(named, want, "README's {label}modules");
+        assert_eq!(named, want, "docs/plan.md's {label}modules");
     }
 }

@@ -1,5 +1,5 @@
 //! Reading kwin's production source with syn, for the tests that check its shape
-//! (`tests/layers.rs`, `tests/readme_codes.rs`): every `.rs` file below some directories,
+//! (`tests/layers.rs`, `tests/diagnostic_codes.rs`): every `.rs` file below some directories,
 //! parsed, without the files that exist for tests only (`#[cfg(test)] mod name;`).
 
 #![allow(dead_code)]

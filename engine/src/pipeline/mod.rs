@@ -6,6 +6,9 @@
 //!           3  effective the plan's values with kwin's defaults, decided once (plan::effective)
 //!           4  expand   recipes + [[tasks]] → tasks; artifact checksums (fetched for plan/apply)
 //!           5  graph    the DAG, by named transforms
+//! gate         (plan, apply with [cluster]) the cluster's versions checked against the
+//!              version skew policy on the first control plane (kwin-modules, called by
+//!              the CLI through Session::remote_logged); a refusal ends the command here
 //! run       6  lock     .kwin/lock (apply, reset)
 //!           7  connect  a transport per host (the TCP connect happens in each host's worker)
 //!           8  execute  one worker per host: probe, plan, batches, re-probe

@@ -15,6 +15,7 @@ use crate::module::Registry;
 use crate::plan::validate::Names;
 use crate::plan::LoadedPlan;
 use crate::task::Task;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,17 @@ pub struct Request<'a> {
     pub checksums: ChecksumMode,
     /// `--limit` selectors (`plan::limit`): empty, every host.
     pub limit: Vec<String>,
+    /// The plan's variables given on the command line (`--var name=value`): they win over
+    /// the environment's `KWIN_VAR_<name>` and the declarations' defaults (`plan/vars.rs`).
+    pub vars: BTreeMap<String, String>,
+}
+
+impl Request<'_> {
+    /// This request with the command line's `--var` values.
+    pub fn with_vars(mut self, vars: BTreeMap<String, String>) -> Self {
+        self.vars = vars;
+        self
+    }
 }
 
 /// Whether the plan's own `[[tasks]]` become tasks.
@@ -82,7 +94,8 @@ pub(super) fn load_and_validate(
         modules: &modules,
         recipe_steps: req.recipe_steps,
     };
-    crate::plan::validate::load_and_validate(req.plan, known).into_result()
+    crate::plan::validate::load_and_validate_with_vars(req.plan, known, req.vars.clone())
+        .into_result()
 }
 
 /// What phase 4 gives.

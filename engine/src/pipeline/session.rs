@@ -227,6 +227,13 @@ impl Session {
     /// One host, logged in `.kwin/logs/<run-id>/<host>.log` (old runs pruned first, as a run
     /// does), for work that is not a task graph.
     pub fn remote(&mut self, host: &ResolvedHost) -> HostRemote {
+        self.remote_logged(host, &host.name)
+    }
+
+    /// [`Session::remote`], logged in `.kwin/logs/<run-id>/<log>.log`: for work before a run
+    /// on the same host (the upgrade gate), whose log the run's own must not collide with.
+    /// The transport is the host's, so the run reuses the connection.
+    pub fn remote_logged(&mut self, host: &ResolvedHost, log: &str) -> HostRemote {
         if !self.pruned {
             self.pruned = true;
             let (dir, r, id) = (
@@ -242,7 +249,7 @@ impl Session {
             }
         }
         let logs = self.opts.state_dir.join("logs").join(&self.opts.run_id);
-        let (log, err) = HostLog::open(&logs, &host.name, self.scrubber.clone());
+        let (log, err) = HostLog::open(&logs, log, self.scrubber.clone());
         if let Some(w) = err {
             self.events.send(Event::Warning {
                 host: Some(host.name.clone()),

@@ -231,9 +231,13 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
         Some(inv) => match read_inventory(inv, &resolve_path(&base_dir, inv)) {
             Ok(hosts) => hosts,
             Err(msg) => {
-                diags.push(
-                    Diagnostic::error("inventory", msg).at(source.span(spans.find("inventory"))),
-                );
+                let mut d = Diagnostic::error("inventory", msg);
+                if !resolve_path(&base_dir, inv).exists() {
+                    if let Some(hint) = super::loaded::outside_hint(inv) {
+                        d = d.with_hint(hint);
+                    }
+                }
+                diags.push(d.at(source.span(spans.find("inventory"))));
                 Vec::new()
             }
         },

@@ -155,6 +155,35 @@ impl LoadedPlan {
     }
 }
 
+/// Top-level directories of a kwin checkout that example plans point into.
+const CHECKOUT_DIRS: &[&str] = &["target", "modules", "lab", "plans", "examples", "tests"];
+
+/// A hint for a missing file whose path, as written, leaves the plan's directory (`../`):
+/// the plan was moved away from what it points to. A path into a kwin checkout (kwin's own
+/// example plans name the lab's inventory, `../target/lab/hosts.toml`, and test fixtures)
+/// says so.
+pub fn outside_hint(written: &str) -> Option<String> {
+    let mut rest = written;
+    let mut ups = 0;
+    while let Some(r) = rest.strip_prefix("../") {
+        rest = r;
+        ups += 1;
+    }
+    if ups == 0 {
+        return None;
+    }
+    let first = rest.split('/').next().unwrap_or("");
+    Some(if ups == 1 && CHECKOUT_DIRS.contains(&first) {
+        format!(
+            "`{written}` points into a kwin checkout (`{rest}`): this plan is one of kwin's examples, which run from the checkout they are in (e.g. `kwin validate examples/<plan>.toml` there, after `lab/up.sh` for the lab's inventory); a copy elsewhere must name files of its own"
+        )
+    } else {
+        format!(
+            "`{written}` leaves the plan's directory: a plan copied or moved away from the files it names no longer finds them; name them from where the plan is now"
+        )
+    })
+}
+
 /// `~/x` → home, relative → against `base`.
 pub fn resolve_path(base: &Path, p: &str) -> PathBuf {
     if let Some(rest) = p.strip_prefix("~/") {

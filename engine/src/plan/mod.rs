@@ -26,6 +26,7 @@ pub mod proxy;
 pub mod refs;
 pub mod schema;
 pub mod spans;
+pub mod starter;
 pub mod structure;
 pub mod syntax;
 pub mod validate;

@@ -7,7 +7,7 @@
 //! opened). A plan without hosts is an error (`empty-plan`). A task's params are the build phase's (`module::build`): they are checked
 //! once expansion rendered them, so validation builds no module.
 //! Each rule reports at the plan line of the value it is about; the diagnostic codes are
-//! listed in the README ("The plan file").
+//! listed in docs/diagnostics.md.
 //!
 //! Windows limits (seed 003) are warned about only where the plan itself says something
 //! that runs into them (e.g. a Windows Server 2022 build label on an overlay network), so

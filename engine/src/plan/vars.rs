@@ -206,16 +206,18 @@ fn from_toml(kind: VarType, v: &toml::Value) -> Result<VarValue, String> {
 
 fn declared_hint(decls: &BTreeMap<String, Variable>, name: &str) -> String {
     let names: Vec<&str> = decls.keys().map(String::as_str).collect();
-    match crate::diag::did_you_mean(name, names.iter().copied()) {
-        Some(s) => format!("did you mean `{s}`? (or declare [variables.{name}] with a type)"),
-        None if names.is_empty() => {
-            format!("declare it: [variables.{name}] with type = \"string\" (or \"integer\", \"boolean\")")
-        }
-        None => format!(
-            "declared: {}; or declare [variables.{name}] with a type",
-            names.join(", ")
-        ),
+    if names.is_empty() {
+        return format!(
+            "the plan declares no variables; declare it: [variables.{name}] with type = \"string\" (or \"integer\", \"boolean\")"
+        );
     }
+    let guess = crate::diag::did_you_mean(name, names.iter().copied())
+        .map(|s| format!("did you mean `{s}`? "))
+        .unwrap_or_default();
+    format!(
+        "{guess}declared: {}; or declare [variables.{name}] with a type",
+        names.join(", ")
+    )
 }
 
 /// `{{ var.NAME }}` occurrences in `s`: (byte range, name).

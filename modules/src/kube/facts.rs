@@ -10,7 +10,7 @@ use kwin_engine::transport::Shell;
 use sha2::{Digest, Sha256};
 
 /// The `kwin: <state>` header and the lines after it.
-fn header(out: &FactOutput) -> Result<(String, Vec<String>), FactError> {
+pub(super) fn header(out: &FactOutput) -> Result<(String, Vec<String>), FactError> {
     if out.exit != 0 {
         return Err(FactError::Command {
             exit: out.exit,
@@ -43,7 +43,7 @@ pub enum NoCluster {
 }
 
 impl NoCluster {
-    fn from_state(state: &str) -> Option<Self> {
+    pub(super) fn from_state(state: &str) -> Option<Self> {
         match state {
             "no-kubectl" => Some(NoCluster::NoKubectl),
             "no-kubeconfig" => Some(NoCluster::NoKubeconfig),

@@ -8,6 +8,10 @@
 //! | `kubeadm_join` | Linux and Windows nodes | `kubeadm join` with a generated JoinConfiguration |
 //! | `kube_apply` | first control plane | server-side apply (`--field-manager=kwin`), checked by `kubectl diff --server-side` |
 //! | `kube_wait` | first control plane | waits until objects are rolled out / have a condition |
+//! | `kubeadm_upgrade` | Linux control planes and workers | `kubeadm upgrade apply` (first control plane) / `kubeadm upgrade node` to a version |
+//! | `kubelet_restart` | Linux nodes | restarts the kubelet when the installed binary is not the version its Node reports |
+//! | `kube_drain` | first control plane | cordons (with kwin's mark) and drains a Node until it runs a given kubelet |
+//! | `kube_uncordon` | first control plane | uncordons a Node kwin cordoned, once Ready at a given kubelet |
 //!
 //! Facts print a first line `kwin: <state>` followed by data, and are parsed by pure functions
 //! in [`facts`]; a fact that cannot answer exits non-zero. Every fact and step that talks to
@@ -21,13 +25,19 @@ use kwin_engine::module::ParamError;
 
 pub mod facts;
 mod script;
+pub mod upgrade;
 pub mod verify;
 
 pub mod apply;
+pub mod drain;
 pub mod join_data;
 pub mod kubeadm_init;
 pub mod kubeadm_join;
+pub mod kubeadm_upgrade;
 pub mod kubeconfig;
+pub mod kubelet_restart;
+pub mod node;
+pub mod uncordon;
 pub mod wait;
 
 /// The Kubernetes modules: `kubeadm_join` runs on Linux and Windows nodes, the others only
@@ -36,8 +46,12 @@ pub static MODULES: &[Row] = &[
     row::<apply::KubeApply>(POSIX),
     row::<join_data::JoinData>(POSIX),
     row::<wait::KubeWait>(POSIX),
+    row::<drain::KubeDrain>(POSIX),
+    row::<uncordon::KubeUncordon>(POSIX),
     row::<kubeadm_init::KubeadmInit>(POSIX),
     row::<kubeadm_join::KubeadmJoin>(BOTH),
+    row::<kubeadm_upgrade::KubeadmUpgrade>(POSIX),
+    row::<kubelet_restart::KubeletRestart>(POSIX),
 ];
 
 /// The admin kubeconfig kubeadm writes on a control plane.

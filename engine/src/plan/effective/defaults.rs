@@ -31,6 +31,10 @@ pub const WINDOWS_TAINT: bool = true;
 pub const WINDOWS_RUNTIME_CLASSES: bool = false;
 /// `cluster.verify`: deploy the verification workloads after a clean apply.
 pub const VERIFY: bool = true;
+/// The Kubernetes release `kwin init` writes into a starter plan (`cluster.kubernetes_version`
+/// itself has no default: a plan names its release). The release kwin's example plans are
+/// built and checked with (`examples/*.toml`; `tests/init.rs` holds the two equal).
+pub const STARTER_KUBERNETES_VERSION: &str = "1.31.4";
 // The sandbox image follows kubeadm per minor: `crate::plan::versions::pause_image`.
 
 /// `[settings]`: the executor's knobs.

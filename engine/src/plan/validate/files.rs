@@ -115,10 +115,12 @@ fn file(v: &mut V<'_>, at: &str, key: &str, text: &str, inventory_host: Option<&
         ),
         None => (
             format!("{key} \"{text}\""),
-            format!(
-                "relative paths resolve against the plan's directory ({}), `~/` against $HOME",
-                v.plan.base_dir.display()
-            ),
+            crate::plan::loaded::outside_hint(text).unwrap_or_else(|| {
+                format!(
+                    "relative paths resolve against the plan's directory ({}), `~/` against $HOME",
+                    v.plan.base_dir.display()
+                )
+            }),
         ),
     };
     v.at(

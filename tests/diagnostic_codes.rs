@@ -1,6 +1,6 @@
-//! README's table of diagnostic codes lists exactly the codes kwin can emit, with their
-//! severity — both ways: a code in the source that the README does not list fails, and so
-//! does a README row no source emits.
+//! The table of diagnostic codes (docs/diagnostics.md, "Diagnostic codes") lists exactly the
+//! codes kwin can emit, with their severity — both ways: a code in the source that the table
+//! does not list fails, and so does a row no source emits.
 //!
 //! The codes are read from the source itself (syn): every call `Diagnostic::error(code, …)` /
 //! `Diagnostic::warning(code, …)` in `engine/src`, `modules/src` and `src`, outside
@@ -146,15 +146,18 @@ fn source_codes() -> Found {
     found
 }
 
-/// The rows of README's "Diagnostic codes" table: code → severity column.
-fn readme_codes(readme: &str) -> BTreeMap<String, String> {
+/// The page the table is on.
+const PAGE: &str = "docs/diagnostics.md";
+
+/// The rows of the "Diagnostic codes" table: code → severity column.
+fn table_codes(readme: &str) -> BTreeMap<String, String> {
     let start = readme
-        .find("### Diagnostic codes")
-        .expect("README has a Diagnostic codes section");
+        .find("## Diagnostic codes")
+        .expect("docs/diagnostics.md has a Diagnostic codes section");
     let section = &readme[start..];
-    let end = section[3..]
+    let end = section[2..]
         .find("\n#")
-        .map(|i| i + 3)
+        .map(|i| i + 2)
         .unwrap_or(section.len());
     let mut rows = BTreeMap::new();
     for line in section[..end].lines() {
@@ -162,14 +165,14 @@ fn readme_codes(readme: &str) -> BTreeMap<String, String> {
         if let [_, code, severity, ..] = cells.as_slice() {
             if let Some(code) = code.strip_prefix('`').and_then(|c| c.strip_suffix('`')) {
                 let dup = rows.insert(code.to_string(), severity.to_string());
-                assert!(dup.is_none(), "README lists `{code}` twice");
+                assert!(dup.is_none(), "{PAGE} lists `{code}` twice");
             }
         }
     }
     rows
 }
 
-/// Every difference between the source's codes and the README's rows.
+/// Every difference between the source's codes and the table's rows.
 fn differences(found: &Found, readme: &BTreeMap<String, String>) -> Vec<String> {
     let mut out = Vec::new();
     for at in &found.computed {
@@ -181,14 +184,14 @@ fn differences(found: &Found, readme: &BTreeMap<String, String>) -> Vec<String> 
         let want: Vec<&str> = severities.iter().map(String::as_str).collect();
         match readme.get(code) {
             None => out.push(format!(
-                "`{code}` ({}) is emitted but not in README's table",
+                "`{code}` ({}) is emitted but not in the table of {PAGE}",
                 want.join(", ")
             )),
             Some(sev) => {
                 let listed: BTreeSet<&str> = sev.split(", ").collect();
                 if listed != want.iter().copied().collect() {
                     out.push(format!(
-                        "`{code}`: README says {sev}, the source emits {}",
+                        "`{code}`: {PAGE} says {sev}, the source emits {}",
                         want.join(", ")
                     ));
                 }
@@ -197,17 +200,17 @@ fn differences(found: &Found, readme: &BTreeMap<String, String>) -> Vec<String> 
     }
     for code in readme.keys() {
         if !found.codes.contains_key(code) {
-            out.push(format!("README lists `{code}`, which nothing emits"));
+            out.push(format!("{PAGE} lists `{code}`, which nothing emits"));
         }
     }
     out
 }
 
 #[test]
-fn readme_lists_every_diagnostic_code_the_code_emits_and_no_other() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let rows = readme_codes(&readme);
-    assert!(rows.len() > 60, "only {} README rows", rows.len());
+fn the_docs_list_every_diagnostic_code_the_code_emits_and_no_other() {
+    let page = std::fs::read_to_string(root().join(PAGE)).expect(PAGE);
+    let rows = table_codes(&page);
+    assert!(rows.len() > 60, "only {} rows in {PAGE}", rows.len());
     let found = source_codes();
     let diff = differences(&found, &rows);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
@@ -234,17 +237,17 @@ mod tests {
 "#,
         &mut found,
     );
-    let readme = "### Diagnostic codes\n\n| code | severity | rule |\n|---|---|---|\n\
+    let readme = "## Diagnostic codes\n\n| code | severity | rule |\n|---|---|---|\n\
                   | `listed` | error | a |\n| `stale` | warning | b |\n\n## Next\n| `elsewhere` | error | c |\n";
-    let diff = differences(&found, &readme_codes(readme));
+    let diff = differences(&found, &table_codes(readme));
     assert_eq!(
         diff,
         [
             "x.rs:6: the code is not a string literal (write one call per code)",
-            "`in-a-macro` (error) is emitted but not in README's table",
-            "`in-a-repeat` (warning) is emitted but not in README's table",
-            "`not-listed` (warning) is emitted but not in README's table",
-            "README lists `stale`, which nothing emits",
+            "`in-a-macro` (error) is emitted but not in the table of docs/diagnostics.md",
+            "`in-a-repeat` (warning) is emitted but not in the table of docs/diagnostics.md",
+            "`not-listed` (warning) is emitted but not in the table of docs/diagnostics.md",
+            "docs/diagnostics.md lists `stale`, which nothing emits",
         ]
     );
 }

@@ -1,0 +1,272 @@
+//! `kube_drain`: cordon a Node and evict its pods before something disruptive happens on it
+//! (a kubelet upgrade: "In-place minor version kubelet upgrades are not supported", version
+//! skew policy, kubernetes/website `content/en/releases/version-skew-policy.md` @ `01bc0975`),
+//! unless the node already runs what it is drained for.
+//!
+//! Parameters: the fields of [`KubeDrainParams`], shown by `kwin doc kube_drain` and in
+//! docs/modules.md. Runs on the first control plane with its admin kubeconfig.
+//!
+//! No-op when the cluster is not initialised, the Node is not registered, or it already
+//! reports kubelet `until.kubelet` (its upgrade is done; if kwin's cordon is still on it,
+//! `kube_uncordon` removes it). Changes: when the node is schedulable, one merge patch sets
+//! `spec.unschedulable` and kwin's mark `kwin.dev/cordoned` (an administrator's cordon is left
+//! unmarked, so kwin never uncordons it); then `kubectl drain --ignore-daemonsets
+//! --delete-emptydir-data --timeout` (`--force` with `force = true`), which honours
+//! PodDisruptionBudgets through the eviction API. When the drain cannot finish, the error
+//! names the pods that block it (kubectl's messages, `k8s.io/kubectl/pkg/drain/filters.go`:
+//! pods without a controller, pods whose PodDisruptionBudget refuses the eviction), and a
+//! cordon this step set is taken back in one patch: nothing on the node changed yet.
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "drain-lw1"
+//! module = "kube_drain"
+//! on = { hosts = ["cp1"] }
+//! params = { node = "lw1", until = { kubelet = "1.32.5" }, timeout = "5m" }
+//! ```
+
+use super::node::{is_node_name, v_prefixed, NodeFact, NodeState, CORDON_MARK};
+use super::script::{kubectl, TEMP_DIR};
+use super::{parse_duration, ADMIN_CONF, API_RESOURCE};
+use crate::paths::posix_abs_line;
+use crate::table::{Described, FactSample};
+use kwin_engine::fact::{FactQuery, Facts};
+use kwin_engine::module::{
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+/// What the node must run for its drain to be unnecessary.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Until {
+    /// The kubelet version (`"1.32.5"` or `"v1.32.5"`) the node reports once its upgrade is
+    /// done.
+    pub kubelet: String,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubeDrainParams {
+    /// The Node.
+    node: String,
+    /// The node is drained until it reports these versions; then the step is a no-op.
+    until: Until,
+    /// `kubectl drain --timeout` (default `"5m"`); a drain that does not finish fails naming
+    /// the pods that block it.
+    #[schemars(with = "Option<super::DurationParam>")]
+    timeout: Option<serde_json::Value>,
+    /// Also delete pods that no controller recreates (`kubectl drain --force`; default
+    /// false: such pods stop the drain and are named).
+    #[serde(default)]
+    force: bool,
+    /// Why kwin cordons, recorded in the node's `kwin.dev/cordoned` annotation (lowercase
+    /// letters and `-`; default `upgrade`).
+    reason: Option<String>,
+    /// The cluster (default `/etc/kubernetes/admin.conf`).
+    kubeconfig: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct KubeDrain {
+    node: String,
+    kubelet: String,
+    timeout_secs: u64,
+    force: bool,
+    reason: String,
+    kubeconfig: String,
+}
+
+impl Described for KubeDrain {
+    const NAME: &'static str = "kube_drain";
+    const DOC: &'static str =
+        "cordons and drains a Node from the first control plane until it runs a given kubelet";
+    type Params = KubeDrainParams;
+
+    fn from_params(p: KubeDrainParams, _shell: Shell) -> Result<Self, ParamError> {
+        let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
+        posix_abs_line("kubeconfig", &kubeconfig)?;
+        if !is_node_name(&p.node) {
+            return Err(ParamError::at(
+                "node",
+                format!(
+                    "`{}` is not a Node name (lowercase letters, digits, `-`, `.`)",
+                    p.node
+                ),
+            ));
+        }
+        kube_version("until.kubelet", &p.until.kubelet)?;
+        let timeout_secs = match &p.timeout {
+            Some(v) => parse_duration("timeout", v)?.max(1),
+            None => 300,
+        };
+        let reason = p.reason.unwrap_or_else(|| "upgrade".into());
+        if reason.is_empty() || !reason.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
+            return Err(ParamError::at(
+                "reason",
+                format!("`{reason}`: lowercase letters and `-` only"),
+            ));
+        }
+        Ok(KubeDrain {
+            node: p.node,
+            kubelet: v_prefixed(&p.until.kubelet),
+            timeout_secs,
+            force: p.force,
+            reason,
+            kubeconfig,
+        })
+    }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::kube(NodeFact::new("n1", ADMIN_CONF))]
+    }
+}
+
+/// A release version `1.32.5` / `v1.32.5`.
+pub(super) fn kube_version(field: &str, v: &str) -> Result<(), ParamError> {
+    let bare = v.strip_prefix('v').unwrap_or(v);
+    let parts: Vec<&str> = bare.split('.').collect();
+    if parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.parse::<u64>().is_ok())
+    {
+        Ok(())
+    } else {
+        Err(ParamError::at(
+            field,
+            format!("`{v}` is not a release version like \"1.32.5\""),
+        ))
+    }
+}
+
+/// The merge patch that takes kwin's cordon back: unschedulable and the mark, together.
+pub(super) fn uncordon_patch() -> String {
+    format!(
+        r#"{{"spec":{{"unschedulable":null}},"metadata":{{"annotations":{{"{CORDON_MARK}":null}}}}}}"#
+    )
+}
+
+impl KubeDrain {
+    fn fact(&self) -> NodeFact {
+        NodeFact::new(&self.node, &self.kubeconfig)
+    }
+
+    /// Cordon + mark (when schedulable), drain; on failure the blocking pods on stderr and
+    /// the cordon taken back when this script set it.
+    pub fn script(&self) -> String {
+        let k = kubectl(&self.kubeconfig);
+        let n = sh_quote(&self.node);
+        let force = if self.force { " --force" } else { "" };
+        let blocked = sh_quote(&format!(
+            "drain of {} stopped before it finished ({}s):",
+            self.node, self.timeout_secs
+        ));
+        format!(
+            "{TEMP_DIR}k() {{ {k} --request-timeout=30s \"$@\"; }}\n\
+             marked=0\n\
+             if [ \"$(k get node {n} -o 'jsonpath={{.spec.unschedulable}}')\" != true ]; then\n\
+             \x20 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)\n\
+             \x20 k patch node {n} --type=merge -p \"{{\\\"spec\\\":{{\\\"unschedulable\\\":true}},\\\"metadata\\\":{{\\\"annotations\\\":{{\\\"{mark}\\\":\\\"{reason} $now\\\"}}}}}}\" >/dev/null || exit 1\n\
+             \x20 marked=1\n\
+             fi\n\
+             if ! {k} drain {n} --ignore-daemonsets --delete-emptydir-data --timeout={t}s{force} > \"$d/out\" 2> \"$d/err\"; then\n\
+             \x20 printf '%s\\n' {blocked} >&2\n\
+             \x20 awk '\n\
+             \x20   /^cannot delete / {{ sub(/, continuing command.*/, \"\"); sub(/^cannot delete cannot delete /, \"cannot delete \"); if (!($0 in seen)) {{ seen[$0] = 1; print \"  \" $0 }}; found = 1; next }}\n\
+             \x20   /disruption budget/ && match($0, /pods\\/\"[^\"]*\" -n \"[^\"]*\"/) {{\n\
+             \x20     s = substr($0, RSTART, RLENGTH); split(s, q, \"\\\"\"); p = q[4] \"/\" q[2]\n\
+             \x20     if (!(p in seen)) {{ seen[p] = 1; print \"  \" p \": its PodDisruptionBudget does not allow evicting it now\"; found = 1 }}\n\
+             \x20     next\n\
+             \x20   }}\n\
+             \x20   {{ last[NR % 5] = $0 }}\n\
+             \x20   END {{ if (!found) for (i = NR - 4; i <= NR; i++) if (i > 0 && last[i % 5] != \"\") print \"  \" last[i % 5] }}\n\
+             \x20 ' \"$d/err\" >&2\n\
+             \x20 if grep -q 'Pods that declare no controller' \"$d/err\"; then\n\
+             \x20   printf '%s\\n' '  (force = true deletes pods that no controller recreates)' >&2\n\
+             \x20 fi\n\
+             \x20 if [ $marked = 1 ]; then\n\
+             \x20   k patch node {n} --type=merge -p {unpatch} >/dev/null &&\n\
+             \x20     printf '%s\\n' {back} >&2\n\
+             \x20 fi\n\
+             \x20 exit 1\n\
+             fi\n",
+            mark = CORDON_MARK,
+            reason = self.reason,
+            t = self.timeout_secs,
+            unpatch = sh_quote(&uncordon_patch()),
+            back = sh_quote(&format!(
+                "{} is uncordoned again: nothing on it was changed",
+                self.node
+            )),
+        )
+    }
+}
+
+impl Module for KubeDrain {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        vec![API_RESOURCE.to_string(), self.kubeconfig.clone()]
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let node = match facts.get(&self.fact())? {
+            NodeState::NoCluster(nc) => {
+                return Ok(Plan::noop(format!(
+                    "nothing to drain: {}",
+                    nc.describe(&self.kubeconfig)
+                )))
+            }
+            NodeState::Absent => {
+                return Ok(Plan::noop(format!(
+                    "node {} is not registered: nothing to drain",
+                    self.node
+                )))
+            }
+            NodeState::Node(n) => n,
+        };
+        if node.kubelet == self.kubelet {
+            return Ok(Plan::noop(format!(
+                "{} already runs kubelet {}",
+                self.node, self.kubelet
+            )));
+        }
+        let evicted = node.evicted();
+        let cordon = if node.unschedulable {
+            if node.mark.is_some() {
+                "cordoned by kwin earlier: draining again".to_string()
+            } else {
+                "cordoned by someone else: drained, and left cordoned".to_string()
+            }
+        } else {
+            "cordon".to_string()
+        };
+        let mut diff = format!("node {}: {cordon}\n", self.node);
+        for (pod, owner) in &evicted {
+            let owner = if owner.is_empty() {
+                "no controller"
+            } else {
+                owner.as_str()
+            };
+            diff.push_str(&format!("- evict {pod} ({owner})\n"));
+        }
+        Ok(Plan::Change(Change {
+            action: Action::Run,
+            reason: format!(
+                "{} runs kubelet {}, not {}: drain {} pod(s) first",
+                self.node,
+                node.kubelet,
+                self.kubelet,
+                evicted.len()
+            ),
+            diff: Some(diff),
+            steps: vec![Step::Run(self.script())],
+            touches: Touches::Resources(vec![API_RESOURCE.to_string()]),
+        }))
+    }
+}

@@ -1,0 +1,431 @@
+//! `kubeadm_upgrade`: `kubeadm upgrade apply` on the first control plane, `kubeadm upgrade
+//! node` on the other control planes and on Linux workers — the kubeadm part of a Kubernetes
+//! upgrade. POSIX hosts only for now (the Windows form, `kubeadm.exe upgrade node`, is not
+//! built yet).
+//!
+//! Parameters: the fields of [`KubeadmUpgradeParams`], shown by `kwin doc kubeadm_upgrade`
+//! and in docs/modules.md.
+//!
+//! Sources: "Upgrading kubeadm clusters" (kubernetes.io/docs/tasks/administer-cluster/kubeadm/
+//! kubeadm-upgrade): on the first control plane `kubeadm upgrade plan`, then `kubeadm upgrade
+//! apply vX.Y.Z` with the kubeadm of that version installed; on the other control planes and
+//! on workers `kubeadm upgrade node`. kubeadm tells an upgraded control plane by the image tags
+//! of its static pods (`cmd/kubeadm/app/cmd/phases/upgrade/addons.go` @ `88b93957`), and
+//! records the cluster's version in kubeadm-config when `upgrade apply` finishes.
+//!
+//! Facts (one script): the installed `kubeadm version -o short`; the image tags of the static
+//! pod manifests of kube-apiserver, kube-controller-manager and kube-scheduler; kubeadm-config's
+//! `kubernetesVersion` (with the admin kubeconfig, where there is one); the Node's kubelet
+//! version (with the node's own kubelet.conf).
+//!
+//! No-op when: not initialised or not joined yet (kubeadm init/join build it at the version);
+//! `apply`: every manifest and kubeadm-config at `version`; `node` on a control plane: every
+//! manifest at `version`; `node` on a worker: the Node's kubelet at `version` (the kubelet is
+//! upgraded after `kubeadm upgrade node`, so a kubelet at the version means it ran). Fails,
+//! changing nothing, when the installed kubeadm is not `version` (its package step comes
+//! first) or, for `node`, when kubeadm-config is not at `version` yet (`upgrade apply` on the
+//! first control plane comes first).
+//!
+//! ```toml
+//! [[tasks]]
+//! name = "kubeadm-upgrade"
+//! module = "kubeadm_upgrade"
+//! on = { hosts = ["cp1"] }
+//! params = { mode = "apply", version = "1.32.5", node = "cp1" }
+//! ```
+
+use super::drain::kube_version;
+use super::facts::{header, script_key};
+use super::node::{is_node_name, v_prefixed};
+use super::ADMIN_CONF;
+use crate::paths::posix_abs_line;
+use crate::table::{Described, FactSample};
+use kwin_engine::fact::{Fact, FactError, FactOutput, FactQuery, Facts};
+use kwin_engine::module::{
+    Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
+};
+use kwin_engine::quote::sh_quote;
+use kwin_engine::transport::Shell;
+use serde::Deserialize;
+
+/// The kubelet's kubeconfig kubeadm writes on every node.
+pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
+
+/// The control plane's static pods, whose image tags say what it runs.
+const COMPONENTS: [&str; 3] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubeadmUpgradeParams {
+    /// `apply` (the first control plane) or `node` (the other control planes, workers).
+    mode: String,
+    /// The Kubernetes version (`"1.32.5"`).
+    version: String,
+    /// This host's Node name.
+    node: String,
+    /// The admin kubeconfig (default `/etc/kubernetes/admin.conf`), read where it exists.
+    kubeconfig: Option<String>,
+    /// The kubelet's kubeconfig (default `/etc/kubernetes/kubelet.conf`): present means
+    /// joined.
+    kubelet_kubeconfig: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Apply,
+    Node,
+}
+
+#[derive(Debug, Clone)]
+pub struct KubeadmUpgrade {
+    mode: Mode,
+    /// `v1.32.5`.
+    version: String,
+    node: String,
+    kubeconfig: String,
+    kubelet_kubeconfig: String,
+}
+
+impl Described for KubeadmUpgrade {
+    const NAME: &'static str = "kubeadm_upgrade";
+    const DOC: &'static str =
+        "kubeadm upgrade apply (first control plane) or kubeadm upgrade node, to a version";
+    type Params = KubeadmUpgradeParams;
+
+    fn from_params(p: KubeadmUpgradeParams, _shell: Shell) -> Result<Self, ParamError> {
+        let mode = match p.mode.as_str() {
+            "apply" => Mode::Apply,
+            "node" => Mode::Node,
+            m => {
+                return Err(ParamError::at(
+                    "mode",
+                    format!("`{m}`: `apply` (the first control plane) or `node`"),
+                ))
+            }
+        };
+        kube_version("version", &p.version)?;
+        if !is_node_name(&p.node) {
+            return Err(ParamError::at(
+                "node",
+                format!(
+                    "`{}` is not a Node name (lowercase letters, digits, `-`, `.`)",
+                    p.node
+                ),
+            ));
+        }
+        let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
+        posix_abs_line("kubeconfig", &kubeconfig)?;
+        let kubelet_kubeconfig = p
+            .kubelet_kubeconfig
+            .unwrap_or_else(|| KUBELET_CONF.to_string());
+        posix_abs_line("kubelet_kubeconfig", &kubelet_kubeconfig)?;
+        Ok(KubeadmUpgrade {
+            mode,
+            version: v_prefixed(&p.version),
+            node: p.node,
+            kubeconfig,
+            kubelet_kubeconfig,
+        })
+    }
+
+    fn fact_samples() -> Vec<FactSample> {
+        vec![FactSample::kube(UpgradeFact::new(
+            "n1",
+            ADMIN_CONF,
+            KUBELET_CONF,
+        ))]
+    }
+}
+
+/// What a node runs, as kubeadm sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeFact {
+    pub script: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UpgradeState {
+    /// `kubeadm version -o short` (`v1.32.5`); `None` when kubeadm is not installed.
+    pub kubeadm: Option<String>,
+    /// Each static pod manifest's image tag, in [`COMPONENTS`] order; `None`: no manifest.
+    pub manifests: Vec<(String, Option<String>)>,
+    /// kubeadm-config's `kubernetesVersion`, when the admin kubeconfig could read it.
+    pub cluster: Option<String>,
+    /// Whether the kubelet's kubeconfig exists (the node joined or was initialised).
+    pub joined: bool,
+    /// The Node's `kubeletVersion`, when the kubelet's kubeconfig could read it.
+    pub node: Option<String>,
+}
+
+impl UpgradeFact {
+    pub fn new(node: &str, kubeconfig: &str, kubelet_kubeconfig: &str) -> UpgradeFact {
+        let admin = sh_quote(kubeconfig);
+        let kubelet = sh_quote(kubelet_kubeconfig);
+        let n = sh_quote(node);
+        let mut s = String::from(
+            "kv=$(kubeadm version -o short 2>/dev/null) || kv=''\n\
+             echo \"kwin: kubeadm ${kv:-none}\"\n",
+        );
+        for c in COMPONENTS {
+            s.push_str(&format!(
+                "f=/etc/kubernetes/manifests/{c}.yaml\n\
+                 if [ -r \"$f\" ]; then\n\
+                 \x20 tag=$(sed -n 's|^[-[:space:]]*image:[[:space:]]*[\"'\\'']\\{{0,1\\}}[^\"'\\'' ]*/{c}:\\(v[0-9][^\"'\\'' @]*\\).*|\\1|p' \"$f\" | head -n 1)\n\
+                 \x20 echo \"manifest {c} ${{tag:-unknown}}\"\n\
+                 else echo 'manifest {c} absent'; fi\n"
+            ));
+        }
+        s.push_str(&format!(
+            "if command -v kubectl >/dev/null 2>&1; then\n\
+             \x20 if [ -r {admin} ]; then\n\
+             \x20   cv=$(kubectl --kubeconfig {admin} --request-timeout=20s -n kube-system get configmap kubeadm-config -o 'jsonpath={{.data.ClusterConfiguration}}' 2>/dev/null | sed -n 's/^kubernetesVersion:[[:space:]]*//p')\n\
+             \x20   echo \"cluster ${{cv:-unknown}}\"\n\
+             \x20 fi\n\
+             \x20 if [ -r {kubelet} ]; then\n\
+             \x20   nv=$(kubectl --kubeconfig {kubelet} --request-timeout=20s get node {n} -o 'jsonpath={{.status.nodeInfo.kubeletVersion}}' 2>/dev/null)\n\
+             \x20   echo \"node ${{nv:-unknown}}\"\n\
+             \x20 fi\n\
+             fi\n\
+             if [ -e {kubelet} ]; then echo joined; fi\n"
+        ));
+        UpgradeFact { script: s }
+    }
+}
+
+impl Fact for UpgradeFact {
+    type Output = UpgradeState;
+    fn key(&self) -> String {
+        script_key("kube.upgrade", &self.script)
+    }
+    fn command(&self, shell: Shell) -> String {
+        match shell {
+            Shell::Posix => self.script.clone(),
+            Shell::PowerShell => "Write-Error 'kubeadm_upgrade has no Windows form yet'".into(),
+        }
+    }
+    fn parse(&self, out: &FactOutput) -> Result<UpgradeState, FactError> {
+        parse_upgrade(out)
+    }
+}
+
+fn known(v: &str) -> Option<String> {
+    let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+    (!v.is_empty() && v != "unknown" && v != "none").then(|| v_prefixed(v))
+}
+
+/// Parse an [`UpgradeFact`] answer.
+pub fn parse_upgrade(out: &FactOutput) -> Result<UpgradeState, FactError> {
+    let (state, lines) = header(out)?;
+    let kubeadm = state
+        .strip_prefix("kubeadm ")
+        .ok_or_else(|| FactError::Parse(format!("unknown state `{state}`")))?;
+    let mut s = UpgradeState {
+        kubeadm: known(kubeadm),
+        ..UpgradeState::default()
+    };
+    for line in lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
+        let mut w = line.splitn(3, ' ');
+        match (w.next(), w.next(), w.next()) {
+            (Some("manifest"), Some(c), Some(tag)) => s.manifests.push((
+                c.to_string(),
+                (tag != "absent").then(|| known(tag).unwrap_or_else(|| "unknown".into())),
+            )),
+            (Some("cluster"), Some(v), None) => s.cluster = known(v),
+            (Some("node"), Some(v), None) => s.node = known(v),
+            (Some("joined"), None, None) => s.joined = true,
+            _ => return Err(FactError::Parse(format!("unexpected line {line:?}"))),
+        }
+    }
+    Ok(s)
+}
+
+impl KubeadmUpgrade {
+    fn fact(&self) -> UpgradeFact {
+        UpgradeFact::new(&self.node, &self.kubeconfig, &self.kubelet_kubeconfig)
+    }
+
+    fn change(&self, reason: String, script: String) -> Plan {
+        Plan::Change(Change {
+            action: Action::Run,
+            reason,
+            diff: None,
+            steps: vec![Step::Run(script)],
+            touches: Touches::Anything,
+        })
+    }
+
+    /// The installed kubeadm must be the target's.
+    fn kubeadm_ready(&self, s: &UpgradeState) -> Result<(), ModuleError> {
+        match &s.kubeadm {
+            Some(v) if *v == self.version => Ok(()),
+            other => Err(ModuleError::Precondition(format!(
+                "kubeadm {} is installed, not {}: the kubeadm package of {} must be installed first",
+                other.as_deref().unwrap_or("(none)"),
+                self.version,
+                self.version
+            ))),
+        }
+    }
+}
+
+impl Module for KubeadmUpgrade {
+    fn facts(&self, shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery::of(&self.fact(), shell)]
+    }
+
+    fn reads(&self) -> Vec<String> {
+        vec![
+            super::API_RESOURCE.to_string(),
+            "/etc/kubernetes/manifests".to_string(),
+            self.kubelet_kubeconfig.clone(),
+        ]
+    }
+
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let s = facts.get(&self.fact())?;
+        let v = &self.version;
+        let stale: Vec<String> = s
+            .manifests
+            .iter()
+            .filter_map(|(c, tag)| match tag {
+                Some(t) if t != v => Some(format!("{c} {t}")),
+                _ => None,
+            })
+            .collect();
+        let control_plane = s.manifests.iter().any(|(_, t)| t.is_some());
+        if !s.joined && !control_plane {
+            return Ok(Plan::noop(format!(
+                "{} is not initialised or joined yet: kubeadm builds it at {v}",
+                self.node
+            )));
+        }
+        let kubeadm = sh_quote(v);
+        match (self.mode, control_plane) {
+            (Mode::Apply, false) => Err(ModuleError::Precondition(format!(
+                "`mode = \"apply\"` runs on the first control plane; {} has no control-plane static pods",
+                self.node
+            ))),
+            (Mode::Apply, true) => {
+                let cluster_done = s.cluster.as_deref() == Some(v.as_str());
+                if stale.is_empty() && cluster_done {
+                    return Ok(Plan::noop(format!("the control plane runs {v}")));
+                }
+                self.kubeadm_ready(&s)?;
+                let now = if stale.is_empty() {
+                    format!("kubeadm-config at {}", s.cluster.as_deref().unwrap_or("unknown"))
+                } else {
+                    stale.join(", ")
+                };
+                Ok(self.change(
+                    format!("{now}: kubeadm upgrade apply {v}"),
+                    format!(
+                        "kubeadm upgrade plan {kubeadm} || exit 1\n\
+                         kubeadm upgrade apply {kubeadm} --yes\n"
+                    ),
+                ))
+            }
+            (Mode::Node, true) => {
+                if stale.is_empty() {
+                    return Ok(Plan::noop(format!("the control plane runs {v}")));
+                }
+                if let Some(c) = s.cluster.as_deref().filter(|c| *c != v) {
+                    return Err(ModuleError::Precondition(format!(
+                        "the cluster is at {c} (kubeadm-config): `kubeadm upgrade apply {v}` on the first control plane comes before `kubeadm upgrade node` here"
+                    )));
+                }
+                self.kubeadm_ready(&s)?;
+                Ok(self.change(
+                    format!("{}: kubeadm upgrade node", stale.join(", ")),
+                    "kubeadm upgrade node\n".to_string(),
+                ))
+            }
+            (Mode::Node, false) => {
+                if s.node.as_deref() == Some(v.as_str()) {
+                    return Ok(Plan::noop(format!("{} runs kubelet {v}", self.node)));
+                }
+                self.kubeadm_ready(&s)?;
+                Ok(self.change(
+                    format!(
+                        "{} runs kubelet {}: kubeadm upgrade node",
+                        self.node,
+                        s.node.as_deref().unwrap_or("(unknown)")
+                    ),
+                    "kubeadm upgrade node\n".to_string(),
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fact script over manifests as kubeadm writes them (image lines of
+    /// `cmd/kubeadm/app/phases/controlplane/manifests.go`'s pods, with a custom registry and a
+    /// quoted form), kubeadm and kubectl as shell functions.
+    #[test]
+    fn the_fact_script_reads_manifest_tags() {
+        let dir = tempfile_dir();
+        let m = dir.join("manifests");
+        std::fs::create_dir_all(&m).expect("mkdir");
+        std::fs::write(
+            m.join("kube-apiserver.yaml"),
+            "spec:\n  containers:\n  - command:\n    - kube-apiserver\n    image: registry.k8s.io/kube-apiserver:v1.31.4\n    imagePullPolicy: IfNotPresent\n",
+        )
+        .expect("write");
+        std::fs::write(
+            m.join("kube-scheduler.yaml"),
+            "spec:\n  containers:\n  - image: \"my.registry:5000/k8s/kube-scheduler:v1.32.5\"\n",
+        )
+        .expect("write");
+        let script = UpgradeFact::new(
+            "cp1",
+            "/nonexistent/admin.conf",
+            "/nonexistent/kubelet.conf",
+        )
+        .script
+        .replace("/etc/kubernetes/manifests/", &format!("{}/", m.display()));
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("kubeadm() {{ echo v1.32.5; }}\n{script}"))
+            .output()
+            .expect("sh");
+        let s = parse_upgrade(&FactOutput {
+            exit: out.status.code().unwrap_or(-1),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        })
+        .expect("parses");
+        assert_eq!(s.kubeadm.as_deref(), Some("v1.32.5"));
+        let tags: Vec<(&str, Option<&str>)> = s
+            .manifests
+            .iter()
+            .map(|(c, t)| (c.as_str(), t.as_deref()))
+            .collect();
+        assert_eq!(
+            tags,
+            [
+                ("kube-apiserver", Some("v1.31.4")),
+                ("kube-controller-manager", None),
+                ("kube-scheduler", Some("v1.32.5")),
+            ]
+        );
+        assert!(!s.joined);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "kwin-kubeadm-upgrade-{}-{}",
+            std::process::id(),
+            kwin_engine::fs::new_nonce()
+        ));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    }
+}

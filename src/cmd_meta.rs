@@ -1,0 +1,201 @@
+//! What kwin says about itself: `kwin --version` (the build's commit and the component
+//! versions kwin pins, read from the engine's defaults and kwin's digests), `kwin completions
+//! SHELL` (clap_complete) and `kwin man` (clap_mangen), both from the one command-line
+//! definition in `args.rs`.
+
+use crate::output::Output;
+use anyhow::Context;
+use clap::CommandFactory;
+use kwin_engine::plan::effective::defaults::{pinned, windows};
+use kwin_engine::plan::versions;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The command line of this process. `--version` shows the commit and the component versions
+/// kwin pins ([`long_version`]), `-V` the first line only.
+pub fn parse() -> crate::args::Cli {
+    use clap::FromArgMatches;
+    let matches = crate::args::Cli::command()
+        .version(short_version())
+        .long_version(long_version())
+        .get_matches();
+    crate::args::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// `X.Y.Z (commit abcdef1[-dirty])`: the package version and the commit `build.rs` found.
+pub fn short_version() -> String {
+    format!(
+        "{} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("KWIN_BUILD_COMMIT")
+    )
+}
+
+/// The components kwin installs by default, each as (name, version, note): every pinned
+/// default of `defaults::pinned` and `defaults::windows`, the Kubernetes minors of the version
+/// table and kubeadm's pause image per minor.
+pub fn components() -> Vec<(&'static str, String, &'static str)> {
+    let t = versions::table();
+    let mut pause: Vec<String> = t
+        .pause
+        .minors
+        .iter()
+        .map(|(minor, v)| format!("{minor}: {v}"))
+        .collect();
+    pause.sort_by_key(|s| versions::Version::parse(s.split(':').next().unwrap_or("")));
+    vec![
+        (
+            "kubernetes",
+            format!("{} to {}", versions::oldest(), versions::newest()),
+            "the plan's cluster.kubernetes_version; kwin's flag tables know these minors",
+        ),
+        (
+            "kubernetes (kwin init)",
+            kwin_engine::plan::effective::defaults::STARTER_KUBERNETES_VERSION.to_string(),
+            "written into a starter plan",
+        ),
+        (
+            "containerd",
+            pinned::CONTAINERD.to_string(),
+            "versions.containerd",
+        ),
+        (
+            "runc",
+            pinned::RUNC.to_string(),
+            "with a containerd release",
+        ),
+        ("flannel", pinned::FLANNEL.to_string(), "versions.flannel"),
+        ("calico", pinned::CALICO.to_string(), "versions.calico"),
+        (
+            "cni-plugins",
+            pinned::CNI_PLUGINS.to_string(),
+            "versions.cni_plugins",
+        ),
+        (
+            "cri-dockerd",
+            pinned::CRI_DOCKERD.to_string(),
+            "versions.cri_dockerd",
+        ),
+        (
+            "crictl",
+            "v<kubernetes minor>.0".to_string(),
+            "versions.crictl; cri-tools follows the Kubernetes minor",
+        ),
+        (
+            "pause",
+            format!("{} ({})", t.pause.image, pause.join(", ")),
+            "runtime.sandbox_image; kubeadm's per minor",
+        ),
+        (
+            "flannel cni-plugin (windows)",
+            windows::FLANNEL_CNI_PLUGIN.to_string(),
+            "flannel-io/cni-plugin",
+        ),
+        (
+            "windows-container-networking",
+            windows::SDN_CNI.to_string(),
+            "sdnoverlay.exe",
+        ),
+        (
+            "host-process image (windows)",
+            windows::HOST_PROCESS_IMAGE.to_string(),
+            "the Windows DaemonSets' image",
+        ),
+        (
+            "cni directories (windows)",
+            format!("{}, {}", windows::CNI_BIN_DIR, windows::CNI_CONF_DIR),
+            "plugins, configurations",
+        ),
+    ]
+}
+
+/// `kwin --version`: the short version, the pinned components, and what kwin's digests cover.
+pub fn long_version() -> String {
+    let mut o = format!(
+        "{}\n\ncomponents kwin installs by default (a plan's [versions] overrides them):\n",
+        short_version()
+    );
+    let rows = components();
+    let w = rows.iter().map(|(n, _, _)| n.len()).max().unwrap_or(0);
+    for (name, version, note) in &rows {
+        let _ = writeln!(o, "  {name:<w$}  {version}  ({note})");
+    }
+    let _ = writeln!(o, "\nSHA-256 digests kwin ships (plans/digests.toml):");
+    for (file, versions) in digests() {
+        let span = match (versions.first(), versions.last()) {
+            (Some(a), Some(b)) if a != b => format!("{a} to {b}"),
+            (Some(a), _) => a.clone(),
+            _ => String::new(),
+        };
+        let _ = writeln!(o, "  {file}  {span} ({} versions)", versions.len());
+    }
+    o
+}
+
+/// Every artifact of kwin's digests: its file name (the URL's last part, `{version}` as it
+/// is) and the versions it has a digest of, oldest first.
+pub fn digests() -> Vec<(String, Vec<String>)> {
+    #[derive(serde::Deserialize)]
+    struct Digests {
+        #[serde(default)]
+        artifact: Vec<Artifact>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Artifact {
+        url: String,
+        #[serde(default)]
+        sha256: std::collections::BTreeMap<String, String>,
+    }
+    let Ok(d) = toml::from_str::<Digests>(kwin_modules::recipes::DIGESTS) else {
+        return Vec::new();
+    };
+    d.artifact
+        .into_iter()
+        .map(|a| {
+            let file = a.url.rsplit('/').next().unwrap_or(&a.url).to_string();
+            let mut vs: Vec<String> = a.sha256.into_keys().collect();
+            vs.sort_by_key(|v| versions::Version::parse(v));
+            (file, vs)
+        })
+        .collect()
+}
+
+/// `kwin completions SHELL`.
+pub fn completions(shell: clap_complete::Shell, out: &Output) -> anyhow::Result<ExitCode> {
+    let mut cmd = crate::args::Cli::command();
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "kwin", &mut buf);
+    out.text(&String::from_utf8_lossy(&buf));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kwin man [--out-dir DIR]`: kwin.1 on stdout, or kwin.1 and kwin-<command>.1 in DIR.
+pub fn man(out_dir: Option<&Path>, out: &Output) -> anyhow::Result<ExitCode> {
+    let cmd = crate::args::Cli::command()
+        .version(short_version())
+        .long_version(long_version());
+    let Some(dir) = out_dir else {
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut buf)?;
+        out.text(&String::from_utf8_lossy(&buf));
+        return Ok(ExitCode::SUCCESS);
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut written = Vec::new();
+    clap_mangen::generate_to(cmd, dir)
+        .with_context(|| format!("cannot write into {}", dir.display()))?;
+    for e in std::fs::read_dir(dir)?.flatten() {
+        if e.path().extension().is_some_and(|x| x == "1") {
+            written.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    written.sort();
+    out.notes(&[format!(
+        "wrote {} manual pages into {}: {}",
+        written.len(),
+        dir.display(),
+        written.join(", ")
+    )]);
+    Ok(ExitCode::SUCCESS)
+}
