@@ -13,10 +13,10 @@ set -euo pipefail
 LAB_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 LAB_LIB="$LAB_SRC/lib.sh"
 LAB_REPO="$(cd "$LAB_SRC/.." && pwd -P)"
-# KWIN_LAB_ID (0-9) selects one of ten independent labs that can run side by side: each has
+# KWIN_LAB_ID (0-19) selects one of twenty independent labs that can run side by side: each has
 # its own names, address range, ports, state dir and lock. 0 (the default) is the plain lab.
 LAB_ID="${KWIN_LAB_ID:-0}"
-[[ $LAB_ID =~ ^[0-9]$ ]] || { echo "lab: error: KWIN_LAB_ID must be one digit (0-9)" >&2; exit 1; }
+[[ $LAB_ID =~ ^(0|[1-9]|1[0-9])$ ]] || { echo "lab: error: KWIN_LAB_ID must be 0 to 19" >&2; exit 1; }
 LAB_TAG=""
 [[ $LAB_ID == 0 ]] || LAB_TAG="$LAB_ID"
 LAB_DIR="$LAB_REPO/target/lab${LAB_TAG:+-$LAB_TAG}"

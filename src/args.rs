@@ -1,7 +1,7 @@
 //! The command line: clap's types, their checks, and how they become a pipeline request.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use kwin_engine::pipeline::Flags;
+use kwin_engine::pipeline::{ChecksumMode, Flags, Request};
 use kwin_engine::plan::starter;
 use kwin_modules::kube::verify as v;
 pub use kwin_modules::recipes::{request, Recipes};
@@ -49,11 +49,28 @@ pub struct RunArgs {
     /// Record unknown host keys in .kwin/known_hosts next to the plan instead of refusing.
     #[arg(long)]
     pub accept_new_host_keys: bool,
+    /// Work on these hosts only: host names, role:R (control-plane, worker), os:O (linux,
+    /// windows), comma-separated; repeated options unite. Hosts the chosen ones need are
+    /// read, not changed; no other host is connected to.
+    #[arg(long, value_name = "SELECTOR")]
+    pub limit: Vec<String>,
     #[command(flatten)]
     pub vars: VarArgs,
 }
 
 impl RunArgs {
+    /// The pipeline request of this command on the plan, with `--var` and `--limit`.
+    pub fn request(
+        &self,
+        recipes: Recipes,
+        checksums: ChecksumMode,
+        no_verify: bool,
+    ) -> Request<'_> {
+        let mut req = request(&self.plan, recipes, checksums, no_verify).with_vars(self.vars.map());
+        req.limit = self.limit.clone();
+        req
+    }
+
     /// What a session takes from the command line.
     pub fn flags(&self) -> Flags {
         Flags {
@@ -150,6 +167,22 @@ pub enum Command {
         run: RunArgs,
         #[command(flatten)]
         verify: VerifyArgs,
+    },
+    /// Run a command line on the chosen hosts (sh on Linux, PowerShell on Windows), over the
+    /// plan's connections; output per host. Not idempotent: it runs what you give it.
+    Exec {
+        #[command(flatten)]
+        run: RunArgs,
+        /// The command line, after `--`: its words joined by spaces and given to the host's
+        /// shell as is (like `ssh host CMD`).
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Connect to the chosen hosts and show what the probe reads there (the facts the plan's
+    /// tasks need). Changes nothing.
+    Facts {
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Remove the cluster from the hosts: drain, kubeadm reset, Windows services and state.
     Reset {
@@ -277,6 +310,8 @@ impl Command {
             | Command::Apply { run, .. }
             | Command::Kubeconfig { run, .. }
             | Command::Verify { run, .. }
+            | Command::Exec { run, .. }
+            | Command::Facts { run }
             | Command::Reset { run, .. } => run.output,
         }
     }

@@ -16,6 +16,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow::Result<ExitCode> {
+    if !run.limit.is_empty() {
+        anyhow::bail!(
+            "--limit does not apply to `kwin kubeconfig`: it reads the first control plane only"
+        );
+    }
     let req =
         request(&run.plan, Recipes::Build, ChecksumMode::Known, false).with_vars(run.vars.map());
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {

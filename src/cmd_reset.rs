@@ -11,16 +11,20 @@
 //!
 //! Asks for the cluster name on the terminal unless `--yes`; without a terminal and without
 //! `--yes` it refuses.
+//!
+//! `--limit` resets the chosen nodes only: the drain runs on the first control plane for them
+//! alone (`reset-drain`'s `acts_for_chosen`), nothing else there changes, and the prompt
+//! names only them. Choosing the first control plane while other nodes stay is refused
+//! (`plan::limit::reset_refusal`).
 
-use crate::args::{request, Recipes, RunArgs};
+use crate::args::{Recipes, RunArgs};
 use crate::output::Output;
 use kwin_engine::event::Mode;
 use kwin_engine::pipeline::ChecksumMode;
 use std::process::ExitCode;
 
 pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode> {
-    let req =
-        request(&run.plan, Recipes::Reset, ChecksumMode::Known, false).with_vars(run.vars.map());
+    let req = run.request(Recipes::Reset, ChecksumMode::Known, false);
     let Some(p) = crate::drive::ready(out, crate::drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };
@@ -29,14 +33,29 @@ pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode>
         return Ok(ExitCode::SUCCESS);
     };
     let name = &cluster.name;
+    if let Some(refusal) = kwin_engine::plan::limit::reset_refusal(&p.plan) {
+        anyhow::bail!("{refusal}");
+    }
     if !yes {
-        let hosts: Vec<&str> = p.plan.nodes().map(|h| h.name.as_str()).collect();
+        let hosts: Vec<&str> = p
+            .plan
+            .nodes()
+            .filter(|h| p.plan.chosen(&h.name))
+            .map(|h| h.name.as_str())
+            .collect();
+        let what = if p.plan.limit.is_some() {
+            format!("This removes {} from cluster `{name}`", hosts.join(", "))
+        } else {
+            format!(
+                "This takes cluster `{name}` down on {} hosts ({})",
+                hosts.len(),
+                hosts.join(", ")
+            )
+        };
         let prompt = format!(
-            "This takes cluster `{name}` down on {} hosts ({}): nodes drained and deleted, kubeadm reset, \
+            "{what}: nodes drained and deleted, kubeadm reset, \
              CNI configuration and state removed, Windows services, HNS networks and C:\\k removed.\n\
-             Type the cluster name to confirm: ",
-            hosts.len(),
-            hosts.join(", ")
+             Type the cluster name to confirm: "
         );
         let Some(answer) = out.confirm(&prompt)? else {
             anyhow::bail!(

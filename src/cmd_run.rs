@@ -6,7 +6,7 @@
 //! host changes), the lock (apply), a transport per host, the executor. After a clean apply of a plan whose `cluster.verify` is on (the default) and
 //! without `--no-verify`: `kwin verify`.
 
-use crate::args::{request, Recipes, RunArgs, VerifyArgs};
+use crate::args::{Recipes, RunArgs, VerifyArgs};
 use crate::drive::{self, Render};
 use crate::output::Output;
 use kwin_engine::diag::Diagnostics;
@@ -16,8 +16,7 @@ use kwin_modules::kube::upgrade::gate::{self, GateError, GateSpec};
 use std::process::ExitCode;
 
 pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Result<ExitCode> {
-    let req =
-        request(&run.plan, Recipes::Build, ChecksumMode::Fetch, false).with_vars(run.vars.map());
+    let req = run.request(Recipes::Build, ChecksumMode::Fetch, false);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };
@@ -36,8 +35,7 @@ pub fn apply(
     } else {
         (Mode::Apply, "apply")
     };
-    let req = request(&run.plan, Recipes::Build, ChecksumMode::Fetch, no_verify)
-        .with_vars(run.vars.map());
+    let req = run.request(Recipes::Build, ChecksumMode::Fetch, no_verify);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };
@@ -81,6 +79,11 @@ pub fn run_prepared(
 async fn upgrade_gate(s: &mut Session, p: &Prepared) -> Option<(Outcome, Option<Diagnostics>)> {
     let spec = GateSpec::for_plan(&p.eff, &p.plan)?;
     let cp = p.eff.first_control_plane(&p.plan)?;
+    // `--limit` that neither chooses nor needs the control plane (hosts without a role):
+    // nothing of the cluster runs, and no host outside the run is connected to.
+    if !p.scope.has_host(&cp.name) {
+        return None;
+    }
     let remote = s.remote_logged(cp, &format!("{}.gate", cp.name));
     match gate::check(&remote, &spec).await {
         Ok(_) => None,

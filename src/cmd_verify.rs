@@ -3,7 +3,7 @@
 //! connection to that host: host keys checked as for apply, every command and its output in
 //! `.kwin/logs/<run-id>/<host>.log`, scrubbed. Exit 0 only when every check passed.
 
-use crate::args::{request, Recipes, RunArgs, VerifyArgs};
+use crate::args::{Recipes, RunArgs, VerifyArgs};
 use crate::drive::{self, Render};
 use crate::output::Output;
 use kwin_engine::event::Mode;
@@ -12,8 +12,7 @@ use kwin_modules::kube::verify::{self, VerifyOptions, VerifySpec};
 use std::process::ExitCode;
 
 pub fn verify(run: &RunArgs, args: &VerifyArgs, out: &Output) -> anyhow::Result<ExitCode> {
-    let req =
-        request(&run.plan, Recipes::Build, ChecksumMode::Known, false).with_vars(run.vars.map());
+    let req = run.request(Recipes::Build, ChecksumMode::Known, false);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
         return Ok(ExitCode::from(1));
     };
@@ -33,10 +32,13 @@ pub fn verify_prepared(
         namespace: args.namespace.clone(),
         keep_workloads: args.keep_workloads,
     };
-    let Some(spec) = VerifySpec::for_plan(&p.eff, opts) else {
+    let Some(mut spec) = VerifySpec::for_plan(&p.eff, opts) else {
         out.nothing_to_do("verify");
         return Ok(ExitCode::SUCCESS);
     };
+    // `--limit`: only the chosen nodes are checked (from the first control plane, which
+    // runs kubectl either way).
+    spec.expected.retain(|n| p.plan.chosen(&n.name));
     let Some(cp) = p.eff.first_control_plane(&p.plan) else {
         anyhow::bail!("the plan has no control plane to run the checks from");
     };

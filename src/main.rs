@@ -10,6 +10,7 @@
 mod args;
 mod cmd_checksums;
 mod cmd_doc;
+mod cmd_exec;
 mod cmd_graph;
 mod cmd_init;
 mod cmd_kubeconfig;
@@ -50,6 +51,8 @@ fn main() -> ExitCode {
         Command::Kubeconfig { run, out: file } => cmd_kubeconfig::kubeconfig(&run, file, &out),
         Command::Verify { run, verify } => cmd_verify::verify(&run, &verify, &out),
         Command::Reset { run, yes } => cmd_reset::reset(&run, yes, &out),
+        Command::Exec { run, command } => cmd_exec::exec(&run, &command, &out),
+        Command::Facts { run } => cmd_exec::facts(&run, &out),
         Command::Init(init) => cmd_init::init(&init, &out),
         Command::Completions { shell } => cmd_meta::completions(shell, &out),
         Command::Man { out_dir } => cmd_meta::man(out_dir.as_deref(), &out),

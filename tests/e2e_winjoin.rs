@@ -22,7 +22,9 @@
 //!   kubelet.conf), both in `lab/winrm-stand-in`.
 //!
 //! The order checked: tasks before → Containers feature → reboot (trigger, down, up with a new
-//! boot time, re-probe) → tasks after → join with the control plane's join data; the second
+//! boot time, re-probe) → tasks after → join with the control plane's join data — the first
+//! apply with `--limit ww1`, so the control plane is read only and its join data is read
+//! from a host the run does not change (`cp1: read only (join-data for ww1)`); the second
 //! apply changes nothing and does not restart the host. Secrets (token, WinRM password) never
 //! appear in output or logs.
 //!
@@ -166,12 +168,23 @@ fn a_windows_worker_reboots_mid_plan_then_joins_with_real_join_data() {
     assert_eq!(code, 0, "validate:\n{out}\n{err}");
 
     let boot_before = s.boot_time();
+    // `--limit ww1`: the worker alone is chosen; the control plane is read, not changed —
+    // its join data (a no-op task whose outputs the join reads) is what the worker needs.
     let (code, out1, err1) = kwin(
         dir.path(),
         &tier,
-        &["apply", "plan.toml", "--output", "json"],
+        &["apply", "plan.toml", "--limit", "ww1", "--output", "json"],
     );
     assert_eq!(code, 0, "first apply:\n{out1}\n{err1}");
+    let read_only: Vec<Value> = events(&out1)
+        .into_iter()
+        .filter(|e| e["event"] == "host_read_only")
+        .collect();
+    assert_eq!(read_only.len(), 1, "{out1}");
+    assert_eq!(read_only[0]["host"], "cp1", "{out1}");
+    assert_eq!(read_only[0]["tasks"], serde_json::json!(["join-data"]), "{out1}");
+    assert_eq!(read_only[0]["for_hosts"], serde_json::json!(["ww1"]), "{out1}");
+    assert_eq!(finished(&out1, "cp1"), [("join-data".to_string(), "ok".to_string())], "{out1}");
     let sum = summary(&out1);
     assert_eq!(
         (sum["changed"].as_u64(), sum["failed"].as_u64()),

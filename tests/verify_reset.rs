@@ -408,6 +408,19 @@ fn verify_against_the_api_tier() {
         "{log}"
     );
 
+    // `--limit ww1`: only the chosen node's row (h2, NotReady, is not checked).
+    let k = kwin!(
+        p,
+        &[
+            "verify", "plan.toml", "--limit", "ww1", "--output", "json", "--timeout", "5s",
+            "--namespace", "kv-limit",
+        ],
+    );
+    let nodes: Vec<Value> = checks(&k).into_iter().filter(|r| r["name"] == "node").collect();
+    assert_eq!(nodes.len(), 1, "{k}");
+    assert!(nodes[0]["to"].as_str().is_some_and(|t| t.contains("ww1")), "{k}");
+    assert_eq!(nodes[0]["result"], "pass", "{k}");
+
     // The workloads as the API server stored them (kept with --keep-workloads).
     let win = tier.json(&["-n", "kv-keep", "get", "pod", "win-web"]);
     assert_eq!(win["spec"]["nodeSelector"]["kubernetes.io/os"], "windows");
@@ -739,6 +752,86 @@ fn reset_on_lab_hosts() {
         last.starts_with("reset: 2 hosts") && last.ends_with("(no changes)"),
         "{k}"
     );
+}
+}
+
+kwin_testkit::lab_test! {
+/// `kwin reset --limit h2`: h2 drained and deleted (the drain runs on h1, for h2 alone) and
+/// reset; h1 (the first control plane) and h3 keep their node objects and files. Choosing
+/// the first control plane while a node stays is refused before anything connects.
+#[test]
+fn reset_limit_resets_one_node() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let lab = lab_up(3);
+    let mut tier = Tier::up();
+    let conf = tier.expose_to_h1();
+    let kubeadm = kwin_testkit::api::cache_dir().join("bin/kubeadm");
+    for h in ["h1", "h2", "h3"] {
+        lab.sh(h, KUBEADM_LEFTOVERS);
+        tier.node(h, &[("kubernetes.io/os", "linux")], &[], true);
+    }
+    install_admin_conf(&lab, &conf);
+    lab.sh("h1", "mkdir -p /var/lib/etcd/member/snap && echo db > /var/lib/etcd/member/snap/db");
+    // h2 and h3 have the real kubeadm (1.20) and a joined node's files.
+    for h in ["h2", "h3"] {
+        lab.sh(
+            h,
+            &format!(
+                "cp {} /usr/local/bin/kubeadm && mkdir -p /var/lib/kubelet && touch /etc/kubernetes/kubelet.conf /var/lib/kubelet/config.yaml",
+                kubeadm.display()
+            ),
+        );
+    }
+    let dir = plan(&lab, &["h1", "h2", "h3"], &[]);
+    let p = dir.path();
+
+    // The first control plane with a node staying: refused, nothing touched.
+    let k = kwin!(p, &["reset", "plan.toml", "--limit", "h1,h2", "--yes"]);
+    assert_eq!(k.code, 1, "{k}");
+    assert!(
+        k.stderr.contains("first control plane h1 while h3 stay")
+            && k.stderr.contains("--limit h3"),
+        "{k}"
+    );
+    assert!(lab.exists("h2", "/etc/kubernetes/kubelet.conf"));
+    // The prompt names only the chosen node.
+    let typed = on_terminal(p, "reset plan.toml --limit h2", "no\n");
+    assert_eq!(typed.code, 1, "{typed}");
+    assert!(
+        typed.stdout.contains("This removes h2 from cluster `lab6`")
+            && !typed.stdout.contains("h3"),
+        "{typed}"
+    );
+
+    let k = kwin!(p, &["reset", "plan.toml", "--limit", "h2", "--yes", "--output", "json"]);
+    assert_eq!(k.code, 0, "{k}");
+    assert_eq!(k.task("h1", "drain-nodes")["status"], "changed", "{k}");
+    assert_eq!(k.task("h2", "kubeadm-reset-worker")["status"], "changed", "{k}");
+    let events = k.events();
+    let ro: Vec<_> = events.iter().filter(|e| e["event"] == "host_read_only").collect();
+    assert_eq!(ro.len(), 1, "{k}");
+    assert_eq!(ro[0]["host"], "h1");
+    assert_eq!(ro[0]["acting"], serde_json::json!(["drain-nodes"]), "{k}");
+    // On h1 only the drain ran; h3 was not part of the run.
+    let h1_tasks: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "task_finished" && e["host"] == "h1")
+        .collect();
+    assert_eq!(h1_tasks.len(), 1, "{k}");
+    assert!(!events.iter().any(|e| e["host"] == "h3"), "{k}");
+    // The API server: h2 gone, h1 and h3 there.
+    let nodes = tier.kubectl(&["get", "nodes", "-o", "name"]);
+    assert!(!nodes.contains("node/h2"), "{nodes}");
+    assert!(nodes.contains("node/h1") && nodes.contains("node/h3"), "{nodes}");
+    // h2 reset; h1 and h3 keep theirs.
+    for path in PATHS {
+        assert!(!lab.exists("h2", path), "h2:{path} is still there");
+        assert!(lab.exists("h3", path), "h3:{path} was touched");
+        assert!(lab.exists("h1", path), "h1:{path} was touched");
+    }
+    assert!(lab.exists("h1", "/etc/kubernetes/admin.conf"));
+    assert!(lab.exists("h1", "/var/lib/etcd/member/snap/db"));
+    assert!(lab.exists("h3", "/var/lib/kubelet/config.yaml"));
 }
 }
 

@@ -59,6 +59,14 @@ impl std::ops::AddAssign for Counts {
     }
 }
 
+/// One fact's answer, as `kwin facts` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FactAnswer {
+    pub exit: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
 /// The outcome of one check of `kwin verify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -97,9 +105,34 @@ pub enum Event {
         reason: String,
         diff: Option<String>,
     },
+    /// Under `--limit`: a host that is part of the run without being chosen. Its `tasks`
+    /// are read, not changed (`for_hosts` need them, e.g. join data); `acting` are its
+    /// tasks that act for the chosen hosts (reset's drain).
+    HostReadOnly {
+        host: String,
+        tasks: Vec<String>,
+        for_hosts: Vec<String>,
+        acting: Vec<String>,
+    },
     TaskStarted {
         host: String,
         task: String,
+    },
+    /// `kwin exec`: one host's command ran (`exit`), or could not (`error`: connect,
+    /// timeout). Output as the host gave it, scrubbed.
+    ExecResult {
+        host: String,
+        exit: Option<i32>,
+        stdout: String,
+        stderr: String,
+        error: Option<String>,
+        duration_ms: u64,
+    },
+    /// `kwin facts`: what one host's probe answered, by fact key (scrubbed; a sensitive
+    /// task's answers only as hashes).
+    HostFacts {
+        host: String,
+        facts: std::collections::BTreeMap<String, FactAnswer>,
     },
     TaskFinished {
         host: String,

@@ -15,6 +15,8 @@
 //! The graph prints as Graphviz DOT (`kwin graph`: a cluster per host, data edges dashed) or as
 //! sorted text (`--format text`, stable for golden tests).
 
+pub mod scope;
+
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::task::{Task, TaskId};
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};

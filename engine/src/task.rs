@@ -76,6 +76,12 @@ pub struct Task {
     /// events, journal, logs). Modules may be sensitive on their own too
     /// ([`crate::module::Module::sensitive`]).
     pub sensitive: bool,
+    /// The step acts for the chosen hosts (`--limit`) from its own host: reset's drain on
+    /// the first control plane drains and deletes only the chosen nodes (its template reads
+    /// `host.chosen` of each). Such a task runs, and may change its host, whenever a host it
+    /// acts for is chosen (`graph::scope`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub acts_for_chosen: bool,
 }
 
 impl Task {
@@ -95,6 +101,7 @@ impl Task {
             after: Vec::new(),
             inputs: BTreeMap::new(),
             sensitive: false,
+            acts_for_chosen: false,
         }
     }
 

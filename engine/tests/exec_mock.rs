@@ -1192,6 +1192,7 @@ async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
     ];
     let run = execute(Run {
         modules: modules(&graph, &hosts),
+        scope: kwin_engine::graph::scope::Scope::all(),
         graph: Arc::new(graph),
         hosts,
         options: opts(Mode::Apply, &d.path().join(".kwin")),

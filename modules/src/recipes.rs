@@ -93,6 +93,7 @@ pub fn request(
         user_tasks,
         no_verify,
         checksums,
+        limit: Vec::new(),
         vars: Default::default(),
     }
 }

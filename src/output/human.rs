@@ -157,11 +157,73 @@ impl Human {
         match e {
             Event::RunStarted { hosts, tasks, .. } => {
                 let what = self.what;
-                self.line(format!("{what}: {hosts} hosts, {tasks} tasks"));
+                match what {
+                    "exec" | "facts" => self.line(format!("{what}: {hosts} hosts")),
+                    _ => self.line(format!("{what}: {hosts} hosts, {tasks} tasks")),
+                }
             }
             Event::HostConnected { host, .. } | Event::HostProbed { host, .. } => {
                 self.rows.entry(host.clone()).or_default();
                 self.update_bar(&host);
+            }
+            Event::HostReadOnly {
+                host,
+                tasks,
+                for_hosts,
+                acting,
+            } => {
+                let mut l = format!("{host}: read only");
+                if !tasks.is_empty() {
+                    l.push_str(&format!(
+                        " ({} for {})",
+                        tasks.join(", "),
+                        for_hosts.join(", ")
+                    ));
+                }
+                if !acting.is_empty() {
+                    l.push_str(&format!(
+                        "; runs {} for the chosen hosts",
+                        acting.join(", ")
+                    ));
+                }
+                self.line(l);
+            }
+            Event::ExecResult {
+                host,
+                exit,
+                stdout,
+                stderr,
+                error,
+                duration_ms,
+            } => {
+                let how = match (exit, &error) {
+                    (_, Some(e)) => format!("failed: {e}"),
+                    (Some(c), None) => format!("exit {c} in {}", secs(duration_ms)),
+                    (None, None) => "no exit status".to_string(),
+                };
+                let mut block = format!("=== {host}: {how}");
+                for text in [&stdout, &stderr] {
+                    if !text.is_empty() {
+                        block.push('\n');
+                        block.push_str(text.trim_end_matches('\n'));
+                    }
+                }
+                self.line(block);
+            }
+            Event::HostFacts { host, facts } => {
+                let mut block = format!("{host}: {} facts", facts.len());
+                for (key, a) in &facts {
+                    let mut answer = a.stdout.trim_end().to_string();
+                    if a.exit != 0 {
+                        answer = format!("(exit {}) {answer} {}", a.exit, a.stderr.trim_end());
+                    }
+                    if answer.contains('\n') {
+                        block.push_str(&format!("\n  {key}:\n{}", indent(&answer, "    ")));
+                    } else {
+                        block.push_str(&format!("\n  {key}: {answer}"));
+                    }
+                }
+                self.line(block);
             }
             Event::TaskStarted { host, task } => {
                 // `kwin verify` has few, long phases: say each one also without a terminal.
@@ -295,19 +357,34 @@ impl Human {
                 duration_ms,
             } => {
                 self.end_bars();
-                self.table();
                 let what = self.what;
                 let verb = match self.mode {
                     Mode::Plan => "to change",
                     Mode::Apply => "changed",
                 };
-                let mut last = format!(
-                    "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",
-                    secs(duration_ms)
-                );
-                if changed == 0 {
-                    last.push_str(" (no changes)");
-                }
+                let last = match what {
+                    // Hosts, not tasks: `exec` ran a command on each (of unknown effect),
+                    // `facts` read each.
+                    "exec" => format!(
+                        "exec: {hosts} hosts, {ok} ok, {failed} failed in {}",
+                        secs(duration_ms)
+                    ),
+                    "facts" => format!(
+                        "facts: {hosts} hosts, {failed} failed in {}",
+                        secs(duration_ms)
+                    ),
+                    _ => {
+                        self.table();
+                        let mut last = format!(
+                            "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",
+                            secs(duration_ms)
+                        );
+                        if changed == 0 {
+                            last.push_str(" (no changes)");
+                        }
+                        last
+                    }
+                };
                 self.line(last);
                 for w in std::mem::take(&mut self.host_warnings) {
                     self.line(w);

@@ -157,6 +157,7 @@ pub async fn apply(t: Arc<dyn Transport>, module: &str, params: serde_json::Valu
             transport: counting.clone(),
         }],
         modules,
+        scope: kwin_engine::graph::scope::Scope::all(),
         options,
         scrubber: Scrubber::default(),
         events,

@@ -151,6 +151,7 @@ pub async fn run(
         .collect();
     let summary = execute(Run {
         modules: modules(&graph, &hosts, registry),
+        scope: kwin_engine::graph::scope::Scope::all(),
         graph: Arc::new(graph),
         hosts,
         options,

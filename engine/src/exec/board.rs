@@ -13,6 +13,9 @@ pub struct Done {
     pub status: TaskStatus,
     /// For dependents, when this task did not succeed: "cp1/init failed".
     pub cause: Option<String>,
+    /// A read-only task (`--limit`) that would have changed its host: its dependents fail
+    /// (with `cause`, which names the host to include), they are not merely skipped.
+    pub refused: bool,
     pub at: Instant,
 }
 

@@ -158,6 +158,9 @@ impl Journal {
             }
             Event::RunStarted { .. }
             | Event::TaskStarted { .. }
+            | Event::HostReadOnly { .. }
+            | Event::ExecResult { .. }
+            | Event::HostFacts { .. }
             | Event::Warning { .. }
             | Event::Check { .. }
             | Event::VerifySummary { .. } => {}

@@ -5,6 +5,7 @@
 
 use super::retention::Retention;
 use crate::event::{Counts, EventSink, Mode};
+use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
 use crate::module::build::Modules;
 use crate::secret::Scrubber;
@@ -40,6 +41,9 @@ pub struct RunOptions {
     /// Old runs' logs and journals kept (`settings.keep_runs`, `settings.logs_limit_mib`);
     /// pruned when the run starts.
     pub retention: Retention,
+    /// `kwin facts`: each host is connected to and probed, its answers reported
+    /// (`host_facts`); no task is planned.
+    pub probe_only: bool,
 }
 
 impl RunOptions {
@@ -59,6 +63,7 @@ impl RunOptions {
             reboot_poll: Duration::from_secs(2),
             output_budget: DEFAULT_OUTPUT_BUDGET,
             retention: Retention::default(),
+            probe_only: false,
         }
     }
 }
@@ -121,7 +126,10 @@ pub struct Run {
     pub graph: Arc<TaskGraph>,
     /// Every task's module, by node index, built before the run (`module::build`).
     pub modules: Modules,
-    /// Every host of the plan (hosts without tasks are connected to and reported too).
+    /// Which tasks run, which are read only, which are out (`--limit`; `Scope::all()`
+    /// without it).
+    pub scope: Scope,
+    /// Every host of the run (hosts without tasks are connected to and reported too).
     pub hosts: Vec<HostHandle>,
     pub options: RunOptions,
     pub scrubber: Scrubber,

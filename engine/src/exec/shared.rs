@@ -7,6 +7,7 @@ use super::journal::Reporter;
 use super::outputs::Outputs;
 use super::run::{Cancel, RunOptions};
 use crate::event::Counts;
+use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
 use crate::module::Module;
 use crate::secret::Scrubber;
@@ -23,6 +24,8 @@ pub struct Shared {
     pub board: Board,
     pub conns: HashMap<String, Arc<Conn>>,
     pub outputs: Outputs,
+    /// What `--limit` leaves in the run (and read only).
+    pub scope: Scope,
     pub scrubber: Scrubber,
     pub report: Reporter,
     pub opts: RunOptions,

@@ -17,6 +17,7 @@ use super::run::{Run, RunSummary};
 use super::shared::Shared;
 use super::worker::{self, apply::Apply, plan::PlanOnly};
 use crate::event::{Event, Mode, TaskStatus};
+use crate::graph::scope::TaskScope;
 use crate::transport::output::OutputBudget;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
@@ -32,12 +33,27 @@ pub async fn walk(run: Run) -> RunSummary {
         Journal::new(&opts.run_id, &opts.plan, opts.mode),
     );
     let graph = run.graph.clone();
+    let scope = run.scope.clone();
+    let in_run: Vec<NodeIndex> = graph
+        .topo_order()
+        .into_iter()
+        .filter(|&n| scope.task(n) != TaskScope::Out)
+        .collect();
     report.emit(Event::RunStarted {
         run_id: opts.run_id.clone(),
         mode: opts.mode,
         hosts: run.hosts.len(),
-        tasks: graph.len(),
+        tasks: in_run.len(),
     });
+    // `--limit`: the hosts that are part of the run without being chosen, and why.
+    for (host, r) in scope.read_only_hosts() {
+        report.emit(Event::HostReadOnly {
+            host,
+            tasks: r.tasks,
+            for_hosts: r.for_hosts,
+            acting: r.acting,
+        });
+    }
 
     for e in super::retention::prune(&opts.state_dir, &opts.retention, &opts.run_id) {
         report.warn(None, e);
@@ -68,7 +84,7 @@ pub async fn walk(run: Run) -> RunSummary {
         .collect();
 
     let mut per_host: HashMap<String, Vec<NodeIndex>> = HashMap::new();
-    for n in graph.topo_order() {
+    for n in in_run {
         per_host
             .entry(graph.task(n).id.host.clone())
             .or_default()
@@ -81,6 +97,7 @@ pub async fn walk(run: Run) -> RunSummary {
         board: Board::new(graph.len()),
         conns,
         outputs: Outputs::default(),
+        scope,
         scrubber: run.scrubber.clone(),
         report,
         opts: opts.clone(),
@@ -106,6 +123,7 @@ pub async fn walk(run: Run) -> RunSummary {
                 Done {
                     status: TaskStatus::Failed,
                     cause: Some(format!("{id} failed")),
+                    refused: false,
                     at: Instant::now(),
                 },
             );

@@ -434,6 +434,7 @@ impl<'a> Expander<'a> {
                 .with_origin(origin);
                 task.location = st.location.clone();
                 task.sensitive = st.def.sensitive;
+                task.acts_for_chosen = st.def.acts_for_chosen;
                 task.order = prev
                     .iter()
                     .map(|&(pr, ps)| TaskId::new(&host.name, &compiled[pr].steps[ps].def.name))

@@ -72,6 +72,10 @@ pub struct StepDef {
     /// Like a plan task's `sensitive`: content shows as hashes only.
     #[serde(default)]
     pub sensitive: bool,
+    /// The step acts from its host for the hosts `--limit` chose (reads `host.chosen` of
+    /// each): it runs, and may change its host, whenever one is chosen (`graph::scope`).
+    #[serde(default)]
+    pub acts_for_chosen: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

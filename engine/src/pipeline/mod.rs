@@ -24,10 +24,12 @@
 //! runtime, the renderer thread, the Ctrl-C signal and the exit code, and hands a session
 //! its [`Ctl`].
 
+mod adhoc;
 mod phase;
 pub mod remote;
 mod session;
 
+pub use adhoc::{exec, ExecSummary};
 pub use phase::{ChecksumMode, Fetched, Request, UserTasks};
 pub use remote::{HostRemote, Interrupted, Remote, RemoteError, RunKind};
 pub use session::{Flags, Session, SessionError};
@@ -35,6 +37,7 @@ pub use session::{Flags, Session, SessionError};
 use crate::diag::Diagnostics;
 use crate::event::{EventSink, Mode};
 use crate::exec::{Cancel, RunSummary};
+use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
 use crate::module::build::{build_all, Modules};
 use crate::plan::effective::Effective;
@@ -46,6 +49,8 @@ pub struct Prepared {
     pub plan: LoadedPlan,
     pub eff: Effective,
     pub graph: Arc<TaskGraph>,
+    /// The tasks and hosts of a run under `--limit` (`Scope::all()` without it).
+    pub scope: Scope,
     /// Every task's module, by graph node; `None` while a checksum is left to fetch (the
     /// params that need it are not final; `validate`, `graph` and `reset` never fetch).
     pub modules: Option<Modules>,
@@ -90,12 +95,13 @@ impl Outcome {
 /// Phases 1–5: every command starts here. Errors: every diagnostic found, warnings included,
 /// sorted. The network is used only to fetch missing checksums ([`ChecksumMode::Fetch`]).
 pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
-    // 1–2. Read and parse the plan once; validate it.
-    let (plan, warnings) = phase::load_and_validate(req)?;
+    // 1–2. Read and parse the plan once; validate it. `--limit` chooses among its hosts.
+    let (mut plan, warnings) = phase::load_and_validate(req)?;
     let fail = |mut d: Diagnostics| {
         d.extend(warnings.clone());
         d.sorted()
     };
+    plan.limit = crate::plan::limit::select(&plan, &req.limit).map_err(fail)?;
     // 3. Effective values.
     let mut eff = Effective::build(&plan).map_err(fail)?;
     if req.no_verify {
@@ -107,6 +113,12 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
     let expanded = phase::expand(req, &plan).await.map_err(fail)?;
     // 5. The graph.
     let graph = Arc::new(TaskGraph::build(expanded.tasks).map_err(fail)?);
+    // 5b. What `--limit` leaves in the run: the chosen hosts' tasks, what they need (read
+    //     only), nothing else.
+    let scope = match &plan.limit {
+        Some(chosen) => Scope::limited(&graph, chosen),
+        None => Scope::all(),
+    };
     // 6. Every task's module from its rendered params, before any connection. A checksum
     //    left to fetch (validate, graph, reset) leaves the params that need it unfinished:
     //    they are built once it is known.
@@ -119,6 +131,7 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
         plan,
         eff,
         graph,
+        scope,
         modules,
         warnings,
         fetched: expanded.fetched,
@@ -136,6 +149,19 @@ pub async fn pin_rows(
     Ok((p, rows))
 }
 
+/// `kwin facts`: connect to the chosen hosts (every host without `--limit`; no other) and
+/// probe each, ONE script with every fact its tasks read; each host's answers are reported
+/// (`host_facts`). Nothing is planned, nothing changes.
+pub async fn facts(s: &mut Session, p: &Prepared) -> Result<RunSummary, SessionError> {
+    let Some(modules) = p.modules.clone() else {
+        return Err(SessionError::ChecksumsUnknown);
+    };
+    let scope = p.scope.chosen_only(&p.graph);
+    s.probe_only();
+    s.open_hosts(&p.plan, &scope);
+    Ok(s.execute(p.graph.clone(), modules, scope).await)
+}
+
 /// Phases 7–9 (`plan`, `apply`, `reset`): lock (apply), a transport per host, the executor.
 pub async fn run(s: &mut Session, p: &Prepared) -> Result<RunSummary, SessionError> {
     let Some(modules) = p.modules.clone() else {
@@ -144,6 +170,6 @@ pub async fn run(s: &mut Session, p: &Prepared) -> Result<RunSummary, SessionErr
     if s.mode() == Mode::Apply {
         s.lock()?;
     }
-    s.open_hosts(&p.plan);
-    Ok(s.execute(p.graph.clone(), modules).await)
+    s.open_hosts(&p.plan, &p.scope);
+    Ok(s.execute(p.graph.clone(), modules, p.scope.clone()).await)
 }

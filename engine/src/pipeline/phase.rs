@@ -36,6 +36,8 @@ pub struct Request<'a> {
     /// `apply --no-verify`: expand as if `cluster.verify = false`.
     pub no_verify: bool,
     pub checksums: ChecksumMode,
+    /// `--limit` selectors (`plan::limit`): empty, every host.
+    pub limit: Vec<String>,
     /// The plan's variables given on the command line (`--var name=value`): they win over
     /// the environment's `KWIN_VAR_<name>` and the declarations' defaults (`plan/vars.rs`).
     pub vars: BTreeMap<String, String>,

@@ -17,6 +17,7 @@ use crate::exec::lock::Lock;
 use crate::exec::logs::HostLog;
 use crate::exec::retention::Retention;
 use crate::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
+use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
 use crate::module::build::Modules;
 use crate::plan::effective::SettingsEff;
@@ -135,6 +136,31 @@ impl Session {
         self.mode
     }
 
+    /// `kwin facts`: the executor connects and probes, and plans nothing.
+    pub fn probe_only(&mut self) {
+        self.opts.probe_only = true;
+    }
+
+    pub(super) fn events(&self) -> EventSink {
+        self.events.clone()
+    }
+
+    pub(super) fn run_id(&self) -> &str {
+        &self.opts.run_id
+    }
+
+    pub(super) fn step_timeout(&self) -> Duration {
+        self.opts.step_timeout
+    }
+
+    pub(super) fn parallelism(&self) -> usize {
+        self.opts.parallelism
+    }
+
+    pub(super) fn interrupted(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
     /// Take `.kwin/lock` for this run (one apply at a time); a stale lock taken over is a
     /// warning.
     pub fn lock(&mut self) -> Result<(), SessionError> {
@@ -162,15 +188,21 @@ impl Session {
         &self.hosts[i].1
     }
 
-    /// A transport for every host of the plan.
-    pub fn open_hosts(&mut self, plan: &LoadedPlan) {
-        for h in &plan.hosts {
+    /// A transport for every host of the plan that is part of the run (`--limit`: the
+    /// chosen hosts and those they need; no other host is connected to).
+    pub fn open_hosts(&mut self, plan: &LoadedPlan, scope: &Scope) {
+        for h in plan.hosts.iter().filter(|h| scope.has_host(&h.name)) {
             self.made(h);
         }
     }
 
     /// Phase 8: the executor over every host opened.
-    pub async fn execute(&mut self, graph: Arc<TaskGraph>, modules: Modules) -> RunSummary {
+    pub async fn execute(
+        &mut self,
+        graph: Arc<TaskGraph>,
+        modules: Modules,
+        scope: Scope,
+    ) -> RunSummary {
         let hosts = self
             .hosts
             .iter()
@@ -182,6 +214,7 @@ impl Session {
         execute(Run {
             graph,
             modules,
+            scope,
             hosts,
             options: self.opts.clone(),
             scrubber: self.scrubber.clone(),

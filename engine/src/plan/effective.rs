@@ -227,6 +227,9 @@ pub struct HostEff {
     pub taints: Vec<String>,
     pub is_control_plane: bool,
     pub is_first_control_plane: bool,
+    /// `--limit` chose the host (every host without `--limit`): what a step acting for
+    /// other nodes (reset's drain) acts on.
+    pub chosen: bool,
     /// CRI endpoint of the host's runtime (with `[cluster]`), e.g.
     /// `unix:///run/containerd/containerd.sock` or `npipe:////./pipe/containerd-containerd`.
     pub cri_socket: Option<String>,
@@ -412,6 +415,7 @@ impl Effective {
                 taints: h.taints.clone(),
                 is_control_plane: h.role == Some(Role::ControlPlane),
                 is_first_control_plane: Some(i) == first_cp,
+                chosen: plan.chosen(&h.name),
                 cri_socket: with_cluster.then(|| {
                     let runtime = match h.os {
                         Os::Linux => file.runtime.linux,

@@ -264,6 +264,7 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
             source,
             spans,
             vars: BTreeMap::new(),
+            limit: None,
         }),
         diags,
         pruned,

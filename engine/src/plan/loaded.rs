@@ -68,6 +68,9 @@ pub struct LoadedPlan {
     pub spans: SpanIndex,
     /// The plan's variables that have a value (`plan/vars.rs`), typed as declared.
     pub vars: std::collections::BTreeMap<String, super::vars::VarValue>,
+    /// The hosts `--limit` chose (`plan::limit::select`); `None`: every host. Templates see
+    /// it as `host.chosen` (`Effective`).
+    pub limit: Option<std::collections::BTreeSet<String>>,
 }
 
 impl LoadedPlan {
@@ -80,6 +83,11 @@ impl LoadedPlan {
     /// Location of the key at `path` (for "remove this key" diagnostics).
     pub fn key_loc(&self, path: &str) -> Option<Location> {
         self.source.span(self.spans.key(path))
+    }
+
+    /// Whether `--limit` chose host `name` (every host without `--limit`).
+    pub fn chosen(&self, name: &str) -> bool {
+        self.limit.as_ref().is_none_or(|l| l.contains(name))
     }
 
     pub fn host(&self, name: &str) -> Option<&ResolvedHost> {

@@ -25,7 +25,7 @@
 //! runs: reconnect (with backoff), re-probe, re-plan the batch's tasks — what is now NoOp
 //! was applied — and send the rest again. Facts decide; nothing is re-run blindly.
 
-use super::{InputErr, Pending, Policy, Worker};
+use super::{DepErr, InputErr, Pending, Policy, Worker};
 use crate::event::{Event, TaskStatus};
 use crate::exec::batch::{Batch, Item, ItemResult, Section};
 use crate::exec::conn::{LogAs, LogStdout};
@@ -147,8 +147,9 @@ impl Worker {
         self.tasks[t].started = Some(Instant::now());
         let changed_at = match self.await_deps(t, &Apply).await {
             Ok(c) => c,
-            Err(Some(cause)) => return self.skip(t, &cause),
-            Err(None) => return,
+            Err(DepErr::Skip(cause)) => return self.skip(t, &cause),
+            Err(DepErr::Fail(m)) => return self.fail_after_flush(t, m).await,
+            Err(DepErr::Cancelled) => return,
         };
         let module = match self.tasks[t].module.clone() {
             Ok(m) => m,
@@ -226,6 +227,12 @@ impl Worker {
             }
         };
         self.emit_planned(t, &plan);
+        if let (Plan::Change(c), true) = (&plan, self.tasks[t].read_only) {
+            if let Err(e) = self.flush(Vec::new()).await {
+                self.host_transport_failed(e);
+            }
+            return self.refuse(t, &c.action.to_string(), &c.reason);
+        }
         match plan {
             Plan::NoOp { why, .. } => {
                 if self.pending.is_empty() {

@@ -16,6 +16,7 @@ use super::shared::{HostOutcome, Shared};
 use super::text::{last_lines, parse_outputs};
 use crate::event::{Event, TaskStatus};
 use crate::fact::{self, FactQuery, Facts};
+use crate::graph::scope::TaskScope;
 use crate::module::{Change, Inputs, Module, Plan, Touches};
 use crate::secret::Secret;
 use crate::shell::{Output, Shell};
@@ -42,6 +43,12 @@ pub(crate) struct HTask {
     pub done: bool,
     /// The task says `sensitive = true`.
     pub sensitive: bool,
+    /// `--limit` leaves the task's host unchosen and the run needs the task: it may not
+    /// change the host (`graph::scope`).
+    pub read_only: bool,
+    /// Set when the read-only task would have changed its host: what its dependents fail
+    /// with.
+    refused: Option<String>,
 }
 
 /// A task planned but not yet published: a change waiting in the batch, or a NoOp waiting
@@ -77,6 +84,15 @@ pub(crate) enum InputErr {
     Cancelled,
 }
 
+/// Why a task cannot start after waiting for its dependencies.
+pub(crate) enum DepErr {
+    /// A dependency failed or was skipped: skip it, with this cause.
+    Skip(String),
+    /// A read-only dependency would have changed its host (`--limit`): fail it.
+    Fail(String),
+    Cancelled,
+}
+
 impl Worker {
     pub fn new(sh: Arc<Shared>, host: String, nodes: Vec<NodeIndex>) -> Worker {
         let conn = sh.conns[&host].clone();
@@ -103,6 +119,8 @@ impl Worker {
                     started: None,
                     done: false,
                     sensitive: task.sensitive,
+                    read_only: sh.scope.task(n) == TaskScope::ReadOnly,
+                    refused: None,
                 }
             })
             .collect();
@@ -147,9 +165,11 @@ impl Worker {
             .started
             .map(|s| s.elapsed().as_millis() as u64)
             .unwrap_or(0);
-        let cause = match status {
-            TaskStatus::Failed => Some(format!("{} failed", task.id)),
-            TaskStatus::Skipped => message.clone(),
+        let refused = task.refused.clone();
+        let cause = match (status, &refused) {
+            (_, Some(r)) => Some(r.clone()),
+            (TaskStatus::Failed, None) => Some(format!("{} failed", task.id)),
+            (TaskStatus::Skipped, None) => message.clone(),
             _ => None,
         };
         self.out.counts.add(status);
@@ -159,6 +179,7 @@ impl Worker {
             Done {
                 status,
                 cause,
+                refused: refused.is_some(),
                 at: Instant::now(),
             },
         );
@@ -192,6 +213,57 @@ impl Worker {
             self.skip(t, &cause);
         }
         self.stopped = Some(cause);
+    }
+
+    /// Task `t` is read only (`--limit`) and its plan would change the host: it fails
+    /// without running, and so do its dependents, each told which host to include.
+    pub fn refuse(&mut self, t: usize, action: &str, reason: &str) {
+        let host = self.host.clone();
+        let hint = self.sh.scope.include_hint(&host);
+        let id = self.tasks[t].id.to_string();
+        self.tasks[t].refused = Some(format!(
+            "{id} would change {host}, which --limit leaves read only; {hint}"
+        ));
+        let msg =
+            format!("would {action} ({reason}), but {host} is read only under --limit; {hint}");
+        self.fail(t, self.sh.scrubber.scrub(&msg));
+    }
+
+    /// `kwin facts`: every answer of the probe, scrubbed; a sensitive task's answers (it says
+    /// so, or its module finds its content secret) only as a hash.
+    fn report_facts(&self) {
+        let sc = &self.sh.scrubber;
+        let hidden: std::collections::HashSet<&str> = (0..self.tasks.len())
+            .filter(|&t| self.is_sensitive(t))
+            .flat_map(|t| self.tasks[t].queries.iter().map(|q| q.key.as_str()))
+            .collect();
+        let mut facts = std::collections::BTreeMap::new();
+        for task in &self.tasks {
+            for q in &task.queries {
+                let Some(out) = self.facts.raw(&q.key) else {
+                    continue;
+                };
+                let text = |b: &[u8]| {
+                    if hidden.contains(q.key.as_str()) {
+                        crate::secret::sensitive_hash(b)
+                    } else {
+                        sc.scrub(&String::from_utf8_lossy(b))
+                    }
+                };
+                facts.insert(
+                    q.key.clone(),
+                    crate::event::FactAnswer {
+                        exit: out.exit,
+                        stdout: text(&out.stdout),
+                        stderr: text(&out.stderr),
+                    },
+                );
+            }
+        }
+        self.sh.report.emit(Event::HostFacts {
+            host: self.host.clone(),
+            facts,
+        });
     }
 
     /// Whether task `t` is sensitive: it says so, or its module finds its content secret
@@ -365,7 +437,7 @@ impl Worker {
         &mut self,
         t: usize,
         policy: &dyn Policy,
-    ) -> Result<Option<Instant>, Option<String>> {
+    ) -> Result<Option<Instant>, DepErr> {
         let node = self.tasks[t].node;
         let preds: Vec<NodeIndex> = self
             .sh
@@ -387,15 +459,20 @@ impl Worker {
             } else {
                 match self.wait_for(p, policy).await {
                     Some(d) => d,
-                    None => return Err(None),
+                    None => return Err(DepErr::Cancelled),
                 }
             };
             if let Some(c) = &self.stopped {
-                return Err(Some(c.clone()));
+                return Err(DepErr::Skip(c.clone()));
             }
             if !done.succeeded() {
                 let id = self.sh.graph.task(p).id.to_string();
-                return Err(Some(done.cause.unwrap_or(format!("{id} did not run"))));
+                let cause = done.cause.unwrap_or(format!("{id} did not run"));
+                return Err(if done.refused {
+                    DepErr::Fail(cause)
+                } else {
+                    DepErr::Skip(cause)
+                });
             }
             if !same_host && done.status == TaskStatus::Changed {
                 changed_at = Some(changed_at.map_or(done.at, |a| a.max(done.at)));
@@ -448,9 +525,12 @@ impl Worker {
             ))
         })?;
         if !done.succeeded() {
-            return Err(InputErr::Skip(
-                done.cause.unwrap_or(format!("{} did not run", r.from)),
-            ));
+            let cause = done.cause.unwrap_or(format!("{} did not run", r.from));
+            return Err(if done.refused {
+                InputErr::Fail(cause)
+            } else {
+                InputErr::Skip(cause)
+            });
         }
         let sh = self.sh.clone();
         let values = sh
@@ -546,6 +626,10 @@ pub(crate) async fn run(
     }
     if let Err(e) = w.probe_all().await {
         w.fail_host(e);
+        return w.end();
+    }
+    if w.sh.opts.probe_only {
+        w.report_facts();
         return w.end();
     }
     for t in 0..w.tasks.len() {

@@ -39,6 +39,9 @@ impl Policy for PlanOnly {
             Ok(plan) => {
                 w.emit_planned(t, &plan);
                 match plan {
+                    Plan::Change(c) if w.tasks[t].read_only => {
+                        w.refuse(t, &c.action.to_string(), &c.reason)
+                    }
                     Plan::NoOp { why, .. } => w.finish(t, TaskStatus::Ok, Some(why)),
                     Plan::Change(c) => w.finish(
                         t,
