@@ -4,23 +4,23 @@
 //! `[artifacts.sha256]` table to paste into the plan of a controller without internet.
 
 use crate::args::{request, Recipes};
+use kwin_engine::event::Outcome;
 use crate::output::Output;
 use anyhow::Context;
 use kwin_engine::checksums;
 use kwin_engine::pipeline::ChecksumMode;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::ExitCode;
 
 /// The table on stdout, or in `write`; diagnostics and what was fetched on stderr. Exit 1 when
 /// a checksum could not be had.
-pub fn checksums(path: &Path, write: Option<&Path>, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn checksums(path: &Path, write: Option<&Path>, out: &Output) -> anyhow::Result<Outcome> {
     let req = request(path, Recipes::Build, ChecksumMode::Fetch, false);
     let (p, rows) = match crate::drive::pin_rows(&req)? {
         Ok(r) => r,
         Err(d) => {
             out.diagnostics(&d);
-            return Ok(ExitCode::from(1));
+            return Ok(Outcome::Failed);
         }
     };
     out.warnings(&p.warnings);
@@ -43,5 +43,5 @@ pub fn checksums(path: &Path, write: Option<&Path>, out: &Output) -> anyhow::Res
         }
         None => out.text(&text),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

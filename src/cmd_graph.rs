@@ -1,13 +1,13 @@
 //! `kwin graph`: the task graph of a prepared plan, as DOT or sorted text.
 
 use crate::args::{request, GraphFormat, Recipes};
+use kwin_engine::event::Outcome;
 use crate::output::Output;
 use kwin_engine::pipeline::ChecksumMode;
 use std::path::Path;
-use std::process::ExitCode;
 
 /// Diagnostics go to stderr; any error exits 1.
-pub fn graph(path: &Path, format: GraphFormat, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn graph(path: &Path, format: GraphFormat, out: &Output) -> anyhow::Result<Outcome> {
     let req = request(path, Recipes::Build, ChecksumMode::Known, false);
     match crate::drive::prepare(&req)? {
         Ok(p) => {
@@ -16,11 +16,11 @@ pub fn graph(path: &Path, format: GraphFormat, out: &Output) -> anyhow::Result<E
                 GraphFormat::Dot => p.graph.to_dot(),
                 GraphFormat::Text => p.graph.to_text(),
             });
-            Ok(ExitCode::SUCCESS)
+            Ok(Outcome::Success)
         }
         Err(d) => {
             out.diagnostics(&d);
-            Ok(ExitCode::from(1))
+            Ok(Outcome::Failed)
         }
     }
 }

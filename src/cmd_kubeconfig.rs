@@ -13,12 +13,11 @@ use kwin_engine::pipeline::{ChecksumMode, Outcome, Session};
 use kwin_modules::kube::kubeconfig::{fetch, FetchError};
 use kwin_modules::kube::ADMIN_CONF;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow::Result<Outcome> {
     let req = request(&run.plan, Recipes::Build, ChecksumMode::Known, false);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     let Some(cluster) = &p.eff.cluster else {
         let plan = run.plan.display();
@@ -35,7 +34,7 @@ pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow:
     })?;
     let yaml = match yaml {
         Ok(y) => y,
-        Err(FetchError::Interrupted) => return Ok(drive::exit_code(Outcome::Interrupted)),
+        Err(FetchError::Interrupted) => return Ok(Outcome::Interrupted),
         Err(FetchError::Failed(e)) => anyhow::bail!("{e}"),
     };
     let path = file.unwrap_or_else(|| p.plan.base_dir.join(format!("{}.kubeconfig", cluster.name)));
@@ -48,5 +47,5 @@ pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow:
         host: &cp.name,
         from: ADMIN_CONF,
     });
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

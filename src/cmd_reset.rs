@@ -13,19 +13,19 @@
 //! `--yes` it refuses.
 
 use crate::args::{request, Recipes, RunArgs};
+use kwin_engine::event::Outcome;
 use crate::output::Output;
 use kwin_engine::event::Mode;
 use kwin_engine::pipeline::ChecksumMode;
-use std::process::ExitCode;
 
-pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<Outcome> {
     let req = request(&run.plan, Recipes::Reset, ChecksumMode::Known, false);
     let Some(p) = crate::drive::ready(out, crate::drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     let Some(cluster) = &p.eff.cluster else {
         out.nothing_to_do("reset");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Success);
     };
     let name = &cluster.name;
     if !yes {
@@ -47,5 +47,5 @@ pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode>
         }
     }
     let outcome = crate::cmd_run::run_prepared(out, run, &p, Mode::Apply, false, "reset")?;
-    Ok(crate::drive::exit_code(outcome))
+    Ok(outcome)
 }

@@ -40,6 +40,9 @@ pub struct RunOptions {
     /// Old runs' logs and journals kept (`settings.keep_runs`, `settings.logs_limit_mib`);
     /// pruned when the run starts.
     pub retention: Retention,
+    /// `-v`: every script and its output also as events (`Event::Script`, `Event::Output`),
+    /// in the form the host log has.
+    pub verbose: bool,
 }
 
 impl RunOptions {
@@ -59,6 +62,7 @@ impl RunOptions {
             reboot_poll: Duration::from_secs(2),
             output_budget: DEFAULT_OUTPUT_BUDGET,
             retention: Retention::default(),
+            verbose: false,
         }
     }
 }
@@ -67,8 +71,13 @@ impl RunOptions {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunSummary {
     pub hosts: usize,
-    /// Tasks by outcome; `failed` also counts hosts that failed before any of their tasks
-    /// could (connect, probe).
+    /// Hosts connected to.
+    pub hosts_reached: usize,
+    /// Hosts that failed as a whole (not reached, probe failed, connection lost); their
+    /// tasks that did not run are `skipped`.
+    pub hosts_failed: usize,
+    /// Tasks by outcome, the sum of the hosts' `host_finished` counts (and tasks on hosts
+    /// outside the run, failed).
     pub counts: Counts,
     pub duration_ms: u64,
     pub interrupted: bool,

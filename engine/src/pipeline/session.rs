@@ -34,6 +34,8 @@ pub struct Flags {
     pub parallelism: Option<usize>,
     /// `--accept-new-host-keys`.
     pub accept_new_host_keys: bool,
+    /// `-v`: every script and its output as events (`script`, `output`).
+    pub verbose: bool,
 }
 
 /// Why a session cannot go on (the command ends with exit code 1).
@@ -60,6 +62,8 @@ pub struct Session {
     hosts: Vec<(String, Made)>,
     /// Whether old runs were pruned (once per session).
     pruned: bool,
+    /// Whether the `logs` event was sent (once per session).
+    logs_told: bool,
 }
 
 /// The executor's options for `settings` (with defaults applied), in `mode`. Every setting
@@ -87,6 +91,7 @@ fn options(settings: &SettingsEff, flags: &Flags, mode: Mode, state_dir: PathBuf
         max_bytes: logs_limit_bytes,
     };
     o.accept_new_host_keys = flags.accept_new_host_keys;
+    o.verbose = flags.verbose;
     o
 }
 
@@ -128,6 +133,7 @@ impl Session {
             lock: None,
             hosts: Vec::new(),
             pruned: false,
+            logs_told: false,
         })
     }
 
@@ -162,8 +168,23 @@ impl Session {
         &self.hosts[i].1
     }
 
+    /// Where this session's host logs go, told once (`Event::Logs`), before the first is
+    /// opened.
+    fn tell_logs(&mut self) -> PathBuf {
+        let dir = self.opts.state_dir.join("logs").join(&self.opts.run_id);
+        if !self.logs_told {
+            self.logs_told = true;
+            self.events.send(Event::Logs {
+                run_id: self.opts.run_id.clone(),
+                dir: dir.display().to_string(),
+            });
+        }
+        dir
+    }
+
     /// A transport for every host of the plan.
     pub fn open_hosts(&mut self, plan: &LoadedPlan) {
+        self.tell_logs();
         for h in &plan.hosts {
             self.made(h);
         }
@@ -208,7 +229,7 @@ impl Session {
                 });
             }
         }
-        let logs = self.opts.state_dir.join("logs").join(&self.opts.run_id);
+        let logs = self.tell_logs();
         let (log, err) = HostLog::open(&logs, &host.name, self.scrubber.clone());
         if let Some(w) = err {
             self.events.send(Event::Warning {
@@ -218,7 +239,10 @@ impl Session {
         }
         let transport = self.made(host).transport.clone();
         HostRemote {
-            conn: Arc::new(Conn::new(host.name.clone(), transport, log)),
+            conn: Arc::new(
+                Conn::new(host.name.clone(), transport, log)
+                    .with_events(self.events.clone(), self.opts.verbose),
+            ),
             events: self.events.clone(),
             scrubber: self.scrubber.clone(),
             cancel: self.cancel.clone(),
