@@ -30,8 +30,10 @@ pub struct Kwin {
 }
 
 impl Kwin {
-    /// The binary at `bin`, run in `dir`.
+    /// The binary at `bin`, run in `dir`. `KWIN_TEST_BIN` names another build to run
+    /// instead (an older one, to see what a test catches).
     pub fn new(bin: &str, dir: impl AsRef<Path>) -> Kwin {
+        let bin = std::env::var("KWIN_TEST_BIN").unwrap_or_else(|_| bin.to_string());
         let mut cmd = Command::new(bin);
         cmd.current_dir(dir.as_ref());
         Kwin { cmd, stdin: None }
