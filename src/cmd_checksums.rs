@@ -4,10 +4,10 @@
 //! `[artifacts.sha256]` table to paste into the plan of a controller without internet.
 
 use crate::args::{request, Recipes};
-use kwin_engine::event::Outcome;
 use crate::output::Output;
 use anyhow::Context;
 use kwin_engine::checksums;
+use kwin_engine::event::Outcome;
 use kwin_engine::pipeline::ChecksumMode;
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,8 +1,8 @@
 //! `kwin modules` and `kwin doc MODULE`: the module reference of `kwin_modules::reference`
 //! (the same text docs/modules.md is generated from).
 
-use kwin_engine::event::Outcome;
 use crate::output::Output;
+use kwin_engine::event::Outcome;
 use kwin_modules::reference;
 
 /// Every module, per OS, one line each.

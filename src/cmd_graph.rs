@@ -1,8 +1,8 @@
 //! `kwin graph`: the task graph of a prepared plan, as DOT or sorted text.
 
 use crate::args::{request, GraphFormat, Recipes};
-use kwin_engine::event::Outcome;
 use crate::output::Output;
+use kwin_engine::event::Outcome;
 use kwin_engine::pipeline::ChecksumMode;
 use std::path::Path;
 

@@ -13,9 +13,9 @@
 //! `--yes` it refuses.
 
 use crate::args::{request, Recipes, RunArgs};
-use kwin_engine::event::Outcome;
 use crate::output::Output;
 use kwin_engine::event::Mode;
+use kwin_engine::event::Outcome;
 use kwin_engine::pipeline::ChecksumMode;
 
 pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<Outcome> {
@@ -31,10 +31,10 @@ pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<Outcome> 
     if !yes {
         let hosts: Vec<&str> = p.plan.nodes().map(|h| h.name.as_str()).collect();
         let prompt = format!(
-            "This takes cluster `{name}` down on {} hosts ({}): nodes drained and deleted, kubeadm reset, \
+            "This takes cluster `{name}` down on {} ({}): nodes drained and deleted, kubeadm reset, \
              CNI configuration and state removed, Windows services, HNS networks and C:\\k removed.\n\
              Type the cluster name to confirm: ",
-            hosts.len(),
+            crate::output::plural(hosts.len(), "host"),
             hosts.join(", ")
         );
         let Some(answer) = out.confirm(&prompt)? else {

@@ -19,12 +19,7 @@ pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Res
     Ok(outcome)
 }
 
-pub fn apply(
-    run: &RunArgs,
-    check: bool,
-    no_verify: bool,
-    out: &Output,
-) -> anyhow::Result<Outcome> {
+pub fn apply(run: &RunArgs, check: bool, no_verify: bool, out: &Output) -> anyhow::Result<Outcome> {
     let (mode, what) = if check {
         (Mode::Plan, "plan")
     } else {

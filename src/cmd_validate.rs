@@ -1,8 +1,8 @@
 //! `kwin validate` and `kwin schema`.
 
 use crate::args::{request, Recipes};
-use kwin_engine::event::Outcome;
 use crate::output::Output;
+use kwin_engine::event::Outcome;
 use kwin_engine::pipeline::ChecksumMode;
 use std::path::Path;
 

@@ -11,8 +11,8 @@
 //!   `EXIT_CODES` (`exit.rs`; docs/exit-codes.md lists exactly these:
 //!   `tests/exit_codes.rs`).
 
-pub use crate::output::Render;
 use crate::output::Output;
+pub use crate::output::Render;
 use kwin_engine::diag::Diagnostics;
 use kwin_engine::event::{EventSink, Outcome};
 use kwin_engine::exec::Cancel;

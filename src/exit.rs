@@ -39,4 +39,3 @@ pub fn exit_code_of(o: Outcome) -> u8 {
         Outcome::Interrupted => 130,
     }
 }
-

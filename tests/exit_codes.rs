@@ -109,7 +109,10 @@ fn every_code_through_the_binary() {
     let r = run(d, &["plan", "plan.toml", "--detailed-exitcode"]);
     assert_eq!(r.code, 2, "{r}");
     assert_eq!(run(d, &["apply", "plan.toml"]).code, 0);
-    assert_eq!(run(d, &["plan", "plan.toml", "--detailed-exitcode"]).code, 0);
+    assert_eq!(
+        run(d, &["plan", "plan.toml", "--detailed-exitcode"]).code,
+        0
+    );
     // 64: every usage error clap or a value parser refuses
     for args in [
         &["plan", "plan.toml", "--bogus"][..],

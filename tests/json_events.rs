@@ -143,7 +143,12 @@ fn validate_streams_diagnostics_and_a_summary() {
 
     let bad = run(
         &root(),
-        &["validate", "--output", "json", "tests/plans/bad/bad-cidr.toml"],
+        &[
+            "validate",
+            "--output",
+            "json",
+            "tests/plans/bad/bad-cidr.toml",
+        ],
     );
     let events = check_stream("validate bad", &bad);
     assert_eq!(bad.code, 1, "{bad}");
@@ -151,7 +156,10 @@ fn validate_streams_diagnostics_and_a_summary() {
     assert_eq!(diags.len(), 2, "{bad}");
     assert_eq!(diags[0]["code"], "bad-cidr");
     let s = bad.summary();
-    assert_eq!((s["errors"].as_u64(), s["outcome"].as_str()), (Some(2), Some("failed")));
+    assert_eq!(
+        (s["errors"].as_u64(), s["outcome"].as_str()),
+        (Some(2), Some("failed"))
+    );
 
     // plan on an invalid plan: the same diagnostics, then the summary.
     let plan = run(
@@ -171,7 +179,13 @@ fn plan_and_apply_stream_events_with_one_summary() {
     let d = dir.path();
 
     for args in [
-        &["plan", "plan.toml", "--output", "json", "--detailed-exitcode"][..],
+        &[
+            "plan",
+            "plan.toml",
+            "--output",
+            "json",
+            "--detailed-exitcode",
+        ][..],
         &["apply", "plan.toml", "--check", "--output", "json"][..],
     ] {
         let r = run(d, args);
@@ -184,14 +198,26 @@ fn plan_and_apply_stream_events_with_one_summary() {
             "plan mode says changed:\n{r}"
         );
         let s = r.summary();
-        assert_eq!((s["would_change"].as_u64(), s["changed"].as_u64()), (Some(1), Some(0)));
+        assert_eq!(
+            (s["would_change"].as_u64(), s["changed"].as_u64()),
+            (Some(1), Some(0))
+        );
         assert!(!d.join("motd").exists(), "plan changed the host");
     }
     let r = run(
         d,
-        &["plan", "plan.toml", "--output", "json", "--detailed-exitcode"],
+        &[
+            "plan",
+            "plan.toml",
+            "--output",
+            "json",
+            "--detailed-exitcode",
+        ],
     );
-    assert_eq!((r.code, &r.summary()["outcome"]), (2, &Value::from("changes_pending")));
+    assert_eq!(
+        (r.code, &r.summary()["outcome"]),
+        (2, &Value::from("changes_pending"))
+    );
 
     let r = run(d, &["apply", "plan.toml", "--output", "json"]);
     let events = check_stream("apply", &r);
@@ -202,7 +228,9 @@ fn plan_and_apply_stream_events_with_one_summary() {
     // The host logs' folder is in the summary, and exists.
     let logs = s["logs"].as_array().cloned().unwrap_or_default();
     assert_eq!(logs.len(), 1, "{r}");
-    assert!(Path::new(logs[0].as_str().unwrap_or("")).join("l1.log").is_file());
+    assert!(Path::new(logs[0].as_str().unwrap_or(""))
+        .join("l1.log")
+        .is_file());
 
     let again = run(d, &["apply", "plan.toml", "--output", "json"]);
     check_stream("apply again", &again);
@@ -234,7 +262,10 @@ fn failures_end_with_the_summary_too() {
         .sum();
     let s = r.summary();
     assert_eq!(s["failed"].as_u64(), Some(per_host), "{r}");
-    assert_eq!((s["hosts_failed"].as_u64(), s["hosts_reached"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (s["hosts_failed"].as_u64(), s["hosts_reached"].as_u64()),
+        (Some(1), Some(1))
+    );
     // The closed port is retried once, and the retry is told.
     let retry = find(&events, "connect_retry");
     assert_eq!(retry.len(), 1, "{r}");
@@ -327,15 +358,45 @@ fn verbose_streams_scripts_and_their_output() {
     let events = check_stream("verbose", &r);
     let scripts = find(&events, "script");
     assert!(
-        scripts
-            .iter()
-            .any(|e| e["script"].as_str().is_some_and(|s| s.contains("echo boom"))),
+        scripts.iter().any(|e| e["script"]
+            .as_str()
+            .is_some_and(|s| s.contains("echo boom"))),
         "{r}"
     );
     assert!(
         find(&events, "output")
             .iter()
-            .any(|e| e["stream"] == "stderr" && e["text"].as_str().is_some_and(|t| t.contains("boom"))),
+            .any(|e| e["stream"] == "stderr"
+                && e["text"].as_str().is_some_and(|t| t.contains("boom"))),
         "{r}"
     );
+}
+
+/// docs/json-events.md has a row for exactly the events of the schema.
+#[test]
+fn the_page_lists_every_event_of_the_schema() {
+    let text = std::fs::read_to_string(schema_file()).expect("schema");
+    let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
+    let from_schema: std::collections::BTreeSet<String> = schema["oneOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            v["properties"]["event"]["const"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(from_schema.len() > 10, "{from_schema:?}");
+    let page = std::fs::read_to_string(root().join("docs/json-events.md")).expect("page");
+    let events_table = page
+        .split("## Events")
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .unwrap_or_default();
+    let from_page: std::collections::BTreeSet<String> = events_table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next().map(str::to_string))
+        .collect();
+    assert_eq!(from_page, from_schema, "docs/json-events.md vs the schema");
 }

@@ -57,19 +57,33 @@ fn plan_on_a_dumb_terminal_keeps_its_diffs() {
     let d = dir.path();
     write_plan(d, &(local_host("l1") + &file_task(d, "motd")));
     let dumb = on_terminal(d, "dumb", "plan plan.toml");
-    for want in ["l1: create motd (missing)", "    +hi", "plan: 1 host, 0 ok, 1 to change"] {
+    for want in [
+        "l1: create motd (missing)",
+        "    +hi",
+        "plan: 1 host, 0 ok, 1 to change",
+    ] {
         assert!(
             dumb.lines().any(|l| l.starts_with(want)),
             "TERM=dumb: no line `{want}`:\n{dumb}"
         );
     }
-    assert!(!dumb.contains('\u{1b}'), "cursor movement on a dumb terminal:\n{dumb:?}");
+    assert!(
+        !dumb.contains('\u{1b}'),
+        "cursor movement on a dumb terminal:\n{dumb:?}"
+    );
     // A capable terminal gets the same lines, above its progress bars.
     let xterm = on_terminal(d, "xterm", "plan plan.toml");
-    for want in ["l1: create motd (missing)", "+hi", "plan: 1 host, 0 ok, 1 to change"] {
+    for want in [
+        "l1: create motd (missing)",
+        "+hi",
+        "plan: 1 host, 0 ok, 1 to change",
+    ] {
         assert!(xterm.contains(want), "TERM=xterm: no `{want}`:\n{xterm:?}");
     }
-    assert!(xterm.contains('\u{1b}'), "no progress bars on xterm:\n{xterm:?}");
+    assert!(
+        xterm.contains('\u{1b}'),
+        "no progress bars on xterm:\n{xterm:?}"
+    );
 }
 
 #[test]
@@ -80,7 +94,10 @@ fn a_run_that_reached_no_host_says_so_and_fails() {
     let r = run(d, &["plan", "plan.toml"]);
     assert_eq!(r.code, 1, "{r}");
     let last = r.last_line();
-    assert!(last.starts_with("plan: no host reached (1 host failed)"), "{r}");
+    assert!(
+        last.starts_with("plan: no host reached (1 host failed)"),
+        "{r}"
+    );
     assert!(!last.contains("no changes"), "{r}");
     assert!(r.stdout.starts_with("plan: 1 host, 1 task\n"), "{r}");
 }

@@ -163,7 +163,10 @@ pub enum Event {
     /// human `file:line:col: error[code]: …` line.
     Diagnostic(Diagnostic),
     /// Where the host logs of a session go: every remote command and its output, scrubbed.
-    Logs { run_id: String, dir: String },
+    Logs {
+        run_id: String,
+        dir: String,
+    },
     RunStarted {
         run_id: String,
         mode: Mode,
@@ -284,7 +287,10 @@ pub enum Event {
 
 /// One line of `--output json`: the event and the stream's version.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-#[schemars(title = "kwin event", description = "One line of `kwin ... --output json`")]
+#[schemars(
+    title = "kwin event",
+    description = "One line of `kwin ... --output json`"
+)]
 pub struct EventLine<'a> {
     /// [`SCHEMA_VERSION`].
     #[schemars(range(min = 1, max = 1))]

@@ -276,9 +276,7 @@ impl Human {
                 }
                 let msg = message.unwrap_or_default();
                 match status {
-                    TaskStatus::Changed => {
-                        self.line(format!("{host}: changed {task} ({msg})"))
-                    }
+                    TaskStatus::Changed => self.line(format!("{host}: changed {task} ({msg})")),
                     TaskStatus::Failed => self.line(format!("{host}: failed {task}: {msg}")),
                     // A host that failed as a whole says so once, in its own line.
                     TaskStatus::Skipped if msg == format!("host {host} failed") => {}
@@ -351,7 +349,8 @@ impl Human {
                 self.end_bars();
                 self.check_table();
                 self.line(format!(
-                    "verify: {checks} checks, {passed} passed, {failed} failed, {skipped} skipped in {}",
+                    "verify: {}, {passed} passed, {failed} failed, {skipped} skipped in {}",
+                    plural(checks, "check"),
                     secs(duration_ms)
                 ));
             }

@@ -21,6 +21,7 @@ mod json;
 mod render;
 mod show;
 
+pub use human::plural;
 pub use render::Render;
 pub use show::show;
 
@@ -188,10 +189,7 @@ impl Output {
                     verify: t.verify,
                     logs: logs.iter().map(|d| d.display().to_string()).collect(),
                     error,
-                    duration_ms: t
-                        .start
-                        .map(|s| s.elapsed().as_millis() as u64)
-                        .unwrap_or(0),
+                    duration_ms: t.start.map(|s| s.elapsed().as_millis() as u64).unwrap_or(0),
                 };
                 json::line(&Event::Summary(summary));
             }
@@ -249,7 +247,6 @@ impl Output {
         if !self.human() {
             return;
         }
-        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
         if errors > 0 {
             let _ = writeln!(
                 std::io::stderr().lock(),
