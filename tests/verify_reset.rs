@@ -719,15 +719,24 @@ fn reset_on_lab_hosts() {
     // Confirmed by typing the cluster name on a terminal.
     let k = on_terminal(p, "reset plan.toml", "lab6\n");
     assert_eq!(k.code, 0, "{k}");
-    let last = k
+    // The summary line, then (stderr, on the same terminal) the host logs' folder.
+    let lines: Vec<&str> = k
         .stdout
         .lines()
         .map(|l| l.trim_end_matches('\r'))
-        .rfind(|l| !l.is_empty())
-        .unwrap_or_default()
-        .to_string();
+        .filter(|l| !l.is_empty())
+        .collect();
+    let last = lines
+        .iter()
+        .rfind(|l| l.starts_with("reset: "))
+        .copied()
+        .unwrap_or_default();
     assert!(
         last.starts_with("reset: 2 hosts") && last.ends_with("(no changes)"),
+        "{k}"
+    );
+    assert!(
+        lines.last().is_some_and(|l| l.starts_with("logs: .kwin/logs/")),
         "{k}"
     );
 }
