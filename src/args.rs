@@ -48,7 +48,7 @@ pub struct RunArgs {
     /// Record unknown host keys in .kwin/known_hosts next to the plan instead of refusing.
     #[arg(long)]
     pub accept_new_host_keys: bool,
-    /// Show every script sent to the hosts and its output as it comes back (scrubbed, as
+    /// Show every script sent to the hosts, and its output when the script ends (scrubbed, as
     /// in the host logs).
     #[arg(short, long)]
     pub verbose: bool,
