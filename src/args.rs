@@ -56,6 +56,10 @@ pub struct RunArgs {
     pub limit: Vec<String>,
     #[command(flatten)]
     pub vars: VarArgs,
+    /// Show every script sent to the hosts, and its output when the script ends (scrubbed, as
+    /// in the host logs).
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 impl RunArgs {
@@ -76,6 +80,7 @@ impl RunArgs {
         Flags {
             parallelism: self.parallelism,
             accept_new_host_keys: self.accept_new_host_keys,
+            verbose: self.verbose,
         }
     }
 }
@@ -114,8 +119,12 @@ pub enum Command {
         #[command(flatten)]
         vars: VarArgs,
     },
-    /// Print the JSON Schema of the plan file (for editor completion).
-    Schema,
+    /// Print the JSON Schema of the plan file (for editor completion), or of the events.
+    Schema {
+        /// The JSON Schema of one line of `--output json` (docs/events.schema.json).
+        #[arg(long)]
+        events: bool,
+    },
     /// Fetch the artifact checksums the plan needs that neither it nor kwin pins (as `plan`
     /// does) and print them as an [artifacts.sha256] table, for a controller without internet.
     Checksums {
@@ -138,7 +147,8 @@ pub enum Command {
     Plan {
         #[command(flatten)]
         run: RunArgs,
-        /// Exit 0: no changes, 1: error, 2: changes pending.
+        /// Exit 0: no changes, 1: failure (invalid plan, failed task, host not reached),
+        /// 2: changes pending, 64: usage error, 130: interrupted (docs/exit-codes.md).
         #[arg(long)]
         detailed_exitcode: bool,
     },
@@ -205,6 +215,15 @@ pub enum Command {
         /// Write kwin.1 and kwin-<command>.1 for every command here instead.
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
+    },
+    /// Print the last run's summary from its journal (.kwin/runs/ next to the plan).
+    Show {
+        /// The plan whose runs to show (default: plan.toml).
+        #[arg(default_value = "plan.toml")]
+        plan: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
     },
 }
 
@@ -294,11 +313,34 @@ fn parse_kubernetes_version(s: &str) -> Result<String, String> {
 }
 
 impl Command {
-    /// The output format the command was given (validate's, or a run's; else human).
+    /// The command's name, as typed (`apply`, `plan`, …): the summary's `command`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Validate { .. } => "validate",
+            Command::Graph { .. } => "graph",
+            Command::Schema { .. } => "schema",
+            Command::Checksums { .. } => "checksums",
+            Command::Modules => "modules",
+            Command::Doc { .. } => "doc",
+            Command::Plan { .. } => "plan",
+            Command::Apply { .. } => "apply",
+            Command::Kubeconfig { .. } => "kubeconfig",
+            Command::Verify { .. } => "verify",
+            Command::Reset { .. } => "reset",
+            Command::Exec { .. } => "exec",
+            Command::Facts { .. } => "facts",
+            Command::Init(_) => "init",
+            Command::Completions { .. } => "completions",
+            Command::Man { .. } => "man",
+            Command::Show { .. } => "show",
+        }
+    }
+
+    /// The output format the command was given (validate's, show's or a run's; else human).
     pub fn output(&self) -> OutputFormat {
         match self {
-            Command::Validate { output, .. } => *output,
-            Command::Schema
+            Command::Validate { output, .. } | Command::Show { output, .. } => *output,
+            Command::Schema { .. }
             | Command::Checksums { .. }
             | Command::Modules
             | Command::Doc { .. }
@@ -372,6 +414,13 @@ fn parse_url(s: &str) -> Result<String, String> {
         Some(r) if !r.is_empty() && !s.chars().any(char::is_whitespace) => Ok(s.to_string()),
         _ => Err(format!("`{s}` is not an http:// or https:// URL")),
     }
+}
+
+/// Whether a command line asks for `--output json` (read from the raw arguments when clap
+/// refuses them, so the stream still ends with its summary).
+pub fn asks_for_json(args: &[std::ffi::OsString]) -> bool {
+    let args: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    args.windows(2).any(|w| w == ["--output", "json"]) || args.contains(&"--output=json")
 }
 
 /// `90`, `90s`, `15m`, `1h30m`.

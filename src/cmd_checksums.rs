@@ -7,10 +7,10 @@ use crate::args::{request, Recipes, VarArgs};
 use crate::output::Output;
 use anyhow::Context;
 use kwin_engine::checksums;
+use kwin_engine::event::Outcome;
 use kwin_engine::pipeline::ChecksumMode;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::ExitCode;
 
 /// The table on stdout, or in `write`; diagnostics and what was fetched on stderr. Exit 1 when
 /// a checksum could not be had.
@@ -19,13 +19,13 @@ pub fn checksums(
     write: Option<&Path>,
     vars: &VarArgs,
     out: &Output,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     let req = request(path, Recipes::Build, ChecksumMode::Fetch, false).with_vars(vars.map());
     let (p, rows) = match crate::drive::pin_rows(&req)? {
         Ok(r) => r,
         Err(d) => {
             out.diagnostics(&d);
-            return Ok(ExitCode::from(1));
+            return Ok(Outcome::Failed);
         }
     };
     out.warnings(&p.warnings);
@@ -48,5 +48,5 @@ pub fn checksums(
         }
         None => out.text(&text),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

@@ -11,13 +11,13 @@ use crate::args::{Recipes, RunArgs};
 use crate::drive::{self, Render};
 use crate::output::Output;
 use kwin_engine::event::Mode;
-use kwin_engine::pipeline::{self, ChecksumMode, Outcome, Session};
-use std::process::ExitCode;
+use kwin_engine::event::Outcome;
+use kwin_engine::pipeline::{self, ChecksumMode, Session};
 
-pub fn exec(run: &RunArgs, command: &[String], out: &Output) -> anyhow::Result<ExitCode> {
+pub fn exec(run: &RunArgs, command: &[String], out: &Output) -> anyhow::Result<Outcome> {
     let req = run.request(Recipes::Build, ChecksumMode::Known, false);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     let line = command.join(" ");
     let hosts: Vec<_> = p
@@ -38,18 +38,18 @@ pub fn exec(run: &RunArgs, command: &[String], out: &Output) -> anyhow::Result<E
         };
         Ok((outcome, s.notes()))
     })?;
-    Ok(drive::exit_code(outcome))
+    Ok(outcome)
 }
 
-pub fn facts(run: &RunArgs, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn facts(run: &RunArgs, out: &Output) -> anyhow::Result<Outcome> {
     let req = run.request(Recipes::Build, ChecksumMode::Fetch, false);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     let outcome = drive::stage(out, Render::Run(Mode::Plan, "facts"), |ctl| async {
         let mut s = Session::open(&p, &run.flags(), Mode::Plan, ctl)?;
         let summary = pipeline::facts(&mut s, &p).await?;
         Ok((Outcome::of(&summary, false), s.notes()))
     })?;
-    Ok(drive::exit_code(outcome))
+    Ok(outcome)
 }

@@ -2,9 +2,9 @@
 
 use crate::args::{request, GraphFormat, Recipes, VarArgs};
 use crate::output::Output;
+use kwin_engine::event::Outcome;
 use kwin_engine::pipeline::ChecksumMode;
 use std::path::Path;
-use std::process::ExitCode;
 
 /// Diagnostics go to stderr; any error exits 1.
 pub fn graph(
@@ -12,7 +12,7 @@ pub fn graph(
     format: GraphFormat,
     vars: &VarArgs,
     out: &Output,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     let req = request(path, Recipes::Build, ChecksumMode::Known, false).with_vars(vars.map());
     match crate::drive::prepare(&req)? {
         Ok(p) => {
@@ -21,11 +21,11 @@ pub fn graph(
                 GraphFormat::Dot => p.graph.to_dot(),
                 GraphFormat::Text => p.graph.to_text(),
             });
-            Ok(ExitCode::SUCCESS)
+            Ok(Outcome::Success)
         }
         Err(d) => {
             out.diagnostics(&d);
-            Ok(ExitCode::from(1))
+            Ok(Outcome::Failed)
         }
     }
 }

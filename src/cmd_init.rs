@@ -7,12 +7,12 @@
 use crate::args::InitArgs;
 use crate::output::Output;
 use anyhow::Context;
+use kwin_engine::event::Outcome;
 use kwin_engine::plan::validate::{load_and_validate_str, Names};
 use std::io::Write;
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn init(args: &InitArgs, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn init(args: &InitArgs, out: &Output) -> anyhow::Result<Outcome> {
     let starter = args.starter();
     let text = starter.render();
     let to_stdout = args.out.as_os_str() == "-";
@@ -28,7 +28,7 @@ pub fn init(args: &InitArgs, out: &Output) -> anyhow::Result<ExitCode> {
     }
     if to_stdout {
         out.text(&text);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Success);
     }
     let mut file = std::fs::OpenOptions::new()
         .write(true)
@@ -50,5 +50,5 @@ pub fn init(args: &InitArgs, out: &Output) -> anyhow::Result<ExitCode> {
         starter.hosts(),
         starter.cni_name()
     )]);
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

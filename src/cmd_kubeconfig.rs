@@ -13,9 +13,8 @@ use kwin_engine::pipeline::{ChecksumMode, Outcome, Session};
 use kwin_modules::kube::kubeconfig::{fetch, FetchError};
 use kwin_modules::kube::ADMIN_CONF;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow::Result<Outcome> {
     if !run.limit.is_empty() {
         anyhow::bail!(
             "--limit does not apply to `kwin kubeconfig`: it reads the first control plane only"
@@ -24,7 +23,7 @@ pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow:
     let req =
         request(&run.plan, Recipes::Build, ChecksumMode::Known, false).with_vars(run.vars.map());
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     let Some(cluster) = &p.eff.cluster else {
         let plan = run.plan.display();
@@ -41,7 +40,7 @@ pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow:
     })?;
     let yaml = match yaml {
         Ok(y) => y,
-        Err(FetchError::Interrupted) => return Ok(drive::exit_code(Outcome::Interrupted)),
+        Err(FetchError::Interrupted) => return Ok(Outcome::Interrupted),
         Err(FetchError::Failed(e)) => anyhow::bail!("{e}"),
     };
     let path = file.unwrap_or_else(|| p.plan.base_dir.join(format!("{}.kubeconfig", cluster.name)));
@@ -54,5 +53,5 @@ pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow:
         host: &cp.name,
         from: ADMIN_CONF,
     });
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

@@ -6,21 +6,18 @@
 use crate::output::Output;
 use anyhow::Context;
 use clap::CommandFactory;
+use kwin_engine::event::Outcome;
 use kwin_engine::plan::effective::defaults::{pinned, windows};
 use kwin_engine::plan::versions;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::ExitCode;
 
-/// The command line of this process. `--version` shows the commit and the component versions
+/// The command line of this process: `--version` shows the commit and the component versions
 /// kwin pins ([`long_version`]), `-V` the first line only.
-pub fn parse() -> crate::args::Cli {
-    use clap::FromArgMatches;
-    let matches = crate::args::Cli::command()
+pub fn command() -> clap::Command {
+    crate::args::Cli::command()
         .version(short_version())
         .long_version(long_version())
-        .get_matches();
-    crate::args::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// `X.Y.Z (commit abcdef1[-dirty])`: the package version and the commit `build.rs` found.
@@ -162,16 +159,16 @@ pub fn digests() -> Vec<(String, Vec<String>)> {
 }
 
 /// `kwin completions SHELL`.
-pub fn completions(shell: clap_complete::Shell, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn completions(shell: clap_complete::Shell, out: &Output) -> anyhow::Result<Outcome> {
     let mut cmd = crate::args::Cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "kwin", &mut buf);
     out.text(&String::from_utf8_lossy(&buf));
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
 /// `kwin man [--out-dir DIR]`: kwin.1 on stdout, or kwin.1 and kwin-<command>.1 in DIR.
-pub fn man(out_dir: Option<&Path>, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn man(out_dir: Option<&Path>, out: &Output) -> anyhow::Result<Outcome> {
     let cmd = crate::args::Cli::command()
         .version(short_version())
         .long_version(long_version());
@@ -179,7 +176,7 @@ pub fn man(out_dir: Option<&Path>, out: &Output) -> anyhow::Result<ExitCode> {
         let mut buf = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut buf)?;
         out.text(&String::from_utf8_lossy(&buf));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Success);
     };
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut written = Vec::new();
@@ -197,5 +194,5 @@ pub fn man(out_dir: Option<&Path>, out: &Output) -> anyhow::Result<ExitCode> {
         dir.display(),
         written.join(", ")
     )]);
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

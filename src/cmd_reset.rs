@@ -20,17 +20,17 @@
 use crate::args::{Recipes, RunArgs};
 use crate::output::Output;
 use kwin_engine::event::Mode;
+use kwin_engine::event::Outcome;
 use kwin_engine::pipeline::ChecksumMode;
-use std::process::ExitCode;
 
-pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<Outcome> {
     let req = run.request(Recipes::Reset, ChecksumMode::Known, false);
     let Some(p) = crate::drive::ready(out, crate::drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     let Some(cluster) = &p.eff.cluster else {
         out.nothing_to_do("reset");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Success);
     };
     let name = &cluster.name;
     if let Some(refusal) = kwin_engine::plan::limit::reset_refusal(&p.plan) {
@@ -47,8 +47,8 @@ pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode>
             format!("This removes {} from cluster `{name}`", hosts.join(", "))
         } else {
             format!(
-                "This takes cluster `{name}` down on {} hosts ({})",
-                hosts.len(),
+                "This takes cluster `{name}` down on {} ({})",
+                crate::output::plural(hosts.len(), "host"),
                 hosts.join(", ")
             )
         };
@@ -67,5 +67,5 @@ pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<ExitCode>
         }
     }
     let outcome = crate::cmd_run::run_prepared(out, run, &p, Mode::Apply, false, "reset", false)?;
-    Ok(crate::drive::exit_code(outcome))
+    Ok(outcome)
 }

@@ -13,23 +13,17 @@ use kwin_engine::diag::Diagnostics;
 use kwin_engine::event::Mode;
 use kwin_engine::pipeline::{self, ChecksumMode, Outcome, Prepared, Session};
 use kwin_modules::kube::upgrade::gate::{self, GateError, GateSpec};
-use std::process::ExitCode;
 
-pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Result<Outcome> {
     let req = run.request(Recipes::Build, ChecksumMode::Fetch, false);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     let outcome = run_prepared(out, run, &p, Mode::Plan, detailed_exitcode, "plan", true)?;
-    Ok(drive::exit_code(outcome))
+    Ok(outcome)
 }
 
-pub fn apply(
-    run: &RunArgs,
-    check: bool,
-    no_verify: bool,
-    out: &Output,
-) -> anyhow::Result<ExitCode> {
+pub fn apply(run: &RunArgs, check: bool, no_verify: bool, out: &Output) -> anyhow::Result<Outcome> {
     let (mode, what) = if check {
         (Mode::Plan, "plan")
     } else {
@@ -37,14 +31,14 @@ pub fn apply(
     };
     let req = run.request(Recipes::Build, ChecksumMode::Fetch, no_verify);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     let outcome = run_prepared(out, run, &p, mode, false, what, true)?;
     let verify = p.eff.cluster.as_ref().is_some_and(|c| c.verify);
     if mode == Mode::Apply && outcome == Outcome::Success && verify {
         return crate::cmd_verify::verify_prepared(out, run, &p, &VerifyArgs::default());
     }
-    Ok(drive::exit_code(outcome))
+    Ok(outcome)
 }
 
 /// Phases 6–8 of a prepared plan, rendered as the run `what`; with `gate` (plan, apply) the

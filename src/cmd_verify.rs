@@ -9,12 +9,11 @@ use crate::output::Output;
 use kwin_engine::event::Mode;
 use kwin_engine::pipeline::{ChecksumMode, Outcome, Prepared, Session};
 use kwin_modules::kube::verify::{self, VerifyOptions, VerifySpec};
-use std::process::ExitCode;
 
-pub fn verify(run: &RunArgs, args: &VerifyArgs, out: &Output) -> anyhow::Result<ExitCode> {
+pub fn verify(run: &RunArgs, args: &VerifyArgs, out: &Output) -> anyhow::Result<Outcome> {
     let req = run.request(Recipes::Build, ChecksumMode::Known, false);
     let Some(p) = drive::ready(out, drive::prepare(&req)?) else {
-        return Ok(ExitCode::from(1));
+        return Ok(Outcome::Failed);
     };
     verify_prepared(out, run, &p, args)
 }
@@ -25,7 +24,7 @@ pub fn verify_prepared(
     run: &RunArgs,
     p: &Prepared,
     args: &VerifyArgs,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     let opts = VerifyOptions {
         timeout: args.timeout,
         external_url: args.external_url.clone(),
@@ -34,7 +33,7 @@ pub fn verify_prepared(
     };
     let Some(mut spec) = VerifySpec::for_plan(&p.eff, opts) else {
         out.nothing_to_do("verify");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Success);
     };
     // `--limit`: only the chosen nodes are checked (from the first control plane, which
     // runs kubectl either way).
@@ -52,5 +51,5 @@ pub fn verify_prepared(
         };
         Ok((outcome, s.notes()))
     })?;
-    Ok(drive::exit_code(outcome))
+    Ok(outcome)
 }

@@ -7,14 +7,16 @@
 //!   the renderer on its thread, Ctrl-C (first: stop scheduling, running steps finish, the
 //!   summary and journal are written, exit 130; second: exit 130 at once), the host-key
 //!   notes after the summary.
-//! - [`exit_code`]: 0 success, 1 failure, 2 changes pending (`plan --detailed-exitcode`), 130
-//!   interrupted.
+//! - [`exit_code`]: the exit code of an outcome, from the one table of exit codes,
+//!   `EXIT_CODES` (`exit.rs`; docs/exit-codes.md lists exactly these:
+//!   `tests/exit_codes.rs`).
 
 use crate::output::Output;
+pub use crate::output::Render;
 use kwin_engine::diag::Diagnostics;
-use kwin_engine::event::{Event, EventSink, Mode};
+use kwin_engine::event::{EventSink, Outcome};
 use kwin_engine::exec::Cancel;
-use kwin_engine::pipeline::{Ctl, Outcome, Prepared, Request};
+use kwin_engine::pipeline::{Ctl, Prepared, Request};
 use std::future::Future;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -39,8 +41,8 @@ pub fn pin_rows(req: &Request<'_>) -> anyhow::Result<Result<PinRows, Diagnostics
 /// The prepared plan and the `[artifacts.sha256]` rows of `kwin checksums`.
 pub type PinRows = (Prepared, Vec<kwin_engine::checksums::PinRow>);
 
-/// The prepared plan of a command that runs it: its warnings printed (human form), and the
-/// checksums fetched; or `None` with every diagnostic printed (exit code 1).
+/// The prepared plan of a command that runs it: its warnings printed, and the checksums
+/// fetched; or `None` with every diagnostic printed (exit code 1).
 pub fn ready(out: &Output, prepared: Result<Prepared, Diagnostics>) -> Option<Prepared> {
     match prepared {
         Ok(p) => {
@@ -55,15 +57,6 @@ pub fn ready(out: &Output, prepared: Result<Prepared, Diagnostics>) -> Option<Pr
     }
 }
 
-/// How a stage's events are shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Render {
-    /// By the renderer, naming the run `what` (`apply: 3 hosts, …`).
-    Run(Mode, &'static str),
-    /// No run output (`kwin kubeconfig`): only warnings, on stderr.
-    Quiet,
-}
-
 /// Run `body` as one stage: its events rendered, Ctrl-C handled; then the notes it returns
 /// are printed, and its result returned.
 pub fn stage<T, F, Fut>(out: &Output, render: Render, body: F) -> anyhow::Result<T>
@@ -72,33 +65,20 @@ where
     Fut: Future<Output = anyhow::Result<(T, Vec<String>)>>,
 {
     let (events, rx) = EventSink::channel();
-    let renderer = match render {
-        Render::Run(mode, what) => out.spawn_renderer(rx, mode, what),
-        Render::Quiet => {
-            let out = *out;
-            let mut rx = rx;
-            std::thread::spawn(move || {
-                while let Some(e) = rx.blocking_recv() {
-                    if let Event::Warning { host, message } = e {
-                        match host {
-                            Some(h) => out.warning(&format!("{h}: {message}")),
-                            None => out.warning(&message),
-                        }
-                    }
-                }
-            })
-        }
-    };
+    let renderer = out.spawn_renderer(rx, render);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let result = runtime.block_on(async {
         let (canceller, cancel) = Cancel::pair();
+        let end = out.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 canceller.cancel();
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
+                    // The stream still ends with its summary.
+                    end.finish(Ok(Outcome::Interrupted));
+                    std::process::exit(exit_code_of(Outcome::Interrupted).into());
                 }
             }
         });
@@ -112,11 +92,9 @@ where
     Ok(result)
 }
 
+pub use crate::exit::{exit_code_of, exit_codes_help};
+
+/// The process's exit code for `o` (the table: `exit::EXIT_CODES`).
 pub fn exit_code(o: Outcome) -> ExitCode {
-    match o {
-        Outcome::Success => ExitCode::SUCCESS,
-        Outcome::Failed => ExitCode::from(1),
-        Outcome::ChangesPending => ExitCode::from(2),
-        Outcome::Interrupted => ExitCode::from(130),
-    }
+    ExitCode::from(exit_code_of(o))
 }

@@ -20,19 +20,39 @@ mod cmd_run;
 mod cmd_validate;
 mod cmd_verify;
 mod drive;
+mod exit;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 mod output;
 
 use args::Command;
 pub use args::{GraphFormat, OutputFormat, RunArgs};
+use clap::FromArgMatches;
+use kwin_engine::event::Outcome;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = cmd_meta::parse();
-    let out = output::Output::new(cli.command.output());
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = cmd_meta::command()
+        .after_long_help(drive::exit_codes_help())
+        .try_get_matches_from(&raw)
+        .and_then(|m| args::Cli::from_arg_matches(&m));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        // `--help` and `--version` are no error (exit 0); everything else clap refuses is a
+        // usage error (exit 64), never 2, which `plan --detailed-exitcode` gives changes.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            output::Output::usage_error(&e, args::asks_for_json(&raw));
+            return drive::exit_code(Outcome::UsageError);
+        }
+    };
+    let out = output::Output::new(cli.command.output(), Some(cli.command.name()));
     let result = match cli.command {
         Command::Validate { plan, vars, .. } => cmd_validate::validate(&plan, &vars, &out),
-        Command::Schema => cmd_validate::schema(&out),
+        Command::Schema { events } => cmd_validate::schema(events, &out),
         Command::Checksums { plan, write, vars } => {
             cmd_checksums::checksums(&plan, write.as_deref(), &vars, &out)
         }
@@ -56,12 +76,7 @@ fn main() -> ExitCode {
         Command::Init(init) => cmd_init::init(&init, &out),
         Command::Completions { shell } => cmd_meta::completions(shell, &out),
         Command::Man { out_dir } => cmd_meta::man(out_dir.as_deref(), &out),
+        Command::Show { plan, .. } => output::show(&plan, &out),
     };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            out.error(&e);
-            ExitCode::from(1)
-        }
-    }
+    drive::exit_code(out.finish(result))
 }

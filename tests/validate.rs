@@ -67,9 +67,12 @@ fn validate(plan: &Path) -> (Vec<Line>, i32) {
     let lines = stdout
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: serde_json::Value =
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        .map(|l| -> serde_json::Value {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))
+        })
+        // The stream's diagnostics (it ends with the summary).
+        .filter(|v| v["event"] == "diagnostic")
+        .map(|v| {
             let loc = &v["location"];
             Line {
                 line: loc["line"].as_u64().unwrap_or(0) as usize,
@@ -456,11 +459,20 @@ fn every_code_is_documented_and_covered_by_a_case() {
         expected += &std::fs::read_to_string(case.with_extension("expected")).unwrap_or_default();
     }
     // Reached only through a missing plan file (its own test), the command line (`limit`:
-    // tests/operating.rs) or a bug in kwin (kwin's own recipes, a value validation accepted;
-    // tests/diagnostic_codes.rs checks they are listed).
+    // tests/operating.rs), a running cluster (the upgrade gate's `upgrade-*`: unit tests of
+    // kube::upgrade::skew, tests/e2e_cluster.rs on the lab cluster) or a bug in kwin (kwin's
+    // own recipes, a value validation accepted; tests/diagnostic_codes.rs checks they are
+    // listed).
     let elsewhere = [
         "read",
         "limit",
+        "upgrade-downgrade",
+        "upgrade-skip-minor",
+        "upgrade-kubelet-newer",
+        "upgrade-kubelet-too-old",
+        "upgrade-unreachable",
+        "upgrade-not-kubeadm",
+        "upgrade-not-supported",
         "plan-type",
         "internal",
         "task-unknown-dep",
@@ -618,7 +630,11 @@ fn variables_from_the_environment() {
             String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
-    assert_eq!(run("10.1.2.3"), (Some(0), String::new()));
+    // A valid plan: the stream is its summary alone.
+    let (code, out) = run("10.1.2.3");
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.contains(r#""event":"summary""#), "{out}");
     // The value is checked as if written in the plan: nothing unchecked reaches a host.
     let (code, out) = run("10.1.2.3; reboot");
     assert_eq!(code, Some(1));

@@ -392,9 +392,16 @@ fn verify_against_the_api_tier() {
         assert_eq!(r["result"], "skip", "{r}");
     }
     assert!(rows.iter().any(|r| r["name"] == "egress"));
+    let finished = k
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "verify_finished")
+        .expect("verify_finished");
+    assert_eq!(finished["failed"], 2, "{finished}");
+    // The stream ends with the summary, with the checks' counts.
     let summary = k.events().last().cloned().expect("events");
-    assert_eq!(summary["event"], "verify_summary", "{k}");
-    assert_eq!(summary["failed"], 2, "{summary}");
+    assert_eq!(summary["event"], "summary", "{k}");
+    assert_eq!(summary["verify"]["failed"], 2, "{summary}");
     // Every command and its output is in the control plane's log.
     let logs = std::fs::read_dir(p.join(".kwin/logs"))
         .expect("logs")
@@ -645,7 +652,7 @@ fn reset_on_lab_hosts() {
     let tasks = |args: &[&str]| {
         let k = kwin!(p, args);
         assert!(
-            !k.events().iter().any(|e| e["event"] == "verify_summary"),
+            !k.events().iter().any(|e| e["event"] == "verify_finished"),
             "{k}"
         );
         k.events()
@@ -741,15 +748,24 @@ fn reset_on_lab_hosts() {
     // Confirmed by typing the cluster name on a terminal.
     let k = on_terminal(p, "reset plan.toml", "lab6\n");
     assert_eq!(k.code, 0, "{k}");
-    let last = k
+    // The summary line, then (stderr, on the same terminal) the host logs' folder.
+    let lines: Vec<&str> = k
         .stdout
         .lines()
         .map(|l| l.trim_end_matches('\r'))
-        .rfind(|l| !l.is_empty())
-        .unwrap_or_default()
-        .to_string();
+        .filter(|l| !l.is_empty())
+        .collect();
+    let last = lines
+        .iter()
+        .rfind(|l| l.starts_with("reset: "))
+        .copied()
+        .unwrap_or_default();
     assert!(
         last.starts_with("reset: 2 hosts") && last.ends_with("(no changes)"),
+        "{k}"
+    );
+    assert!(
+        lines.last().is_some_and(|l| l.starts_with("logs: .kwin/logs/")),
         "{k}"
     );
 }
@@ -940,13 +956,17 @@ fn verify_says_when_the_control_plane_is_unreachable() {
             .is_some_and(|d| d.contains("cannot connect to 127.0.0.1:1")),
         "{k}"
     );
-    assert_eq!(k.summary()["event"], "verify_summary");
-    // Flags are checked before anything runs.
+    assert_eq!(k.summary()["verify"]["failed"], 1, "{k}");
+    assert!(
+        k.events().iter().any(|e| e["event"] == "verify_finished"),
+        "{k}"
+    );
+    // Flags are checked before anything runs: a usage error.
     let k = kwin!(
         dir.path(),
         &["verify", "plan.toml", "--namespace", "Bad;ns"],
     );
-    assert_eq!(k.code, 2, "{k}");
+    assert_eq!(k.code, 64, "{k}");
     assert!(k.stderr.contains("is not a namespace name"), "{k}");
 }
 
@@ -959,6 +979,14 @@ fn reset_without_a_terminal_needs_yes() {
         k.stderr.trim(),
         "error: refusing to reset cluster `far` without confirmation: there is no terminal to ask on; run `kwin reset` with --yes to confirm"
     );
-    assert!(k.stdout.is_empty(), "{k}");
+    // The JSON stream is its summary alone, with the same error.
+    assert_eq!(k.events().len(), 1, "{k}");
+    assert_eq!(k.summary()["outcome"], "failed", "{k}");
+    assert!(
+        k.summary()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("without confirmation")),
+        "{k}"
+    );
     assert!(!dir.path().join(".kwin").exists(), "nothing was started");
 }

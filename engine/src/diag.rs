@@ -4,12 +4,13 @@
 //! (severity, one-line summary, optional hint, optional source location). Problems are
 //! collected, never thrown one at a time, so `kwin validate` reports them all at once.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Error,
@@ -17,14 +18,14 @@ pub enum Severity {
 }
 
 /// A place in a source file: path, 1-based line and column.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
 pub struct Location {
     pub file: PathBuf,
     pub line: usize,
     pub col: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Diagnostic {
     pub severity: Severity,
     /// Stable short code, e.g. `cidr-overlap`; used by tests and for documentation.

@@ -1,13 +1,25 @@
-//! Events: the one output path of the engine.
+//! Events: the one output path of the engine, and the one event stream of `--output json`.
 //!
 //! The engine never prints. Every component sends [`Event`]s to an [`EventSink`]; the CLI owns
 //! the receiving end and renders them (progress bars on a TTY, plain lines otherwise, JSON
 //! lines with `--output json`). All text inside events has passed the run's scrubber.
+//!
+//! The same enum is every line of `--output json`, for every command: the CLI adds its own
+//! events (a `diagnostic` per problem of the plan, `kubeconfig`, `still_running`) and ends
+//! every stream with exactly one [`Summary`]. Each line is an [`EventLine`]: the event with
+//! `"schema": SCHEMA_VERSION`. `docs/events.schema.json` is [`schema_json`], checked current
+//! by `tests/json_events.rs`; `docs/json-events.md` describes the stream.
 
+use crate::diag::Diagnostic;
+use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// The version of the event stream, on every line as `"schema"`. Raised when an event or a
+/// field is removed or changes meaning (adding one does not raise it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Probe and show what would change (`kwin plan`, `kwin apply --check`).
@@ -16,24 +28,30 @@ pub enum Mode {
     Apply,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Already in the desired state.
     Ok,
-    /// Changed (apply) or would change (plan).
+    /// Changed (apply).
     Changed,
+    /// Would change (plan, `apply --check`): nothing was changed.
+    WouldChange,
     Failed,
     /// Not run: a task it depends on failed, the host failed, or the run was interrupted.
     Skipped,
 }
 
-/// Tasks by outcome: of a host (`host_finished`), of a run (`summary`, the journal,
-/// `exec::RunSummary`). Flattened into the events' JSON: `"ok":…,"changed":…,…`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// Tasks by outcome: of a host (`host_finished`), of a run (`run_finished`, `summary`, the
+/// journal, `exec::RunSummary`). Flattened into the events' JSON: `"ok":…,"changed":…,…`.
+/// In plan mode `changed` is 0 and `would_change` counts the changes a plan found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Counts {
     pub ok: usize,
     pub changed: usize,
+    pub would_change: usize,
+    /// Tasks that failed (a host that failed before its tasks ran counts in `hosts_failed`,
+    /// its tasks in `skipped`).
     pub failed: usize,
     pub skipped: usize,
 }
@@ -44,6 +62,7 @@ impl Counts {
         match status {
             TaskStatus::Ok => self.ok += 1,
             TaskStatus::Changed => self.changed += 1,
+            TaskStatus::WouldChange => self.would_change += 1,
             TaskStatus::Failed => self.failed += 1,
             TaskStatus::Skipped => self.skipped += 1,
         }
@@ -54,13 +73,14 @@ impl std::ops::AddAssign for Counts {
     fn add_assign(&mut self, o: Counts) {
         self.ok += o.ok;
         self.changed += o.changed;
+        self.would_change += o.would_change;
         self.failed += o.failed;
         self.skipped += o.skipped;
     }
 }
 
 /// One fact's answer, as `kwin facts` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct FactAnswer {
     pub exit: i32,
     pub stdout: String,
@@ -68,7 +88,7 @@ pub struct FactAnswer {
 }
 
 /// The outcome of one check of `kwin verify`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CheckResult {
     Pass,
@@ -77,14 +97,98 @@ pub enum CheckResult {
     Skip,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// How a command ended; the CLI's exit code is a function of it (`src/drive.rs`,
+/// `docs/exit-codes.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Exit 0.
+    Success,
+    /// Exit 1: the plan is invalid, a task or check failed, a host was not reached, or the
+    /// command could not start (lock held, unreadable file, refused confirmation).
+    Failed,
+    /// Exit 2: `kwin plan --detailed-exitcode` found changes to make.
+    ChangesPending,
+    /// Exit 64: the command line was wrong (unknown flag, missing argument, bad value).
+    UsageError,
+    /// Exit 130: Ctrl-C.
+    Interrupted,
+}
+
+/// Where a script's output came from (`-v`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// The checks of `kwin verify`, by result (in `verify_finished` and the summary).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct CheckCounts {
+    pub checks: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+/// The last line of every `--output json` stream, exactly once: how the command ended and
+/// what it did. Counts a command did not reach are 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Summary {
+    /// The command (`validate`, `plan`, `apply`, …; `null` when the command line could not
+    /// be parsed).
+    pub command: Option<String>,
+    pub outcome: Outcome,
+    /// The process's exit code (`docs/exit-codes.md`).
+    pub exit_code: u8,
+    /// Hosts of the run (0 when no run started).
+    pub hosts: usize,
+    /// Hosts kwin connected to.
+    pub hosts_reached: usize,
+    /// Hosts that failed as a whole (not reached, probe failed, connection lost).
+    pub hosts_failed: usize,
+    /// Tasks by outcome, over every host of the run.
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Errors and warnings among the plan's diagnostics.
+    pub errors: usize,
+    pub warnings: usize,
+    /// The checks of `kwin verify` (also after `kwin apply`), when they ran.
+    pub verify: Option<CheckCounts>,
+    /// Folders of this command's host logs (`.kwin/logs/<run-id>/`), those that exist.
+    pub logs: Vec<String>,
+    /// Why the command failed, when no event above says it (the same text as stderr's
+    /// `error:` line).
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// A problem of the plan (`kwin validate`, and before any run): the same fields as the
+    /// human `file:line:col: error[code]: …` line.
+    Diagnostic(Diagnostic),
+    /// Where the host logs of a session go: every remote command and its output, scrubbed.
+    Logs {
+        run_id: String,
+        dir: String,
+    },
     RunStarted {
         run_id: String,
         mode: Mode,
         hosts: usize,
         tasks: usize,
+    },
+    /// A connection attempt failed with an error worth retrying; the next one follows after
+    /// `delay_ms`.
+    ConnectRetry {
+        host: String,
+        /// The attempt that failed (1 is the first).
+        attempt: u32,
+        error: String,
+        delay_ms: u64,
     },
     HostConnected {
         host: String,
@@ -100,6 +204,8 @@ pub enum Event {
         host: String,
         task: String,
         module: String,
+        /// The plan is a change (`kwin plan`: the task would change; `apply`: it is about
+        /// to).
         change: bool,
         action: Option<String>,
         reason: String,
@@ -134,6 +240,27 @@ pub enum Event {
         host: String,
         facts: std::collections::BTreeMap<String, FactAnswer>,
     },
+    /// `-v`: a script as sent to `host` (`what`: probe, apply, output of a task, …), in the
+    /// form the host log has (a sensitive task's content hashed).
+    Script {
+        host: String,
+        what: String,
+        script: String,
+    },
+    /// `-v`: what a script printed, as the host log has it.
+    Output {
+        host: String,
+        what: String,
+        stream: Stream,
+        text: String,
+    },
+    /// A task has been running for `elapsed_s` seconds (every `KWIN_HEARTBEAT_SECS`, 10 by
+    /// default, while it runs; given by the CLI when stdout is not a terminal).
+    StillRunning {
+        host: String,
+        task: String,
+        elapsed_s: u64,
+    },
     TaskFinished {
         host: String,
         task: String,
@@ -154,7 +281,7 @@ pub enum Event {
         host: Option<String>,
         message: String,
     },
-    /// The run was interrupted (Ctrl-C): no new tasks were started; the summary follows.
+    /// The run was interrupted (Ctrl-C): no new tasks were started; `run_finished` follows.
     Interrupted {},
     /// One check of `kwin verify` (a row of its table): what was checked, from where to
     /// where, and the evidence.
@@ -165,21 +292,67 @@ pub enum Event {
         result: CheckResult,
         detail: String,
     },
-    /// The last event of `kwin verify`.
-    VerifySummary {
-        checks: usize,
-        passed: usize,
-        failed: usize,
-        skipped: usize,
+    /// The end of `kwin verify`'s checks.
+    VerifyFinished {
+        #[serde(flatten)]
+        counts: CheckCounts,
         duration_ms: u64,
     },
-    /// Always the last event of a run.
-    Summary {
+    /// The end of a run of the executor (plan, apply, reset): its totals.
+    RunFinished {
         hosts: usize,
+        hosts_reached: usize,
+        hosts_failed: usize,
         #[serde(flatten)]
         counts: Counts,
         duration_ms: u64,
     },
+    /// `kwin kubeconfig` wrote the admin kubeconfig (never its content).
+    Kubeconfig {
+        path: String,
+        context: String,
+        server: String,
+        host: String,
+    },
+    /// Always the last line of a command's stream, exactly once.
+    Summary(Summary),
+}
+
+/// One line of `--output json`: the event and the stream's version.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(
+    title = "kwin event",
+    description = "One line of `kwin ... --output json`"
+)]
+pub struct EventLine<'a> {
+    /// [`SCHEMA_VERSION`].
+    #[schemars(range(min = 1, max = 1))]
+    pub schema: u32,
+    #[serde(flatten)]
+    pub event: &'a Event,
+}
+
+impl Event {
+    /// The event as one line of `--output json` (no newline).
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(&EventLine {
+            schema: SCHEMA_VERSION,
+            event: self,
+        })
+        .unwrap_or_else(|e| {
+            format!(
+                r#"{{"schema":{SCHEMA_VERSION},"event":"warning","host":null,"message":"an event could not be written as JSON (this is a bug in kwin): {e}"}}"#
+            )
+        })
+    }
+}
+
+/// The JSON Schema of one line of `--output json` (`docs/events.schema.json`).
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(EventLine<'static>);
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
 }
 
 /// Sending half of the event channel. Cloned into every worker.
@@ -201,13 +374,13 @@ impl EventSink {
 mod tests {
     use super::*;
 
-    /// The JSON of the events that carry [`Counts`] is what it was with the counts written
-    /// out field by field (consumers of `--output json` and the journal see no change).
+    /// The counts flatten into the events' JSON, field by field, after the version.
     #[test]
-    fn counts_flatten_into_the_same_json() {
+    fn counts_flatten_into_the_line() {
         let counts = Counts {
             ok: 1,
             changed: 2,
+            would_change: 0,
             failed: 3,
             skipped: 4,
         };
@@ -218,17 +391,8 @@ mod tests {
             error: None,
         };
         assert_eq!(
-            serde_json::to_string(&host).expect("json"),
-            r#"{"event":"host_finished","host":"h1","ok":1,"changed":2,"failed":3,"skipped":4,"duration_ms":5,"error":null}"#
-        );
-        let summary = Event::Summary {
-            hosts: 2,
-            counts,
-            duration_ms: 6,
-        };
-        assert_eq!(
-            serde_json::to_string(&summary).expect("json"),
-            r#"{"event":"summary","hosts":2,"ok":1,"changed":2,"failed":3,"skipped":4,"duration_ms":6}"#
+            host.to_json_line(),
+            r#"{"schema":1,"event":"host_finished","host":"h1","ok":1,"changed":2,"would_change":0,"failed":3,"skipped":4,"duration_ms":5,"error":null}"#
         );
     }
 }

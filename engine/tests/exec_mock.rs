@@ -433,7 +433,7 @@ async fn warm_run_is_one_round_trip_per_host() {
     assert_eq!((h1.runs(), h2.runs()), (1, 1));
     assert_eq!(summary(&o), (6, 0, 0, 0));
     assert!(o.json().ends_with(&format!(
-        "{{\"event\":\"summary\",\"hosts\":2,\"ok\":6,\"changed\":0,\"failed\":0,\"skipped\":0,\"duration_ms\":{}}}",
+        "{{\"event\":\"run_finished\",\"hosts\":2,\"hosts_reached\":2,\"hosts_failed\":0,\"ok\":6,\"changed\":0,\"would_change\":0,\"failed\":0,\"skipped\":0,\"duration_ms\":{}}}",
         o.summary.duration_ms
     )));
 }
@@ -934,8 +934,10 @@ async fn unreachable_host_fails_alone_with_the_transport_message() {
         (TaskStatus::Skipped, "host h1 failed".into())
     );
     assert_eq!(o.status("h2", "a").0, TaskStatus::Changed);
-    // The unreachable host counts as one failure.
-    assert_eq!(summary(&o), (0, 1, 1, 2));
+    // The unreachable host is a failed host, apart from the (no) failed tasks: its task
+    // and the one waiting for it are skipped.
+    assert_eq!(summary(&o), (0, 1, 0, 2));
+    assert_eq!((o.summary.hosts_failed, o.summary.hosts_reached), (1, 1));
 }
 
 #[tokio::test]
@@ -960,7 +962,9 @@ async fn plan_mode_probes_once_and_changes_nothing() {
     h1.finish().expect("h1");
     assert_eq!(h1.runs(), 1);
     assert_eq!(std::fs::read_to_string(&a).expect("a"), "old");
-    assert_eq!(summary(&o), (0, 3, 0, 0));
+    // A plan changes nothing: what it would change is `would_change`.
+    assert_eq!(summary(&o), (0, 0, 0, 0));
+    assert_eq!(o.summary.counts.would_change, 3);
     let (_, msg) = o.status("h1", "join");
     assert_eq!(msg, "needs `token` from h1/b (known after apply)");
 }
@@ -1223,7 +1227,7 @@ async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
     assert!(matches!(o.events[n - 2], Event::Interrupted {}));
     assert!(matches!(
         o.events[n - 1],
-        Event::Summary {
+        Event::RunFinished {
             counts: Counts {
                 changed: 3,
                 skipped: 2,

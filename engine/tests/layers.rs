@@ -25,7 +25,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("quote", &[]),
     ("shell", &[]),
     ("fs", &[]),
-    ("event", &[]),
+    // `event` carries a diagnostic as the `diagnostic` event of `--output json`
+    ("event", &["diag"]),
     ("net", &[]),
     // rank 1
     ("secret", &["quote"]),

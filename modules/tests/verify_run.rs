@@ -219,8 +219,8 @@ fn rows(events: &[Event]) -> Vec<(String, CheckResult)> {
 
 fn ends_with_summary(events: &[Event], checks: usize) {
     match events.last() {
-        Some(Event::VerifySummary { checks: n, .. }) => assert_eq!(*n, checks),
-        other => panic!("the last event is {other:?}, not verify_summary"),
+        Some(Event::VerifyFinished { counts, .. }) => assert_eq!(counts.checks, checks),
+        other => panic!("the last event is {other:?}, not verify_finished"),
     }
 }
 

@@ -1,16 +1,20 @@
-//! Human output of a run's events: on a TTY one progress line per host (current task,
-//! counts, elapsed) with changes, failures and (for `plan`) diffs printed above the bars;
-//! otherwise plain lines (`cp1: changed motd (create: missing)`; under `kwin plan`
-//! `cp1: create motd (missing)` with the diff indented below). Then the summary table and a
-//! final line: `apply: 3 hosts, 12 ok, 8 changed, 0 failed, 0 skipped in 1.4s` (plus "no
-//! changes" when nothing changed). `kwin verify`: one row per check, printed as a table.
+//! Human output of a run's events: on a terminal a progress line for the run (its clock keeps
+//! running while hosts connect) and one per host (current task, counts, elapsed) with
+//! changes, failures, connection retries and (for `plan`) diffs printed above the bars;
+//! otherwise (and on `TERM=dumb`) plain lines (`cp1: changed motd (create: missing)`; under
+//! `kwin plan` `cp1: create motd (missing)` with the diff indented below; `still running:
+//! …` for long tasks). Then the summary table (`failed`: the host's failed tasks, a host
+//! that failed as a whole marked `host failed`) and a final line:
+//! `apply: 3 hosts, 12 ok, 8 changed, 0 failed, 0 skipped in 1.4s` (plus "(no changes)"
+//! when nothing changed and nothing failed; `no host reached` when kwin connected to none).
+//! `-v`: every script and its output, indented under `host: what`. `kwin verify`: one row
+//! per check, printed as a table.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kwin_engine::event::{CheckResult, Counts, Event, Mode, TaskStatus};
+use kwin_engine::event::{CheckCounts, CheckResult, Counts, Event, Mode, Stream, TaskStatus};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 #[derive(Debug, Default, Clone)]
 struct HostRow {
@@ -23,21 +27,30 @@ struct HostRow {
     current: Option<String>,
 }
 
-/// Render every event from `rx` until the channel closes, naming the run `what` in the
-/// output (`apply: 3 hosts, ...`, `reset: ...`, `verify: ...`).
-pub fn render(rx: UnboundedReceiver<Event>, mode: Mode, tty: bool, what: &'static str) {
-    let mut h = Human::new(mode, tty);
-    h.what = what;
-    h.run(rx)
+/// `1 host`, `2 hosts`.
+pub fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-struct Human {
+impl super::Sink for Human {
+    fn event(&mut self, e: Event) {
+        self.handle(e)
+    }
+    fn end(&mut self) {
+        self.end_bars();
+    }
+}
+
+pub struct Human {
     mode: Mode,
     /// The run's name in the first and last lines: plan, apply, reset.
     what: &'static str,
     /// Tests read the lines here instead of stdout.
     capture: Option<std::cell::RefCell<Vec<String>>>,
     bars: Option<MultiProgress>,
+    /// The run's own line: its clock runs from `run_started` on, also while no host has
+    /// answered yet.
+    run_bar: Option<ProgressBar>,
     host_bars: BTreeMap<String, ProgressBar>,
     rows: BTreeMap<String, HostRow>,
     /// `kwin verify`: one row per check, printed as a table at its summary.
@@ -65,17 +78,24 @@ fn indent(text: &str, by: &str) -> String {
         .join("\n")
 }
 
+fn spinner(pb: &ProgressBar, prefix: &str) {
+    let style = ProgressStyle::with_template("{spinner} {prefix:<12} {elapsed:>4} {wide_msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    pb.set_style(style);
+    pb.set_prefix(prefix.to_string());
+    pb.enable_steady_tick(Duration::from_millis(120));
+}
+
 impl Human {
-    fn new(mode: Mode, tty: bool) -> Self {
+    /// The human form of a run of `mode` named `what`; progress bars when `tty`.
+    pub fn new(mode: Mode, tty: bool, what: &'static str) -> Self {
         let bars = tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stdout()));
         Human {
             mode,
-            what: match mode {
-                Mode::Plan => "plan",
-                Mode::Apply => "apply",
-            },
+            what,
             capture: None,
             bars,
+            run_bar: None,
             host_bars: BTreeMap::new(),
             rows: BTreeMap::new(),
             checks: Vec::new(),
@@ -104,12 +124,7 @@ impl Human {
         let mp = self.bars.as_ref()?;
         if !self.host_bars.contains_key(host) {
             let pb = mp.add(ProgressBar::new_spinner());
-            let style =
-                ProgressStyle::with_template("{spinner} {prefix:<12} {elapsed:>4} {wide_msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner());
-            pb.set_style(style);
-            pb.set_prefix(host.to_string());
-            pb.enable_steady_tick(Duration::from_millis(120));
+            spinner(&pb, host);
             self.host_bars.insert(host.to_string(), pb);
         }
         self.host_bars.get(host)
@@ -117,10 +132,7 @@ impl Human {
 
     fn update_bar(&mut self, host: &str) {
         let row = self.rows.get(host).cloned().unwrap_or_default();
-        let verb = match self.mode {
-            Mode::Plan => "to change",
-            Mode::Apply => "changed",
-        };
+        let verb = self.verb();
         let msg = format!(
             "{} ok, {} {verb}, {} failed, {} skipped{}",
             row.ok,
@@ -137,31 +149,87 @@ impl Human {
         }
     }
 
-    fn run(mut self, mut rx: UnboundedReceiver<Event>) {
-        while let Some(e) = rx.blocking_recv() {
-            self.event(e);
-        }
-        if let Some(mp) = &self.bars {
-            let _ = mp.clear();
+    fn verb(&self) -> &'static str {
+        match self.mode {
+            Mode::Plan => "to change",
+            Mode::Apply => "changed",
         }
     }
 
     /// The progress bars end before a summary: cleared, and lines are plain from here on.
     fn end_bars(&mut self) {
+        if let Some(pb) = self.run_bar.take() {
+            pb.finish_and_clear();
+        }
+        for pb in self.host_bars.values() {
+            pb.finish_and_clear();
+        }
         if let Some(mp) = self.bars.take() {
             let _ = mp.clear();
         }
     }
 
-    fn event(&mut self, e: Event) {
+    fn handle(&mut self, e: Event) {
         match e {
             Event::RunStarted { hosts, tasks, .. } => {
                 let what = self.what;
-                match what {
-                    "exec" | "facts" => self.line(format!("{what}: {hosts} hosts")),
-                    _ => self.line(format!("{what}: {hosts} hosts, {tasks} tasks")),
+                let head = match what {
+                    "exec" | "facts" => plural(hosts, "host"),
+                    _ => format!("{}, {}", plural(hosts, "host"), plural(tasks, "task")),
+                };
+                self.line(format!("{what}: {head}"));
+                if let Some(mp) = &self.bars {
+                    let pb = mp.insert(0, ProgressBar::new_spinner());
+                    spinner(&pb, what);
+                    pb.set_message(head);
+                    self.run_bar = Some(pb);
                 }
             }
+            Event::ConnectRetry {
+                host,
+                attempt,
+                error,
+                delay_ms,
+            } => {
+                let l = format!(
+                    "{host}: cannot connect (attempt {attempt}): {error}; retrying in {}",
+                    secs(delay_ms)
+                );
+                self.line(l);
+                if let Some(pb) = self.bar(&host) {
+                    pb.set_message(format!("connecting (attempt {} next)", attempt + 1));
+                }
+            }
+            Event::Script { host, what, script } => {
+                self.line(format!("{host}: {what}: script"));
+                self.line(indent(script.trim_end_matches('\n'), "    | "));
+            }
+            Event::Output {
+                host,
+                what,
+                stream,
+                text,
+            } => {
+                let stream = match stream {
+                    Stream::Stdout => "stdout",
+                    Stream::Stderr => "stderr",
+                };
+                self.line(format!("{host}: {what}: {stream}"));
+                self.line(indent(text.trim_end_matches('\n'), "    > "));
+            }
+            Event::StillRunning {
+                host,
+                task,
+                elapsed_s,
+            } => {
+                if self.bars.is_none() {
+                    self.line(format!("still running: {host} {task} ({elapsed_s}s)"));
+                }
+            }
+            Event::Diagnostic(_)
+            | Event::Logs { .. }
+            | Event::Kubeconfig { .. }
+            | Event::Summary(_) => {}
             Event::HostConnected { host, .. } | Event::HostProbed { host, .. } => {
                 self.rows.entry(host.clone()).or_default();
                 self.update_bar(&host);
@@ -264,15 +332,13 @@ impl Human {
                 row.current = None;
                 match status {
                     TaskStatus::Ok => row.ok += 1,
-                    TaskStatus::Changed => row.changed += 1,
+                    TaskStatus::Changed | TaskStatus::WouldChange => row.changed += 1,
                     TaskStatus::Failed => row.failed += 1,
                     TaskStatus::Skipped => row.skipped += 1,
                 }
                 let msg = message.unwrap_or_default();
                 match status {
-                    TaskStatus::Changed if self.mode == Mode::Apply => {
-                        self.line(format!("{host}: changed {task} ({msg})"))
-                    }
+                    TaskStatus::Changed => self.line(format!("{host}: changed {task} ({msg})")),
                     TaskStatus::Failed => self.line(format!("{host}: failed {task}: {msg}")),
                     // A host that failed as a whole says so once, in its own line.
                     TaskStatus::Skipped if msg == format!("host {host} failed") => {}
@@ -283,11 +349,15 @@ impl Human {
             }
             Event::HostFinished {
                 host,
+                counts,
                 duration_ms,
                 error,
-                ..
             } => {
                 let row = self.rows.entry(host.clone()).or_default();
+                row.ok = counts.ok;
+                row.changed = counts.changed + counts.would_change;
+                row.failed = counts.failed;
+                row.skipped = counts.skipped;
                 row.duration_ms = duration_ms;
                 row.error = error.clone();
                 if let Some(err) = &error {
@@ -328,69 +398,103 @@ impl Human {
                     detail,
                 });
             }
-            Event::VerifySummary {
-                checks,
-                passed,
-                failed,
-                skipped,
-                duration_ms,
-            } => {
-                self.end_bars();
-                self.check_table();
-                self.line(format!(
-                    "verify: {checks} checks, {passed} passed, {failed} failed, {skipped} skipped in {}",
-                    secs(duration_ms)
-                ));
-            }
-            Event::Interrupted {} => {
-                self.line("interrupted: no new tasks were started".to_string())
-            }
-            Event::Summary {
-                hosts,
+            Event::VerifyFinished {
                 counts:
-                    Counts {
-                        ok,
-                        changed,
+                    CheckCounts {
+                        checks,
+                        passed,
                         failed,
                         skipped,
                     },
                 duration_ms,
             } => {
                 self.end_bars();
-                let what = self.what;
-                let verb = match self.mode {
-                    Mode::Plan => "to change",
-                    Mode::Apply => "changed",
-                };
-                let last = match what {
+                self.check_table();
+                self.line(format!(
+                    "verify: {}, {passed} passed, {failed} failed, {skipped} skipped in {}",
+                    plural(checks, "check"),
+                    secs(duration_ms)
+                ));
+            }
+            Event::Interrupted {} => {
+                self.line("interrupted: no new tasks were started".to_string())
+            }
+            Event::RunFinished {
+                hosts,
+                hosts_reached,
+                hosts_failed,
+                counts,
+                duration_ms,
+            } => {
+                self.end_bars();
+                let line = match self.what {
                     // Hosts, not tasks: `exec` ran a command on each (of unknown effect),
                     // `facts` read each.
                     "exec" => format!(
-                        "exec: {hosts} hosts, {ok} ok, {failed} failed in {}",
+                        "exec: {}, {} ok, {} failed in {}",
+                        plural(hosts, "host"),
+                        counts.ok,
+                        counts.failed,
                         secs(duration_ms)
                     ),
                     "facts" => format!(
-                        "facts: {hosts} hosts, {failed} failed in {}",
+                        "facts: {}, {} failed in {}",
+                        plural(hosts, "host"),
+                        hosts_failed,
                         secs(duration_ms)
                     ),
                     _ => {
                         self.table();
-                        let mut last = format!(
-                            "{what}: {hosts} hosts, {ok} ok, {changed} {verb}, {failed} failed, {skipped} skipped in {}",
-                            secs(duration_ms)
-                        );
-                        if changed == 0 {
-                            last.push_str(" (no changes)");
-                        }
-                        last
+                        self.last_line(hosts, hosts_reached, hosts_failed, counts, duration_ms)
                     }
                 };
-                self.line(last);
+                self.line(line);
                 for w in std::mem::take(&mut self.host_warnings) {
                     self.line(w);
                 }
             }
         }
+    }
+
+    /// `apply: 3 hosts, 12 ok, 8 changed, 0 failed, 0 skipped in 1.4s`: `failed` counts
+    /// tasks, as the table's column; hosts that failed as a whole are counted after the
+    /// hosts; a run that reached no host says so, never "(no changes)".
+    fn last_line(
+        &self,
+        hosts: usize,
+        reached: usize,
+        hosts_failed: usize,
+        counts: Counts,
+        duration_ms: u64,
+    ) -> String {
+        let Counts {
+            ok,
+            changed,
+            would_change,
+            failed,
+            skipped,
+        } = counts;
+        let changed = match self.mode {
+            Mode::Plan => would_change,
+            Mode::Apply => changed,
+        };
+        let head = if hosts > 0 && reached == 0 {
+            format!("no host reached ({} failed)", plural(hosts, "host"))
+        } else if hosts_failed > 0 {
+            format!("{} ({hosts_failed} failed)", plural(hosts, "host"))
+        } else {
+            plural(hosts, "host")
+        };
+        let mut last = format!(
+            "{}: {head}, {ok} ok, {changed} {}, {failed} failed, {skipped} skipped in {}",
+            self.what,
+            self.verb(),
+            secs(duration_ms)
+        );
+        if changed == 0 && failed == 0 && hosts_failed == 0 {
+            last.push_str(" (no changes)");
+        }
+        last
     }
 
     /// `check  from → to  result  detail`, one row per check of `kwin verify`.
@@ -440,10 +544,7 @@ impl Human {
             return;
         }
         let w = self.rows.keys().map(|h| h.len()).max().unwrap_or(4).max(4);
-        let changed = match self.mode {
-            Mode::Plan => "to change",
-            Mode::Apply => "changed",
-        };
+        let changed = self.verb();
         let mut s = format!(
             "{:<w$}  {:>5}  {:>9}  {:>6}  {:>7}  {:>7}",
             "host", "ok", changed, "failed", "skipped", "time"
@@ -473,10 +574,17 @@ mod tests {
     use super::*;
 
     fn render(mode: Mode, events: Vec<Event>) -> Vec<String> {
-        let mut h = Human::new(mode, false);
+        let mut h = Human::new(
+            mode,
+            false,
+            match mode {
+                Mode::Plan => "plan",
+                Mode::Apply => "apply",
+            },
+        );
         h.capture = Some(Default::default());
         for e in events {
-            h.event(e);
+            h.handle(e);
         }
         h.capture.map(|c| c.into_inner()).unwrap_or_default()
     }
@@ -491,12 +599,29 @@ mod tests {
         }
     }
 
+    /// The end of a run of two hosts, all reached; `changed` are `would_change` in plan
+    /// mode.
     fn summary(ok: usize, changed: usize, failed: usize, skipped: usize) -> Event {
-        Event::Summary {
-            hosts: 2,
+        finished_run(Mode::Apply, (2, 2, 0), [ok, changed, failed, skipped])
+    }
+
+    fn finished_run(
+        mode: Mode,
+        (hosts, hosts_reached, hosts_failed): (usize, usize, usize),
+        [ok, changed, failed, skipped]: [usize; 4],
+    ) -> Event {
+        let (changed, would_change) = match mode {
+            Mode::Apply => (changed, 0),
+            Mode::Plan => (0, changed),
+        };
+        Event::RunFinished {
+            hosts,
+            hosts_reached,
+            hosts_failed,
             counts: Counts {
                 ok,
                 changed,
+                would_change,
                 failed,
                 skipped,
             },
@@ -523,7 +648,7 @@ mod tests {
                     duration_ms: 10,
                     error: Some("cannot connect to 10.0.0.3:22: refused".into()),
                 },
-                summary(1, 1, 2, 2),
+                finished_run(Mode::Apply, (2, 1, 1), [1, 1, 1, 2]),
             ],
         );
         assert_eq!(
@@ -537,7 +662,7 @@ mod tests {
         );
         assert_eq!(
             lines.last().map(String::as_str),
-            Some("apply: 2 hosts, 1 ok, 1 changed, 2 failed, 2 skipped in 1.4s")
+            Some("apply: 2 hosts (1 failed), 1 ok, 1 changed, 1 failed, 2 skipped in 1.4s")
         );
         assert!(lines
             .iter()
@@ -586,7 +711,7 @@ mod tests {
                     reason: "content differs".into(),
                     diff: Some("-old\n+new\n".into()),
                 },
-                summary(3, 1, 0, 0),
+                finished_run(Mode::Plan, (2, 2, 0), [3, 1, 0, 0]),
             ],
         );
         assert_eq!(
@@ -601,6 +726,39 @@ mod tests {
         assert_eq!(
             lines.last().map(String::as_str),
             Some("apply: 2 hosts, 4 ok, 0 changed, 0 failed, 0 skipped in 1.4s (no changes)")
+        );
+    }
+
+    /// A run that reached no host is no "no changes": it says so; one host is "1 host".
+    #[test]
+    fn no_host_reached_and_one_host() {
+        let lines = render(
+            Mode::Plan,
+            vec![finished_run(Mode::Plan, (2, 0, 2), [0, 0, 0, 6])],
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("plan: no host reached (2 hosts failed), 0 ok, 0 to change, 0 failed, 6 skipped in 1.4s")
+        );
+        let lines = render(
+            Mode::Apply,
+            vec![
+                Event::RunStarted {
+                    run_id: "r".into(),
+                    mode: Mode::Apply,
+                    hosts: 1,
+                    tasks: 1,
+                },
+                finished_run(Mode::Apply, (1, 1, 0), [1, 0, 0, 0]),
+            ],
+        );
+        assert_eq!(
+            lines.first().map(String::as_str),
+            Some("apply: 1 host, 1 task")
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("apply: 1 host, 1 ok, 0 changed, 0 failed, 0 skipped in 1.4s (no changes)")
         );
     }
 
@@ -632,11 +790,13 @@ mod tests {
                     CheckResult::Skip,
                     "pod win-web is not ready",
                 ),
-                Event::VerifySummary {
-                    checks: 3,
-                    passed: 1,
-                    failed: 1,
-                    skipped: 1,
+                Event::VerifyFinished {
+                    counts: CheckCounts {
+                        checks: 3,
+                        passed: 1,
+                        failed: 1,
+                        skipped: 1,
+                    },
                     duration_ms: 4200,
                 },
             ],

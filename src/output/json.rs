@@ -1,17 +1,22 @@
-//! `--output json`: every event as one JSON line, flushed at once; the last line of a run is
-//! its `summary` (`verify_summary` for `kwin verify`).
+//! `--output json`: every event as one JSON line (`Event::to_json_line`: the event with
+//! `"schema"`), flushed at once. The stream of a command ends with its one `summary`
+//! (`Output::finish`).
 
 use kwin_engine::event::Event;
 use std::io::Write;
-use tokio::sync::mpsc::UnboundedReceiver;
 
-pub fn render(mut rx: UnboundedReceiver<Event>) {
-    let stdout = std::io::stdout();
-    while let Some(e) = rx.blocking_recv() {
-        if let Ok(line) = serde_json::to_string(&e) {
-            let mut out = stdout.lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
-        }
+/// Print `e` as one line of the stream.
+pub fn line(e: &Event) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", e.to_json_line());
+    let _ = out.flush();
+}
+
+/// The JSON form of a stage's events: each as it comes.
+pub struct Json;
+
+impl super::Sink for Json {
+    fn event(&mut self, e: Event) {
+        line(&e);
     }
 }

@@ -3,32 +3,117 @@
 //! the print lints outside this module; `tests/layers.rs` also fails on any print or
 //! `std::io::{stdout, stderr, stdin}` elsewhere in `src/`).
 //!
-//! Streams: `--output json` keeps stdout for JSON lines only (events, diagnostics, the
-//! kubeconfig line); notes, warnings kwin gives before a run starts, and errors go to stderr.
-//! The human form prints results on stdout and diagnostics, notes and errors on stderr.
+//! Streams: `--output json` keeps stdout for one event stream (`kwin_engine::event::Event`,
+//! one JSON line each with `"schema"`, documented in docs/json-events.md): a run's events,
+//! diagnostics, `kubeconfig`, and always exactly one `summary` last ([`Output::finish`], for
+//! every command and every way it ends). Notes, fetched checksums and errors go to stderr.
+//! The human form prints results on stdout and diagnostics, notes, errors and the host logs'
+//! folder on stderr.
 //!
-//! A run's events are rendered on their own thread ([`Output::spawn_renderer`]): `human.rs`
-//! (progress bars on a TTY, plain lines otherwise, summary tables), `json.rs` (one JSON line
-//! per event). Every text in events was scrubbed by the engine.
+//! A run's events are rendered on their own thread ([`Output::spawn_renderer`], `render.rs`:
+//! the heartbeat of long tasks when stdout is not a terminal, the totals for the summary):
+//! `human.rs` (progress bars on a terminal whose `TERM` is not `dumb`, plain lines otherwise,
+//! summary tables), `json.rs` (one JSON line per event). Every text in events was scrubbed
+//! by the engine.
 
 mod human;
 mod json;
+mod render;
+mod show;
+
+pub use human::plural;
+pub use render::Render;
+pub use show::show;
 
 use crate::OutputFormat;
 use kwin_engine::diag::Diagnostics;
-use kwin_engine::event::{Event, Mode};
+use kwin_engine::event::{CheckCounts, Counts, Event, Outcome, Summary};
 use kwin_engine::pipeline::Fetched;
-use serde_json::json;
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// How `kwin` prints: the format chosen, and whether stdout is a terminal (detected once).
-#[derive(Debug, Clone, Copy)]
+/// How `kwin` prints: the format chosen, whether stdout is a terminal that can draw progress
+/// bars (detected once), and what the command's summary will say.
+#[derive(Debug, Clone)]
 pub struct Output {
     format: OutputFormat,
+    /// stdout is a terminal and `TERM` is not `dumb`: progress bars. A dumb terminal gets the
+    /// plain lines (indicatif draws nothing there, and its lines would be lost).
     tty: bool,
+    tally: Arc<Mutex<Tally>>,
+}
+
+/// What the command's one summary reports, gathered as it runs (by the renderers and the
+/// printing methods).
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    command: Option<String>,
+    start: Option<Instant>,
+    hosts: usize,
+    hosts_reached: usize,
+    hosts_failed: usize,
+    counts: Counts,
+    errors: usize,
+    warnings: usize,
+    verify: Option<CheckCounts>,
+    logs: Vec<PathBuf>,
+    interrupted: bool,
+}
+
+impl Tally {
+    /// Take what the summary needs from an event of a run.
+    pub(crate) fn record(&mut self, e: &Event) {
+        match e {
+            Event::RunFinished {
+                hosts,
+                hosts_reached,
+                hosts_failed,
+                counts,
+                ..
+            } => {
+                self.hosts += hosts;
+                self.hosts_reached += hosts_reached;
+                self.hosts_failed += hosts_failed;
+                self.counts += *counts;
+            }
+            Event::VerifyFinished { counts, .. } => self.verify = Some(*counts),
+            Event::Logs { dir, .. } => {
+                let dir = PathBuf::from(dir);
+                if !self.logs.contains(&dir) {
+                    self.logs.push(dir);
+                }
+            }
+            Event::Interrupted {} => self.interrupted = true,
+            _ => {}
+        }
+    }
+}
+
+/// Where a stage's events are shown (`human.rs`, `json.rs`; `render.rs` feeds them).
+pub trait Sink {
+    fn event(&mut self, e: Event);
+    /// The stage ended (progress bars cleared).
+    fn end(&mut self) {}
+}
+
+/// `TERM=dumb` (Emacs shells, some CI consoles): a terminal that cannot move the cursor.
+fn dumb_terminal() -> bool {
+    std::env::var("TERM").is_ok_and(|t| t == "dumb")
+}
+
+/// `path` relative to the current directory when it is under it (`.kwin/logs/…`).
+fn shown(path: &Path) -> String {
+    let rel = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf));
+    match rel {
+        Some(r) if !r.as_os_str().is_empty() => format!("{}/", r.display()),
+        _ => format!("{}/", path.display()),
+    }
 }
 
 /// What `kwin kubeconfig` wrote.
@@ -42,10 +127,82 @@ pub struct KubeconfigWritten<'a> {
 }
 
 impl Output {
-    pub fn new(format: OutputFormat) -> Output {
+    /// The output of `command` (`None`: the command line could not be parsed).
+    pub fn new(format: OutputFormat, command: Option<&str>) -> Output {
+        let tally = Tally {
+            command: command.map(str::to_string),
+            start: Some(Instant::now()),
+            ..Tally::default()
+        };
         Output {
             format,
-            tty: std::io::stdout().is_terminal(),
+            tty: std::io::stdout().is_terminal() && !dumb_terminal(),
+            tally: Arc::new(Mutex::new(tally)),
+        }
+    }
+
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        match self.tally.lock() {
+            Ok(t) => t,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The end of every command: the error that ended it (stderr), the folders of its host
+    /// logs (human: stderr; JSON: in the summary), and with `--output json` the one
+    /// `summary` line. Returns the outcome, for the exit code.
+    pub fn finish(&self, result: anyhow::Result<Outcome>) -> Outcome {
+        let (mut outcome, error) = match result {
+            Ok(o) => (o, None),
+            Err(e) => {
+                self.error(&e);
+                (Outcome::Failed, Some(format!("{e:#}")))
+            }
+        };
+        let t = self.tally();
+        if t.interrupted && outcome == Outcome::Success {
+            outcome = Outcome::Interrupted;
+        }
+        let logs: Vec<&PathBuf> = t.logs.iter().filter(|d| d.is_dir()).collect();
+        match self.format {
+            OutputFormat::Human => {
+                if !logs.is_empty() {
+                    let dirs: Vec<String> = logs.iter().map(|d| shown(d)).collect();
+                    let _ = writeln!(
+                        std::io::stderr().lock(),
+                        "logs: {} (every command sent to the hosts and its output)",
+                        dirs.join(", ")
+                    );
+                }
+            }
+            OutputFormat::Json => {
+                let summary = Summary {
+                    command: t.command.clone(),
+                    outcome,
+                    exit_code: crate::exit::exit_code_of(outcome),
+                    hosts: t.hosts,
+                    hosts_reached: t.hosts_reached,
+                    hosts_failed: t.hosts_failed,
+                    counts: t.counts,
+                    errors: t.errors,
+                    warnings: t.warnings,
+                    verify: t.verify,
+                    logs: logs.iter().map(|d| d.display().to_string()).collect(),
+                    error,
+                    duration_ms: t.start.map(|s| s.elapsed().as_millis() as u64).unwrap_or(0),
+                };
+                json::line(&Event::Summary(summary));
+            }
+        }
+        outcome
+    }
+
+    /// A command line clap refused (exit 64): its message on stderr, and with
+    /// `--output json` among the arguments, the summary line.
+    pub fn usage_error(e: &clap::Error, json: bool) {
+        let _ = e.print();
+        if json {
+            Output::new(OutputFormat::Json, None).finish(Ok(Outcome::UsageError));
         }
     }
 
@@ -56,6 +213,11 @@ impl Output {
     /// Every diagnostic: human on stderr (`file:line:col: error[code]: …`), JSON one object
     /// per line on stdout.
     pub fn diagnostics(&self, diags: &Diagnostics) {
+        {
+            let mut t = self.tally();
+            t.errors += diags.errors().count();
+            t.warnings += diags.warnings();
+        }
         match self.format {
             OutputFormat::Human => {
                 let mut err = std::io::stderr().lock();
@@ -64,31 +226,27 @@ impl Output {
                 }
             }
             OutputFormat::Json => {
-                let mut out = std::io::stdout().lock();
                 for d in &diags.0 {
-                    if let Ok(s) = serde_json::to_string(d) {
-                        let _ = writeln!(out, "{s}");
-                    }
+                    json::line(&Event::Diagnostic(d.clone()));
                 }
             }
         }
     }
 
-    /// The warnings of a plan about to run: shown in the human form only (JSON output of a
-    /// run is its events).
+    /// The warnings of a plan about to run (diagnostics, in either form).
     pub fn warnings(&self, diags: &Diagnostics) {
-        if self.human() && !diags.is_empty() {
+        if !diags.is_empty() {
             self.diagnostics(diags);
         }
     }
 
-    /// `kwin validate`'s last line (human form only): `plan.toml: ok (0 warnings)` on stdout,
-    /// or the counts on stderr when there are errors.
+    /// `kwin validate`'s last line (human form only; JSON ends with the summary, which has
+    /// the counts): `plan.toml: ok (0 warnings)` on stdout, or the counts on stderr when
+    /// there are errors.
     pub fn validate_summary(&self, path: &Path, errors: usize, warnings: usize) {
         if !self.human() {
             return;
         }
-        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
         if errors > 0 {
             let _ = writeln!(
                 std::io::stderr().lock(),
@@ -124,13 +282,17 @@ impl Output {
     }
 
     /// "there is nothing to do" of `kwin verify` / `kwin reset` on a plan without
-    /// `[cluster]` (human form only).
+    /// `[cluster]` (JSON: a warning event).
     pub fn nothing_to_do(&self, what: &str) {
-        if self.human() {
-            let _ = writeln!(
-                std::io::stdout().lock(),
-                "{what}: the plan has no [cluster]: nothing to {what}"
-            );
+        let message = format!("the plan has no [cluster]: nothing to {what}");
+        match self.format {
+            OutputFormat::Human => {
+                let _ = writeln!(std::io::stdout().lock(), "{what}: {message}");
+            }
+            OutputFormat::Json => json::line(&Event::Warning {
+                host: None,
+                message,
+            }),
         }
     }
 
@@ -180,9 +342,20 @@ impl Output {
         }
     }
 
-    /// A warning given outside a run's events, on stderr.
-    pub fn warning(&self, message: &str) {
-        let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+    /// A warning given outside a run's events: stderr (human), a `warning` event (JSON).
+    pub fn warning(&self, host: Option<&str>, message: &str) {
+        match (self.format, host) {
+            (OutputFormat::Human, Some(h)) => {
+                let _ = writeln!(std::io::stderr().lock(), "warning: {h}: {message}");
+            }
+            (OutputFormat::Human, None) => {
+                let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+            }
+            (OutputFormat::Json, _) => json::line(&Event::Warning {
+                host: host.map(str::to_string),
+                message: message.to_string(),
+            }),
+        }
     }
 
     /// The error that ends the command, on stderr.
@@ -193,29 +366,25 @@ impl Output {
     /// `kwin kubeconfig`'s result: the path, context, server and source (never the file's
     /// content: it holds the admin key).
     pub fn kubeconfig_written(&self, k: &KubeconfigWritten<'_>) {
-        let mut out = std::io::stdout().lock();
-        let _ = match self.format {
-            OutputFormat::Human => writeln!(
-                out,
-                "wrote {} (context {}, server {}, from {}:{})",
-                k.path.display(),
-                k.context,
-                k.server,
-                k.host,
-                k.from
-            ),
-            OutputFormat::Json => writeln!(
-                out,
-                "{}",
-                json!({
-                    "type": "kubeconfig",
-                    "path": k.path.display().to_string(),
-                    "context": k.context,
-                    "server": k.server,
-                    "host": k.host,
-                })
-            ),
-        };
+        match self.format {
+            OutputFormat::Human => {
+                let _ = writeln!(
+                    std::io::stdout().lock(),
+                    "wrote {} (context {}, server {}, from {}:{})",
+                    k.path.display(),
+                    k.context,
+                    k.server,
+                    k.host,
+                    k.from
+                );
+            }
+            OutputFormat::Json => json::line(&Event::Kubeconfig {
+                path: k.path.display().to_string(),
+                context: k.context.to_string(),
+                server: k.server.to_string(),
+                host: k.host.to_string(),
+            }),
+        }
     }
 
     /// Ask on the terminal (`prompt` on stderr, one line read from stdin); `Ok(None)` when
@@ -234,18 +403,10 @@ impl Output {
         Ok(Some(answer))
     }
 
-    /// Render the events of one run from `rx` on a thread of their own, until the channel
-    /// closes; `what` names the run in the human output (`apply: 3 hosts, …`).
-    pub fn spawn_renderer(
-        &self,
-        rx: UnboundedReceiver<Event>,
-        mode: Mode,
-        what: &'static str,
-    ) -> JoinHandle<()> {
-        let (format, tty) = (self.format, self.tty);
-        std::thread::spawn(move || match format {
-            OutputFormat::Json => json::render(rx),
-            OutputFormat::Human => human::render(rx, mode, tty, what),
-        })
+    /// Render the events of one stage from `rx` on a thread of their own, until the channel
+    /// closes (`render.rs`).
+    pub fn spawn_renderer(&self, rx: UnboundedReceiver<Event>, how: Render) -> JoinHandle<()> {
+        let (format, tty, tally) = (self.format, self.tty, self.tally.clone());
+        std::thread::spawn(move || render::render(rx, format, tty, how, &tally))
     }
 }

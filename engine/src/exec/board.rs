@@ -21,7 +21,10 @@ pub struct Done {
 
 impl Done {
     pub fn succeeded(&self) -> bool {
-        matches!(self.status, TaskStatus::Ok | TaskStatus::Changed)
+        matches!(
+            self.status,
+            TaskStatus::Ok | TaskStatus::Changed | TaskStatus::WouldChange
+        )
     }
 }
 

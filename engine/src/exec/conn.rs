@@ -11,6 +11,7 @@
 //! (probes) are; apply batches are not — the host worker re-probes and lets facts decide.
 
 use super::logs::HostLog;
+use crate::event::{Event, EventSink, Stream};
 use crate::shell::{Output, Shell};
 use crate::transport::output::Keep;
 use crate::transport::{Transport, TransportError};
@@ -23,6 +24,10 @@ pub struct Conn {
     transport: Arc<dyn Transport>,
     log: HostLog,
     runs: AtomicUsize,
+    /// Where connection retries are told (`Event::ConnectRetry`), and with `verbose` every
+    /// script and its output as logged (`Event::Script`, `Event::Output`).
+    events: Option<EventSink>,
+    verbose: bool,
 }
 
 /// Remaining retries of one operation and the next delay.
@@ -39,6 +44,11 @@ impl Backoff {
             delay,
         }
     }
+    /// The delay before the next attempt, if one is left.
+    pub fn next_delay(&self) -> Option<Duration> {
+        (self.left > 0).then_some(self.delay)
+    }
+
     /// Sleep before the next attempt; `false` when no attempt is left.
     pub async fn wait(&mut self) -> bool {
         if self.left == 0 {
@@ -96,6 +106,37 @@ impl Conn {
             transport,
             log,
             runs: AtomicUsize::new(0),
+            events: None,
+            verbose: false,
+        }
+    }
+
+    /// The connection telling `events` of its connection retries, and with `verbose` of
+    /// every script and its output (in the form the host log has, scrubbed).
+    pub fn with_events(mut self, events: EventSink, verbose: bool) -> Self {
+        self.events = Some(events);
+        self.verbose = verbose;
+        self
+    }
+
+    /// Tell that connecting failed with `e`, before the next attempt (`attempt` failed).
+    fn tell_retry(&self, attempt: u32, e: &TransportError, backoff: &Backoff) {
+        if let (Some(events), Some(delay)) = (&self.events, backoff.next_delay()) {
+            events.send(Event::ConnectRetry {
+                host: self.host.clone(),
+                attempt,
+                error: self.log.scrubber().scrub(&e.to_string()),
+                delay_ms: delay.as_millis() as u64,
+            });
+        }
+    }
+
+    /// `-v`: `what` of the run, scrubbed.
+    fn tell_verbose(&self, e: impl FnOnce(&crate::secret::Scrubber) -> Option<Event>) {
+        if let (Some(events), true) = (&self.events, self.verbose) {
+            if let Some(e) = e(self.log.scrubber()) {
+                events.send(e);
+            }
         }
     }
 
@@ -134,10 +175,17 @@ impl Conn {
 
     /// Connect, retrying retryable failures per the policy.
     pub async fn connect_retrying(&self, mut backoff: Backoff) -> Result<(), TransportError> {
+        let mut attempt = 0;
         loop {
+            attempt += 1;
             match self.connect().await {
                 Ok(()) => return Ok(()),
-                Err(e) if e.is_retryable() && backoff.wait().await => continue,
+                Err(e) if e.is_retryable() => {
+                    self.tell_retry(attempt, &e, &backoff);
+                    if !backoff.wait().await {
+                        return Err(e);
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -151,7 +199,12 @@ impl Conn {
         err: TransportError,
     ) -> Result<(), TransportError> {
         let mut err = err;
+        let mut attempt = 0;
         loop {
+            attempt += 1;
+            if err.is_retryable() {
+                self.tell_retry(attempt, &err, backoff);
+            }
             if !err.is_retryable() || !backoff.wait().await {
                 return Err(err);
             }
@@ -203,6 +256,13 @@ impl Conn {
         if log_stdout == LogStdout::Yes {
             self.log.entry(&header, &[("$ ", logged_script.as_bytes())]);
         }
+        self.tell_verbose(|sc| {
+            Some(Event::Script {
+                host: self.host.clone(),
+                what: what.to_string(),
+                script: sc.scrub(logged_script),
+            })
+        });
         let r = match log.keep {
             Some(keep) => self.transport.run_keeping(script_sent, timeout, keep).await,
             None => self.transport.run(script_sent, timeout).await,
@@ -225,6 +285,16 @@ impl Conn {
                     LogStdout::Yes => &out.stdout,
                     LogStdout::TaskOutputs => hidden.as_bytes(),
                 };
+                for (stream, bytes) in [(Stream::Stdout, stdout), (Stream::Stderr, &out.stderr)] {
+                    self.tell_verbose(|sc| {
+                        (!bytes.is_empty()).then(|| Event::Output {
+                            host: self.host.clone(),
+                            what: what.to_string(),
+                            stream,
+                            text: sc.scrub_bytes(bytes),
+                        })
+                    });
+                }
                 self.log.entry(
                     &format!("run #{n} exit {} in {ms}ms", out.exit),
                     &[("1| ", stdout), ("2| ", &out.stderr)],

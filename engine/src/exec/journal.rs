@@ -26,6 +26,8 @@ pub struct Journal {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct JournalSummary {
     pub hosts: usize,
+    pub hosts_reached: usize,
+    pub hosts_failed: usize,
     #[serde(flatten)]
     pub counts: Counts,
 }
@@ -145,25 +147,37 @@ impl Journal {
                 h.error = error.clone();
             }
             Event::Interrupted {} => self.interrupted = true,
-            Event::Summary {
+            Event::RunFinished {
                 hosts,
+                hosts_reached,
+                hosts_failed,
                 counts,
                 duration_ms,
             } => {
                 self.duration_ms = *duration_ms;
                 self.summary = Some(JournalSummary {
                     hosts: *hosts,
+                    hosts_reached: *hosts_reached,
+                    hosts_failed: *hosts_failed,
                     counts: *counts,
                 });
             }
             Event::RunStarted { .. }
+            | Event::Diagnostic(_)
+            | Event::Logs { .. }
+            | Event::ConnectRetry { .. }
             | Event::TaskStarted { .. }
             | Event::HostReadOnly { .. }
             | Event::ExecResult { .. }
             | Event::HostFacts { .. }
+            | Event::Script { .. }
+            | Event::Output { .. }
+            | Event::StillRunning { .. }
             | Event::Warning { .. }
             | Event::Check { .. }
-            | Event::VerifySummary { .. } => {}
+            | Event::VerifyFinished { .. }
+            | Event::Kubeconfig { .. }
+            | Event::Summary(_) => {}
         }
     }
 

@@ -44,6 +44,9 @@ pub struct RunOptions {
     /// `kwin facts`: each host is connected to and probed, its answers reported
     /// (`host_facts`); no task is planned.
     pub probe_only: bool,
+    /// `-v`: every script and its output also as events (`Event::Script`, `Event::Output`),
+    /// in the form the host log has.
+    pub verbose: bool,
 }
 
 impl RunOptions {
@@ -64,6 +67,7 @@ impl RunOptions {
             output_budget: DEFAULT_OUTPUT_BUDGET,
             retention: Retention::default(),
             probe_only: false,
+            verbose: false,
         }
     }
 }
@@ -72,8 +76,13 @@ impl RunOptions {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunSummary {
     pub hosts: usize,
-    /// Tasks by outcome; `failed` also counts hosts that failed before any of their tasks
-    /// could (connect, probe).
+    /// Hosts connected to.
+    pub hosts_reached: usize,
+    /// Hosts that failed as a whole (not reached, probe failed, connection lost); their
+    /// tasks that did not run are `skipped`.
+    pub hosts_failed: usize,
+    /// Tasks by outcome, the sum of the hosts' `host_finished` counts (and tasks on hosts
+    /// outside the run, failed).
     pub counts: Counts,
     pub duration_ms: u64,
     pub interrupted: bool,

@@ -39,6 +39,8 @@ pub struct Shared {
 #[derive(Debug, Clone, Default)]
 pub struct HostOutcome {
     pub counts: Counts,
-    /// The host failed outside any task (connect, probe).
+    /// The host failed as a whole (connect, probe, a connection lost mid-run).
     pub host_failed: bool,
+    /// kwin connected to the host.
+    pub reached: bool,
 }

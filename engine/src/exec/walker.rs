@@ -69,7 +69,10 @@ pub async fn walk(run: Run) -> RunSummary {
         }
         conns.insert(
             h.name.clone(),
-            Arc::new(Conn::new(&h.name, h.transport.clone(), log)),
+            Arc::new(
+                Conn::new(&h.name, h.transport.clone(), log)
+                    .with_events(run.events.clone(), opts.verbose),
+            ),
         );
     }
 
@@ -152,16 +155,15 @@ pub async fn walk(run: Run) -> RunSummary {
         match r {
             Ok(o) => {
                 summary.counts += o.counts;
-                if o.host_failed {
-                    summary.counts.failed += 1;
-                }
+                summary.hosts_failed += usize::from(o.host_failed);
+                summary.hosts_reached += usize::from(o.reached);
             }
             Err(e) => {
                 shared.report.warn(
                     None,
                     format!("a host worker crashed (this is a bug in kwin): {e}"),
                 );
-                summary.counts.failed += 1;
+                summary.hosts_failed += 1;
             }
         }
     }
@@ -174,8 +176,10 @@ pub async fn walk(run: Run) -> RunSummary {
     if summary.interrupted {
         shared.report.emit(Event::Interrupted {});
     }
-    let last = Event::Summary {
+    let last = Event::RunFinished {
         hosts: summary.hosts,
+        hosts_reached: summary.hosts_reached,
+        hosts_failed: summary.hosts_failed,
         counts: summary.counts,
         duration_ms: summary.duration_ms,
     };

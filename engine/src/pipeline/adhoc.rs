@@ -48,21 +48,29 @@ pub async fn exec(s: &mut Session, hosts: &[&ResolvedHost], command: &str) -> Ex
             one(&r, &command, timeout, &events).await
         });
     }
-    let mut failed = 0;
+    let (mut failed, mut unreached) = (0, 0);
     while let Some(r) = set.join_next().await {
-        if !matches!(r, Ok(true)) {
-            failed += 1;
+        match r {
+            Ok(Ran::Ok) => {}
+            Ok(Ran::Failed) => failed += 1,
+            Ok(Ran::NotRun) | Err(_) => {
+                failed += 1;
+                unreached += 1;
+            }
         }
     }
     let interrupted = s.interrupted();
     if interrupted {
         events.send(Event::Interrupted {});
     }
-    events.send(Event::Summary {
+    events.send(Event::RunFinished {
         hosts: hosts.len(),
+        hosts_reached: hosts.len() - unreached,
+        hosts_failed: failed,
         counts: Counts {
             ok: hosts.len() - failed,
             changed: 0,
+            would_change: 0,
             failed,
             skipped: 0,
         },
@@ -75,8 +83,18 @@ pub async fn exec(s: &mut Session, hosts: &[&ResolvedHost], command: &str) -> Ex
     }
 }
 
-/// One host: connect, run once, report. `true`: it ran and exited 0.
-async fn one(r: &HostRemote, command: &str, timeout: Duration, events: &EventSink) -> bool {
+/// How one host's command went.
+enum Ran {
+    /// Ran and exited 0.
+    Ok,
+    /// Ran and exited non-zero.
+    Failed,
+    /// Could not run (connect, timeout, interrupted).
+    NotRun,
+}
+
+/// One host: connect, run once, report.
+async fn one(r: &HostRemote, command: &str, timeout: Duration, events: &EventSink) -> Ran {
     let t = Instant::now();
     let host = r.conn.host.clone();
     let result = match crate::pipeline::Remote::connect(r).await {
@@ -92,9 +110,9 @@ async fn one(r: &HostRemote, command: &str, timeout: Duration, events: &EventSin
     r.conn.close().await;
     let duration_ms = t.elapsed().as_millis() as u64;
     let text = |b: &[u8]| r.scrubber.scrub(&String::from_utf8_lossy(b));
-    let (ok, e) = match result {
+    let (ran, e) = match result {
         Ok(out) => (
-            out.exit == 0,
+            if out.exit == 0 { Ran::Ok } else { Ran::Failed },
             Event::ExecResult {
                 host,
                 exit: Some(out.exit),
@@ -105,7 +123,7 @@ async fn one(r: &HostRemote, command: &str, timeout: Duration, events: &EventSin
             },
         ),
         Err(err) => (
-            false,
+            Ran::NotRun,
             Event::ExecResult {
                 host,
                 exit: None,
@@ -117,5 +135,5 @@ async fn one(r: &HostRemote, command: &str, timeout: Duration, events: &EventSin
         ),
     };
     events.send(e);
-    ok
+    ran
 }

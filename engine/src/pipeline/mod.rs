@@ -66,25 +66,17 @@ pub struct Ctl {
     pub cancel: Cancel,
 }
 
-/// How a command ended, for its exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Success,
-    /// `kwin plan --detailed-exitcode` with changes to make.
-    ChangesPending,
-    Failed,
-    /// Ctrl-C.
-    Interrupted,
-}
+pub use crate::event::Outcome;
 
 impl Outcome {
-    /// The outcome of an executor run.
+    /// The outcome of an executor run: a failed task or host fails it; with
+    /// `detailed_exitcode`, changes a plan found are pending.
     pub fn of(summary: &RunSummary, detailed_exitcode: bool) -> Outcome {
         if summary.interrupted {
             Outcome::Interrupted
-        } else if summary.counts.failed > 0 {
+        } else if summary.counts.failed > 0 || summary.hosts_failed > 0 {
             Outcome::Failed
-        } else if detailed_exitcode && summary.counts.changed > 0 {
+        } else if detailed_exitcode && summary.counts.would_change > 0 {
             Outcome::ChangesPending
         } else {
             Outcome::Success

@@ -35,6 +35,8 @@ pub struct Flags {
     pub parallelism: Option<usize>,
     /// `--accept-new-host-keys`.
     pub accept_new_host_keys: bool,
+    /// `-v`: every script and its output as events (`script`, `output`).
+    pub verbose: bool,
 }
 
 /// Why a session cannot go on (the command ends with exit code 1).
@@ -61,6 +63,8 @@ pub struct Session {
     hosts: Vec<(String, Made)>,
     /// Whether old runs were pruned (once per session).
     pruned: bool,
+    /// Whether the `logs` event was sent (once per session).
+    logs_told: bool,
 }
 
 /// The executor's options for `settings` (with defaults applied), in `mode`. Every setting
@@ -88,6 +92,7 @@ fn options(settings: &SettingsEff, flags: &Flags, mode: Mode, state_dir: PathBuf
         max_bytes: logs_limit_bytes,
     };
     o.accept_new_host_keys = flags.accept_new_host_keys;
+    o.verbose = flags.verbose;
     o
 }
 
@@ -129,6 +134,7 @@ impl Session {
             lock: None,
             hosts: Vec::new(),
             pruned: false,
+            logs_told: false,
         })
     }
 
@@ -188,9 +194,24 @@ impl Session {
         &self.hosts[i].1
     }
 
+    /// Where this session's host logs go, told once (`Event::Logs`), before the first is
+    /// opened.
+    fn tell_logs(&mut self) -> PathBuf {
+        let dir = self.opts.state_dir.join("logs").join(&self.opts.run_id);
+        if !self.logs_told {
+            self.logs_told = true;
+            self.events.send(Event::Logs {
+                run_id: self.opts.run_id.clone(),
+                dir: dir.display().to_string(),
+            });
+        }
+        dir
+    }
+
     /// A transport for every host of the plan that is part of the run (`--limit`: the
     /// chosen hosts and those they need; no other host is connected to).
     pub fn open_hosts(&mut self, plan: &LoadedPlan, scope: &Scope) {
+        self.tell_logs();
         for h in plan.hosts.iter().filter(|h| scope.has_host(&h.name)) {
             self.made(h);
         }
@@ -248,7 +269,7 @@ impl Session {
                 });
             }
         }
-        let logs = self.opts.state_dir.join("logs").join(&self.opts.run_id);
+        let logs = self.tell_logs();
         let (log, err) = HostLog::open(&logs, log, self.scrubber.clone());
         if let Some(w) = err {
             self.events.send(Event::Warning {
@@ -258,7 +279,10 @@ impl Session {
         }
         let transport = self.made(host).transport.clone();
         HostRemote {
-            conn: Arc::new(Conn::new(host.name.clone(), transport, log)),
+            conn: Arc::new(
+                Conn::new(host.name.clone(), transport, log)
+                    .with_events(self.events.clone(), self.opts.verbose),
+            ),
             events: self.events.clone(),
             scrubber: self.scrubber.clone(),
             cancel: self.cancel.clone(),

@@ -324,6 +324,7 @@ impl Worker {
     pub fn end(mut self) -> HostOutcome {
         self.release();
         let error = self.host_error.as_ref().map(|e| self.sh.scrubber.scrub(e));
+        self.out.host_failed |= error.is_some();
         self.sh.report.emit(Event::HostFinished {
             host: self.host.clone(),
             counts: self.out.counts,
@@ -339,6 +340,7 @@ impl Worker {
             .connect_retrying(self.backoff())
             .await
             .map_err(|e| e.to_string())?;
+        self.out.reached = true;
         self.sh.report.emit(Event::HostConnected {
             host: self.host.clone(),
             duration_ms: t.elapsed().as_millis() as u64,

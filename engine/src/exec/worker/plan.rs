@@ -45,7 +45,7 @@ impl Policy for PlanOnly {
                     Plan::NoOp { why, .. } => w.finish(t, TaskStatus::Ok, Some(why)),
                     Plan::Change(c) => w.finish(
                         t,
-                        TaskStatus::Changed,
+                        TaskStatus::WouldChange,
                         Some(format!("{}: {}", c.action, c.reason)),
                     ),
                 }
@@ -67,7 +67,7 @@ impl Policy for PlanOnly {
                     reason: reason.clone(),
                     diff: None,
                 });
-                w.finish(t, TaskStatus::Changed, Some(reason));
+                w.finish(t, TaskStatus::WouldChange, Some(reason));
             }
             Err(e) => w.finish(t, TaskStatus::Failed, Some(e.to_string())),
         }

@@ -11,7 +11,7 @@
 //!    `keep_workloads`.
 //!
 //! Every result is an event: one `check` per row (texts scrubbed), a `task_started` per phase,
-//! `interrupted` after Ctrl-C, and `verify_summary` last. Ctrl-C stops the checks where they
+//! `interrupted` after Ctrl-C, and `verify_finished` last. Ctrl-C stops the checks where they
 //! are ([`RunKind::Check`] scripts and waits return [`Interrupted`]); the cleanup is a
 //! [`RunKind::Cleanup`] script, which still runs.
 
@@ -22,7 +22,7 @@ use super::{
     CLIENT, LINUX_WEB, WIN_WEB,
 };
 use crate::kube::ADMIN_CONF;
-use kwin_engine::event::{CheckResult, Event};
+use kwin_engine::event::{CheckCounts, CheckResult, Event};
 use kwin_engine::pipeline::remote::{Interrupted, Remote, RemoteError, RunKind};
 use kwin_engine::plan::effective::Effective;
 use kwin_engine::quote::sh_quote;
@@ -137,11 +137,13 @@ pub async fn verify(r: &dyn Remote, spec: &VerifySpec) -> VerifyReport {
     };
     r.close().await;
     let count = |x: CheckResult| v.results.iter().filter(|y| **y == x).count();
-    r.emit(Event::VerifySummary {
-        checks: v.results.len(),
-        passed: count(CheckResult::Pass),
-        failed: count(CheckResult::Fail),
-        skipped: count(CheckResult::Skip),
+    r.emit(Event::VerifyFinished {
+        counts: CheckCounts {
+            checks: v.results.len(),
+            passed: count(CheckResult::Pass),
+            failed: count(CheckResult::Fail),
+            skipped: count(CheckResult::Skip),
+        },
         duration_ms: ms(r.now().saturating_duration_since(start)),
     });
     VerifyReport {

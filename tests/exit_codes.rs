@@ -1,0 +1,176 @@
+//! The exit codes (docs/exit-codes.md): the page lists exactly the codes in `kwin --help`'s
+//! table (which `src/exit.rs` prints from its one table), `--detailed-exitcode`'s help
+//! names each of them, and every row is given by the binary: 0, 1, 2, 64 (clap's usage
+//! errors among them, never clap's own 2) and 130 (SIGINT during a run).
+
+use kwin_testkit::kwin::Run;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(dir: &Path, args: &[&str]) -> Run {
+    kwin_testkit::kwin!(dir)
+        .args(args)
+        .env("HOME", root().join("tests/plans/home"))
+        .run()
+}
+
+/// The codes of the `Exit codes` table at the end of `kwin --help`.
+fn help_codes() -> BTreeSet<u8> {
+    let r = run(&root(), &["--help"]);
+    assert_eq!(r.code, 0, "{r}");
+    let table = r
+        .stdout
+        .split_once("Exit codes")
+        .map(|(_, t)| t.to_string())
+        .unwrap_or_else(|| panic!("no exit code table in --help:\n{r}"));
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// The codes of the table in docs/exit-codes.md (`| N | outcome | when |`).
+fn doc_codes() -> BTreeSet<u8> {
+    let text = std::fs::read_to_string(root().join("docs/exit-codes.md")).expect("doc");
+    text.lines()
+        .filter_map(|l| l.strip_prefix('|')?.split('|').next()?.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn the_page_the_help_and_the_code_agree() {
+    let codes = help_codes();
+    assert_eq!(codes, BTreeSet::from([0, 1, 2, 64, 130]));
+    assert_eq!(doc_codes(), codes, "docs/exit-codes.md");
+    let plan_help = run(&root(), &["plan", "--help"]);
+    let text = plan_help.stdout.replace('\n', " ");
+    for code in codes {
+        assert!(
+            text.contains(&format!("{code}:")),
+            "`kwin plan --help` does not name exit code {code}:\n{plan_help}"
+        );
+    }
+}
+
+fn local_plan(dir: &Path, slow: bool) {
+    let d = dir.display();
+    let mut plan = format!(
+        r#"[[hosts]]
+name = "l1"
+os = "linux"
+transport = "local"
+
+[[tasks]]
+name = "motd"
+module = "file"
+params = {{ path = "{d}/motd", content = "hi\n" }}
+"#
+    );
+    if slow {
+        plan.push_str(&format!(
+            r#"
+[[tasks]]
+name = "slow"
+module = "command"
+params = {{ run = "sleep 2; touch {d}/slow", creates = "{d}/slow" }}
+
+[[tasks]]
+name = "after"
+module = "command"
+after = ["slow"]
+params = {{ run = "touch {d}/after", creates = "{d}/after" }}
+"#
+        ));
+    }
+    std::fs::write(dir.join("plan.toml"), plan).expect("plan");
+}
+
+#[test]
+fn every_code_through_the_binary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    local_plan(d, false);
+    // 0
+    assert_eq!(run(d, &["validate", "plan.toml"]).code, 0);
+    assert_eq!(run(d, &["--version"]).code, 0);
+    assert_eq!(run(d, &["plan", "plan.toml"]).code, 0);
+    // 1
+    let bad = run(&root(), &["validate", "tests/plans/bad/bad-cidr.toml"]);
+    assert_eq!(bad.code, 1, "{bad}");
+    // 2: changes pending, only with --detailed-exitcode
+    let r = run(d, &["plan", "plan.toml", "--detailed-exitcode"]);
+    assert_eq!(r.code, 2, "{r}");
+    assert_eq!(run(d, &["apply", "plan.toml"]).code, 0);
+    assert_eq!(
+        run(d, &["plan", "plan.toml", "--detailed-exitcode"]).code,
+        0
+    );
+    // 64: every usage error clap or a value parser refuses
+    for args in [
+        &["plan", "plan.toml", "--bogus"][..],
+        &["plan"][..],
+        &["nosuchcommand"][..],
+        &["doc", "nosuchmodule"][..],
+        &["verify", "plan.toml", "--timeout", "soon"][..],
+        &[][..],
+    ] {
+        let r = run(d, args);
+        assert_eq!(r.code, 64, "kwin {}: {r}", args.join(" "));
+        assert!(!r.stderr.is_empty(), "{r}");
+    }
+}
+
+/// SIGINT while a step runs: the step finishes, nothing new starts, the summary says
+/// `interrupted`, exit 130.
+#[test]
+fn interrupted_is_130() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    local_plan(d, true);
+    let mut child = kwin_testkit::kwin!(d)
+        .args(["apply", "plan.toml", "--output", "json"])
+        .command()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("kwin starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
+    let t0 = Instant::now();
+    for line in lines.by_ref() {
+        let line = line.expect("line");
+        let started = line.contains(r#""event":"task_started""#) && line.contains(r#""slow""#);
+        seen.push(line);
+        if started {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{seen:?}");
+    }
+    // Let the batch with `slow` go out before the signal.
+    std::thread::sleep(Duration::from_millis(500));
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    seen.extend(lines.map_while(Result::ok));
+    let status = child.wait().expect("kwin ends");
+    assert_eq!(status.code(), Some(130), "{seen:#?}");
+    let last: serde_json::Value =
+        serde_json::from_str(seen.last().map(String::as_str).unwrap_or("")).expect("JSON");
+    assert_eq!(last["event"], "summary", "{seen:#?}");
+    assert_eq!(last["outcome"], "interrupted", "{seen:#?}");
+    assert_eq!(last["exit_code"], 130, "{seen:#?}");
+    assert!(d.join("slow").exists(), "the running step did not finish");
+    assert!(!d.join("after").exists(), "a task started after Ctrl-C");
+}
