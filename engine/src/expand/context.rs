@@ -76,7 +76,7 @@ impl TemplateContext {
             shared.push(("proxy", Value::from_serialize(&eff.proxy)));
             shared.push(("artifacts", Value::from_serialize(&eff.artifacts)));
             shared.push(("windows", Value::from_serialize(&eff.windows)));
-            shared.push(("upgrade", Value::from_serialize(&eff.upgrade)));
+            shared.push(("upgrade", Value::from_serialize(eff.upgrade)));
         }
         let hosts: Vec<Value> = eff.hosts.iter().map(Value::from_serialize).collect();
         shared.push(("hosts", Value::from(hosts.clone())));

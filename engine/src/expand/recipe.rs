@@ -518,7 +518,7 @@ pub struct CompiledStep<'env, 'src> {
 #[derive(Debug)]
 pub enum CompiledSerial<'env, 'src> {
     Size(usize),
-    Template(Snippet<'env, 'src>),
+    Template(Box<Snippet<'env, 'src>>),
 }
 
 /// A recipe with its templates compiled.
@@ -578,9 +578,8 @@ impl<'env, 'src> CompiledRecipe<'env, 'src> {
             Some(Serial::Size(n)) => Some(CompiledSerial::Size(
                 usize::try_from(*n).unwrap_or(1).max(1),
             )),
-            Some(Serial::Template(t)) => {
-                snippet(t, "serial", None, "serial", diags).map(CompiledSerial::Template)
-            }
+            Some(Serial::Template(t)) => snippet(t, "serial", None, "serial", diags)
+                .map(|s| CompiledSerial::Template(Box::new(s))),
         };
         let asserts = recipe
             .def
