@@ -13,6 +13,7 @@ use kwin_engine::diag::Diagnostics;
 use kwin_engine::event::Mode;
 use kwin_engine::pipeline::{self, ChecksumMode, Outcome, Prepared, Session};
 use kwin_modules::kube::upgrade::gate::{self, GateError, GateSpec};
+use kwin_modules::kube::upgrade::skew::Verdict;
 
 pub fn plan(run: &RunArgs, detailed_exitcode: bool, out: &Output) -> anyhow::Result<Outcome> {
     let req = run.request(Recipes::Build, ChecksumMode::Fetch, false);
@@ -80,6 +81,10 @@ async fn upgrade_gate(s: &mut Session, p: &Prepared) -> Option<(Outcome, Option<
     }
     let remote = s.remote_logged(cp, &format!("{}.gate", cp.name));
     match gate::check(&remote, &spec).await {
+        Ok(Verdict::Upgrade(u)) => {
+            kwin_engine::pipeline::Remote::emit(&remote, gate::section(&spec, &u));
+            None
+        }
         Ok(_) => None,
         Err(GateError::Interrupted) => Some((Outcome::Interrupted, None)),
         Err(e) => Some((

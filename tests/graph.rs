@@ -735,11 +735,21 @@ fn thousand_hosts_build() {
     let g = expand(&plan).unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(ids_named(&g, "kubeadm-join").count(), 999);
     let ready = node(&g, "cp1/nodes-ready");
-    assert_eq!(
+    let after = |name: &str| {
         g.dependencies(ready)
-            .filter(|(_, k)| *k == EdgeKind::After)
-            .count(),
-        999
+            .filter(|(d, k)| *k == EdgeKind::After && g.task(*d).id.name.starts_with(name))
+            .count()
+    };
+    assert_eq!(after("kubeadm-join"), 999);
+    // Every Linux node's upgrade ends with its uncordon (delegated to cp1) before it.
+    let linux = plan
+        .hosts
+        .iter()
+        .filter(|h| h.os == kwin_engine::plan::Os::Linux)
+        .count();
+    assert_eq!(
+        after("cp-upgrade-uncordon@") + after("upgrade-uncordon@"),
+        linux
     );
     assert_eq!(g.topo_order().len(), g.len());
     assert!(g.len() > 15_000, "{} tasks", g.len());

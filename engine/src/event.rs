@@ -87,6 +87,19 @@ pub struct FactAnswer {
     pub stderr: String,
 }
 
+/// One row of an [`Event::Upgrade`]: step `step` (rows with the same step run together).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct UpgradeStep {
+    pub step: usize,
+    pub node: String,
+    /// `control plane`, `kubelet` (a control plane's), `worker`.
+    pub part: String,
+    /// What runs now.
+    pub now: String,
+    /// What kwin does.
+    pub then: String,
+}
+
 /// The outcome of one check of `kwin verify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -306,6 +319,16 @@ pub enum Event {
         #[serde(flatten)]
         counts: Counts,
         duration_ms: u64,
+    },
+    /// `plan`, `apply`: the cluster runs another version than the plan's. What the upgrade
+    /// does, in the order it runs (the version skew policy was checked before).
+    Upgrade {
+        /// The oldest kube-apiserver's version.
+        from: String,
+        to: String,
+        steps: Vec<UpgradeStep>,
+        /// Nodes left as they are, and why; upgrades an earlier run left unfinished.
+        notes: Vec<String>,
     },
     /// `kwin kubeconfig` wrote the admin kubeconfig (never its content).
     Kubeconfig {

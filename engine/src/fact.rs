@@ -11,9 +11,11 @@
 //! every other query runs its own command in a subshell (a fork, no exec), so a failing or
 //! exiting query does not stop the others.
 
+mod exists;
 mod output;
 pub mod paths;
 
+pub use exists::PathExists;
 use output::find;
 pub use output::{clip, FactError, FactOutput};
 pub use paths::{PathQuery, PathRead, CONTENT_LIMIT, STAT_FORMAT};

@@ -5,11 +5,13 @@
 //!
 //! 1. [`AddRecipeOrderEdges`]: `Task::order` (a step follows the previous step of its recipe);
 //! 2. [`AddAfterEdges`]: explicit `after`;
-//! 3. [`AddDataEdges`]: `inputs` (a worker's join reads the control plane's join data);
-//! 4. [`CheckCycles`]: a cycle is a diagnostic naming every task in it.
+//! 3. [`AddSerialEdges`]: `serial` recipes (the first step of a batch's host follows the last
+//!    steps of the batch before, `Task::serial`);
+//! 4. [`AddDataEdges`]: `inputs` (a worker's join reads the control plane's join data);
+//! 5. [`CheckCycles`]: a cycle is a diagnostic naming every task in it.
 //!
 //! An edge points from the dependency to the dependent. Two transforms adding the same pair keep
-//! one edge of the stronger kind (data > after > order). Every transform is linear in
+//! one edge of the stronger kind (data > after > serial > order). Every transform is linear in
 //! tasks + edges, so 1,000 hosts build in milliseconds.
 //!
 //! The graph prints as Graphviz DOT (`kwin graph`: a cluster per host, data edges dashed) or as
@@ -30,6 +32,8 @@ use std::fmt::Write;
 pub enum EdgeKind {
     /// Recipe order.
     Order,
+    /// A `serial` recipe's batch follows the batch before it.
+    Serial,
     /// An explicit `after`.
     After,
     /// The target reads an output of the source.
@@ -41,6 +45,7 @@ impl EdgeKind {
     pub fn label(self) -> &'static str {
         match self {
             EdgeKind::Order => "follows",
+            EdgeKind::Serial => "after-batch",
             EdgeKind::After => "after",
             EdgeKind::Data => "reads",
         }
@@ -132,6 +137,7 @@ pub trait Transform: Sync {
 
 pub struct AddRecipeOrderEdges;
 pub struct AddAfterEdges;
+pub struct AddSerialEdges;
 pub struct AddDataEdges;
 pub struct CheckCycles;
 
@@ -150,6 +156,15 @@ impl Transform for AddAfterEdges {
     }
     fn transform(&self, b: &mut Builder) {
         b.add_edges_from(EdgeKind::After, |t| t.after.iter().collect());
+    }
+}
+
+impl Transform for AddSerialEdges {
+    fn name(&self) -> &'static str {
+        "add-serial-edges"
+    }
+    fn transform(&self, b: &mut Builder) {
+        b.add_edges_from(EdgeKind::Serial, |t| t.serial.iter().collect());
     }
 }
 
@@ -183,6 +198,7 @@ impl Transform for CheckCycles {
 pub const TRANSFORMS: &[&dyn Transform] = &[
     &AddRecipeOrderEdges,
     &AddAfterEdges,
+    &AddSerialEdges,
     &AddDataEdges,
     &CheckCycles,
 ];
@@ -399,6 +415,7 @@ impl TaskGraph {
             .map(|e| {
                 let style = match e.weight() {
                     EdgeKind::Order | EdgeKind::After => "",
+                    EdgeKind::Serial => " [style=bold]",
                     EdgeKind::Data => " [style=dashed, label=\"data\"]",
                 };
                 format!(
@@ -548,6 +565,7 @@ mod tests {
             [
                 "add-recipe-order-edges",
                 "add-after-edges",
+                "add-serial-edges",
                 "add-data-edges",
                 "check-cycles"
             ]

@@ -13,6 +13,7 @@
 //! NoOp is reported as "did not converge" — a bug in the module.
 
 pub mod build;
+pub mod guard;
 pub mod schema;
 
 use crate::fact::{FactError, FactQuery, Facts};

@@ -7,7 +7,14 @@
 //! - `order`: recipe order (a step follows the previous step of its recipe, a recipe's first step
 //!   follows the recipes it `requires`);
 //! - `after`: an explicit `after` entry (recipe step or user task);
-//! - `inputs`: values read from another task's outputs (a data edge).
+//! - `inputs`: values read from another task's outputs (a data edge);
+//! - `serial`: the last tasks of a `serial` recipe's previous batch of hosts (its first step
+//!   on this host waits for them).
+//!
+//! A recipe step with `delegate` becomes a task of the host it runs on (`cp1/drain@lw1`) that
+//! belongs to another host (`on_behalf_of`); a step with a guard (`if_exists` /
+//! `unless_exists`) carries it in `guard`, and the build phase wraps its module so the guard's
+//! path is read in the same probe.
 
 use crate::diag::Location;
 use serde::Serialize;
@@ -82,6 +89,24 @@ pub struct Task {
     /// acts for is chosen (`graph::scope`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub acts_for_chosen: bool,
+    /// `serial` recipes: the tasks of the previous batch this task waits for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub serial: Vec<TaskId>,
+    /// A delegated step: the host the task belongs to (its template context, its place in
+    /// that host's step order); `id.host` is where it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<String>,
+    /// A step guard: the task is a no-op unless the path's existence is as wanted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<Guard>,
+}
+
+/// A path guard on a recipe step: `if_exists` (`exists = true`) or `unless_exists`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Guard {
+    pub path: String,
+    /// Whether the path must exist for the task to do anything.
+    pub exists: bool,
 }
 
 impl Task {
@@ -102,6 +127,9 @@ impl Task {
             inputs: BTreeMap::new(),
             sensitive: false,
             acts_for_chosen: false,
+            serial: Vec::new(),
+            on_behalf_of: None,
+            guard: None,
         }
     }
 

@@ -36,6 +36,9 @@ pub const RECIPES: &[(&str, &str)] = &[
     recipe!("runtime-class"),
     recipe!("linux-worker"),
     recipe!("windows-worker"),
+    recipe!("upgrade-control-plane"),
+    recipe!("upgrade-control-plane-kubelet"),
+    recipe!("upgrade-worker"),
     recipe!("cluster-ready"),
 ];
 

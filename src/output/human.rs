@@ -226,6 +226,12 @@ impl Human {
                     self.line(format!("still running: {host} {task} ({elapsed_s}s)"));
                 }
             }
+            Event::Upgrade {
+                from,
+                to,
+                steps,
+                notes,
+            } => self.line(upgrade_section(&from, &to, &steps, &notes)),
             Event::Diagnostic(_)
             | Event::Logs { .. }
             | Event::Kubeconfig { .. }
@@ -567,6 +573,60 @@ impl Human {
         }
         self.line(s);
     }
+}
+
+/// `upgrade: v1.31.4 → v1.32.5 (...)` and one aligned row per step, then the notes.
+fn upgrade_section(
+    from: &str,
+    to: &str,
+    steps: &[kwin_engine::event::UpgradeStep],
+    notes: &[String],
+) -> String {
+    let mut s = format!("upgrade: v{from} → v{to} (version skew policy checked), in this order:");
+    let head = ["step", "node", "part", "now", "then"];
+    let cells: Vec<[String; 5]> = steps
+        .iter()
+        .map(|r| {
+            [
+                r.step.to_string(),
+                r.node.clone(),
+                r.part.clone(),
+                r.now.clone(),
+                r.then.clone(),
+            ]
+        })
+        .collect();
+    let width = |i: usize| {
+        cells
+            .iter()
+            .map(|c| c[i].chars().count())
+            .chain([head[i].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let w: Vec<usize> = (0..4).map(width).collect();
+    let row = |c: [&str; 5]| {
+        format!(
+            "\n  {:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3]
+        )
+    };
+    s.push_str(&row(head));
+    for c in &cells {
+        s.push_str(&row([&c[0], &c[1], &c[2], &c[3], &c[4]]));
+    }
+    for n in notes {
+        s.push_str(&format!("\n  {n}"));
+    }
+    s
 }
 
 #[cfg(test)]

@@ -177,6 +177,7 @@ impl Journal {
             | Event::Check { .. }
             | Event::VerifyFinished { .. }
             | Event::Kubeconfig { .. }
+            | Event::Upgrade { .. }
             | Event::Summary(_) => {}
         }
     }

@@ -6,7 +6,8 @@
 //! linear.
 //!
 //! Variables (see `plan::effective` for every field):
-//! `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts`, `windows` (only with `[cluster]`),
+//! `cluster`, `cni`, `runtime`, `versions`, `proxy`, `artifacts`, `windows`, `upgrade` (only
+//! with `[cluster]`),
 //! `host`, `first_control_plane` (none without a control plane), `hosts` (every host), `var`
 //! (the plan's variables that have a value).
 
@@ -75,6 +76,7 @@ impl TemplateContext {
             shared.push(("proxy", Value::from_serialize(&eff.proxy)));
             shared.push(("artifacts", Value::from_serialize(&eff.artifacts)));
             shared.push(("windows", Value::from_serialize(&eff.windows)));
+            shared.push(("upgrade", Value::from_serialize(eff.upgrade)));
         }
         let hosts: Vec<Value> = eff.hosts.iter().map(Value::from_serialize).collect();
         shared.push(("hosts", Value::from(hosts.clone())));

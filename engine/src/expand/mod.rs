@@ -13,6 +13,16 @@
 //!    `host` are rendered once and reused, so 1,000 hosts cost 1,000 cheap clones.
 //! 4. User tasks expand onto the hosts their `on` selector picks; their params are templates too.
 //! 5. References (`after`, `inputs`; syntax in `refs.rs`) resolve to task ids.
+//! 6. `serial` recipes: the hosts each applies to, in plan order, are cut into batches
+//!    ([`serial_batches`]); the first task of the recipe on each host of a batch gets the last
+//!    tasks of the previous batch in `Task::serial` (the graph's `add-serial-edges`).
+//!
+//! A step with `delegate = "first_control_plane"` becomes the task `cp1/<step>@<host>`: it
+//! runs on the first control plane, is rendered with `<host>`'s context and takes its place in
+//! `<host>`'s step order (recipe order edges cross hosts there). `<host>`'s own references
+//! name it as `<step>`, `@all:<step>` includes it, and any task may name it as
+//! `cp1:<step>@<host>`. A step's guard (`if_exists` / `unless_exists`) is copied to
+//! `Task::guard`.
 //!
 //! Reference rules: a same-host or `@all` reference to a name that some recipe step or user task
 //! has, but that does not run on this host, is dropped (e.g. a step skipped by `when`); a name
@@ -34,8 +44,9 @@ pub use recipe::RecipeSet;
 use crate::checksums::Checksums;
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location};
 use crate::plan::{LoadedPlan, ResolvedHost, Selector};
-use crate::task::{InputRef, Origin, Task, TaskId};
+use crate::task::{Guard, InputRef, Origin, Task, TaskId};
 use crate::template::{self, TemplateError, Tree, TreeError, Value};
+use recipe::CompiledSerial;
 use recipe::{template_diag, CompiledRecipe, Recipe, RefKind, StepRefs};
 use refs::{Scope, Use};
 use std::collections::{HashMap, HashSet};
@@ -148,6 +159,7 @@ pub fn expand_with(
     let mut x = Expander::new(plan, &set, sums);
     let mut cache = RenderCache::new(&compiled);
     let contexts: Vec<Value> = (0..plan.hosts.len()).map(|i| ctx.for_host(i)).collect();
+    x.serial = compiled.iter().map(|_| SerialSpans::default()).collect();
     for (hi, cx) in contexts.iter().enumerate() {
         x.recipes_on_host(
             hi,
@@ -158,10 +170,28 @@ pub fn expand_with(
             &mut cache,
         );
     }
+    x.serial_edges();
     for (i, (tree, refs)) in user.iter().enumerate() {
         x.user_task(i, tree, refs, &contexts);
     }
     x.resolve(ctx.first_control_plane)
+}
+
+/// The hosts of a `serial` recipe, in plan order, cut into batches of `size` (at least one
+/// host each; a size of 0 counts as 1). The recipe's first step on every host of batch n
+/// follows its last step on every host of batch n − 1. Shared by expansion and by whatever
+/// shows the order an upgrade will take, so the two cannot disagree.
+pub fn serial_batches<T>(hosts: &[T], size: usize) -> Vec<&[T]> {
+    hosts.chunks(size.max(1)).collect()
+}
+
+/// What expansion saw of one `serial` recipe: its batch size (rendered on the first host it
+/// applies to) and, per host it applies to in plan order, the indices (in `pending`) of its
+/// first and last task there (none: every step skipped by `when`).
+#[derive(Debug, Default)]
+struct SerialSpans {
+    size: Option<usize>,
+    hosts: Vec<Option<(usize, usize)>>,
 }
 
 /// For each recipe (in set order), the indices of the recipes it requires.
@@ -209,7 +239,10 @@ impl Author<'_> {
 #[derive(Debug)]
 struct Pending<'a> {
     task: Task,
+    /// The host the task belongs to (for a delegated step, not the one it runs on).
     host: usize,
+    /// Its name on that host: the step name, also for a delegated step.
+    name: String,
     author: Author<'a>,
     refs: &'a StepRefs,
 }
@@ -268,6 +301,8 @@ struct Expander<'a> {
     by_host: Vec<HashMap<String, usize>>,
     diags: Diagnostics,
     seen: HashSet<String>,
+    /// Per recipe (set order): what `serial` needs (empty for recipes without it).
+    serial: Vec<SerialSpans>,
 }
 
 impl<'a> Expander<'a> {
@@ -280,6 +315,7 @@ impl<'a> Expander<'a> {
             by_host: vec![HashMap::new(); plan.hosts.len()],
             diags: Diagnostics::default(),
             seen: HashSet::new(),
+            serial: Vec::new(),
         }
     }
 
@@ -322,6 +358,9 @@ impl<'a> Expander<'a> {
         // run here, the tails of what it requires), and every tail those already follow (so
         // no redundant edges are added).
         let mut tails: Vec<Vec<(usize, usize)>> = vec![Vec::new(); compiled.len()];
+        // The id of each (recipe, step) that became a task here (a delegated step's runs
+        // elsewhere).
+        let mut ids: HashMap<(usize, usize), TaskId> = HashMap::new();
         let mut covered: Vec<HashSet<(usize, usize)>> = vec![HashSet::new(); compiled.len()];
         for (ri, cr) in compiled.iter().enumerate() {
             let r = cr.recipe;
@@ -362,6 +401,22 @@ impl<'a> Expander<'a> {
                 covered[ri] = below;
                 continue;
             }
+            if let Some(serial) = &cr.serial {
+                if self.serial[ri].size.is_none() {
+                    let size = match serial {
+                        CompiledSerial::Size(n) => Ok(*n),
+                        CompiledSerial::Template(t) => self.serial_size(r, t, cx),
+                    };
+                    match size {
+                        Ok(n) => self.serial[ri].size = Some(n),
+                        Err(d) => {
+                            self.serial[ri].size = Some(1);
+                            self.report(d);
+                        }
+                    }
+                }
+            }
+            let mut span: Option<(usize, usize)> = None;
             for (ai, (that, message)) in cr.asserts.iter().enumerate() {
                 match that.render_bool(cx) {
                     Ok(true) => {}
@@ -426,25 +481,69 @@ impl<'a> Expander<'a> {
                         continue;
                     }
                 };
-                let mut task = Task::new(
-                    TaskId::new(&host.name, &st.def.name),
-                    &st.def.module,
-                    params,
-                )
-                .with_origin(origin);
+                let (id, runs_on) = match (&st.def.delegate, first_cp) {
+                    (None, _) => (TaskId::new(&host.name, &st.def.name), hi),
+                    (Some(_), Some(cp)) => (
+                        TaskId::new(
+                            &self.host(cp).name,
+                            refs::delegated_name(&st.def.name, &host.name),
+                        ),
+                        cp,
+                    ),
+                    (Some(_), None) => {
+                        self.report(
+                            Diagnostic::error(
+                                "recipe-step",
+                                format!(
+                                    "recipe `{}` step `{}` is delegated to the first control plane, but the plan has none (host `{}`)",
+                                    r.name(),
+                                    st.def.name,
+                                    host.name
+                                ),
+                            )
+                            .at(st.location.clone()),
+                        );
+                        continue;
+                    }
+                };
+                let mut task = Task::new(id.clone(), &st.def.module, params).with_origin(origin);
                 task.location = st.location.clone();
                 task.sensitive = st.def.sensitive;
                 task.acts_for_chosen = st.def.acts_for_chosen;
+                if st.def.delegate.is_some() {
+                    task.on_behalf_of = Some(host.name.clone());
+                }
+                task.guard = match (&st.def.if_exists, &st.def.unless_exists) {
+                    (Some(p), _) => Some(Guard {
+                        path: p.clone(),
+                        exists: true,
+                    }),
+                    (None, Some(p)) => Some(Guard {
+                        path: p.clone(),
+                        exists: false,
+                    }),
+                    (None, None) => None,
+                };
                 task.order = prev
                     .iter()
-                    .map(|&(pr, ps)| TaskId::new(&host.name, &compiled[pr].steps[ps].def.name))
+                    .map(|&(pr, ps)| {
+                        ids.get(&(pr, ps)).cloned().unwrap_or_else(|| {
+                            TaskId::new(&host.name, &compiled[pr].steps[ps].def.name)
+                        })
+                    })
                     .collect();
+                ids.insert((ri, st.index), id);
                 prev = vec![(ri, st.index)];
                 let author = Author::Recipe {
                     recipe: r,
                     step: &st.def.name,
                 };
-                self.add(hi, task, author, &st.refs, None);
+                if let Some(at) = self.add(hi, runs_on, task, author, &st.refs, None) {
+                    span = Some(span.map_or((at, at), |(first, _)| (first, at)));
+                }
+            }
+            if cr.serial.is_some() {
+                self.serial[ri].hosts.push(span);
             }
             if prev != preds {
                 below.extend(preds);
@@ -483,30 +582,95 @@ impl<'a> Expander<'a> {
                 .with_origin(Origin::User { index: i });
             task.location = location.clone();
             task.sensitive = ut.sensitive;
-            self.add(hi, task, Author::User { name: &ut.name }, refs, Some(i));
+            self.add(hi, hi, task, Author::User { name: &ut.name }, refs, Some(i));
         }
     }
 
+    /// Add `task`, which belongs to host `hi` and runs on `runs_on` (another host for a
+    /// delegated step). `Some(index in pending)`, or `None` when the name clashes.
     fn add(
         &mut self,
         hi: usize,
+        runs_on: usize,
         task: Task,
         author: Author<'a>,
         refs: &'a StepRefs,
         user: Option<usize>,
-    ) {
-        if let Some(&other) = self.by_host[hi].get(&task.id.name) {
+    ) -> Option<usize> {
+        let name = match &author {
+            Author::Recipe { step, .. } => step.to_string(),
+            Author::User { .. } => task.id.name.clone(),
+        };
+        if let Some(&other) = self.by_host[hi].get(&name) {
             let d = self.clash(&self.pending[other].task, &task, user);
             self.report(d);
-            return;
+            return None;
         }
-        self.by_host[hi].insert(task.id.name.clone(), self.pending.len());
+        let at = self.pending.len();
+        self.by_host[hi].insert(name.clone(), at);
+        if task.id.name != name {
+            // A delegated step: `cp1:<step>@<host>` finds it where it runs.
+            self.by_host[runs_on].insert(task.id.name.clone(), at);
+        }
         self.pending.push(Pending {
             task,
             host: hi,
+            name,
             author,
             refs,
         });
+        Some(at)
+    }
+
+    /// The batch size a `serial` template gives on a host (`cx`): a whole number ≥ 1.
+    fn serial_size(
+        &self,
+        r: &Recipe,
+        t: &template::Snippet<'_, '_>,
+        cx: &Value,
+    ) -> Result<usize, Diagnostic> {
+        let bad = |what: String| {
+            Diagnostic::error(
+                "recipe-serial",
+                format!("recipe `{}`: `serial` {what}: batches need a whole number of hosts, at least 1", r.name()),
+            )
+            .at(r.loc("serial"))
+        };
+        match t.render_json(cx) {
+            Err(e) => Err(template_diag(r, None, "serial", "serial", &e, None)),
+            Ok(v) => match v
+                .as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            {
+                Some(n) if n >= 1 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+                _ => Err(bad(format!("is {v}"))),
+            },
+        }
+    }
+
+    /// `Task::serial` of every `serial` recipe's first task on each host of a batch: the last
+    /// tasks of the nearest earlier batch that has any.
+    fn serial_edges(&mut self) {
+        let mut add: Vec<(usize, Vec<TaskId>)> = Vec::new();
+        for spans in &self.serial {
+            let Some(size) = spans.size else { continue };
+            let mut before: Vec<TaskId> = Vec::new();
+            for batch in serial_batches(&spans.hosts, size) {
+                let mut last = Vec::new();
+                for &(first, end) in batch.iter().flatten() {
+                    if !before.is_empty() {
+                        add.push((first, before.clone()));
+                    }
+                    last.push(self.pending[end].task.id.clone());
+                }
+                if !last.is_empty() {
+                    before = last;
+                }
+            }
+        }
+        for (at, ids) in add {
+            self.pending[at].task.serial.extend(ids);
+        }
     }
 
     fn clash(&self, first: &Task, second: &Task, user: Option<usize>) -> Diagnostic {
@@ -531,8 +695,12 @@ impl<'a> Expander<'a> {
         }
     }
 
-    /// Every name a reference may use: recipe steps and user tasks.
+    /// Every name a reference may use: recipe steps and user tasks (`step@host`: a
+    /// delegated recipe step).
     fn known(&self, name: &str) -> bool {
+        if let Some((step, _)) = name.split_once('@') {
+            return self.set.step_names.contains(step);
+        }
         self.set.step_names.contains(name) || self.plan.file.tasks.iter().any(|t| t.name == name)
     }
 
@@ -599,11 +767,7 @@ impl<'a> Expander<'a> {
             .enumerate()
             .map(|(i, h)| (h.name.as_str(), i))
             .collect();
-        let names: Vec<String> = self
-            .pending
-            .iter()
-            .map(|p| p.task.id.name.clone())
-            .collect();
+        let names: Vec<String> = self.pending.iter().map(|p| p.name.clone()).collect();
         let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, n) in names.iter().enumerate() {
             by_name.entry(n.as_str()).or_default().push(i);
@@ -700,3 +864,6 @@ fn user_template_diag(
 pub fn selects(sel: &Selector, h: &ResolvedHost) -> bool {
     sel.matches(h)
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,6 +20,18 @@
 //! config = "/etc/kubernetes/kubeadm-config.yaml"
 //! ```
 //!
+//! Upgrades need three more things, none of which knows Kubernetes:
+//!
+//! - `serial = 1` or `serial = "{{ upgrade.max_unavailable }}"` on a recipe: the hosts it
+//!   applies to, in plan order, form batches of that size ([`super::serial_batches`]); the
+//!   recipe's first step on every host of a batch follows its last step on every host of the
+//!   batch before (graph transform `add-serial-edges`).
+//! - `delegate = "first_control_plane"` on a step: the task runs on the first control plane
+//!   (`cp1/<step>@<host>`) but belongs to the recipe's host (its template context and its place
+//!   in that host's step order).
+//! - `if_exists = "<path>"` / `unless_exists = "<path>"` on a step: a path read in the same
+//!   probe; when the guard says no, the task is a no-op saying why (`module/guard.rs`).
+//!
 //! `applies` picks hosts: `roles` (any of; empty: any host), `os`, `first_control_plane = true`
 //! (only the first control plane), `when` (a template rendered per host). Steps run in file
 //! order; the first step of a recipe follows the last step of every recipe it `requires` that
@@ -76,6 +88,23 @@ pub struct StepDef {
     /// each): it runs, and may change its host, whenever one is chosen (`graph::scope`).
     #[serde(default)]
     pub acts_for_chosen: bool,
+    /// `"first_control_plane"`: run the step there, on behalf of the recipe's host.
+    pub delegate: Option<String>,
+    /// The step does something only where this path exists.
+    pub if_exists: Option<String>,
+    /// The step does something only where this path does not exist.
+    pub unless_exists: Option<String>,
+}
+
+/// The only value `delegate` takes.
+pub const DELEGATE_FIRST_CONTROL_PLANE: &str = "first_control_plane";
+
+/// A recipe's `serial`: a batch size, or a template that renders to one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Serial {
+    Size(i64),
+    Template(String),
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -86,6 +115,8 @@ pub struct RecipeDef {
     pub applies: Applies,
     #[serde(default)]
     pub requires: Vec<String>,
+    /// Batches of this many hosts, one batch after the other.
+    pub serial: Option<Serial>,
     #[serde(default)]
     pub asserts: Vec<AssertDef>,
     #[serde(default)]
@@ -264,6 +295,7 @@ fn check_names(recipes: &[Recipe], diags: &mut Diagnostics) {
                     .at(r.loc(&format!("steps[{j}].name"))),
                 );
             }
+            check_step_features(r, j, s, diags);
             if !steps.insert(s.name.as_str()) {
                 diags.push(
                     Diagnostic::error(
@@ -276,6 +308,20 @@ fn check_names(recipes: &[Recipe], diags: &mut Diagnostics) {
         }
     }
     for r in recipes {
+        if let Some(Serial::Size(n)) = r.def.serial {
+            if n < 1 {
+                diags.push(
+                    Diagnostic::error(
+                        "recipe-serial",
+                        format!(
+                            "recipe `{}`: `serial = {n}`: batches need at least one host",
+                            r.name()
+                        ),
+                    )
+                    .at(r.loc("serial")),
+                );
+            }
+        }
         for (k, req) in r.def.requires.iter().enumerate() {
             if !seen.contains_key(req.as_str()) {
                 let hint = did_you_mean(req, seen.keys().copied());
@@ -292,6 +338,49 @@ fn check_names(recipes: &[Recipe], diags: &mut Diagnostics) {
                 }
                 diags.push(d);
             }
+        }
+    }
+}
+
+/// `delegate` and the guards of step `j`: a known delegate, one guard at most, a non-empty
+/// path, and no guard on a delegated step (its path would be read on the host the step runs
+/// on, not on the host it is for).
+fn check_step_features(r: &Recipe, j: usize, s: &StepDef, diags: &mut Diagnostics) {
+    let err = |key: &str, msg: String| {
+        Diagnostic::error(
+            "recipe-step",
+            format!("recipe `{}` step `{}`: {msg}", r.name(), s.name),
+        )
+        .at(r.loc(&format!("steps[{j}].{key}")))
+    };
+    if let Some(d) = &s.delegate {
+        if d != DELEGATE_FIRST_CONTROL_PLANE {
+            diags.push(err(
+                "delegate",
+                format!(
+                    "`delegate = \"{d}\"`: the only value is \"{DELEGATE_FIRST_CONTROL_PLANE}\""
+                ),
+            ));
+        }
+    }
+    if s.if_exists.is_some() && s.unless_exists.is_some() {
+        diags.push(err(
+            "unless_exists",
+            "`if_exists` and `unless_exists` together: give one guard".into(),
+        ));
+    }
+    for (key, v) in [
+        ("if_exists", &s.if_exists),
+        ("unless_exists", &s.unless_exists),
+    ] {
+        let Some(v) = v else { continue };
+        if v.trim().is_empty() || v.contains(['\n', '\0']) {
+            diags.push(err(key, format!("`{key}` needs one path")));
+        } else if s.delegate.is_some() {
+            diags.push(err(
+                key,
+                format!("`{key}` on a delegated step would read the path on the host it runs on, not on the host it is for"),
+            ));
         }
     }
 }
@@ -429,11 +518,19 @@ pub struct CompiledStep<'env, 'src> {
     pub refs: StepRefs,
 }
 
+/// A recipe's `serial`, its template compiled.
+#[derive(Debug)]
+pub enum CompiledSerial<'env, 'src> {
+    Size(usize),
+    Template(Box<Snippet<'env, 'src>>),
+}
+
 /// A recipe with its templates compiled.
 #[derive(Debug)]
 pub struct CompiledRecipe<'env, 'src> {
     pub recipe: &'src Recipe,
     pub when: Option<Snippet<'env, 'src>>,
+    pub serial: Option<CompiledSerial<'env, 'src>>,
     pub asserts: Vec<(Snippet<'env, 'src>, &'src str)>,
     pub steps: Vec<CompiledStep<'env, 'src>>,
 }
@@ -480,6 +577,14 @@ impl<'env, 'src> CompiledRecipe<'env, 'src> {
             .when
             .as_deref()
             .and_then(|w| snippet(w, "applies.when", None, "applies.when", diags));
+        let serial = match &recipe.def.serial {
+            None => None,
+            Some(Serial::Size(n)) => Some(CompiledSerial::Size(
+                usize::try_from(*n).unwrap_or(1).max(1),
+            )),
+            Some(Serial::Template(t)) => snippet(t, "serial", None, "serial", diags)
+                .map(|s| CompiledSerial::Template(Box::new(s))),
+        };
         let asserts = recipe
             .def
             .asserts
@@ -547,6 +652,7 @@ impl<'env, 'src> CompiledRecipe<'env, 'src> {
         CompiledRecipe {
             recipe,
             when,
+            serial,
             asserts,
             steps,
         }

@@ -2,7 +2,8 @@
 //!
 //! The chosen hosts' tasks run ([`TaskScope::Run`]); so does a task that acts for the chosen
 //! hosts from another host (`Task::acts_for_chosen`: reset's drain on the first control
-//! plane). Every task these depend on, directly or through others, on a host that is not
+//! plane), and a step delegated on behalf of a chosen host (`Task::on_behalf_of`: an
+//! upgrade's drain and uncordon of that node, run on the first control plane). Every task these depend on, directly or through others, on a host that is not
 //! chosen is [`TaskScope::ReadOnly`]: its host is probed and the task planned, and it passes
 //! only when its plan changes nothing (then its outputs, e.g. join data, may be read); a plan
 //! that would change the host fails it, and its dependents, naming the host to include.
@@ -63,7 +64,8 @@ impl Scope {
         let mut queue = VecDeque::new();
         for n in g.node_indices() {
             let t = &g[n];
-            if chosen.contains(&t.id.host) || t.acts_for_chosen {
+            let for_chosen = t.on_behalf_of.as_ref().is_some_and(|h| chosen.contains(h));
+            if chosen.contains(&t.id.host) || t.acts_for_chosen || for_chosen {
                 tasks[n.index()] = TaskScope::Run;
                 queue.push_back(n);
             }
@@ -218,7 +220,13 @@ mod tests {
     fn graph() -> TaskGraph {
         let mut drain = task("cp1", "drain", &[]);
         drain.acts_for_chosen = true;
+        let mut upgrade_drain = task("cp1", "upgrade-drain@ww2", &[]);
+        upgrade_drain.on_behalf_of = Some("ww2".into());
+        let mut other_drain = task("cp1", "upgrade-drain@ww1", &[]);
+        other_drain.on_behalf_of = Some("ww1".into());
         TaskGraph::build(vec![
+            upgrade_drain,
+            other_drain,
             task("cp1", "init", &[]),
             task("cp1", "join-data", &[("cp1", "init")]),
             task("ww1", "join", &[("cp1", "join-data")]),
@@ -244,6 +252,9 @@ mod tests {
         assert_eq!(scope_of(&s, &g, "cp1", "cni"), TaskScope::Out);
         assert_eq!(scope_of(&s, &g, "ww1", "join"), TaskScope::Out);
         assert_eq!(scope_of(&s, &g, "cp1", "drain"), TaskScope::Run);
+        // A step delegated on behalf of the chosen host runs; one for another host does not.
+        assert_eq!(scope_of(&s, &g, "cp1", "upgrade-drain@ww2"), TaskScope::Run);
+        assert_eq!(scope_of(&s, &g, "cp1", "upgrade-drain@ww1"), TaskScope::Out);
         assert!(s.has_host("ww2") && s.has_host("cp1"));
         assert!(!s.has_host("ww1") && !s.has_host("h3"));
         let ro = s.read_only_hosts();
@@ -251,7 +262,9 @@ mod tests {
         assert_eq!(ro[0].0, "cp1");
         assert_eq!(ro[0].1.tasks, vec!["join-data".to_string()]);
         assert_eq!(ro[0].1.for_hosts, vec!["ww2".to_string()]);
-        assert_eq!(ro[0].1.acting, vec!["drain".to_string()]);
+        let mut acting = ro[0].1.acting.clone();
+        acting.sort();
+        assert_eq!(acting, ["drain", "upgrade-drain@ww2"]);
         assert_eq!(s.include_hint("cp1"), "include it: --limit ww2,cp1");
         let own = s.chosen_only(&g);
         assert_eq!(scope_of(&own, &g, "ww2", "join"), TaskScope::Run);

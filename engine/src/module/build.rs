@@ -9,7 +9,12 @@
 //! gives), and every refusal becomes a `task-params` diagnostic at the plan line of the
 //! parameter (a task of the plan's `[[tasks]]`) or at the recipe step (a recipe's task), all
 //! reported at once.
+//!
+//! A task with a guard (`Task::guard`: a recipe step's `if_exists` / `unless_exists`) gets
+//! its module wrapped in [`super::guard::Guarded`] here, so every later phase (probe, plan,
+//! apply) sees one module that asks the guard's path with its own facts.
 
+use super::guard::Guarded;
 use super::{Module, ParamError, Registry};
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location};
 use crate::graph::TaskGraph;
@@ -52,7 +57,7 @@ pub fn instantiate(
                 if task.sensitive {
                     m.mark_sensitive();
                 }
-                built.push(Arc::from(m));
+                built.push(guarded(task, Arc::from(m)));
             }
             Err(error) => errors.push(BuildError {
                 node: n,
@@ -87,7 +92,7 @@ pub fn build_all(
     };
     let names = registry.names();
     let empty = serde_json::Value::Object(Default::default());
-    type Key<'g> = (usize, &'g str, Shell, bool);
+    type Key<'g> = (usize, &'g str, Shell, bool, Option<&'g crate::task::Guard>);
     let mut memo: HashMap<Key<'_>, Option<Arc<dyn Module>>> = HashMap::new();
     let mut built: Vec<Arc<dyn Module>> = Vec::with_capacity(graph.len());
     let mut out = Diagnostics::default();
@@ -106,6 +111,7 @@ pub fn build_all(
             task.module.as_str(),
             shell,
             task.sensitive,
+            task.guard.as_ref(),
         );
         if let Some(m) = memo.get(&key) {
             if let Some(m) = m {
@@ -125,7 +131,7 @@ pub fn build_all(
                 if task.sensitive {
                     m.mark_sensitive();
                 }
-                let m: Arc<dyn Module> = Arc::from(m);
+                let m = guarded(task, Arc::from(m));
                 built.push(m.clone());
                 Some(m)
             }
@@ -142,6 +148,14 @@ pub fn build_all(
         Ok(built.into())
     } else {
         Err(out.sorted())
+    }
+}
+
+/// `m`, wrapped in its task's guard if it has one.
+fn guarded(task: &Task, m: Arc<dyn Module>) -> Arc<dyn Module> {
+    match &task.guard {
+        Some(g) => Arc::new(Guarded::new(m, g.clone())),
+        None => m,
     }
 }
 

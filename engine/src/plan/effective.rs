@@ -42,6 +42,8 @@ pub struct Effective {
     pub proxy: Option<ProxyEff>,
     pub artifacts: Option<ArtifactsEff>,
     pub windows: Option<WindowsEff>,
+    /// `[upgrade]` (with `[cluster]` only).
+    pub upgrade: Option<UpgradeEff>,
     pub settings: SettingsEff,
     /// Every host, in plan order.
     pub hosts: Vec<HostEff>,
@@ -192,6 +194,28 @@ pub struct VarsEff(pub BTreeMap<String, VarValue>);
 impl std::fmt::Debug for VarsEff {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// `[upgrade]` with defaults: the template context's `upgrade`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct UpgradeEff {
+    /// Workers drained and upgraded at once (a `serial` recipe's batch size).
+    pub max_unavailable: usize,
+    /// `kubectl drain --timeout` per node, seconds.
+    pub drain_timeout: u64,
+    pub force_drain: bool,
+}
+
+impl UpgradeEff {
+    /// `[upgrade]` with kwin's defaults where it says nothing.
+    pub fn from_upgrade(u: &super::Upgrade) -> UpgradeEff {
+        use defaults::upgrade as d;
+        UpgradeEff {
+            max_unavailable: u.max_unavailable.unwrap_or(d::MAX_UNAVAILABLE).max(1),
+            drain_timeout: u.drain_timeout.unwrap_or(d::DRAIN_TIMEOUT_SECS),
+            force_drain: u.force_drain.unwrap_or(d::FORCE_DRAIN),
+        }
     }
 }
 
@@ -438,6 +462,7 @@ impl Effective {
             proxy: None,
             artifacts: None,
             windows: None,
+            upgrade: None,
             settings: SettingsEff::from_settings(&file.settings),
             hosts,
             first_control_plane,
@@ -690,6 +715,7 @@ impl Effective {
             flannel_cni_plugin: defaults::windows::FLANNEL_CNI_PLUGIN,
             sdn_cni: defaults::windows::SDN_CNI,
         });
+        eff.upgrade = Some(UpgradeEff::from_upgrade(&file.upgrade));
         Ok(eff)
     }
 

@@ -38,6 +38,10 @@ pub struct PlanFile {
     /// Engine settings: timeouts, retries, parallelism.
     #[serde(default)]
     pub settings: Settings,
+    /// How a running cluster is upgraded when `cluster.kubernetes_version` changes: workers at
+    /// once, drain timeout, forced drains.
+    #[serde(default)]
+    pub upgrade: Upgrade,
     /// A TOML file of `[[hosts]]` connection entries (e.g. the lab's `target/lab/hosts.toml`),
     /// relative to the plan file. Plan hosts take missing connection fields from the entry of
     /// the same name.
@@ -456,6 +460,27 @@ pub struct UserTask {
     #[serde(default)]
     #[schemars(extend("default" = false))]
     pub sensitive: bool,
+}
+
+/// `[upgrade]`: how kwin upgrades a running cluster to a new `kubernetes_version` (see
+/// docs/upgrading.md).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Upgrade {
+    /// Workers upgraded at once (drained, upgraded, uncordoned together), in plan order.
+    /// Default 1.
+    #[schemars(extend("default" = defaults::upgrade::MAX_UNAVAILABLE), range(min = 1))]
+    pub max_unavailable: Option<usize>,
+    /// How long `kubectl drain` may take per node (PodDisruptionBudgets honoured); a drain
+    /// that does not finish stops that node's upgrade naming the pods that block it. Seconds,
+    /// or a duration like "90s", "5m". Default 5 minutes.
+    #[serde(default, deserialize_with = "duration_opt")]
+    #[schemars(with = "Option<Duration>", extend("default" = defaults::upgrade::DRAIN_TIMEOUT_SECS))]
+    pub drain_timeout: Option<u64>,
+    /// Let a drain delete pods that no controller recreates (`kubectl drain --force`); they
+    /// are gone for good. Default false: such pods stop the drain and are named.
+    #[schemars(extend("default" = defaults::upgrade::FORCE_DRAIN))]
+    pub force_drain: Option<bool>,
 }
 
 /// `[settings]`: how the engine runs.

@@ -8,9 +8,13 @@
 //! | `host:step`                   | the task named `step` on host `host` (plan tasks only)  |
 //! | `@first_control_plane:step`   | the task named `step` on the first control plane        |
 //! | `@all:step`                   | the task named `step` on every host that has one (`after` only) |
+//! | `cp1:step@lw1`                | the delegated step `step` of host `lw1`, run on `cp1`  |
 //!
 //! An input adds the producer's output key: `@first_control_plane:join-data.token`. Without a
-//! key the input's own name is the key. Step and task names never contain `.`, `:` or `/`.
+//! key the input's own name is the key. Step and task names never contain `.`, `:`, `/` or
+//! `@`: `step@host` is only the name of a delegated recipe step (`delegate =
+//! "first_control_plane"`): the task runs on the first control plane, its id is
+//! `cp1/step@lw1`, and it belongs to `lw1` (so `lw1`'s own steps refer to it as `step`).
 //!
 //! This is the one grammar: validation (`validate/tasks.rs`), recipe checks
 //! (`expand/recipe.rs`) and expansion (`expand/mod.rs`) all [`parse`] here, and a reference
@@ -38,6 +42,23 @@ pub struct Ref {
     pub name: String,
     /// Output key (inputs only).
     pub key: Option<String>,
+}
+
+impl Ref {
+    /// The step or task name without a delegated step's `@host`.
+    pub fn step(&self) -> &str {
+        self.name.split_once('@').map_or(&self.name, |(s, _)| s)
+    }
+
+    /// The host a delegated step belongs to (`step@host`), if the reference names one.
+    pub fn owner(&self) -> Option<&str> {
+        self.name.split_once('@').map(|(_, h)| h)
+    }
+}
+
+/// The name of the task a step delegated for host `owner` gets: `step@owner`.
+pub fn delegated_name(step: &str, owner: &str) -> String {
+    format!("{step}@{owner}")
 }
 
 impl fmt::Display for Ref {
@@ -82,7 +103,11 @@ pub fn parse(s: &str, with_key: bool) -> Result<Ref, String> {
         Some((n, k)) if with_key => (n, Some(k.to_string())),
         _ => (rest, None),
     };
-    if !valid_name(name) {
+    let plain = match name.split_once('@') {
+        Some((step, owner)) => valid_name(step) && valid_name(owner),
+        None => valid_name(name),
+    };
+    if !plain {
         return Err(format!("`{s}` does not name a task"));
     }
     if let Some(k) = &key {
@@ -145,7 +170,27 @@ pub fn check_user_ref(
     let Some(me) = tasks.get(task) else {
         return Ok(());
     };
-    let name = r.name.as_str();
+    let name = r.step();
+    if let Some(owner) = r.owner() {
+        if plan.host(owner).is_none() {
+            let hint = did_you_mean(owner, plan.hosts.iter().map(|x| x.name.as_str()))
+                .map(|s| format!("did you mean `{name}@{s}`?"));
+            return Err(Problem::new(format!(
+                "task `{}` refers to `{written}`, the step `{name}` delegated for host `{owner}`, but the plan has no host `{owner}`",
+                me.name
+            ))
+            .hint(hint));
+        }
+        if !steps.contains(&name) {
+            let hint = did_you_mean(name, steps.iter().copied())
+                .map(|s| format!("did you mean `{s}@{owner}`?"));
+            return Err(Problem::new(format!(
+                "task `{}` refers to `{written}`, but no recipe step is named `{name}` (only delegated recipe steps are named `step@host`)",
+                me.name
+            ))
+            .hint(hint));
+        }
+    }
     // "runs after `x`" / "takes input `i` from `x`", written as given or by name only.
     let what = |s: &str| match usage {
         Use::After => format!("runs after `{s}`"),
@@ -243,6 +288,16 @@ mod tests {
         assert_eq!(r.to_string(), "@first_control_plane:join-data.token");
         let r = parse("@all:kubeadm-join", false).expect("all");
         assert_eq!(r.scope, Scope::All);
+        let r = parse("cp1:upgrade-drain@lw1", false).expect("delegated");
+        assert_eq!(r.scope, Scope::Host("cp1".into()));
+        assert_eq!((r.step(), r.owner()), ("upgrade-drain", Some("lw1")));
+        assert_eq!(r.to_string(), "cp1:upgrade-drain@lw1");
+        let r = parse("@first_control_plane:upgrade-drain@lw1", false).expect("delegated");
+        assert_eq!((r.step(), r.owner()), ("upgrade-drain", Some("lw1")));
+        assert_eq!(
+            parse("kubelet", false).map(|r| r.owner().is_none()),
+            Ok(true)
+        );
     }
 
     #[test]
@@ -253,5 +308,8 @@ mod tests {
         assert!(parse("step.key", false).is_err());
         assert!(parse("cp1:", false).is_err());
         assert!(parse("x.", true).is_err());
+        assert!(parse("cp1:drain@", false).is_err());
+        assert!(parse("cp1:@lw1", false).is_err());
+        assert!(parse("cp1:a@b@c", false).is_err());
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! No-op when the cluster is not initialised, the Node is not registered, or it already
 //! reports kubelet `until.kubelet` (its upgrade is done; if kwin's cordon is still on it,
-//! `kube_uncordon` removes it). Changes: when the node is schedulable, one merge patch sets
+//! `kube_uncordon` removes it), or it is cordoned and has no pod a drain would evict (it is
+//! drained: what this step leaves, so it converges). Changes: when the node is schedulable, one merge patch sets
 //! `spec.unschedulable` and kwin's mark `kwin.dev/cordoned` (an administrator's cordon is left
 //! unmarked, so kwin never uncordons it); then `kubectl drain --ignore-daemonsets
 //! --delete-emptydir-data --timeout` (`--force` with `force = true`), which honours
@@ -237,6 +238,20 @@ impl Module for KubeDrain {
             )));
         }
         let evicted = node.evicted();
+        // Drained: cordoned, nothing left that a drain would evict. What a drain leaves (a
+        // kwin-cordoned node) is this state, so the step converges, and a resumed upgrade
+        // goes on from here.
+        if node.unschedulable && evicted.is_empty() {
+            let by = if node.mark.is_some() {
+                "kwin"
+            } else {
+                "someone else"
+            };
+            return Ok(Plan::noop(format!(
+                "{} is cordoned by {by} and has no pod to evict: drained",
+                self.node
+            )));
+        }
         let cordon = if node.unschedulable {
             if node.mark.is_some() {
                 "cordoned by kwin earlier: draining again".to_string()

@@ -16,12 +16,14 @@
 //! Facts (one script): the installed `kubeadm version -o short`; the image tags of the static
 //! pod manifests of kube-apiserver, kube-controller-manager and kube-scheduler; kubeadm-config's
 //! `kubernetesVersion` (with the admin kubeconfig, where there is one); the Node's kubelet
-//! version (with the node's own kubelet.conf).
+//! version (with the node's own kubelet.conf); on a worker, the version `kubeadm upgrade node`
+//! last finished for (`/var/lib/kubelet/kwin-upgraded-node`, written by this step).
 //!
 //! No-op when: not initialised or not joined yet (kubeadm init/join build it at the version);
 //! `apply`: every manifest and kubeadm-config at `version`; `node` on a control plane: every
 //! manifest at `version`; `node` on a worker: the Node's kubelet at `version` (the kubelet is
-//! upgraded after `kubeadm upgrade node`, so a kubelet at the version means it ran). Fails,
+//! upgraded after `kubeadm upgrade node`, so a kubelet at the version means it ran), or the
+//! step's own record says `kubeadm upgrade node` finished for `version` there. Fails,
 //! changing nothing, when the installed kubeadm is not `version` (its package step comes
 //! first) or, for `node`, when kubeadm-config is not at `version` yet (`upgrade apply` on the
 //! first control plane comes first).
@@ -159,12 +161,22 @@ pub struct UpgradeState {
     pub joined: bool,
     /// The Node's `kubeletVersion`, when the kubelet's kubeconfig could read it.
     pub node: Option<String>,
+    /// The version `kubeadm upgrade node` last finished for on a worker ([`UPGRADED_NODE`]).
+    pub upgraded_node: Option<String>,
 }
+
+/// On a worker, the version `kubeadm upgrade node` last finished for: kubeadm leaves no
+/// versioned trace there (it rewrites `/var/lib/kubelet/config.yaml` from the cluster's
+/// kubelet-config), and the kubelet reports the new version only after its own package and
+/// restart, so without this record the step could not tell it already ran (and would not
+/// converge). Written by the step, root's only, in the kubelet's state directory.
+pub const UPGRADED_NODE: &str = "/var/lib/kubelet/kwin-upgraded-node";
 
 impl UpgradeFact {
     pub fn new(node: &str, kubeconfig: &str, kubelet_kubeconfig: &str) -> UpgradeFact {
         let admin = sh_quote(kubeconfig);
         let kubelet = sh_quote(kubelet_kubeconfig);
+        let stamp = sh_quote(UPGRADED_NODE);
         let n = sh_quote(node);
         let mut s = String::from(
             "kv=$(kubeadm version -o short 2>/dev/null) || kv=''\n\
@@ -190,6 +202,7 @@ impl UpgradeFact {
              \x20   echo \"node ${{nv:-unknown}}\"\n\
              \x20 fi\n\
              fi\n\
+             if [ -r {stamp} ]; then echo \"upgraded-node $(head -c 64 {stamp} | tr -dc 'v0-9.')\"; fi\n\
              if [ -e {kubelet} ]; then echo joined; fi\n"
         ));
         UpgradeFact { script: s }
@@ -237,6 +250,8 @@ pub fn parse_upgrade(out: &FactOutput) -> Result<UpgradeState, FactError> {
             (Some("cluster"), Some(v), None) => s.cluster = known(v),
             (Some("node"), Some(v), None) => s.node = known(v),
             (Some("joined"), None, None) => s.joined = true,
+            (Some("upgraded-node"), Some(v), None) => s.upgraded_node = known(v),
+            (Some("upgraded-node"), None, None) => {}
             _ => return Err(FactError::Parse(format!("unexpected line {line:?}"))),
         }
     }
@@ -285,7 +300,7 @@ impl Module for KubeadmUpgrade {
         ]
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let s = facts.get(&self.fact())?;
         let v = &self.version;
         let stale: Vec<String> = s
@@ -347,14 +362,32 @@ impl Module for KubeadmUpgrade {
                 if s.node.as_deref() == Some(v.as_str()) {
                     return Ok(Plan::noop(format!("{} runs kubelet {v}", self.node)));
                 }
+                if s.upgraded_node.as_deref() == Some(v.as_str()) {
+                    return Ok(Plan::noop(format!(
+                        "kubeadm upgrade node ran for {v} on {} (its kubelet follows)",
+                        self.node
+                    )));
+                }
                 self.kubeadm_ready(&s)?;
+                let stamp = sh_quote(UPGRADED_NODE);
+                let tmp = sh_quote(&format!(
+                    "/var/lib/kubelet/{}",
+                    crate::temp_name(ctx.nonce, UPGRADED_NODE)
+                ));
                 Ok(self.change(
                     format!(
                         "{} runs kubelet {}: kubeadm upgrade node",
                         self.node,
                         s.node.as_deref().unwrap_or("(unknown)")
                     ),
-                    "kubeadm upgrade node\n".to_string(),
+                    // The record goes through a fresh file of an unguessable name, created
+                    // exclusively (`set -C`), then renamed over the old one.
+                    format!(
+                        "kubeadm upgrade node || exit 1\n\
+                         mkdir -p /var/lib/kubelet || exit 1\n\
+                         (umask 077; set -C; printf '%s\\n' {kubeadm} > {tmp}) || exit 1\n\
+                         mv -f {tmp} {stamp} || {{ rm -f {tmp}; exit 1; }}\n"
+                    ),
                 ))
             }
         }

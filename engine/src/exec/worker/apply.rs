@@ -559,6 +559,7 @@ impl Worker {
         let mut unread = Vec::new();
         let (results, probe) = batch.parse(out);
         let mut results = results.into_iter();
+        let mut failed_delegated: Option<String> = None;
         for p in entries {
             let result = if p.change.is_some() {
                 results.next()
@@ -591,11 +592,23 @@ impl Worker {
                     self.executed.push(change.touches.clone());
                     let msg = self.step_failure(exit, &out, self.is_sensitive(p.t));
                     self.fail(p.t, msg);
+                    if self.tasks[p.t].delegated {
+                        failed_delegated = Some(format!("{} failed", self.tasks[p.t].id));
+                    }
                 }
                 Some(ItemResult::Died { out, script_exit }) => {
                     self.executed.push(change.touches.clone());
                     let msg = self.step_failure(script_exit, &out, self.is_sensitive(p.t));
                     self.fail(p.t, format!("the script ended while this task ran ({msg})"));
+                    if self.tasks[p.t].delegated {
+                        failed_delegated = Some(format!("{} failed", self.tasks[p.t].id));
+                    }
+                }
+                // A delegated step failed earlier in this script (it stops the script, not
+                // the host): what came after it did not run.
+                Some(ItemResult::NotRun) | None if failed_delegated.is_some() => {
+                    let cause = failed_delegated.clone().unwrap_or_default();
+                    self.skip(p.t, &cause);
                 }
                 Some(ItemResult::NotRun) | None => self.fail(
                     p.t,

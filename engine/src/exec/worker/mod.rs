@@ -49,6 +49,9 @@ pub(crate) struct HTask {
     /// Set when the read-only task would have changed its host: what its dependents fail
     /// with.
     refused: Option<String>,
+    /// A delegated step (runs here on behalf of another host): its failure stops what
+    /// depends on it, not this host's other tasks.
+    pub delegated: bool,
 }
 
 /// A task planned but not yet published: a change waiting in the batch, or a NoOp waiting
@@ -121,6 +124,7 @@ impl Worker {
                     sensitive: task.sensitive,
                     read_only: sh.scope.task(n) == TaskScope::ReadOnly,
                     refused: None,
+                    delegated: task.on_behalf_of.is_some(),
                 }
             })
             .collect();
@@ -192,10 +196,13 @@ impl Worker {
         });
     }
 
-    /// Fail task `t`; the host's remaining tasks are skipped.
+    /// Fail task `t`; the host's remaining tasks are skipped — unless `t` is a delegated
+    /// step, whose failure belongs to the host it runs for: then only what depends on it is
+    /// skipped (a drain blocked on one node does not stop the first control plane's other
+    /// work).
     pub fn fail(&mut self, t: usize, message: String) {
         self.finish(t, TaskStatus::Failed, Some(message));
-        if self.stopped.is_none() {
+        if self.stopped.is_none() && !self.tasks[t].delegated {
             self.stopped = Some(format!("{} failed", self.tasks[t].id));
         }
     }

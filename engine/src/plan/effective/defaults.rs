@@ -57,6 +57,16 @@ pub mod settings {
     pub const LOGS_LIMIT_MIB: u64 = 1024;
 }
 
+/// `[upgrade]`: how a running cluster is upgraded.
+pub mod upgrade {
+    /// `upgrade.max_unavailable`: workers upgraded at once.
+    pub const MAX_UNAVAILABLE: usize = 1;
+    /// `upgrade.drain_timeout`, seconds (kubectl drain --timeout per node).
+    pub const DRAIN_TIMEOUT_SECS: u64 = 300;
+    /// `upgrade.force_drain`.
+    pub const FORCE_DRAIN: bool = false;
+}
+
 /// Pinned component versions, written as upstream writes them in release asset names.
 pub mod pinned {
     pub const CONTAINERD: &str = "1.7.29";

@@ -8,13 +8,15 @@
 //! cannot tell whether the run would upgrade it.
 
 use super::cluster::{self, ClusterState};
-use super::skew::{self, PlanNode, Refusal, Verdict};
+use super::skew::{self, PlanNode, Refusal, UpgradePlan, Verdict};
 use kwin_engine::diag::{Diagnostic, Diagnostics};
+use kwin_engine::event::{Event, UpgradeStep};
 use kwin_engine::pipeline::{Remote, RemoteError, RunKind};
 use kwin_engine::plan::effective::Effective;
 use kwin_engine::plan::model::Role;
 use kwin_engine::plan::LoadedPlan;
 use semver::Version;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// What the gate checks a plan against.
@@ -24,10 +26,10 @@ pub struct GateSpec {
     /// The plan's nodes in plan order (a Node is named after its host).
     pub nodes: Vec<PlanNode>,
     pub kubeconfig: String,
-    /// Whether kwin may carry out an allowed upgrade. Until the upgrade recipes exist, a plan
-    /// whose version differs from what the cluster runs is refused (`upgrade-not-supported`):
-    /// the build recipes alone would re-pin the packages without `kubeadm upgrade`.
-    pub upgrades: bool,
+    /// The plan's Windows nodes (not in the upgrade's chain yet).
+    pub windows: BTreeSet<String>,
+    /// `upgrade.max_unavailable`: Linux workers upgraded at once.
+    pub max_unavailable: usize,
 }
 
 impl GateSpec {
@@ -42,11 +44,17 @@ impl GateSpec {
                 control_plane: h.role == Some(Role::ControlPlane),
             })
             .collect();
+        let windows = plan
+            .nodes()
+            .filter(|h| h.os == kwin_engine::plan::model::Os::Windows)
+            .map(|h| h.name.clone())
+            .collect();
         Some(GateSpec {
             target,
             nodes,
             kubeconfig: super::super::ADMIN_CONF.to_string(),
-            upgrades: false,
+            windows,
+            max_unavailable: eff.upgrade.as_ref().map_or(1, |u| u.max_unavailable),
         })
     }
 }
@@ -89,37 +97,100 @@ pub async fn check(remote: &dyn Remote, spec: &GateSpec) -> Result<Verdict, Gate
     }
     let state: ClusterState =
         cluster::parse(&String::from_utf8_lossy(&out.stdout)).map_err(unknown)?;
-    let verdict = skew::check(&spec.target, &state, &spec.nodes).map_err(GateError::Refused)?;
-    match &verdict {
-        Verdict::Upgrade(u) if !spec.upgrades => {
-            let what = if u.control_planes.is_empty() {
-                let nodes: Vec<String> = u
-                    .kubelets
-                    .iter()
-                    .map(|(n, v)| format!("{n} runs kubelet v{v}"))
-                    .collect();
-                if nodes.is_empty() {
-                    "nodes are still cordoned by an earlier upgrade".to_string()
-                } else {
-                    nodes.join(", ")
-                }
-            } else {
-                format!("the control plane runs v{}", u.from)
-            };
-            Err(GateError::Refused(vec![Refusal {
-                code: skew::Code::NotSupported,
-                at: skew::At::Version,
-                summary: format!(
-                    "kubernetes_version {} differs from what the cluster runs ({what}): this kwin does not upgrade a running cluster, and applying the plan would re-pin packages without `kubeadm upgrade`",
-                    spec.target
-                ),
-                hint: format!(
-                    "set kubernetes_version = \"{}\" (what the cluster runs), or upgrade it with kubeadm (kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade) first",
-                    u.from
-                ),
-            }]))
+    skew::check(&spec.target, &state, &spec.nodes).map_err(GateError::Refused)
+}
+
+/// The upgrade `u` as `kwin plan` shows it: one row per step, in the order the upgrade
+/// recipes run it (control planes one at a time, `kubeadm upgrade apply` on the first; then
+/// each control plane's kubelet; then the Linux workers in waves of `max_unavailable`, in plan
+/// order, as `expand::serial_batches` makes them), and notes on what is left as it is.
+pub fn section(spec: &GateSpec, u: &UpgradePlan) -> Event {
+    let to = &spec.target;
+    let mut steps = Vec::new();
+    let mut notes = Vec::new();
+    let mut step = 0;
+    let mut row = |step: usize, node: &str, part: &str, now: String, then: String| {
+        steps.push(UpgradeStep {
+            step,
+            node: node.to_string(),
+            part: part.to_string(),
+            now,
+            then,
+        })
+    };
+    let first_cp = spec.nodes.iter().find(|n| n.control_plane).map(|n| n.name.as_str());
+    for cp in &u.control_planes {
+        step += 1;
+        let now = u
+            .apiservers
+            .get(cp)
+            .or_else(|| u.apiservers.get("kubeadm-config"))
+            .map_or("kube-apiserver (unknown)".to_string(), |v| format!("kube-apiserver v{v}"));
+        let then = if Some(cp.as_str()) == first_cp {
+            format!("kubeadm {to} installed, kubeadm upgrade apply v{to}")
+        } else {
+            format!("kubeadm {to} installed, kubeadm upgrade node")
+        };
+        row(step, cp, "control plane", now, then);
+    }
+    let kubelet_of = |name: &str| u.kubelets.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    for n in spec.nodes.iter().filter(|n| n.control_plane) {
+        if let Some(v) = kubelet_of(&n.name) {
+            step += 1;
+            row(
+                step,
+                &n.name,
+                "kubelet",
+                format!("kubelet v{v}"),
+                format!("drain, kubelet and kubectl {to}, restart, uncordon"),
+            );
         }
-        _ => Ok(verdict),
+    }
+    let linux_workers: Vec<&PlanNode> = spec
+        .nodes
+        .iter()
+        .filter(|n| !n.control_plane && !spec.windows.contains(&n.name))
+        .collect();
+    for wave in kwin_engine::expand::serial_batches(&linux_workers, spec.max_unavailable) {
+        let due: Vec<(&str, &Version)> = wave
+            .iter()
+            .filter_map(|n| kubelet_of(&n.name).map(|v| (n.name.as_str(), v)))
+            .collect();
+        if due.is_empty() {
+            continue;
+        }
+        step += 1;
+        for (name, v) in due {
+            row(
+                step,
+                name,
+                "worker",
+                format!("kubelet v{v}"),
+                format!("drain, kubeadm {to}, kubeadm upgrade node, kubelet and kubectl {to}, restart, uncordon"),
+            );
+        }
+    }
+    for n in spec.nodes.iter().filter(|n| spec.windows.contains(&n.name)) {
+        if let Some(v) = kubelet_of(&n.name) {
+            notes.push(format!(
+                "{} (Windows) keeps kubelet v{v}: kwin does not upgrade Windows nodes yet (the version skew policy allows a kubelet three minors behind kube-apiserver)",
+                n.name
+            ));
+        }
+    }
+    for (node, mark) in &u.resume {
+        notes.push(format!(
+            "{node} is cordoned by kwin ({mark}): its upgrade is finished, then it is uncordoned"
+        ));
+    }
+    for node in &u.not_in_plan {
+        notes.push(format!("{node} is not in the plan: it keeps its version"));
+    }
+    Event::Upgrade {
+        from: u.from.to_string(),
+        to: to.to_string(),
+        steps,
+        notes,
     }
 }
 
@@ -174,6 +245,5 @@ fn error(code: skew::Code, summary: String) -> Diagnostic {
         C::KubeletTooOld => Diagnostic::error("upgrade-kubelet-too-old", summary),
         C::Unreachable => Diagnostic::error("upgrade-unreachable", summary),
         C::NotKubeadm => Diagnostic::error("upgrade-not-kubeadm", summary),
-        C::NotSupported => Diagnostic::error("upgrade-not-supported", summary),
     }
 }

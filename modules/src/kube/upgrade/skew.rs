@@ -44,7 +44,6 @@ pub enum Code {
     KubeletTooOld,
     Unreachable,
     NotKubeadm,
-    NotSupported,
 }
 
 impl Code {
@@ -56,7 +55,6 @@ impl Code {
             Code::KubeletTooOld => "upgrade-kubelet-too-old",
             Code::Unreachable => "upgrade-unreachable",
             Code::NotKubeadm => "upgrade-not-kubeadm",
-            Code::NotSupported => "upgrade-not-supported",
         }
     }
 }
@@ -97,6 +95,9 @@ pub struct UpgradePlan {
     pub resume: Vec<(String, String)>,
     /// Nodes in the cluster that are not in the plan: they keep their version.
     pub not_in_plan: Vec<String>,
+    /// What each control plane's kube-apiserver runs (kubeadm-config's version under
+    /// `kubeadm-config` when no mirror pod was found).
+    pub apiservers: std::collections::BTreeMap<String, Version>,
 }
 
 /// The policy: `target` is the plan's `kubernetes_version`, `nodes` the plan's nodes in plan
@@ -271,6 +272,7 @@ fn verdict(
         kubelets,
         resume,
         not_in_plan,
+        apiservers: servers.clone(),
     })
 }
 
