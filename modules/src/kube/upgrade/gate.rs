@@ -118,14 +118,20 @@ pub fn section(spec: &GateSpec, u: &UpgradePlan) -> Event {
             then,
         })
     };
-    let first_cp = spec.nodes.iter().find(|n| n.control_plane).map(|n| n.name.as_str());
+    let first_cp = spec
+        .nodes
+        .iter()
+        .find(|n| n.control_plane)
+        .map(|n| n.name.as_str());
     for cp in &u.control_planes {
         step += 1;
         let now = u
             .apiservers
             .get(cp)
             .or_else(|| u.apiservers.get("kubeadm-config"))
-            .map_or("kube-apiserver (unknown)".to_string(), |v| format!("kube-apiserver v{v}"));
+            .map_or("kube-apiserver (unknown)".to_string(), |v| {
+                format!("kube-apiserver v{v}")
+            });
         let then = if Some(cp.as_str()) == first_cp {
             format!("kubeadm {to} installed, kubeadm upgrade apply v{to}")
         } else {
