@@ -23,10 +23,11 @@
 //! `apply`: every manifest and kubeadm-config at `version`; `node` on a control plane: every
 //! manifest at `version`; `node` on a worker: the Node's kubelet at `version` (the kubelet is
 //! upgraded after `kubeadm upgrade node`, so a kubelet at the version means it ran), or the
-//! step's own record says `kubeadm upgrade node` finished for `version` there. Fails,
-//! changing nothing, when the installed kubeadm is not `version` (its package step comes
-//! first) or, for `node`, when kubeadm-config is not at `version` yet (`upgrade apply` on the
-//! first control plane comes first).
+//! step's own record says `kubeadm upgrade node` finished for `version` there. The change
+//! first checks, when it runs, that the installed kubeadm is `version` (its package step comes
+//! first) and, for `node` on a control plane, that kubeadm-config is at `version` (`upgrade
+//! apply` on the first control plane comes first); either failing changes nothing. `kwin plan`
+//! runs neither step, so it plans the change and says what it waits for.
 //!
 //! ```toml
 //! [[tasks]]
@@ -273,17 +274,27 @@ impl KubeadmUpgrade {
         })
     }
 
-    /// The installed kubeadm must be the target's.
-    fn kubeadm_ready(&self, s: &UpgradeState) -> Result<(), ModuleError> {
-        match &s.kubeadm {
-            Some(v) if *v == self.version => Ok(()),
-            other => Err(ModuleError::Precondition(format!(
-                "kubeadm {} is installed, not {}: the kubeadm package of {} must be installed first",
-                other.as_deref().unwrap_or("(none)"),
-                self.version,
-                self.version
-            ))),
-        }
+    /// The installed kubeadm must be the target's: checked when the step runs (the package
+    /// step before it installs that kubeadm; `kwin plan` runs neither, so it plans the change
+    /// and says what it waits for). What the plan's reason adds, and the script's first lines.
+    fn kubeadm_check(&self, s: &UpgradeState) -> (String, String) {
+        let v = &self.version;
+        let note = match &s.kubeadm {
+            Some(k) if k == v => String::new(),
+            other => format!(
+                " (once the kubeadm package of {v} is installed: {} now)",
+                other.as_deref().unwrap_or("none")
+            ),
+        };
+        let msg = sh_quote(&format!(
+            "is installed, not {v}: the kubeadm package of {v} must be installed first"
+        ));
+        let script = format!(
+            "kv=$(kubeadm version -o short 2>/dev/null) || kv=''\n\
+             if [ \"$kv\" != {want} ]; then printf 'kubeadm %s %s\\n' \"${{kv:-(none)}}\" {msg} >&2; exit 1; fi\n",
+            want = sh_quote(v),
+        );
+        (note, script)
     }
 }
 
@@ -295,6 +306,7 @@ impl Module for KubeadmUpgrade {
     fn reads(&self) -> Vec<String> {
         vec![
             super::API_RESOURCE.to_string(),
+            "package:kubeadm".to_string(),
             "/etc/kubernetes/manifests".to_string(),
             self.kubelet_kubeconfig.clone(),
         ]
@@ -329,16 +341,16 @@ impl Module for KubeadmUpgrade {
                 if stale.is_empty() && cluster_done {
                     return Ok(Plan::noop(format!("the control plane runs {v}")));
                 }
-                self.kubeadm_ready(&s)?;
+                let (note, check) = self.kubeadm_check(&s);
                 let now = if stale.is_empty() {
                     format!("kubeadm-config at {}", s.cluster.as_deref().unwrap_or("unknown"))
                 } else {
                     stale.join(", ")
                 };
                 Ok(self.change(
-                    format!("{now}: kubeadm upgrade apply {v}"),
+                    format!("{now}: kubeadm upgrade apply {v}{note}"),
                     format!(
-                        "kubeadm upgrade plan {kubeadm} || exit 1\n\
+                        "{check}kubeadm upgrade plan {kubeadm} || exit 1\n\
                          kubeadm upgrade apply {kubeadm} --yes\n"
                     ),
                 ))
@@ -347,15 +359,29 @@ impl Module for KubeadmUpgrade {
                 if stale.is_empty() {
                     return Ok(Plan::noop(format!("the control plane runs {v}")));
                 }
-                if let Some(c) = s.cluster.as_deref().filter(|c| *c != v) {
-                    return Err(ModuleError::Precondition(format!(
-                        "the cluster is at {c} (kubeadm-config): `kubeadm upgrade apply {v}` on the first control plane comes before `kubeadm upgrade node` here"
-                    )));
-                }
-                self.kubeadm_ready(&s)?;
+                // `kubeadm upgrade node` takes the cluster's version from kubeadm-config, which
+                // `kubeadm upgrade apply` on the first control plane sets: checked when the step
+                // runs (in `kwin plan` that apply has not run yet).
+                let after = match s.cluster.as_deref().filter(|c| *c != v) {
+                    Some(c) => format!(
+                        " (after kubeadm upgrade apply {v} on the first control plane: the cluster is at {c} now)"
+                    ),
+                    None => String::new(),
+                };
+                let (note, check) = self.kubeadm_check(&s);
+                let admin = sh_quote(&self.kubeconfig);
+                let msg = sh_quote(&format!(
+                    "(kubeadm-config): `kubeadm upgrade apply {v}` on the first control plane comes before `kubeadm upgrade node` here"
+                ));
                 Ok(self.change(
-                    format!("{}: kubeadm upgrade node", stale.join(", ")),
-                    "kubeadm upgrade node\n".to_string(),
+                    format!("{}: kubeadm upgrade node{after}{note}", stale.join(", ")),
+                    format!(
+                        "{check}if [ -r {admin} ]; then\n\
+                         \x20 cv=$(kubectl --kubeconfig {admin} --request-timeout=20s -n kube-system get configmap kubeadm-config -o 'jsonpath={{.data.ClusterConfiguration}}' 2>/dev/null | sed -n 's/^kubernetesVersion:[[:space:]]*//p')\n\
+                         \x20 if [ -n \"$cv\" ] && [ \"$cv\" != {kubeadm} ]; then printf 'the cluster is at %s %s\\n' \"$cv\" {msg} >&2; exit 1; fi\n\
+                         fi\n\
+                         kubeadm upgrade node\n"
+                    ),
                 ))
             }
             (Mode::Node, false) => {
@@ -368,7 +394,7 @@ impl Module for KubeadmUpgrade {
                         self.node
                     )));
                 }
-                self.kubeadm_ready(&s)?;
+                let (note, check) = self.kubeadm_check(&s);
                 let stamp = sh_quote(UPGRADED_NODE);
                 let tmp = sh_quote(&format!(
                     "/var/lib/kubelet/{}",
@@ -376,14 +402,14 @@ impl Module for KubeadmUpgrade {
                 ));
                 Ok(self.change(
                     format!(
-                        "{} runs kubelet {}: kubeadm upgrade node",
+                        "{} runs kubelet {}: kubeadm upgrade node{note}",
                         self.node,
                         s.node.as_deref().unwrap_or("(unknown)")
                     ),
                     // The record goes through a fresh file of an unguessable name, created
                     // exclusively (`set -C`), then renamed over the old one.
                     format!(
-                        "kubeadm upgrade node || exit 1\n\
+                        "{check}kubeadm upgrade node || exit 1\n\
                          mkdir -p /var/lib/kubelet || exit 1\n\
                          (umask 077; set -C; printf '%s\\n' {kubeadm} > {tmp}) || exit 1\n\
                          mv -f {tmp} {stamp} || {{ rm -f {tmp}; exit 1; }}\n"
