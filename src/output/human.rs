@@ -57,6 +57,9 @@ pub struct Human {
     checks: Vec<CheckRow>,
     /// Warnings about a host, repeated after the summary so a run ends with them.
     host_warnings: Vec<String>,
+    /// `-v`: the host, run and stream whose output the last lines were; more of it (the
+    /// next lines as they arrive) goes on under the same heading.
+    output_of: Option<(String, String, Stream)>,
 }
 
 #[derive(Debug, Clone)]
@@ -100,6 +103,7 @@ impl Human {
             rows: BTreeMap::new(),
             checks: Vec::new(),
             host_warnings: Vec::new(),
+            output_of: None,
         }
     }
 
@@ -170,6 +174,14 @@ impl Human {
     }
 
     fn handle(&mut self, e: Event) {
+        let output_of = match &e {
+            Event::Output {
+                host, what, stream, ..
+            } => Some((host.clone(), what.clone(), *stream)),
+            _ => None,
+        };
+        let goes_on = output_of.is_some() && output_of == self.output_of;
+        self.output_of = output_of;
         match e {
             Event::RunStarted { hosts, tasks, .. } => {
                 let what = self.what;
@@ -214,8 +226,14 @@ impl Human {
                     Stream::Stdout => "stdout",
                     Stream::Stderr => "stderr",
                 };
-                self.line(format!("{host}: {what}: {stream}"));
-                self.line(indent(text.trim_end_matches('\n'), "    > "));
+                if !goes_on {
+                    self.line(format!("{host}: {what}: {stream}"));
+                }
+                let text = text.trim_end_matches('\n');
+                self.line(match text.trim_end_matches('\r') {
+                    "" => "    >".to_string(),
+                    _ => indent(text, "    > "),
+                });
             }
             Event::StillRunning {
                 host,
