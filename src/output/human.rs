@@ -229,8 +229,8 @@ impl Human {
                 if !goes_on {
                     self.line(format!("{host}: {what}: {stream}"));
                 }
-                let text = text.trim_end_matches('\n');
-                self.line(match text.trim_end_matches('\r') {
+                let text = text.trim_end_matches(['\n', '\r']);
+                self.line(match text {
                     "" => "    >".to_string(),
                     _ => indent(text, "    > "),
                 });
@@ -645,6 +645,43 @@ mod tests {
             },
             duration_ms: 1400,
         }
+    }
+
+    /// `-v`: lines of one script's stream as they arrive go on under one heading; another
+    /// stream, host or event starts a new one.
+    #[test]
+    fn live_output_lines_share_their_heading() {
+        let out = |host: &str, stream, text: &str| Event::Output {
+            host: host.into(),
+            what: "apply slow".into(),
+            stream,
+            text: text.into(),
+        };
+        let lines = render(
+            Mode::Apply,
+            vec![
+                out("h1", Stream::Stdout, "first\n"),
+                out("h1", Stream::Stdout, "\r\n"),
+                out("h1", Stream::Stdout, "second\r\n"),
+                out("h2", Stream::Stdout, "other\n"),
+                out("h1", Stream::Stderr, "oops\n"),
+                out("h1", Stream::Stderr, "more"),
+            ],
+        );
+        assert_eq!(
+            lines,
+            [
+                "h1: apply slow: stdout",
+                "    > first",
+                "    >",
+                "    > second",
+                "h2: apply slow: stdout",
+                "    > other",
+                "h1: apply slow: stderr",
+                "    > oops",
+                "    > more",
+            ]
+        );
     }
 
     #[test]

@@ -152,7 +152,9 @@ impl Batch {
     pub fn may_hide_output(&self, sensitive: &dyn Fn(&str) -> bool) -> bool {
         self.hides_steps()
             || self.items.iter().any(|i| {
-                i.verify_now && !i.verify.is_empty() && fact::may_redact(self.shell, &i.verify, sensitive)
+                i.verify_now
+                    && !i.verify.is_empty()
+                    && fact::may_redact(self.shell, &i.verify, sensitive)
             })
             || (!self.end.is_empty() && fact::may_redact(self.shell, &self.end, sensitive))
     }

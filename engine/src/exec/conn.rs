@@ -296,7 +296,9 @@ impl Conn {
         let r = match (log.keep, &live) {
             (keep, Some(tap)) => {
                 let keep = keep.cloned().unwrap_or_default().with_tap(tap.clone());
-                self.transport.run_keeping(script_sent, timeout, &keep).await
+                self.transport
+                    .run_keeping(script_sent, timeout, &keep)
+                    .await
             }
             (Some(keep), None) => self.transport.run_keeping(script_sent, timeout, keep).await,
             (None, None) => self.transport.run(script_sent, timeout).await,

@@ -685,7 +685,11 @@ mod tests {
         let input = b"\xffbad\n\xe2\x82\xac ok\n".to_vec();
         for chunk in 1..=6 {
             let (got, last) = lines(&input, chunk);
-            assert_eq!(got, [&b"\xffbad\n"[..], "\u{20ac} ok\n".as_bytes()], "chunk {chunk}");
+            assert_eq!(
+                got,
+                [&b"\xffbad\n"[..], "\u{20ac} ok\n".as_bytes()],
+                "chunk {chunk}"
+            );
             assert!(last.is_empty());
             assert_eq!(String::from_utf8_lossy(&got[0]), "\u{fffd}bad\n");
         }
@@ -726,7 +730,11 @@ mod tests {
             assert_eq!(got[0], b"before\n");
             assert!(got[1].ends_with(b"after\n"));
             let shown = scrubber.scrub_bytes(&got[1]);
-            assert_eq!(shown, scrubber.scrub_bytes(&input[7..]), "as the whole text");
+            assert_eq!(
+                shown,
+                scrubber.scrub_bytes(&input[7..]),
+                "as the whole text"
+            );
             assert!(shown.contains("***"), "{shown}");
         }
         // Short words are shown at once, not held.
@@ -734,7 +742,10 @@ mod tests {
         assert_eq!(got, [&b"first\n"[..]]);
     }
 
-    fn tapped(live: Live, chunks: &[&[u8]]) -> (Vec<(Stream, Vec<u8>)>, bool, Vec<u8>) {
+    /// What a tap got (stream, bytes), whether it was declined, what was kept.
+    type Tapped = (Vec<(Stream, Vec<u8>)>, bool, Vec<u8>);
+
+    fn tapped(live: Live, chunks: &[&[u8]]) -> Tapped {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let s2 = seen.clone();
         let tap = Tap::new(move |stream, l| s2.lock().expect("lock").push((stream, l.to_vec())));

@@ -369,7 +369,8 @@ impl Worker {
                 LogAs {
                     stdout: LogStdout::Yes,
                     script: None,
-                    output: fact::may_redact(shell, queries, &sensitive).then_some(&redact as Redact),
+                    output: fact::may_redact(shell, queries, &sensitive)
+                        .then_some(&redact as Redact),
                     keep: None,
                 },
             )
