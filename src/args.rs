@@ -56,8 +56,9 @@ pub struct RunArgs {
     pub limit: Vec<String>,
     #[command(flatten)]
     pub vars: VarArgs,
-    /// Show every script sent to the hosts, and its output when the script ends (scrubbed, as
-    /// in the host logs).
+    /// Show every script sent to the hosts, and its output line by line as it arrives
+    /// (scrubbed, as in the host logs; a script whose log hides a sensitive task's content
+    /// or answers shows its output when it ends, in the log's form).
     #[arg(short, long)]
     pub verbose: bool,
 }

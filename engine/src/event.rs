@@ -260,7 +260,9 @@ pub enum Event {
         what: String,
         script: String,
     },
-    /// `-v`: what a script printed, as the host log has it.
+    /// `-v`: what a script printed, scrubbed as the host log is: complete lines as they
+    /// arrive, or, for a script whose host log hides some of its output, all of a stream
+    /// when the script ends, as the log has it.
     Output {
         host: String,
         what: String,

@@ -285,6 +285,17 @@ pub fn parse_batch_for(
 /// of every query whose key `sensitive` names, replaced by its size and hash
 /// ([`crate::secret::sensitive_hash`]). Everything else stays byte for byte. `None` when
 /// nothing can need hiding (no file content read, no sensitive query): log `out` as it is.
+/// Whether [`redact_for_log`] may hide anything of the answers to `queries`, known before
+/// they are asked: a file's content is read, or an answer `sensitive` names. When not, the
+/// answers are logged (and shown with `-v`, as they arrive) as received.
+pub fn may_redact(shell: Shell, queries: &[FactQuery], sensitive: &dyn Fn(&str) -> bool) -> bool {
+    let (path_qs, rest) = split(shell, queries);
+    path_qs
+        .iter()
+        .any(|(_, p)| matches!(p.read, PathRead::Content | PathRead::ContentUnless(_)))
+        || rest.iter().any(|(_, q)| sensitive(&q.key))
+}
+
 pub fn redact_for_log(
     shell: Shell,
     queries: &[FactQuery],
@@ -292,13 +303,10 @@ pub fn redact_for_log(
     nonce: &str,
     sensitive: &dyn Fn(&str) -> bool,
 ) -> Option<Output> {
-    let (path_qs, rest) = split(shell, queries);
-    let reads_content = path_qs
-        .iter()
-        .any(|(_, p)| matches!(p.read, PathRead::Content | PathRead::ContentUnless(_)));
-    if !reads_content && !rest.iter().any(|(_, q)| sensitive(&q.key)) {
+    if !may_redact(shell, queries, sensitive) {
         return None;
     }
+    let (path_qs, rest) = split(shell, queries);
     let mut stdout = out.stdout.clone();
     let mut stderr = out.stderr.clone();
     if !path_qs.is_empty() {

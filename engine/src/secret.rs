@@ -166,6 +166,22 @@ fn matcher(patterns: &[String]) -> Option<AhoCorasick> {
         .ok()
 }
 
+/// Shortest line a text shown line by line holds back ([`holds_line`]).
+pub const WRAPPED_LINE_MIN: usize = 16;
+
+/// Whether a line shown as it arrives (`-v`) waits for the next one before it is scrubbed:
+/// a line of base64 at least [`WRAPPED_LINE_MIN`] long may be one piece of a wrapped
+/// encoding, which the scrubber matches across line breaks, so the run of such lines and
+/// the line after it are scrubbed as one text, as the whole output is in the host log.
+/// `line` without its line break.
+pub fn holds_line(line: &[u8]) -> bool {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.len() >= WRAPPED_LINE_MIN
+        && line
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=')
+}
+
 fn is_base64_line(l: &str) -> bool {
     !l.is_empty()
         && l.bytes()

@@ -57,6 +57,9 @@ pub struct Human {
     checks: Vec<CheckRow>,
     /// Warnings about a host, repeated after the summary so a run ends with them.
     host_warnings: Vec<String>,
+    /// `-v`: the host, run and stream whose output the last lines were; more of it (the
+    /// next lines as they arrive) goes on under the same heading.
+    output_of: Option<(String, String, Stream)>,
 }
 
 #[derive(Debug, Clone)]
@@ -100,6 +103,7 @@ impl Human {
             rows: BTreeMap::new(),
             checks: Vec::new(),
             host_warnings: Vec::new(),
+            output_of: None,
         }
     }
 
@@ -170,6 +174,14 @@ impl Human {
     }
 
     fn handle(&mut self, e: Event) {
+        let output_of = match &e {
+            Event::Output {
+                host, what, stream, ..
+            } => Some((host.clone(), what.clone(), *stream)),
+            _ => None,
+        };
+        let goes_on = output_of.is_some() && output_of == self.output_of;
+        self.output_of = output_of;
         match e {
             Event::RunStarted { hosts, tasks, .. } => {
                 let what = self.what;
@@ -214,8 +226,14 @@ impl Human {
                     Stream::Stdout => "stdout",
                     Stream::Stderr => "stderr",
                 };
-                self.line(format!("{host}: {what}: {stream}"));
-                self.line(indent(text.trim_end_matches('\n'), "    > "));
+                if !goes_on {
+                    self.line(format!("{host}: {what}: {stream}"));
+                }
+                let text = text.trim_end_matches(['\n', '\r']);
+                self.line(match text {
+                    "" => "    >".to_string(),
+                    _ => indent(text, "    > "),
+                });
             }
             Event::StillRunning {
                 host,
@@ -687,6 +705,43 @@ mod tests {
             },
             duration_ms: 1400,
         }
+    }
+
+    /// `-v`: lines of one script's stream as they arrive go on under one heading; another
+    /// stream, host or event starts a new one.
+    #[test]
+    fn live_output_lines_share_their_heading() {
+        let out = |host: &str, stream, text: &str| Event::Output {
+            host: host.into(),
+            what: "apply slow".into(),
+            stream,
+            text: text.into(),
+        };
+        let lines = render(
+            Mode::Apply,
+            vec![
+                out("h1", Stream::Stdout, "first\n"),
+                out("h1", Stream::Stdout, "\r\n"),
+                out("h1", Stream::Stdout, "second\r\n"),
+                out("h2", Stream::Stdout, "other\n"),
+                out("h1", Stream::Stderr, "oops\n"),
+                out("h1", Stream::Stderr, "more"),
+            ],
+        );
+        assert_eq!(
+            lines,
+            [
+                "h1: apply slow: stdout",
+                "    > first",
+                "    >",
+                "    > second",
+                "h2: apply slow: stdout",
+                "    > other",
+                "h1: apply slow: stderr",
+                "    > oops",
+                "    > more",
+            ]
+        );
     }
 
     #[test]

@@ -140,6 +140,25 @@ impl Batch {
         cuts
     }
 
+    /// Whether the host log shows the script otherwise than it is sent: a sensitive task's
+    /// steps are in it (`log_script`).
+    pub fn hides_steps(&self) -> bool {
+        self.items.iter().any(|i| i.sensitive)
+    }
+
+    /// Whether [`Batch::log_output`] may hide anything, known before the batch runs: a
+    /// sensitive task's output, or an answer [`fact::may_redact`] says may be hidden. When
+    /// not, its output is logged (and shown with `-v`, as it arrives) as received.
+    pub fn may_hide_output(&self, sensitive: &dyn Fn(&str) -> bool) -> bool {
+        self.hides_steps()
+            || self.items.iter().any(|i| {
+                i.verify_now
+                    && !i.verify.is_empty()
+                    && fact::may_redact(self.shell, &i.verify, sensitive)
+            })
+            || (!self.end.is_empty() && fact::may_redact(self.shell, &self.end, sensitive))
+    }
+
     /// `out` as the host log shows it: the step output of sensitive tasks (but for kwin's own
     /// `kwin: ` messages) and the answers `sensitive` names, or that read files private by
     /// mode, replaced by their size and hash.

@@ -13,7 +13,7 @@
 use super::logs::HostLog;
 use crate::event::{Event, EventSink, Stream};
 use crate::shell::{Output, Shell};
-use crate::transport::output::Keep;
+use crate::transport::output::{self, Keep, Tap};
 use crate::transport::{Transport, TransportError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,7 +25,9 @@ pub struct Conn {
     log: HostLog,
     runs: AtomicUsize,
     /// Where connection retries are told (`Event::ConnectRetry`), and with `verbose` every
-    /// script and its output as logged (`Event::Script`, `Event::Output`).
+    /// script and its output as logged (`Event::Script`, `Event::Output`): line by line as
+    /// it arrives when the log shows the run as it is sent and received, else whole at its
+    /// end in the log's form.
     events: Option<EventSink>,
     verbose: bool,
 }
@@ -75,13 +77,15 @@ pub type Redact<'a> = &'a (dyn Fn(&Output) -> Option<Output> + Send + Sync);
 
 /// How a run shows in the host log when it differs from what was sent and received: a
 /// sensitive task's steps, answers and output are left out (see `Batch::log_script`,
-/// `fact::redact_for_log`).
+/// `fact::redact_for_log`). A run with neither `script` nor `output` (and stdout logged) is
+/// logged as it is, so `-v` shows its output as it arrives; any other only at its end, in
+/// the log's form.
 #[derive(Clone, Copy)]
 pub struct LogAs<'a> {
     pub stdout: LogStdout,
-    /// The script as logged.
+    /// The script as logged, when it differs from the one sent.
     pub script: Option<&'a str>,
-    /// The output as logged.
+    /// The output as logged, when the log may hide some of it (`None`: as received).
     pub output: Option<Redact<'a>>,
     /// What of the output is kept at all (a batch's step output counts against the run's
     /// output budget); `None`: everything, up to `MAX_OUTPUT` per stream.
@@ -138,6 +142,31 @@ impl Conn {
                 events.send(e);
             }
         }
+    }
+
+    /// `-v` on a run that is logged as it is sent and received: a tap that tells each
+    /// complete line of its output as it arrives (`Event::Output`), scrubbed as the host log
+    /// is. A run the log shows otherwise (a sensitive task's steps or output, answers that
+    /// may be hidden, task outputs) gets none: it is told whole at its end, in the log's
+    /// form.
+    fn live_tap(&self, what: &str, log: &LogAs<'_>) -> Option<Tap> {
+        let events = self.events.as_ref().filter(|_| self.verbose)?;
+        if log.stdout != LogStdout::Yes || log.script.is_some() || log.output.is_some() {
+            return None;
+        }
+        let (events, host, what) = (events.clone(), self.host.clone(), what.to_string());
+        let scrubber = self.log.scrubber().clone();
+        Some(Tap::new(move |stream, line| {
+            events.send(Event::Output {
+                host: host.clone(),
+                what: what.clone(),
+                stream: match stream {
+                    output::Stream::Stdout => Stream::Stdout,
+                    output::Stream::Stderr => Stream::Stderr,
+                },
+                text: scrubber.scrub_bytes(line),
+            })
+        }))
     }
 
     pub fn shell(&self) -> Shell {
@@ -263,9 +292,16 @@ impl Conn {
                 script: sc.scrub(logged_script),
             })
         });
-        let r = match log.keep {
-            Some(keep) => self.transport.run_keeping(script_sent, timeout, keep).await,
-            None => self.transport.run(script_sent, timeout).await,
+        let live = self.live_tap(what, &log);
+        let r = match (log.keep, &live) {
+            (keep, Some(tap)) => {
+                let keep = keep.cloned().unwrap_or_default().with_tap(tap.clone());
+                self.transport
+                    .run_keeping(script_sent, timeout, &keep)
+                    .await
+            }
+            (Some(keep), None) => self.transport.run_keeping(script_sent, timeout, keep).await,
+            (None, None) => self.transport.run(script_sent, timeout).await,
         };
         let ms = t.elapsed().as_millis();
         if log_stdout == LogStdout::TaskOutputs {
@@ -285,7 +321,14 @@ impl Conn {
                     LogStdout::Yes => &out.stdout,
                     LogStdout::TaskOutputs => hidden.as_bytes(),
                 };
-                for (stream, bytes) in [(Stream::Stdout, stdout), (Stream::Stderr, &out.stderr)] {
+                for (stream, bytes, s) in [
+                    (Stream::Stdout, stdout, output::Stream::Stdout),
+                    (Stream::Stderr, &out.stderr, output::Stream::Stderr),
+                ] {
+                    if live.as_ref().is_some_and(|t| !t.declined(s)) {
+                        // Told line by line as it arrived.
+                        continue;
+                    }
                     self.tell_verbose(|sc| {
                         (!bytes.is_empty()).then(|| Event::Output {
                             host: self.host.clone(),

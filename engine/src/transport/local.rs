@@ -1,7 +1,7 @@
 //! `local` transport: runs scripts on the machine kwin runs on (`/bin/sh`, optionally under
 //! `sudo -n`).
 
-use super::output::{Collector, Keep};
+use super::output::{Collector, Keep, Live, Stream};
 use super::{Output, Shell, Transport, TransportError};
 use async_trait::async_trait;
 use std::process::Stdio;
@@ -16,8 +16,9 @@ pub struct LocalTransport {
 async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
     keep: &Keep,
+    stream: Stream,
 ) -> Result<Vec<u8>, TransportError> {
-    let mut buf = Collector::new(keep);
+    let mut buf = Collector::new(keep, stream, Live::Lines);
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         let n = r
@@ -88,8 +89,8 @@ impl Transport for LocalTransport {
             };
             let (w, out, err) = tokio::join!(
                 write,
-                read_bounded(stdout, keep),
-                read_bounded(stderr, keep)
+                read_bounded(stdout, keep, Stream::Stdout),
+                read_bounded(stderr, keep, Stream::Stderr)
             );
             w.map_err(|e| TransportError::Local(format!("writing script: {e}")))?;
             let status = child

@@ -58,8 +58,8 @@ pub trait Transport: Send + Sync {
     ) -> Result<Output, TransportError> {
         let out = self.run(script, timeout).await?;
         Ok(Output {
-            stdout: output::keep_whole(out.stdout, keep),
-            stderr: output::keep_whole(out.stderr, keep),
+            stdout: output::keep_whole(out.stdout, keep, output::Stream::Stdout),
+            stderr: output::keep_whole(out.stderr, keep, output::Stream::Stderr),
             exit: out.exit,
         })
     }

@@ -15,11 +15,18 @@
 //!
 //! Everything outside step sections — markers, exit codes, fact answers, task outputs — is
 //! always kept whole: cutting output never changes what kwin parses, so never a result.
+//!
+//! With `-v` a [`Keep`] may carry a [`Tap`]: each stream's received bytes (every byte the
+//! cap lets in, before the budget cuts anything) are also cut into complete lines by a
+//! [`LineBuf`] and handed to the tap as they arrive; a last line without a line break when
+//! the stream ends. A stream whose text is decoded only once whole ([`Live::AtEnd`]:
+//! PowerShell's CLIXML stderr, UTF-16 stdout) is *declined*: nothing of it reaches the tap,
+//! and [`Tap::declined`] tells the caller to show it whole at the end.
 
 use super::error::TransportError;
 use crate::shell::MAX_OUTPUT;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bytes of a step section's end kept after the budget is spent.
@@ -66,6 +73,214 @@ impl OutputBudget {
 pub struct Keep {
     /// The batch nonce whose step sections count against the budget.
     pub sections: Option<(String, Arc<OutputBudget>)>,
+    /// Where complete lines go as they arrive (`-v`).
+    pub tap: Option<Tap>,
+}
+
+/// One stream of a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    fn index(self) -> usize {
+        match self {
+            Stream::Stdout => 0,
+            Stream::Stderr => 1,
+        }
+    }
+}
+
+/// How a stream's text can be shown while it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Live {
+    /// As received, line by line (POSIX shells).
+    Lines,
+    /// PowerShell's stdout: UTF-8 (the run wrapper sets it), a leading byte order mark
+    /// dropped as `winrm::decode_stdout` drops it; a stream that begins with UTF-16's byte
+    /// order mark is decoded only whole, so it is declined.
+    Utf8Lines,
+    /// Decoded only once whole (PowerShell's stderr, CLIXML): declined.
+    AtEnd,
+}
+
+type TapFn = dyn Fn(Stream, &[u8]) + Send + Sync;
+
+/// Where a run's complete lines go as they arrive, and which streams were declined.
+#[derive(Clone)]
+pub struct Tap {
+    f: Arc<TapFn>,
+    declined: Arc<[AtomicBool; 2]>,
+}
+
+impl std::fmt::Debug for Tap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tap(..)")
+    }
+}
+
+impl Tap {
+    pub fn new(f: impl Fn(Stream, &[u8]) + Send + Sync + 'static) -> Tap {
+        Tap {
+            f: Arc::new(f),
+            declined: Arc::new([AtomicBool::new(false), AtomicBool::new(false)]),
+        }
+    }
+
+    /// Whether `stream` was not shown live (its text is decoded only whole, or no streaming
+    /// transport read it): the caller shows it at the end.
+    pub fn declined(&self, stream: Stream) -> bool {
+        self.declined[stream.index()].load(Ordering::Acquire)
+    }
+
+    fn decline(&self, stream: Stream) {
+        self.declined[stream.index()].store(true, Ordering::Release);
+    }
+}
+
+/// Longest text a [`LineBuf`] holds before it hands it on without a line break (a progress
+/// bar redrawn with `\r`, a huge line): 64 KiB, cut at a UTF-8 character boundary.
+pub const LINE_MAX: usize = 64 * 1024;
+
+/// Cuts a byte stream into complete lines (`\n`, so `\r\n` too, kept as received).
+/// Lines that may be a piece of a wrapped base64 encoding (`secret::holds_line`) are held
+/// and handed on with the line after them, so a scrubber sees the encoding whole; what is
+/// held never grows past [`LINE_MAX`]. Every byte pushed is handed on exactly once, in
+/// order.
+#[derive(Debug, Default)]
+pub struct LineBuf {
+    pending: Vec<u8>,
+    /// `pending[..scanned]` are complete lines, all held.
+    scanned: usize,
+}
+
+impl LineBuf {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Take `bytes`; hand complete lines to `emit`.
+    pub fn push(&mut self, bytes: &[u8], emit: &mut dyn FnMut(&[u8])) {
+        self.pending.extend_from_slice(bytes);
+        let mut sent = 0;
+        let mut from = self.scanned;
+        while let Some(nl) = memchr::memchr(b'\n', &self.pending[from..]).map(|i| from + i) {
+            let line = &self.pending[from..nl];
+            from = nl + 1;
+            if crate::secret::holds_line(line) && from - sent <= LINE_MAX {
+                continue;
+            }
+            emit(&self.pending[sent..from]);
+            sent = from;
+        }
+        self.scanned = from;
+        while self.pending.len() - sent > LINE_MAX {
+            let cut = char_boundary(&self.pending[sent..], LINE_MAX) + sent;
+            emit(&self.pending[sent..cut]);
+            sent = cut;
+            self.scanned = self.scanned.max(cut);
+        }
+        self.pending.drain(..sent);
+        self.scanned -= sent;
+    }
+
+    /// The stream ended: hand on what is left (a last line without a line break).
+    pub fn finish(&mut self, emit: &mut dyn FnMut(&[u8])) {
+        if !self.pending.is_empty() {
+            emit(&self.pending);
+        }
+        self.pending.clear();
+        self.scanned = 0;
+    }
+}
+
+/// The end of the longest prefix of `b`, at most `max` bytes, that does not cut a UTF-8
+/// character (`max` itself when no character starts in its last 3 bytes: not UTF-8 anyway).
+fn char_boundary(b: &[u8], max: usize) -> usize {
+    if max >= b.len() {
+        return b.len();
+    }
+    (max.saturating_sub(3)..=max)
+        .rev()
+        .find(|&i| (b[i] & 0xC0) != 0x80)
+        .filter(|&i| i > 0)
+        .unwrap_or(max)
+}
+
+/// One stream's [`LineBuf`] and its [`Tap`].
+#[derive(Debug)]
+struct LineTap {
+    tap: Tap,
+    stream: Stream,
+    /// The stream's first bytes, until the byte order mark is known (`Utf8Lines`).
+    head: Option<Vec<u8>>,
+    lines: LineBuf,
+    declined: bool,
+}
+
+const BOM_UTF8: &[u8] = &[0xEF, 0xBB, 0xBF];
+const BOM_UTF16LE: &[u8] = &[0xFF, 0xFE];
+
+impl LineTap {
+    fn new(tap: Tap, stream: Stream, live: Live) -> LineTap {
+        let declined = live == Live::AtEnd;
+        if declined {
+            tap.decline(stream);
+        }
+        LineTap {
+            tap,
+            stream,
+            head: (live == Live::Utf8Lines).then(Vec::new),
+            lines: LineBuf::new(),
+            declined,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.declined {
+            return;
+        }
+        if let Some(head) = &mut self.head {
+            head.extend_from_slice(bytes);
+            if head.len() >= BOM_UTF8.len() {
+                if let Some(head) = self.head.take() {
+                    self.feed_head(&head);
+                }
+            }
+            return;
+        }
+        self.lines(bytes);
+    }
+
+    fn lines(&mut self, bytes: &[u8]) {
+        let (tap, stream) = (&self.tap, self.stream);
+        self.lines.push(bytes, &mut |l| (tap.f)(stream, l));
+    }
+
+    /// The stream's first bytes: decline UTF-16, drop a UTF-8 byte order mark.
+    fn feed_head(&mut self, head: &[u8]) {
+        if head.starts_with(BOM_UTF16LE) {
+            self.declined = true;
+            self.tap.decline(self.stream);
+            return;
+        }
+        self.lines(head.strip_prefix(BOM_UTF8).unwrap_or(head));
+    }
+
+    fn finish(&mut self) {
+        if let Some(head) = self.head.take() {
+            if !self.declined {
+                self.feed_head(&head);
+            }
+        }
+        if self.declined {
+            return;
+        }
+        let (tap, stream) = (&self.tap, self.stream);
+        self.lines.finish(&mut |l| (tap.f)(stream, l));
+    }
 }
 
 impl Keep {
@@ -78,7 +293,14 @@ impl Keep {
     pub fn sections(nonce: &str, budget: Arc<OutputBudget>) -> Self {
         Keep {
             sections: Some((nonce.to_string(), budget)),
+            tap: None,
         }
+    }
+
+    /// The same, complete lines also handed to `tap` as they arrive.
+    pub fn with_tap(mut self, tap: Tap) -> Self {
+        self.tap = Some(tap);
+        self
     }
 }
 
@@ -216,13 +438,20 @@ pub struct Collector {
     buf: Vec<u8>,
     received: usize,
     sections: Option<Sections>,
+    tap: Option<LineTap>,
 }
 
 impl Collector {
-    pub fn new(keep: &Keep) -> Self {
+    /// The collector of `stream`, whose text can be shown live as `live` says (when `keep`
+    /// has a tap).
+    pub fn new(keep: &Keep, stream: Stream, live: Live) -> Self {
         Collector {
             buf: Vec::new(),
             received: 0,
+            tap: keep
+                .tap
+                .as_ref()
+                .map(|t| LineTap::new(t.clone(), stream, live)),
             sections: keep.sections.as_ref().map(|(nonce, budget)| Sections {
                 nonce: nonce.clone(),
                 marker: format!("\n@@kwin:{nonce}:task:").into_bytes(),
@@ -239,6 +468,9 @@ impl Collector {
             return Err(TransportError::OutputTooLarge { limit: MAX_OUTPUT });
         }
         self.received += bytes.len();
+        if let Some(t) = &mut self.tap {
+            t.push(bytes);
+        }
         match &mut self.sections {
             Some(s) => s.push(&mut self.buf, bytes),
             None => self.buf.extend_from_slice(bytes),
@@ -251,21 +483,42 @@ impl Collector {
         self.received
     }
 
-    /// What is kept, once the stream ended.
+    /// What is kept, once the stream ended (a tap gets its last line).
     pub fn finish(mut self) -> Vec<u8> {
         if let Some(s) = &mut self.sections {
             s.finish(&mut self.buf);
         }
-        self.buf
+        if let Some(mut t) = self.tap.take() {
+            t.finish();
+        }
+        std::mem::take(&mut self.buf)
     }
 }
 
-/// Apply `keep` to output already read whole (transports without streaming filters).
-pub fn keep_whole(bytes: Vec<u8>, keep: &Keep) -> Vec<u8> {
+impl Drop for Collector {
+    /// A stream cut short (timeout, lost connection, the cap): the tap still gets the last
+    /// partial line it received.
+    fn drop(&mut self) {
+        if let Some(mut t) = self.tap.take() {
+            t.finish();
+        }
+    }
+}
+
+/// Apply `keep` to output already read whole (transports without streaming filters): a tap
+/// is declined, the output is shown whole at the end.
+pub fn keep_whole(bytes: Vec<u8>, keep: &Keep, stream: Stream) -> Vec<u8> {
+    if let Some(t) = &keep.tap {
+        t.decline(stream);
+    }
     if keep.sections.is_none() {
         return bytes;
     }
-    let mut c = Collector::new(keep);
+    let keep = Keep {
+        sections: keep.sections.clone(),
+        tap: None,
+    };
+    let mut c = Collector::new(&keep, stream, Live::AtEnd);
     for chunk in bytes.chunks(64 * 1024) {
         if c.push(chunk).is_err() {
             break;
@@ -286,7 +539,7 @@ mod tests {
     }
 
     fn collect(keep: &Keep, stream: &[u8], chunk: usize) -> Vec<u8> {
-        let mut c = Collector::new(keep);
+        let mut c = Collector::new(keep, Stream::Stdout, Live::Lines);
         for piece in stream.chunks(chunk.max(1)) {
             c.push(piece).expect("under the cap");
         }
@@ -355,10 +608,10 @@ mod tests {
     #[test]
     fn without_sections_nothing_is_cut_but_the_cap_holds() {
         let keep = Keep::all();
-        let mut c = Collector::new(&keep);
+        let mut c = Collector::new(&keep, Stream::Stdout, Live::Lines);
         c.push(&vec![b'x'; 1000]).expect("push");
         assert_eq!(c.finish().len(), 1000);
-        let mut c = Collector::new(&keep);
+        let mut c = Collector::new(&keep, Stream::Stdout, Live::Lines);
         c.push(&vec![0u8; MAX_OUTPUT]).expect("exactly the cap");
         assert!(matches!(
             c.push(b"1"),
@@ -378,6 +631,178 @@ mod tests {
         assert!(
             text.ends_with(&format!("@@kwin:{n}:task:0:end:0\n")),
             "{text}"
+        );
+    }
+
+    /// What a [`LineBuf`] hands on for `input` pushed in pieces of `chunk` bytes: the pieces
+    /// handed on while pushing, then what `finish` hands on.
+    fn lines(input: &[u8], chunk: usize) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let mut b = LineBuf::new();
+        let mut got = Vec::new();
+        for piece in input.chunks(chunk.max(1)) {
+            b.push(piece, &mut |l| got.push(l.to_vec()));
+        }
+        let mut last = Vec::new();
+        b.finish(&mut |l| last.push(l.to_vec()));
+        (got, last)
+    }
+
+    #[test]
+    fn lines_split_across_chunks_come_out_whole() {
+        let input = b"first\nsecond line\n\nthird\n";
+        for chunk in [1, 2, 3, 5, 7, 100] {
+            let (got, last) = lines(input, chunk);
+            assert_eq!(
+                got,
+                [&b"first\n"[..], b"second line\n", b"\n", b"third\n"],
+                "chunk {chunk}"
+            );
+            assert!(last.is_empty(), "chunk {chunk}: {last:?}");
+        }
+    }
+
+    #[test]
+    fn crlf_lines_end_at_their_line_feed_and_keep_the_carriage_return() {
+        for chunk in [1, 2, 4, 64] {
+            let (got, last) = lines(b"one\r\ntwo\r\nthree\r", chunk);
+            assert_eq!(got, [&b"one\r\n"[..], b"two\r\n"], "chunk {chunk}");
+            assert_eq!(last, [&b"three\r"[..]], "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_last_line_without_a_line_break_comes_when_the_stream_ends() {
+        let (got, last) = lines(b"done\nno newline", 3);
+        assert_eq!(got, [&b"done\n"[..]]);
+        assert_eq!(last, [&b"no newline"[..]]);
+        let (got, last) = lines(b"", 3);
+        assert!(got.is_empty() && last.is_empty());
+    }
+
+    #[test]
+    fn invalid_utf8_passes_through_and_a_split_character_comes_out_whole() {
+        // U+20AC (3 bytes) cut between two pushes; 0xFF is never UTF-8.
+        let input = b"\xffbad\n\xe2\x82\xac ok\n".to_vec();
+        for chunk in 1..=6 {
+            let (got, last) = lines(&input, chunk);
+            assert_eq!(
+                got,
+                [&b"\xffbad\n"[..], "\u{20ac} ok\n".as_bytes()],
+                "chunk {chunk}"
+            );
+            assert!(last.is_empty());
+            assert_eq!(String::from_utf8_lossy(&got[0]), "\u{fffd}bad\n");
+        }
+    }
+
+    #[test]
+    fn a_huge_line_is_handed_on_in_pieces_cut_between_characters() {
+        let line: Vec<u8> = "\u{e9}".repeat(LINE_MAX).into_bytes();
+        for chunk in [10_000, 3 * LINE_MAX] {
+            let (got, last) = lines(&line, chunk);
+            let all: Vec<u8> = got.iter().chain(&last).flatten().copied().collect();
+            assert_eq!(all, line, "every byte once, in order");
+            assert!(!got.is_empty(), "handed on before the stream ended");
+            for piece in got.iter().chain(&last) {
+                assert!(piece.len() <= LINE_MAX);
+                assert!(std::str::from_utf8(piece).is_ok(), "a character was cut");
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrapped_base64_run_is_handed_on_with_the_line_after_it_and_scrubs_whole() {
+        use base64::Engine as _;
+        let secret = "correct-horse-battery-staple-0123456789";
+        let scrubber = crate::secret::Scrubber::new();
+        scrubber.add(&crate::secret::Secret::new(secret));
+        let b64 = base64::engine::general_purpose::STANDARD.encode(secret.repeat(3));
+        let mut input = b"before\n".to_vec();
+        for piece in b64.as_bytes().chunks(20) {
+            input.extend_from_slice(piece);
+            input.push(b'\n');
+        }
+        input.extend_from_slice(b"after\n");
+        for chunk in [1, 7, 4096] {
+            let (got, last) = lines(&input, chunk);
+            assert!(last.is_empty());
+            assert_eq!(got.len(), 2, "chunk {chunk}: {got:?}");
+            assert_eq!(got[0], b"before\n");
+            assert!(got[1].ends_with(b"after\n"));
+            let shown = scrubber.scrub_bytes(&got[1]);
+            assert_eq!(
+                shown,
+                scrubber.scrub_bytes(&input[7..]),
+                "as the whole text"
+            );
+            assert!(shown.contains("***"), "{shown}");
+        }
+        // Short words are shown at once, not held.
+        let (got, _) = lines(b"first\n", 1);
+        assert_eq!(got, [&b"first\n"[..]]);
+    }
+
+    /// What a tap got (stream, bytes), whether it was declined, what was kept.
+    type Tapped = (Vec<(Stream, Vec<u8>)>, bool, Vec<u8>);
+
+    fn tapped(live: Live, chunks: &[&[u8]]) -> Tapped {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let tap = Tap::new(move |stream, l| s2.lock().expect("lock").push((stream, l.to_vec())));
+        let keep = Keep::all().with_tap(tap.clone());
+        let mut c = Collector::new(&keep, Stream::Stderr, live);
+        for ch in chunks {
+            c.push(ch).expect("under the cap");
+        }
+        let kept = c.finish();
+        let got = seen.lock().expect("lock").clone();
+        (got, tap.declined(Stream::Stderr), kept)
+    }
+
+    #[test]
+    fn a_collector_taps_what_it_receives_and_keeps_it_all_the_same() {
+        let (got, declined, kept) = tapped(Live::Lines, &[b"a\nb", b"c\n", b"d"]);
+        assert!(!declined);
+        assert_eq!(kept, b"a\nbc\nd");
+        let lines: Vec<&[u8]> = got.iter().map(|(_, l)| l.as_slice()).collect();
+        assert_eq!(lines, [&b"a\n"[..], b"bc\n", b"d"]);
+        assert!(got.iter().all(|(s, _)| *s == Stream::Stderr));
+    }
+
+    #[test]
+    fn powershell_text_is_tapped_as_decoded_or_declined() {
+        // A UTF-8 byte order mark is dropped, as `decode_stdout` drops it.
+        let (got, declined, _) = tapped(Live::Utf8Lines, &[b"\xef", b"\xbb\xbfok\n"]);
+        assert!(!declined);
+        assert_eq!(got, [(Stream::Stderr, b"ok\n".to_vec())]);
+        // Short output, no mark.
+        let (got, _, _) = tapped(Live::Utf8Lines, &[b"ok"]);
+        assert_eq!(got, [(Stream::Stderr, b"ok".to_vec())]);
+        // UTF-16 is decoded only whole; CLIXML (`AtEnd`) too.
+        for (live, input) in [
+            (Live::Utf8Lines, &b"\xff\xfeo\x00k\x00\n\x00"[..]),
+            (Live::AtEnd, b"#< CLIXML\n<Objs/>\n"),
+        ] {
+            let (got, declined, kept) = tapped(live, &[input]);
+            assert!(declined && got.is_empty(), "{live:?}: {got:?}");
+            assert_eq!(kept, input, "kept whole for the end");
+        }
+    }
+
+    #[test]
+    fn a_stream_cut_short_still_taps_its_last_partial_line_and_nothing_past_the_cap() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let keep = Keep::all().with_tap(Tap::new(move |_, l| {
+            s2.lock().expect("lock").push(l.to_vec())
+        }));
+        let mut c = Collector::new(&keep, Stream::Stdout, Live::Lines);
+        c.push(b"line\npartial").expect("push");
+        assert!(c.push(&vec![b'x'; MAX_OUTPUT]).is_err());
+        drop(c);
+        assert_eq!(
+            *seen.lock().expect("lock"),
+            [b"line\n".to_vec(), b"partial".to_vec()]
         );
     }
 }

@@ -28,7 +28,7 @@
 use super::{DepErr, InputErr, Pending, Policy, Worker};
 use crate::event::{Event, TaskStatus};
 use crate::exec::batch::{Batch, Item, ItemResult, Section};
-use crate::exec::conn::{LogAs, LogStdout};
+use crate::exec::conn::{LogAs, LogStdout, Redact};
 use crate::exec::reboot::reboot;
 use crate::exec::text::last_lines;
 use crate::fact::FactQuery;
@@ -360,7 +360,8 @@ impl Worker {
             );
             let timeout = self.sh.opts.step_timeout.saturating_mul(n);
             let keys = self.sensitive_keys();
-            let redact = |out: &Output| batch.log_output(out, &|k| keys.contains(k));
+            let sensitive = |k: &str| keys.contains(k);
+            let redact = |out: &Output| batch.log_output(out, &sensitive);
             let keep = Keep::sections(batch.nonce(), self.sh.budget.clone());
             match self
                 .conn
@@ -370,8 +371,10 @@ impl Worker {
                     timeout,
                     LogAs {
                         stdout: LogStdout::Yes,
-                        script: Some(&batch.log_script),
-                        output: Some(&redact),
+                        script: batch.hides_steps().then_some(batch.log_script.as_str()),
+                        output: batch
+                            .may_hide_output(&sensitive)
+                            .then_some(&redact as Redact),
                         keep: Some(&keep),
                     },
                 )
@@ -753,8 +756,10 @@ impl Worker {
                         opts.step_timeout,
                         LogAs {
                             stdout: LogStdout::Yes,
-                            script: Some(&batch.log_script),
-                            output: Some(&redact),
+                            script: batch.hides_steps().then_some(batch.log_script.as_str()),
+                            output: batch
+                                .may_hide_output(&|_| false)
+                                .then_some(&redact as Redact),
                             keep: Some(&keep),
                         },
                     )

@@ -10,7 +10,7 @@ pub(crate) mod apply;
 pub(crate) mod plan;
 
 use super::board::Done;
-use super::conn::{Backoff, Conn, LogAs, LogStdout};
+use super::conn::{Backoff, Conn, LogAs, LogStdout, Redact};
 use super::outputs::Values;
 use super::shared::{HostOutcome, Shared};
 use super::text::{last_lines, parse_outputs};
@@ -364,8 +364,8 @@ impl Worker {
         let script = fact::batch_script(self.shell, queries, &nonce);
         let keys = self.sensitive_keys();
         let shell = self.shell;
-        let redact =
-            |out: &Output| fact::redact_for_log(shell, queries, out, &nonce, &|k| keys.contains(k));
+        let sensitive = |k: &str| keys.contains(k);
+        let redact = |out: &Output| fact::redact_for_log(shell, queries, out, &nonce, &sensitive);
         let out = self
             .conn
             .run_idempotent_logged(
@@ -376,7 +376,8 @@ impl Worker {
                 LogAs {
                     stdout: LogStdout::Yes,
                     script: None,
-                    output: Some(&redact),
+                    output: fact::may_redact(shell, queries, &sensitive)
+                        .then_some(&redact as Redact),
                     keep: None,
                 },
             )

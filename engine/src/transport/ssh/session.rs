@@ -12,7 +12,7 @@ use super::jump::Tunnel;
 use super::known_hosts::{self, Recorded, RecordedHostKey, Verdict};
 use crate::quote::{ps_quote, sh_quote};
 use crate::secret::Scrubber;
-use crate::transport::output::{Collector, Keep};
+use crate::transport::output::{Collector, Keep, Live, Stream};
 use crate::transport::{Output, Shell, TransportError, MAX_OUTPUT};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use ssh2::{BlockDirections, ErrorCode, MethodType, Session, Sftp};
@@ -379,7 +379,15 @@ impl Conn {
         let mut ch = w.retry("open a channel", || self.sess.channel_session())?;
         w.retry("start the shell", || ch.exec(command))?;
 
-        let (mut stdout, mut stderr) = (Collector::new(keep), Collector::new(keep));
+        // PowerShell's stderr is CLIXML, decoded once whole (`run`): never shown live.
+        let err_live = match self.t.shell {
+            Shell::Posix => Live::Lines,
+            Shell::PowerShell => Live::AtEnd,
+        };
+        let (mut stdout, mut stderr) = (
+            Collector::new(keep, Stream::Stdout, Live::Lines),
+            Collector::new(keep, Stream::Stderr, err_live),
+        );
         let mut written = 0usize;
         let mut stdin_done = stdin.is_empty();
         let mut eof_sent = false;

@@ -34,7 +34,7 @@ mod tls;
 pub use http::Stats;
 pub use scripts::Dialect;
 
-use super::output::{Collector, Keep};
+use super::output::{Collector, Keep, Live, Stream};
 use super::{Output, Shell, Transport, TransportError};
 use crate::transport::spec::WinrmSpec;
 use async_trait::async_trait;
@@ -354,7 +354,16 @@ impl WinrmTransport {
             soap::parse_ack(&body, &id).map_err(|e| bad_reply("send stdin", e))?;
         }
 
-        let (mut stdout, mut stderr) = (Collector::new(spec.keep), Collector::new(spec.keep));
+        // Shown live as `decode` gives them at the end: stdout without a UTF-8 byte order
+        // mark (UTF-16 only whole); PowerShell's stderr is CLIXML, decoded only whole.
+        let err_live = match self.dialect {
+            Dialect::PowerShell => Live::AtEnd,
+            Dialect::PosixStandIn => Live::Lines,
+        };
+        let (mut stdout, mut stderr) = (
+            Collector::new(spec.keep, Stream::Stdout, Live::Utf8Lines),
+            Collector::new(spec.keep, Stream::Stderr, err_live),
+        );
         loop {
             let left = deadline
                 .checked_duration_since(Instant::now())
