@@ -413,7 +413,7 @@ impl KubeadmUpgrade {
         let msg = ps_quote(&format!(
             " is installed, not {v}: kubeadm.exe of {v} must be downloaded first (windows-worker's kubeadm-download)"
         ));
-        let record = crate::windows::file::write_script(
+        let record = crate::shared::file::write_script(
             UPGRADED_NODE_WINDOWS,
             format!("{v}\n").as_bytes(),
             ctx.nonce,
