@@ -360,8 +360,10 @@ pub fn parse_upgrade(out: &FactOutput) -> Result<UpgradeState, FactError> {
             (Some("joined"), None, None) => s.joined = true,
             (Some("upgraded-node"), Some(v), None) => s.upgraded_node = known(v),
             (Some("upgraded-node"), None, None) => {}
-            // `Kubernetes v1.31.4` (component-base's verflag prints the program name and
-            // the version): the last word.
+            // `Kubernetes v1.31.4`: `kubelet --version` prints `Kubernetes <gitVersion>`
+            // (kubernetes/kubernetes staging/src/k8s.io/component-base/version/verflag/
+            // verflag.go @ 05a338a8, `PrintAndExitIfRequested`): the last word.
+            (Some("kubelet-binary"), None, None) => {}
             (Some("kubelet-binary"), Some(_), _) => {
                 s.kubelet_binary = line.split_whitespace().last().and_then(known)
             }
