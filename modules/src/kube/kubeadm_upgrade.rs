@@ -278,26 +278,30 @@ impl UpgradeFact {
 
     /// The Windows node's facts: kubeadm.exe's and kubelet.exe's versions (native programs
     /// run with `$ErrorActionPreference = 'Continue'`: Windows PowerShell 5.1 turns a native
-    /// program's stderr into error records, which 'Stop' would make terminating), the record,
-    /// and whether `kubelet_kubeconfig` exists.
+    /// program's stderr into error records, which 'Stop' would make terminating; their whole
+    /// output is collected before the first line is taken, so `$LASTEXITCODE` is the
+    /// program's own), the record, and whether `kubelet_kubeconfig` exists. It answers even
+    /// when a program fails (the probe takes a non-zero `$LASTEXITCODE` for a failed fact):
+    /// what it could not read is `none` / absent.
     pub fn windows(kubelet_kubeconfig: &str) -> UpgradeFact {
         let script = format!(
             "$ErrorActionPreference = 'Continue'\n\
              $kv = 'none'\n\
              if (Test-Path -LiteralPath {kubeadm} -PathType Leaf) {{\n\
-             \x20 $o = & {kubeadm} version -o short 2>$null | Select-Object -First 1\n\
-             \x20 if ($LASTEXITCODE -eq 0 -and $o) {{ $kv = ([string]$o).Trim() }}\n\
+             \x20 $o = @(& {kubeadm} version -o short 2>$null)\n\
+             \x20 if ($LASTEXITCODE -eq 0 -and $o.Count -gt 0) {{ $kv = ([string]$o[0]).Trim() }}\n\
              }}\n\
              'kwin: kubeadm ' + $kv\n\
              if (Test-Path -LiteralPath {kubelet} -PathType Leaf) {{\n\
-             \x20 $o = & {kubelet} --version 2>$null | Select-Object -First 1\n\
-             \x20 if ($LASTEXITCODE -eq 0 -and $o) {{ 'kubelet-binary ' + (([string]$o).Trim() -replace '[^A-Za-z0-9. +-]', '') }}\n\
+             \x20 $o = @(& {kubelet} --version 2>$null)\n\
+             \x20 if ($LASTEXITCODE -eq 0 -and $o.Count -gt 0) {{ 'kubelet-binary ' + (([string]$o[0]).Trim() -replace '[^A-Za-z0-9. +-]', '') }}\n\
              }}\n\
              if (Test-Path -LiteralPath {stamp} -PathType Leaf) {{\n\
              \x20 $t = [IO.File]::ReadAllText({stamp})\n\
              \x20 'upgraded-node ' + ($t -replace '[^v0-9.]', '')\n\
              }}\n\
-             if (Test-Path -LiteralPath {conf}) {{ 'joined' }}\n",
+             if (Test-Path -LiteralPath {conf}) {{ 'joined' }}\n\
+             $global:LASTEXITCODE = 0\n",
             kubeadm = ps_quote(KUBEADM_WINDOWS),
             kubelet = ps_quote(KUBELET_WINDOWS),
             stamp = ps_quote(UPGRADED_NODE_WINDOWS),
@@ -427,9 +431,9 @@ impl KubeadmUpgrade {
              $kv = ''\n\
              if (Test-Path -LiteralPath $kubeadm -PathType Leaf) {{\n\
              \x20 $ErrorActionPreference = 'Continue'\n\
-             \x20 $o = & $kubeadm version -o short 2>$null | Select-Object -First 1\n\
+             \x20 $o = @(& $kubeadm version -o short 2>$null)\n\
              \x20 $ErrorActionPreference = 'Stop'\n\
-             \x20 if ($o) {{ $kv = ([string]$o).Trim() }}\n\
+             \x20 if ($o.Count -gt 0) {{ $kv = ([string]$o[0]).Trim() }}\n\
              }}\n\
              if ($kv -ne {want}) {{ if (-not $kv) {{ $kv = '(none)' }}; throw ('kubeadm.exe ' + $kv + {msg}) }}\n\
              $ErrorActionPreference = 'Continue'\n\
