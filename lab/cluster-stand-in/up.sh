@@ -26,7 +26,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 ID="${KWIN_LAB_ID:-0}"
-[[ "$ID" =~ ^[0-9]$ ]] || { echo "up.sh: KWIN_LAB_ID must be one digit" >&2; exit 2; }
+[[ "$ID" =~ ^(0|[1-9]|1[0-9])$ ]] || { echo "up.sh: KWIN_LAB_ID must be 0 to 19 (lab/lib.sh)" >&2; exit 2; }
 if [[ "$ID" == 0 ]]; then LAB="$ROOT/target/lab"; NS=kwin; VETH=kwv; else
   LAB="$ROOT/target/lab-$ID"; NS="kwin$ID"; VETH="kwv$ID"; fi
 ADDR="10.$((213 + ID)).255.1"

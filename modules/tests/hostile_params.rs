@@ -792,6 +792,27 @@ fn run_jobs(sb: &Sandbox, jobs: Vec<Job>, problems: &mut Vec<String>) -> usize {
     n
 }
 
+/// A top-level string parameter this shell refuses whatever its value (a Linux-only
+/// parameter of a module of both shells, e.g. `kubeadm_upgrade`'s admin `kubeconfig` on
+/// Windows): set to a Windows path, a POSIX path and a bare word in every case that builds,
+/// each build fails naming it. Nothing of its value can reach a script.
+fn refused_on_shell(name: &str, shell: Shell, cases: &[&Case], pat: &[Pat]) -> bool {
+    let [Pat::Key(k)] = pat else {
+        return false;
+    };
+    !cases.is_empty()
+        && cases.iter().all(|c| {
+            ["C:\\k\\x", "/etc/x", "x"].iter().all(|v| {
+                let mut p = c.params.clone();
+                p[k.as_str()] = Value::String((*v).to_string());
+                Builtin
+                    .build(name, shell, &p)
+                    .err()
+                    .is_some_and(|e| names_param(&e, &[Seg::Key(k.clone())]))
+            })
+        })
+}
+
 /// Whether a refusal names the parameter: its path, or the parameter's name in the message.
 fn names_param(e: &ParamError, at: &[Seg]) -> bool {
     let path = dotted(at);
@@ -884,8 +905,10 @@ fn every_string_parameter_of_every_module_is_quoted_or_refused() {
                         }
                     }
                 }
-                if !seen {
+                if !seen && !refused_on_shell(name, shell, &mine, &pat) {
                     uncovered.push(format!("{name} ({shell:?}) `{}`", pat_text(&pat)));
+                } else if !seen {
+                    refused += 1;
                 }
             }
         }

@@ -40,6 +40,7 @@ fn both_shell_modules_share_params() {
             "download",
             "file",
             "kubeadm_join",
+            "kubeadm_upgrade",
             "reboot",
             "service"
         ]

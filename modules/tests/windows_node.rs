@@ -210,3 +210,44 @@ fn reboot_is_for_the_containers_feature_before_the_join_only() {
         s(task(&tasks, "ww1", "kubeadm-join"), "creates")
     );
 }
+
+/// windows-worker's `kubelet` step (a fresh node) and upgrade-worker's
+/// `upgrade-kubelet-service` (a joined node, drained) are twins: the same service, binaries
+/// and flags for every minor, so an upgraded node ends where a fresh join at the version
+/// starts. Only their guards differ (`unless_exists` / `if_exists` the kubelet's kubeconfig).
+#[test]
+fn the_upgrade_kubelet_service_is_the_install_steps_twin() {
+    let labels = [(
+        "name = \"ww1\"",
+        "name = \"ww1\"\nlabels = { \"example.com/tier\" = \"edge\" }\ntaints = [\"dedicated=edge:NoSchedule\"]",
+    )];
+    for minor in MINORS {
+        for extra in [&[][..], &labels[..]] {
+            let tasks = tasks_for(minor, extra);
+            let install = task(&tasks, "ww1", "kubelet");
+            let upgrade = task(&tasks, "ww1", "upgrade-kubelet-service");
+            assert_eq!(install.module, upgrade.module, "1.{minor}");
+            assert_eq!(
+                install.params, upgrade.params,
+                "1.{minor}: the twins drifted"
+            );
+            let conf = "C:\\etc\\kubernetes\\kubelet.conf";
+            let guard = |t: &Task| t.guard.as_ref().map(|g| (g.path.clone(), g.exists));
+            assert_eq!(guard(install), Some((conf.to_string(), false)), "1.{minor}");
+            assert_eq!(guard(upgrade), Some((conf.to_string(), true)), "1.{minor}");
+            // kubeadm.exe of the version is in place before the upgrade needs it: the install
+            // path downloads it unguarded, to where kubeadm_upgrade runs it.
+            let dl = task(&tasks, "ww1", "kubeadm-download");
+            assert!(dl.guard.is_none(), "1.{minor}");
+            assert_eq!(s(dl, "dest"), "C:\\k\\kubeadm.exe");
+            assert!(
+                s(dl, "url").contains(&format!("/v1.{minor}.2/bin/windows/amd64/kubeadm.exe")),
+                "1.{minor}: {}",
+                s(dl, "url")
+            );
+            let up = task(&tasks, "ww1", "kubeadm-upgrade-node-windows");
+            assert_eq!(up.params["version"], format!("1.{minor}.2"), "1.{minor}");
+            assert_eq!(up.params["mode"], "node");
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! `kubeadm_upgrade`: `kubeadm upgrade apply` on the first control plane, `kubeadm upgrade
-//! node` on the other control planes and on Linux workers — the kubeadm part of a Kubernetes
-//! upgrade. POSIX hosts only for now (the Windows form, `kubeadm.exe upgrade node`, is not
-//! built yet).
+//! node` on the other control planes and on Linux and Windows workers — the kubeadm part of a
+//! Kubernetes upgrade. On Windows (PowerShell) only `mode = "node"`: Windows nodes are never
+//! control planes.
 //!
 //! Parameters: the fields of [`KubeadmUpgradeParams`], shown by `kwin doc kubeadm_upgrade`
 //! and in docs/modules.md.
@@ -29,6 +29,22 @@
 //! apply` on the first control plane comes first); either failing changes nothing. `kwin plan`
 //! runs neither step, so it plans the change and says what it waits for.
 //!
+//! Windows (PowerShell form): "Upgrading Windows nodes" (kubernetes.io/docs/tasks/
+//! administer-cluster/kubeadm/upgrading-windows-nodes; kubernetes/website
+//! `content/en/docs/tasks/administer-cluster/kubeadm/upgrading-windows-nodes.md` @ `0189ae0f`):
+//! kubeadm.exe of the new version at `C:\k\kubeadm.exe` (the path the page downloads it to,
+//! and windows-worker's `kubeadm-download`), drain, `kubeadm upgrade node` on the node ("to
+//! sync new kubelet configuration"), then stop the kubelet service, replace kubelet.exe, start
+//! it, uncordon. What kwin took from it: the order, the path and the command; the kubelet part
+//! is the `service` module's (recipe upgrade-worker). Facts (one script): `C:\k\kubeadm.exe
+//! version -o short`; the installed `C:\k\kubelet.exe --version` (a Windows node has no
+//! kubectl to read its Node with: the kubelet binary is replaced only after this step in the
+//! upgrade sequence, so a kubelet.exe at the version means it ran or the node joined at it);
+//! whether the kubelet's kubeconfig `C:\etc\kubernetes\kubelet.conf` exists; the step's
+//! record [`UPGRADED_NODE_WINDOWS`]. The change checks the installed kubeadm.exe version when
+//! it runs, runs `kubeadm.exe upgrade node` (exit code checked), and writes the record
+//! (created exclusively under an unguessable name, renamed into place).
+//!
 //! ```toml
 //! [[tasks]]
 //! name = "kubeadm-upgrade"
@@ -41,18 +57,30 @@ use super::drain::kube_version;
 use super::facts::{header, script_key};
 use super::node::{is_node_name, v_prefixed};
 use super::ADMIN_CONF;
-use crate::paths::posix_abs_line;
+use crate::paths::{posix_abs_line, windows_abs, windows_resource};
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{Fact, FactError, FactOutput, FactQuery, Facts};
 use kwin_engine::module::{
     Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
-use kwin_engine::quote::sh_quote;
+use kwin_engine::quote::{ps_quote, sh_quote};
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
 
 /// The kubelet's kubeconfig kubeadm writes on every node.
 pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
+
+/// The same on a Windows node (kubeadm's `C:\etc\kubernetes`, as windows-worker's join
+/// guard).
+pub const KUBELET_CONF_WINDOWS: &str = r"C:\etc\kubernetes\kubelet.conf";
+
+/// Where windows-worker's `kubeadm-download` puts kubeadm.exe, and where "Upgrading Windows
+/// nodes" downloads the new one (`curl.exe -Lo C:\k\kubeadm.exe ...`).
+pub const KUBEADM_WINDOWS: &str = r"C:\k\kubeadm.exe";
+
+/// The kubelet binary windows-worker's `kubelet` service runs (and upgrade-worker's twin
+/// replaces).
+pub const KUBELET_WINDOWS: &str = r"C:\k\kubelet.exe";
 
 /// The control plane's static pods, whose image tags say what it runs.
 const COMPONENTS: [&str; 3] = [
@@ -71,9 +99,10 @@ pub struct KubeadmUpgradeParams {
     /// This host's Node name.
     node: String,
     /// The admin kubeconfig (default `/etc/kubernetes/admin.conf`), read where it exists.
+    /// Linux only: a Windows node has none.
     kubeconfig: Option<String>,
-    /// The kubelet's kubeconfig (default `/etc/kubernetes/kubelet.conf`): present means
-    /// joined.
+    /// The kubelet's kubeconfig (default `/etc/kubernetes/kubelet.conf`, on Windows
+    /// `C:\etc\kubernetes\kubelet.conf`): present means joined.
     kubelet_kubeconfig: Option<String>,
 }
 
@@ -85,6 +114,7 @@ enum Mode {
 
 #[derive(Debug, Clone)]
 pub struct KubeadmUpgrade {
+    shell: Shell,
     mode: Mode,
     /// `v1.32.5`.
     version: String,
@@ -99,7 +129,7 @@ impl Described for KubeadmUpgrade {
         "kubeadm upgrade apply (first control plane) or kubeadm upgrade node, to a version";
     type Params = KubeadmUpgradeParams;
 
-    fn from_params(p: KubeadmUpgradeParams, _shell: Shell) -> Result<Self, ParamError> {
+    fn from_params(p: KubeadmUpgradeParams, shell: Shell) -> Result<Self, ParamError> {
         let mode = match p.mode.as_str() {
             "apply" => Mode::Apply,
             "node" => Mode::Node,
@@ -120,6 +150,32 @@ impl Described for KubeadmUpgrade {
                 ),
             ));
         }
+        if shell == Shell::PowerShell {
+            if mode == Mode::Apply {
+                return Err(ParamError::at(
+                    "mode",
+                    "Windows nodes run `kubeadm upgrade node` only (`mode = \"node\"`): they are never control planes",
+                ));
+            }
+            if p.kubeconfig.is_some() {
+                return Err(ParamError::at(
+                    "kubeconfig",
+                    "a Windows node has no admin kubeconfig: leave `kubeconfig` out",
+                ));
+            }
+            let kubelet_kubeconfig = p
+                .kubelet_kubeconfig
+                .unwrap_or_else(|| KUBELET_CONF_WINDOWS.to_string());
+            windows_abs("kubelet_kubeconfig", &kubelet_kubeconfig)?;
+            return Ok(KubeadmUpgrade {
+                shell,
+                mode,
+                version: v_prefixed(&p.version),
+                node: p.node,
+                kubeconfig: String::new(),
+                kubelet_kubeconfig,
+            });
+        }
         let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
         posix_abs_line("kubeconfig", &kubeconfig)?;
         let kubelet_kubeconfig = p
@@ -127,6 +183,7 @@ impl Described for KubeadmUpgrade {
             .unwrap_or_else(|| KUBELET_CONF.to_string());
         posix_abs_line("kubelet_kubeconfig", &kubelet_kubeconfig)?;
         Ok(KubeadmUpgrade {
+            shell,
             mode,
             version: v_prefixed(&p.version),
             node: p.node,
@@ -136,11 +193,10 @@ impl Described for KubeadmUpgrade {
     }
 
     fn fact_samples() -> Vec<FactSample> {
-        vec![FactSample::kube(UpgradeFact::new(
-            "n1",
-            ADMIN_CONF,
-            KUBELET_CONF,
-        ))]
+        vec![
+            FactSample::kube(UpgradeFact::new("n1", ADMIN_CONF, KUBELET_CONF)),
+            FactSample::kube(UpgradeFact::windows(KUBELET_CONF_WINDOWS)),
+        ]
     }
 }
 
@@ -148,6 +204,8 @@ impl Described for KubeadmUpgrade {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpgradeFact {
     pub script: String,
+    /// The shell `script` is written for.
+    pub shell: Shell,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -164,6 +222,8 @@ pub struct UpgradeState {
     pub node: Option<String>,
     /// The version `kubeadm upgrade node` last finished for on a worker ([`UPGRADED_NODE`]).
     pub upgraded_node: Option<String>,
+    /// Windows: the installed `C:\k\kubelet.exe --version` (`v1.31.4`).
+    pub kubelet_binary: Option<String>,
 }
 
 /// On a worker, the version `kubeadm upgrade node` last finished for: kubeadm leaves no
@@ -172,6 +232,10 @@ pub struct UpgradeState {
 /// restart, so without this record the step could not tell it already ran (and would not
 /// converge). Written by the step, root's only, in the kubelet's state directory.
 pub const UPGRADED_NODE: &str = "/var/lib/kubelet/kwin-upgraded-node";
+
+/// [`UPGRADED_NODE`] on a Windows node: in the kubelet's state directory
+/// (`C:\var\lib\kubelet`, windows-worker's `kubelet-dir`).
+pub const UPGRADED_NODE_WINDOWS: &str = r"C:\var\lib\kubelet\kwin-upgraded-node";
 
 impl UpgradeFact {
     pub fn new(node: &str, kubeconfig: &str, kubelet_kubeconfig: &str) -> UpgradeFact {
@@ -206,7 +270,47 @@ impl UpgradeFact {
              if [ -r {stamp} ]; then echo \"upgraded-node $(head -c 64 {stamp} | tr -dc 'v0-9.')\"; fi\n\
              if [ -e {kubelet} ]; then echo joined; fi\n"
         ));
-        UpgradeFact { script: s }
+        UpgradeFact {
+            script: s,
+            shell: Shell::Posix,
+        }
+    }
+
+    /// The Windows node's facts: kubeadm.exe's and kubelet.exe's versions (native programs
+    /// run with `$ErrorActionPreference = 'Continue'`: Windows PowerShell 5.1 turns a native
+    /// program's stderr into error records, which 'Stop' would make terminating; their whole
+    /// output is collected before the first line is taken, so `$LASTEXITCODE` is the
+    /// program's own), the record, and whether `kubelet_kubeconfig` exists. It answers even
+    /// when a program fails (the probe takes a non-zero `$LASTEXITCODE` for a failed fact):
+    /// what it could not read is `none` / absent.
+    pub fn windows(kubelet_kubeconfig: &str) -> UpgradeFact {
+        let script = format!(
+            "$ErrorActionPreference = 'Continue'\n\
+             $kv = 'none'\n\
+             if (Test-Path -LiteralPath {kubeadm} -PathType Leaf) {{\n\
+             \x20 $o = @(& {kubeadm} version -o short 2>$null)\n\
+             \x20 if ($LASTEXITCODE -eq 0 -and $o.Count -gt 0) {{ $kv = ([string]$o[0]).Trim() }}\n\
+             }}\n\
+             'kwin: kubeadm ' + $kv\n\
+             if (Test-Path -LiteralPath {kubelet} -PathType Leaf) {{\n\
+             \x20 $o = @(& {kubelet} --version 2>$null)\n\
+             \x20 if ($LASTEXITCODE -eq 0 -and $o.Count -gt 0) {{ 'kubelet-binary ' + (([string]$o[0]).Trim() -replace '[^A-Za-z0-9. +-]', '') }}\n\
+             }}\n\
+             if (Test-Path -LiteralPath {stamp} -PathType Leaf) {{\n\
+             \x20 $t = [IO.File]::ReadAllText({stamp})\n\
+             \x20 'upgraded-node ' + ($t -replace '[^v0-9.]', '')\n\
+             }}\n\
+             if (Test-Path -LiteralPath {conf}) {{ 'joined' }}\n\
+             $global:LASTEXITCODE = 0\n",
+            kubeadm = ps_quote(KUBEADM_WINDOWS),
+            kubelet = ps_quote(KUBELET_WINDOWS),
+            stamp = ps_quote(UPGRADED_NODE_WINDOWS),
+            conf = ps_quote(kubelet_kubeconfig),
+        );
+        UpgradeFact {
+            script,
+            shell: Shell::PowerShell,
+        }
     }
 }
 
@@ -216,9 +320,16 @@ impl Fact for UpgradeFact {
         script_key("kube.upgrade", &self.script)
     }
     fn command(&self, shell: Shell) -> String {
-        match shell {
-            Shell::Posix => self.script.clone(),
-            Shell::PowerShell => "Write-Error 'kubeadm_upgrade has no Windows form yet'".into(),
+        match (shell, self.shell) {
+            (Shell::Posix, Shell::Posix) | (Shell::PowerShell, Shell::PowerShell) => {
+                self.script.clone()
+            }
+            (Shell::Posix, Shell::PowerShell) => {
+                "echo 'kubeadm_upgrade: a Windows fact asked of a POSIX host' >&2; exit 1".into()
+            }
+            (Shell::PowerShell, Shell::Posix) => {
+                "throw 'kubeadm_upgrade: a POSIX fact asked of a Windows host'".into()
+            }
         }
     }
     fn parse(&self, out: &FactOutput) -> Result<UpgradeState, FactError> {
@@ -253,6 +364,13 @@ pub fn parse_upgrade(out: &FactOutput) -> Result<UpgradeState, FactError> {
             (Some("joined"), None, None) => s.joined = true,
             (Some("upgraded-node"), Some(v), None) => s.upgraded_node = known(v),
             (Some("upgraded-node"), None, None) => {}
+            // `Kubernetes v1.31.4`: `kubelet --version` prints `Kubernetes <gitVersion>`
+            // (kubernetes/kubernetes staging/src/k8s.io/component-base/version/verflag/
+            // verflag.go @ 05a338a8, `PrintAndExitIfRequested`): the last word.
+            (Some("kubelet-binary"), None, None) => {}
+            (Some("kubelet-binary"), Some(_), _) => {
+                s.kubelet_binary = line.split_whitespace().last().and_then(known)
+            }
             _ => return Err(FactError::Parse(format!("unexpected line {line:?}"))),
         }
     }
@@ -261,7 +379,80 @@ pub fn parse_upgrade(out: &FactOutput) -> Result<UpgradeState, FactError> {
 
 impl KubeadmUpgrade {
     fn fact(&self) -> UpgradeFact {
-        UpgradeFact::new(&self.node, &self.kubeconfig, &self.kubelet_kubeconfig)
+        match self.shell {
+            Shell::Posix => {
+                UpgradeFact::new(&self.node, &self.kubeconfig, &self.kubelet_kubeconfig)
+            }
+            Shell::PowerShell => UpgradeFact::windows(&self.kubelet_kubeconfig),
+        }
+    }
+
+    /// The Windows worker's plan: `kubeadm.exe upgrade node` unless the record or the
+    /// installed kubelet.exe says it ran for `version`.
+    fn plan_windows(&self, s: &UpgradeState, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let v = &self.version;
+        if !s.joined {
+            return Ok(Plan::noop(format!(
+                "{} is not joined yet ({} is absent): kubeadm join builds it at {v}",
+                self.node, self.kubelet_kubeconfig
+            )));
+        }
+        if s.upgraded_node.as_deref() == Some(v.as_str()) {
+            return Ok(Plan::noop(format!(
+                "kubeadm upgrade node ran for {v} on {} (its kubelet follows)",
+                self.node
+            )));
+        }
+        if s.kubelet_binary.as_deref() == Some(v.as_str()) {
+            return Ok(Plan::noop(format!(
+                "{} runs kubelet.exe {v} (installed after kubeadm upgrade node, or joined at it)",
+                self.node
+            )));
+        }
+        let note = match &s.kubeadm {
+            Some(k) if k == v => String::new(),
+            other => format!(
+                " (once kubeadm.exe {v} is downloaded: {} now)",
+                other.as_deref().unwrap_or("none")
+            ),
+        };
+        let msg = ps_quote(&format!(
+            " is installed, not {v}: kubeadm.exe of {v} must be downloaded first (windows-worker's kubeadm-download)"
+        ));
+        let record = crate::shared::file::write_script(
+            UPGRADED_NODE_WINDOWS,
+            format!("{v}\n").as_bytes(),
+            ctx.nonce,
+        );
+        let script = format!(
+            "$ErrorActionPreference = 'Stop'\n\
+             $ProgressPreference = 'SilentlyContinue'\n\
+             $kubeadm = {kubeadm}\n\
+             $kv = ''\n\
+             if (Test-Path -LiteralPath $kubeadm -PathType Leaf) {{\n\
+             \x20 $ErrorActionPreference = 'Continue'\n\
+             \x20 $o = @(& $kubeadm version -o short 2>$null)\n\
+             \x20 $ErrorActionPreference = 'Stop'\n\
+             \x20 if ($o.Count -gt 0) {{ $kv = ([string]$o[0]).Trim() }}\n\
+             }}\n\
+             if ($kv -ne {want}) {{ if (-not $kv) {{ $kv = '(none)' }}; throw ('kubeadm.exe ' + $kv + {msg}) }}\n\
+             $ErrorActionPreference = 'Continue'\n\
+             & $kubeadm upgrade node 2>&1 | ForEach-Object {{ [string]$_ }}\n\
+             $rc = $LASTEXITCODE\n\
+             $ErrorActionPreference = 'Stop'\n\
+             if ($rc -ne 0) {{ throw \"kubeadm upgrade node failed with exit code $rc\" }}\n\
+             {record}\n",
+            kubeadm = ps_quote(KUBEADM_WINDOWS),
+            want = ps_quote(v),
+        );
+        Ok(self.change(
+            format!(
+                "{} runs kubelet.exe {}: kubeadm upgrade node{note}",
+                self.node,
+                s.kubelet_binary.as_deref().unwrap_or("(unknown)")
+            ),
+            script,
+        ))
     }
 
     fn change(&self, reason: String, script: String) -> Plan {
@@ -304,6 +495,15 @@ impl Module for KubeadmUpgrade {
     }
 
     fn reads(&self) -> Vec<String> {
+        if self.shell == Shell::PowerShell {
+            return vec![
+                super::API_RESOURCE.to_string(),
+                windows_resource(KUBEADM_WINDOWS),
+                windows_resource(KUBELET_WINDOWS),
+                windows_resource(UPGRADED_NODE_WINDOWS),
+                windows_resource(&self.kubelet_kubeconfig),
+            ];
+        }
         vec![
             super::API_RESOURCE.to_string(),
             "package:kubeadm".to_string(),
@@ -314,6 +514,9 @@ impl Module for KubeadmUpgrade {
 
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let s = facts.get(&self.fact())?;
+        if self.shell == Shell::PowerShell {
+            return self.plan_windows(&s, ctx);
+        }
         let v = &self.version;
         let stale: Vec<String> = s
             .manifests

@@ -8,7 +8,7 @@
 //! | `kubeadm_join` | Linux and Windows nodes | `kubeadm join` with a generated JoinConfiguration |
 //! | `kube_apply` | first control plane | server-side apply (`--field-manager=kwin`), checked by `kubectl diff --server-side` |
 //! | `kube_wait` | first control plane | waits until objects are rolled out / have a condition |
-//! | `kubeadm_upgrade` | Linux control planes and workers | `kubeadm upgrade apply` (first control plane) / `kubeadm upgrade node` to a version |
+//! | `kubeadm_upgrade` | Linux control planes, Linux and Windows workers | `kubeadm upgrade apply` (first control plane) / `kubeadm upgrade node` (`kubeadm.exe` on Windows) to a version |
 //! | `kubelet_restart` | Linux nodes | restarts the kubelet when the installed binary is not the version its Node reports |
 //! | `kube_drain` | first control plane | cordons (with kwin's mark) and drains a Node until it runs a given kubelet |
 //! | `kube_uncordon` | first control plane | uncordons a Node kwin cordoned, once Ready at a given kubelet |
@@ -50,7 +50,7 @@ pub static MODULES: &[Row] = &[
     row::<uncordon::KubeUncordon>(POSIX),
     row::<kubeadm_init::KubeadmInit>(POSIX),
     row::<kubeadm_join::KubeadmJoin>(BOTH),
-    row::<kubeadm_upgrade::KubeadmUpgrade>(POSIX),
+    row::<kubeadm_upgrade::KubeadmUpgrade>(BOTH),
     row::<kubelet_restart::KubeletRestart>(POSIX),
 ];
 

@@ -19,7 +19,7 @@
 use super::facts::{PathFact, PathState};
 use super::{step, State};
 use crate::paths::{windows_abs, windows_resource};
-use crate::shared::file::FileParams;
+use crate::shared::file::{write_script, FileParams};
 use crate::shared::linux_only;
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
@@ -113,48 +113,6 @@ pub(crate) fn content_diff(path: &str, old: Option<&[u8]>, new: &[u8]) -> String
         .unified_diff()
         .header(&format!("a/{path}"), &format!("b/{path}"))
         .to_string()
-}
-
-/// Script that writes `content` to `path` atomically: a new file beside it, named by
-/// [`crate::temp_name`] (unguessable: nothing can be planted there first) and created with
-/// `FileMode.CreateNew` ("If the file already exists, an IOException exception is thrown",
-/// learn.microsoft.com/dotnet/api/system.io.filemode, .NET Framework 4.x as in Windows
-/// PowerShell 5.1), then checked to be a plain file
-/// holding exactly `content` (not a reparse point: a link or junction put in its place) and
-/// renamed over `path`.
-pub(crate) fn write_script(path: &str, content: &[u8], nonce: &str) -> String {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(content);
-    format!(
-        "$p = {p}\n\
-         $d = [IO.Path]::GetDirectoryName($p)\n\
-         if ($d -and -not (Test-Path -LiteralPath $d)) {{ New-Item -ItemType Directory -Force -Path $d | Out-Null }}\n\
-         $t = [IO.Path]::Combine($d, {tmp})\n\
-         $b = [Convert]::FromBase64String('{b64}')\n\
-         $f = [IO.File]::Open($t, [IO.FileMode]::CreateNew, [IO.FileAccess]::Write, [IO.FileShare]::None)\n\
-         try {{ $f.Write($b, 0, $b.Length) }} finally {{ $f.Dispose() }}\n\
-         {check}\n\
-         Move-Item -LiteralPath $t -Destination $p -Force",
-        p = ps_quote(path),
-        tmp = ps_quote(&crate::temp_name(nonce, path)),
-        check = temp_check("$t", &hex::encode(Sha256::digest(content)), path),
-    )
-}
-
-/// PowerShell that throws unless the file named by `var` is a plain file (no reparse point, no
-/// directory) whose SHA-256 is `sha256`: what a step created is what it moves into place.
-pub(crate) fn temp_check(var: &str, sha256: &str, shown: &str) -> String {
-    format!(
-        "$i = Get-Item -LiteralPath {var} -Force\n\
-         if ($i.Attributes -band ([IO.FileAttributes]::ReparsePoint -bor [IO.FileAttributes]::Directory)) {{ throw {} }}\n\
-         if ((Get-FileHash -LiteralPath {var} -Algorithm SHA256).Hash.ToLowerInvariant() -ne '{sha256}') {{ Remove-Item -LiteralPath {var} -Force; throw {} }}",
-        ps_quote(&format!(
-            "the temporary file for {shown} was replaced by a link or directory; refusing"
-        )),
-        ps_quote(&format!(
-            "the temporary file for {shown} does not hold what was written; refusing"
-        )),
-    )
 }
 
 impl Module for File {

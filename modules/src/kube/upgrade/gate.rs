@@ -26,9 +26,10 @@ pub struct GateSpec {
     /// The plan's nodes in plan order (a Node is named after its host).
     pub nodes: Vec<PlanNode>,
     pub kubeconfig: String,
-    /// The plan's Windows nodes (not in the upgrade's chain yet).
+    /// The plan's Windows nodes (workers in the same chain as Linux workers; their rows say
+    /// what differs).
     pub windows: BTreeSet<String>,
-    /// `upgrade.max_unavailable`: Linux workers upgraded at once.
+    /// `upgrade.max_unavailable`: workers (Linux and Windows) upgraded at once.
     pub max_unavailable: usize,
 }
 
@@ -152,12 +153,9 @@ pub fn section(spec: &GateSpec, u: &UpgradePlan) -> Event {
             );
         }
     }
-    let linux_workers: Vec<&PlanNode> = spec
-        .nodes
-        .iter()
-        .filter(|n| !n.control_plane && !spec.windows.contains(&n.name))
-        .collect();
-    for wave in kwin_engine::expand::serial_batches(&linux_workers, spec.max_unavailable) {
+    // Linux and Windows workers in one chain of waves (recipe upgrade-worker), plan order.
+    let workers: Vec<&PlanNode> = spec.nodes.iter().filter(|n| !n.control_plane).collect();
+    for wave in kwin_engine::expand::serial_batches(&workers, spec.max_unavailable) {
         let due: Vec<(&str, &Version)> = wave
             .iter()
             .filter_map(|n| kubelet_of(&n.name).map(|v| (n.name.as_str(), v)))
@@ -167,21 +165,23 @@ pub fn section(spec: &GateSpec, u: &UpgradePlan) -> Event {
         }
         step += 1;
         for (name, v) in due {
-            row(
-                step,
-                name,
-                "worker",
-                format!("kubelet v{v}"),
-                format!("drain, kubeadm {to}, kubeadm upgrade node, kubelet and kubectl {to}, restart, uncordon"),
-            );
-        }
-    }
-    for n in spec.nodes.iter().filter(|n| spec.windows.contains(&n.name)) {
-        if let Some(v) = kubelet_of(&n.name) {
-            notes.push(format!(
-                "{} (Windows) keeps kubelet v{v}: kwin does not upgrade Windows nodes yet (the version skew policy allows a kubelet three minors behind kube-apiserver)",
-                n.name
-            ));
+            if spec.windows.contains(name) {
+                row(
+                    step,
+                    name,
+                    "worker",
+                    format!("kubelet v{v}"),
+                    format!("drain, kubeadm.exe {to}, kubeadm upgrade node, kubelet service stopped, kubelet.exe {to} installed, started, uncordon"),
+                );
+            } else {
+                row(
+                    step,
+                    name,
+                    "worker",
+                    format!("kubelet v{v}"),
+                    format!("drain, kubeadm {to}, kubeadm upgrade node, kubelet and kubectl {to}, restart, uncordon"),
+                );
+            }
         }
     }
     for (node, mark) in &u.resume {
@@ -251,5 +251,75 @@ fn error(code: skew::Code, summary: String) -> Diagnostic {
         C::KubeletTooOld => Diagnostic::error("upgrade-kubelet-too-old", summary),
         C::Unreachable => Diagnostic::error("upgrade-unreachable", summary),
         C::NotKubeadm => Diagnostic::error("upgrade-not-kubeadm", summary),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        Version::parse(s).expect("version")
+    }
+
+    /// Windows workers are rows of the waves they fall in (plan order, `max_unavailable`
+    /// counting Linux and Windows workers alike), not a note.
+    #[test]
+    fn windows_workers_are_rows_in_their_wave() {
+        let node = |name: &str, control_plane: bool| PlanNode {
+            name: name.into(),
+            control_plane,
+        };
+        let spec = GateSpec {
+            target: v("1.32.5"),
+            nodes: vec![
+                node("cp1", true),
+                node("lw1", false),
+                node("ww1", false),
+                node("lw2", false),
+            ],
+            kubeconfig: "/etc/kubernetes/admin.conf".into(),
+            windows: ["ww1".to_string()].into_iter().collect(),
+            max_unavailable: 2,
+        };
+        let u = UpgradePlan {
+            from: v("1.31.4"),
+            to: v("1.32.5"),
+            control_planes: vec!["cp1".into()],
+            kubelets: ["cp1", "lw1", "ww1", "lw2"]
+                .iter()
+                .map(|n| (n.to_string(), v("1.31.4")))
+                .collect(),
+            resume: vec![],
+            not_in_plan: vec![],
+            apiservers: [("cp1".to_string(), v("1.31.4"))].into_iter().collect(),
+        };
+        let Event::Upgrade { steps, notes, .. } = section(&spec, &u) else {
+            panic!("not an upgrade section");
+        };
+        let rows: Vec<(usize, &str, &str)> = steps
+            .iter()
+            .map(|s| (s.step, s.node.as_str(), s.part.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (1, "cp1", "control plane"),
+                (2, "cp1", "kubelet"),
+                (3, "lw1", "worker"),
+                (3, "ww1", "worker"),
+                (4, "lw2", "worker"),
+            ]
+        );
+        let ww1 = steps.iter().find(|s| s.node == "ww1").expect("ww1 row");
+        assert_eq!(ww1.now, "kubelet v1.31.4");
+        assert!(
+            ww1.then
+                .contains("kubeadm.exe 1.32.5, kubeadm upgrade node")
+                && ww1.then.contains("kubelet.exe 1.32.5"),
+            "{}",
+            ww1.then
+        );
+        assert!(notes.is_empty(), "{notes:?}");
     }
 }
