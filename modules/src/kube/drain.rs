@@ -26,7 +26,7 @@
 //! params = { node = "lw1", until = { kubelet = "1.32.5" }, timeout = "5m" }
 //! ```
 
-use super::node::{is_node_name, v_prefixed, NodeFact, NodeState, CORDON_MARK};
+use super::node::{node_param, v_prefixed, NodeFact, NodeState, CORDON_MARK};
 use super::script::{kubectl, TEMP_DIR};
 use super::{parse_duration, ADMIN_CONF, API_RESOURCE};
 use crate::paths::posix_abs_line;
@@ -89,15 +89,7 @@ impl Described for KubeDrain {
     fn from_params(p: KubeDrainParams, _shell: Shell) -> Result<Self, ParamError> {
         let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
         posix_abs_line("kubeconfig", &kubeconfig)?;
-        if !is_node_name(&p.node) {
-            return Err(ParamError::at(
-                "node",
-                format!(
-                    "`{}` is not a Node name (lowercase letters, digits, `-`, `.`)",
-                    p.node
-                ),
-            ));
-        }
+        node_param(&p.node)?;
         kube_version("until.kubelet", &p.until.kubelet)?;
         let timeout_secs = match &p.timeout {
             Some(v) => parse_duration("timeout", v)?.max(1),

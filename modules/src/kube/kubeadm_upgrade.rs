@@ -55,7 +55,7 @@
 
 use super::drain::kube_version;
 use super::facts::{header, script_key};
-use super::node::{is_node_name, v_prefixed};
+use super::node::{node_param, v_prefixed};
 use super::ADMIN_CONF;
 use crate::paths::{posix_abs_line, windows_abs, windows_resource};
 use crate::table::{Described, FactSample};
@@ -141,15 +141,7 @@ impl Described for KubeadmUpgrade {
             }
         };
         kube_version("version", &p.version)?;
-        if !is_node_name(&p.node) {
-            return Err(ParamError::at(
-                "node",
-                format!(
-                    "`{}` is not a Node name (lowercase letters, digits, `-`, `.`)",
-                    p.node
-                ),
-            ));
-        }
+        node_param(&p.node)?;
         if shell == Shell::PowerShell {
             if mode == Mode::Apply {
                 return Err(ParamError::at(

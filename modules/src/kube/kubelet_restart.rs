@@ -25,7 +25,7 @@
 
 use super::facts::{header, script_key};
 use super::kubeadm_upgrade::KUBELET_CONF;
-use super::node::{is_node_name, v_prefixed};
+use super::node::{node_param, v_prefixed};
 use super::parse_duration;
 use super::script::TEMP_DIR;
 use crate::paths::posix_abs_line;
@@ -65,15 +65,7 @@ impl Described for KubeletRestart {
     type Params = KubeletRestartParams;
 
     fn from_params(p: KubeletRestartParams, _shell: Shell) -> Result<Self, ParamError> {
-        if !is_node_name(&p.node) {
-            return Err(ParamError::at(
-                "node",
-                format!(
-                    "`{}` is not a Node name (lowercase letters, digits, `-`, `.`)",
-                    p.node
-                ),
-            ));
-        }
+        node_param(&p.node)?;
         let kubelet_kubeconfig = p
             .kubelet_kubeconfig
             .unwrap_or_else(|| KUBELET_CONF.to_string());

@@ -141,6 +141,18 @@ pub fn v_prefixed(version: &str) -> String {
     format!("v{}", version.trim_start_matches('v'))
 }
 
+/// The `node` parameter: a Node name, else the param error every module gives.
+pub fn node_param(node: &str) -> Result<(), kwin_engine::module::ParamError> {
+    if is_node_name(node) {
+        Ok(())
+    } else {
+        Err(kwin_engine::module::ParamError::at(
+            "node",
+            format!("`{node}` is not a Node name (lowercase letters, digits, `-`, `.`)"),
+        ))
+    }
+}
+
 /// A Node name: a DNS subdomain (lowercase letters, digits, `-`, `.`; at most 253).
 pub fn is_node_name(s: &str) -> bool {
     !s.is_empty()

@@ -18,7 +18,7 @@
 //! ```
 
 use super::drain::{kube_version, uncordon_patch, Until};
-use super::node::{is_node_name, v_prefixed, NodeFact, NodeState};
+use super::node::{node_param, v_prefixed, NodeFact, NodeState};
 use super::script::{kubectl, TEMP_DIR};
 use super::{parse_duration, ADMIN_CONF, API_RESOURCE};
 use crate::paths::posix_abs_line;
@@ -62,15 +62,7 @@ impl Described for KubeUncordon {
     fn from_params(p: KubeUncordonParams, _shell: Shell) -> Result<Self, ParamError> {
         let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
         posix_abs_line("kubeconfig", &kubeconfig)?;
-        if !is_node_name(&p.node) {
-            return Err(ParamError::at(
-                "node",
-                format!(
-                    "`{}` is not a Node name (lowercase letters, digits, `-`, `.`)",
-                    p.node
-                ),
-            ));
-        }
+        node_param(&p.node)?;
         kube_version("until.kubelet", &p.until.kubelet)?;
         let timeout_secs = match &p.timeout {
             Some(v) => parse_duration("timeout", v)?.max(1),
