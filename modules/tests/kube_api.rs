@@ -242,6 +242,7 @@ fn api_tier() {
     let cache = tempfile::tempdir().expect("cache dir");
     upgrade_facts(&host, &tier);
     drain_and_uncordon(&host, &tier);
+    runtime_drain(&host, &tier);
     flannel(&host, &tier, cache.path());
     status_churn(&host, &tier, cache.path());
     runtime_classes(&host, &tier, cache.path());
@@ -525,6 +526,99 @@ fn drain_and_uncordon(host: &Host, tier: &Tier) {
     ] {
         kubectl(tier, args);
     }
+}
+
+/// `kube_drain` and `kube_uncordon` with `until.containerd`: a node at the kubelet version
+/// whose runtime is not at containerd's is drained; the uncordon waits until the Node
+/// reports `containerd://<version>` (what the kubelet writes from the runtime's CRI
+/// `Version`); then the drain is a no-op. A drain another task asks for (`only_if`) follows
+/// its input.
+fn runtime_drain(host: &Host, tier: &Tier) {
+    let kc = tier.kubeconfig().display().to_string();
+    let file = write_temp("apiVersion: v1\nkind: Node\nmetadata:\n  name: rt-w1\n");
+    kubectl(tier, &["create", "-f", &file]);
+    let status = |runtime: &str| {
+        set_status(
+            tier,
+            &["node", "rt-w1"],
+            json!({
+                "nodeInfo": {"kubeletVersion": "v1.32.5", "containerRuntimeVersion": runtime},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "lastHeartbeatTime": "2026-11-25T03:15:00Z",
+                    "lastTransitionTime": "2026-11-25T03:15:00Z"}]
+            }),
+        )
+    };
+    status("containerd://1.7.24");
+    let until = json!({"kubelet": "1.32.5", "containerd": "v1.7.27"});
+    let drain = build(
+        "kube_drain",
+        &json!({"node": "rt-w1", "until": until, "timeout": "10s", "kubeconfig": kc}),
+    );
+    let uncordon = build(
+        "kube_uncordon",
+        &json!({"node": "rt-w1", "until": until, "timeout": "2s", "kubeconfig": kc}),
+    );
+    let plan_of = |m: &dyn Module, inputs: &Inputs| host.plan(m, inputs).expect("plan");
+    let Plan::Change(c) = plan_of(drain.as_ref(), &Inputs::new()) else {
+        panic!("rt-w1 runs containerd 1.7.24: a drain")
+    };
+    assert!(
+        c.reason.contains("containerd 1.7.24, not 1.7.27"),
+        "{}",
+        c.reason
+    );
+    host.exec(&c).expect("drain of rt-w1");
+    let Plan::Change(c) = plan_of(uncordon.as_ref(), &Inputs::new()) else {
+        panic!("rt-w1 is marked: an uncordon")
+    };
+    let err = host.exec(&c).expect_err("the runtime is still 1.7.24");
+    assert!(
+        err.contains("it reports kubelet v1.32.5, Ready=True, runtime containerd://1.7.24"),
+        "{err}"
+    );
+    assert_eq!(
+        get_json(tier, &["node", "rt-w1"])["spec"]["unschedulable"],
+        json!(true),
+        "uncordoned before the runtime is at its version"
+    );
+    status("containerd://1.7.27");
+    host.converge("uncordon rt-w1", uncordon.as_ref());
+    assert!(plan_of(drain.as_ref(), &Inputs::new()).is_noop());
+
+    // Asked for by another task's output: drained while it says `true`, not otherwise.
+    let asked = build(
+        "kube_drain",
+        &json!({"node": "rt-w1", "only_if": "reboot_pending", "reason": "reboot", "timeout": "10s", "kubeconfig": kc}),
+    );
+    let with = |v: &str| {
+        let mut i = Inputs::new();
+        i.insert(
+            "reboot_pending",
+            kwin_engine::secret::Secret::new(v.to_string()),
+        );
+        i
+    };
+    assert!(matches!(
+        host.plan(asked.as_ref(), &Inputs::new()),
+        Err(ModuleError::InputPending(n)) if n == "reboot_pending"
+    ));
+    assert!(plan_of(asked.as_ref(), &with("false")).is_noop());
+    let Plan::Change(c) = plan_of(asked.as_ref(), &with("true")) else {
+        panic!("a drain asked for")
+    };
+    host.exec(&c).expect("drain for a reboot");
+    let mark = get_json(tier, &["node", "rt-w1"])["metadata"]["annotations"]
+        [kwin_modules::kube::node::CORDON_MARK]
+        .as_str()
+        .map(str::to_string);
+    assert!(
+        mark.as_deref().is_some_and(|m| m.starts_with("reboot 20")),
+        "{mark:?}"
+    );
+    assert!(plan_of(asked.as_ref(), &with("true")).is_noop(), "drained");
+    host.converge("uncordon rt-w1 after the reboot", uncordon.as_ref());
+    kubectl(tier, &["delete", "-f", &file]);
 }
 
 fn flannel(host: &Host, tier: &Tier, cache: &Path) {

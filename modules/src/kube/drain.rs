@@ -1,15 +1,18 @@
 //! `kube_drain`: cordon a Node and evict its pods before something disruptive happens on it
 //! (a kubelet upgrade: "In-place minor version kubelet upgrades are not supported", version
-//! skew policy, kubernetes/website `content/en/releases/version-skew-policy.md` @ `01bc0975`),
-//! unless the node already runs what it is drained for.
+//! skew policy, kubernetes/website `content/en/releases/version-skew-policy.md` @ `01bc0975`;
+//! a container runtime upgrade, which restarts the runtime under the node's pods; a restart
+//! of the node), unless the node already runs what it is drained for.
 //!
 //! Parameters: the fields of [`KubeDrainParams`], shown by `kwin doc kube_drain` and in
 //! docs/modules.md. Runs on the first control plane with its admin kubeconfig.
 //!
-//! No-op when the cluster is not initialised, the Node is not registered, or it already
-//! reports kubelet `until.kubelet` (its upgrade is done; if kwin's cordon is still on it,
-//! `kube_uncordon` removes it), or it is cordoned and has no pod a drain would evict (it is
-//! drained: what this step leaves, so it converges). Changes: when the node is schedulable, one merge patch sets
+//! No-op when the cluster is not initialised, the Node is not registered, the input named by
+//! `only_if` is not `true`, or the Node already reports kubelet `until.kubelet` and (when
+//! given) container runtime `containerd://<until.containerd>` (its upgrade is done; if kwin's
+//! cordon is still on it, `kube_uncordon` removes it), or it is cordoned and has no pod a
+//! drain would evict (it is drained: what this step leaves, so it converges). Changes: when
+//! the node is schedulable, one merge patch sets
 //! `spec.unschedulable` and kwin's mark `kwin.dev/cordoned` (an administrator's cordon is left
 //! unmarked, so kwin never uncordons it); then `kubectl drain --ignore-daemonsets
 //! --delete-emptydir-data --timeout` (`--force` with `force = true`), which honours
@@ -23,10 +26,10 @@
 //! name = "drain-lw1"
 //! module = "kube_drain"
 //! on = { hosts = ["cp1"] }
-//! params = { node = "lw1", until = { kubelet = "1.32.5" }, timeout = "5m" }
+//! params = { node = "lw1", until = { kubelet = "1.32.5", containerd = "1.7.27" }, timeout = "5m" }
 //! ```
 
-use super::node::{node_param, v_prefixed, NodeFact, NodeState, CORDON_MARK};
+use super::node::{node_param, v_prefixed, NodeFact, NodeInfo, NodeState, CORDON_MARK};
 use super::script::{kubectl, TEMP_DIR};
 use super::{parse_duration, ADMIN_CONF, API_RESOURCE};
 use crate::paths::posix_abs_line;
@@ -46,6 +49,89 @@ pub struct Until {
     /// The kubelet version (`"1.32.5"` or `"v1.32.5"`) the node reports once its upgrade is
     /// done.
     pub kubelet: String,
+    /// The containerd version (`"1.7.27"` or `"v1.7.27"`) the node reports once its runtime
+    /// upgrade is done: its `containerRuntimeVersion` is then `containerd://1.7.27` (the
+    /// kubelet writes `<runtime name>://<version>` from the runtime's CRI `Version`). Unset:
+    /// the runtime is not checked.
+    pub containerd: Option<String>,
+}
+
+/// [`Until`], checked: the versions as the API server reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Want {
+    /// `v1.32.5`.
+    pub kubelet: String,
+    /// `containerd://1.7.27`, when the runtime is checked.
+    pub runtime: Option<String>,
+}
+
+impl Want {
+    pub(super) fn of(until: &Until) -> Result<Want, ParamError> {
+        kube_version("until.kubelet", &until.kubelet)?;
+        let runtime = match &until.containerd {
+            Some(c) => Some(containerd_runtime(c)?),
+            None => None,
+        };
+        Ok(Want {
+            kubelet: v_prefixed(&until.kubelet),
+            runtime,
+        })
+    }
+
+    /// What differs from `node`, e.g. `kubelet v1.31.4, not v1.32.5` (empty: nothing).
+    pub(super) fn differences(&self, node: &NodeInfo) -> Vec<String> {
+        let mut d = Vec::new();
+        if node.kubelet != self.kubelet {
+            d.push(format!("kubelet {}, not {}", node.kubelet, self.kubelet));
+        }
+        if let Some(rt) = &self.runtime {
+            if &node.runtime != rt {
+                let want = match (node.runtime.split_once("://"), rt.split_once("://")) {
+                    (Some((a, _)), Some((b, v))) if a == b => v.to_string(),
+                    _ => runtime_words(rt),
+                };
+                d.push(format!("{}, not {want}", runtime_words(&node.runtime)));
+            }
+        }
+        d
+    }
+
+    /// `kubelet v1.32.5 and containerd 1.7.27`.
+    pub(super) fn describe(&self) -> String {
+        match &self.runtime {
+            Some(rt) => format!("kubelet {} and {}", self.kubelet, runtime_words(rt)),
+            None => format!("kubelet {}", self.kubelet),
+        }
+    }
+}
+
+/// `containerd://1.7.27` for `1.7.27` / `v1.7.27`: what a kubelet reports for a containerd
+/// whose CRI `Version` answers `RuntimeName` "containerd" and `RuntimeVersion` its build
+/// version — `v1.7.27` for a release, the tag (containerd/containerd
+/// `pkg/cri/server/version.go` and the Makefile's `VERSION` from `git describe` @ v1.7.24)
+/// — as `fmt.Sprintf("%s://%s", runtimeType, version.String())`
+/// (kubernetes/kubernetes `pkg/kubelet/nodestatus/setters.go` `VersionInfo` @ 00267ac8),
+/// the version parsed by `utilversion.ParseSemantic`, which drops the `v`
+/// (`pkg/kubelet/kuberuntime/kuberuntime_manager.go` `Version` / `newRuntimeVersion`
+/// @ 83f7b41c).
+pub(super) fn containerd_runtime(v: &str) -> Result<String, ParamError> {
+    let bare = v.strip_prefix('v').unwrap_or(v);
+    match semver::Version::parse(bare) {
+        Ok(_) => Ok(format!("containerd://{bare}")),
+        Err(_) => Err(ParamError::at(
+            "until.containerd",
+            format!("`{v}` is not a release version like \"1.7.27\""),
+        )),
+    }
+}
+
+/// `containerd 1.7.24` for `containerd://1.7.24`; other runtimes as reported.
+pub(super) fn runtime_words(reported: &str) -> String {
+    match reported.split_once("://") {
+        Some((name, v)) if !name.is_empty() => format!("{name} {v}"),
+        _ if reported.is_empty() => "no container runtime version".to_string(),
+        _ => reported.to_string(),
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -53,8 +139,13 @@ pub struct Until {
 pub struct KubeDrainParams {
     /// The Node.
     node: String,
-    /// The node is drained until it reports these versions; then the step is a no-op.
-    until: Until,
+    /// The node is drained until it reports these versions; then the step is a no-op. Give
+    /// `until`, `only_if`, or both.
+    until: Option<Until>,
+    /// The name of one of the task's `inputs`: the node is drained only while that input is
+    /// `true` (another task decides, e.g. a Windows node's pending reboot: `inputs = {
+    /// reboot_pending = "reboot.pending" }`, `only_if = "reboot_pending"`).
+    only_if: Option<String>,
     /// `kubectl drain --timeout` (default `"5m"`); a drain that does not finish fails naming
     /// the pods that block it.
     #[schemars(with = "Option<super::DurationParam>")]
@@ -73,7 +164,8 @@ pub struct KubeDrainParams {
 #[derive(Debug, Clone)]
 pub struct KubeDrain {
     node: String,
-    kubelet: String,
+    want: Option<Want>,
+    only_if: Option<String>,
     timeout_secs: u64,
     force: bool,
     reason: String,
@@ -83,14 +175,31 @@ pub struct KubeDrain {
 impl Described for KubeDrain {
     const NAME: &'static str = "kube_drain";
     const DOC: &'static str =
-        "cordons and drains a Node from the first control plane until it runs a given kubelet";
+        "cordons and drains a Node from the first control plane until it runs a given kubelet and container runtime, or while an input asks for it";
     type Params = KubeDrainParams;
 
     fn from_params(p: KubeDrainParams, _shell: Shell) -> Result<Self, ParamError> {
         let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
         posix_abs_line("kubeconfig", &kubeconfig)?;
         node_param(&p.node)?;
-        kube_version("until.kubelet", &p.until.kubelet)?;
+        let want = p.until.as_ref().map(Want::of).transpose()?;
+        if let Some(name) = &p.only_if {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
+                return Err(ParamError::at(
+                    "only_if",
+                    format!("`{name}` is not an input name (lowercase letters, digits, `_`)"),
+                ));
+            }
+        }
+        if want.is_none() && p.only_if.is_none() {
+            return Err(ParamError::new(
+                "give `until` (the versions the node must report), `only_if` (an input that asks for the drain), or both",
+            ));
+        }
         let timeout_secs = match &p.timeout {
             Some(v) => parse_duration("timeout", v)?.max(1),
             None => 300,
@@ -104,7 +213,8 @@ impl Described for KubeDrain {
         }
         Ok(KubeDrain {
             node: p.node,
-            kubelet: v_prefixed(&p.until.kubelet),
+            want,
+            only_if: p.only_if,
             timeout_secs,
             force: p.force,
             reason,
@@ -207,7 +317,7 @@ impl Module for KubeDrain {
         vec![API_RESOURCE.to_string(), self.kubeconfig.clone()]
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let node = match facts.get(&self.fact())? {
             NodeState::NoCluster(nc) => {
                 return Ok(Plan::noop(format!(
@@ -223,11 +333,29 @@ impl Module for KubeDrain {
             }
             NodeState::Node(n) => n,
         };
-        if node.kubelet == self.kubelet {
-            return Ok(Plan::noop(format!(
-                "{} already runs kubelet {}",
-                self.node, self.kubelet
-            )));
+        // Why the node needs draining: what it runs that is not what it should, or the input
+        // that asks for it.
+        let mut why = Vec::new();
+        if let Some(name) = &self.only_if {
+            let asked = ctx.inputs.get(name)?.expose().trim() == "true";
+            if !asked {
+                return Ok(Plan::noop(format!(
+                    "input `{name}` does not ask for a drain of {}",
+                    self.node
+                )));
+            }
+            why.push(format!("input `{name}` asks for a drain of {}", self.node));
+        }
+        if let Some(want) = &self.want {
+            let differs = want.differences(&node);
+            if differs.is_empty() {
+                return Ok(Plan::noop(format!(
+                    "{} already runs {}",
+                    self.node,
+                    want.describe()
+                )));
+            }
+            why.push(format!("{} runs {}", self.node, differs.join(", and ")));
         }
         let evicted = node.evicted();
         // Drained: cordoned, nothing left that a drain would evict. What a drain leaves (a
@@ -264,13 +392,7 @@ impl Module for KubeDrain {
         }
         Ok(Plan::Change(Change {
             action: Action::Run,
-            reason: format!(
-                "{} runs kubelet {}, not {}: drain {} pod(s) first",
-                self.node,
-                node.kubelet,
-                self.kubelet,
-                evicted.len()
-            ),
+            reason: format!("{}: drain {} pod(s) first", why.join("; "), evicted.len()),
             diff: Some(diff),
             steps: vec![Step::Run(self.script())],
             touches: Touches::Resources(vec![API_RESOURCE.to_string()]),
