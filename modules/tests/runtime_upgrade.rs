@@ -1,0 +1,160 @@
+//! containerd version changes on joined nodes follow the drained-node discipline, as the
+//! recipes render them: the install path (runtime-containerd, windows-worker) leaves joined
+//! nodes alone (`unless_exists` the kubelet's kubeconfig), and its twins in the upgrade
+//! recipes (same params, `if_exists`) run between the node's drain and its uncordon, whose
+//! `until` names the containerd version wherever kwin pins it (Linux release source, Windows
+//! always), and nowhere else (Linux distribution package: unpinned).
+
+mod kube_common;
+
+use kube_common::{expand, plan_text, task};
+use kwin_engine::task::Task;
+
+const CONF: &str = "/etc/kubernetes/kubelet.conf";
+const WIN_CONF: &str = "C:\\etc\\kubernetes\\kubelet.conf";
+
+fn guard(t: &Task) -> Option<(String, bool)> {
+    t.guard.as_ref().map(|g| (g.path.clone(), g.exists))
+}
+
+/// examples/flannel.toml (cp1, lw1, ww1, ww2), with containerd from its release on Linux.
+fn release_plan() -> Vec<Task> {
+    let text = plan_text(
+        "examples/flannel.toml",
+        &[(
+            "linux = \"containerd\"",
+            "linux = \"containerd\"\ncontainerd_source = \"release\"",
+        )],
+    );
+    expand("examples/flannel.toml", &text)
+}
+
+fn package_plan() -> Vec<Task> {
+    let text = plan_text("examples/flannel.toml", &[]);
+    expand("examples/flannel.toml", &text)
+}
+
+/// The step `upgrade` of an upgrade recipe is the twin of the install step `install`: same
+/// module and params, opposite guards on the kubelet's kubeconfig.
+fn assert_twins(tasks: &[Task], host: &str, install: &str, upgrade: &str, conf: &str) {
+    let i = task(tasks, host, install);
+    let u = task(tasks, host, upgrade);
+    assert_eq!(i.module, u.module, "{host}: {install} / {upgrade}");
+    assert_eq!(
+        i.params, u.params,
+        "{host}: {install} and {upgrade} drifted apart"
+    );
+    assert_eq!(
+        guard(i),
+        Some((conf.to_string(), false)),
+        "{host}/{install}"
+    );
+    assert_eq!(guard(u), Some((conf.to_string(), true)), "{host}/{upgrade}");
+}
+
+/// Index of `name` in the host's step order (the order its tasks follow each other).
+fn follows(tasks: &[Task], host: &str, later: &str, earlier: &str) -> bool {
+    let t = tasks
+        .iter()
+        .find(|t| t.id.host == host && t.id.name == later)
+        .unwrap_or_else(|| panic!("no task {host}/{later}"));
+    t.order.iter().any(|f| f.name == earlier)
+}
+
+#[test]
+fn linux_release_containerd_is_replaced_only_inside_the_drained_window() {
+    let tasks = release_plan();
+    for (host, prefix) in [("cp1", "cp-upgrade-"), ("lw1", "upgrade-")] {
+        for step in [
+            "containerd-release",
+            "runc",
+            "containerd-unit",
+            "containerd",
+        ] {
+            assert_twins(&tasks, host, step, &format!("{prefix}{step}"), CONF);
+        }
+        // drain → containerd's binaries, runc, unit → the service restart → the rest.
+        let drain = if host == "cp1" {
+            "cp-upgrade-drain@cp1"
+        } else {
+            "upgrade-drain@lw1"
+        };
+        assert!(
+            follows(&tasks, host, &format!("{prefix}containerd-release"), drain),
+            "{host}: the release follows the drain"
+        );
+        assert!(follows(
+            &tasks,
+            host,
+            &format!("{prefix}containerd"),
+            &format!("{prefix}containerd-unit")
+        ));
+    }
+    // The drains and uncordons know the version the Node must report.
+    for (host, drain, uncordon) in [
+        ("cp1", "cp-upgrade-drain@cp1", "cp-upgrade-uncordon@cp1"),
+        ("cp1", "upgrade-drain@lw1", "upgrade-uncordon@lw1"),
+        ("cp1", "upgrade-drain@ww1", "upgrade-uncordon@ww1"),
+    ] {
+        for name in [drain, uncordon] {
+            let t = task(&tasks, host, name);
+            assert_eq!(t.params["until"]["containerd"], "1.7.24", "{name}");
+            assert_eq!(t.params["until"]["kubelet"], "1.31.4", "{name}");
+        }
+    }
+}
+
+#[test]
+fn distribution_containerd_is_not_pinned_and_restarts_only_inside_the_window() {
+    let tasks = package_plan();
+    for host in ["cp1", "lw1"] {
+        assert!(
+            !tasks
+                .iter()
+                .any(|t| t.id.host == host && t.id.name.contains("containerd-release")),
+            "{host}: no release steps for the package source"
+        );
+    }
+    assert_twins(&tasks, "cp1", "containerd", "cp-upgrade-containerd", CONF);
+    assert_twins(&tasks, "lw1", "containerd", "upgrade-containerd", CONF);
+    // The package is unpinned: its version is not what the drain waits for; Windows
+    // workers' containerd (a release there) still is.
+    for name in [
+        "cp-upgrade-drain@cp1",
+        "upgrade-drain@lw1",
+        "upgrade-uncordon@lw1",
+    ] {
+        assert!(
+            task(&tasks, "cp1", name).params["until"]["containerd"].is_null(),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        task(&tasks, "cp1", "upgrade-drain@ww1").params["until"]["containerd"],
+        "1.7.24"
+    );
+}
+
+#[test]
+fn windows_containerd_service_is_replaced_only_inside_the_drained_window() {
+    let tasks = package_plan();
+    for host in ["ww1", "ww2"] {
+        assert_twins(
+            &tasks,
+            host,
+            "containerd",
+            "upgrade-containerd-service",
+            WIN_CONF,
+        );
+        assert!(follows(
+            &tasks,
+            host,
+            "upgrade-containerd-service",
+            &format!("upgrade-drain@{host}")
+        ));
+        // The staging steps stay unguarded: they only put the version in the cache.
+        for staged in ["containerd-download", "containerd-unpack"] {
+            assert_eq!(guard(task(&tasks, host, staged)), None, "{host}/{staged}");
+        }
+    }
+}
