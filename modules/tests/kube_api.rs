@@ -301,7 +301,7 @@ spec:
             tier,
             &["node", node],
             json!({
-                "nodeInfo": {"kubeletVersion": kubelet},
+                "nodeInfo": {"kubeletVersion": kubelet, "containerRuntimeVersion": "containerd://1.7.24"},
                 "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady",
                     "lastHeartbeatTime": "2026-11-25T03:15:00Z",
                     "lastTransitionTime": "2026-11-25T03:15:00Z"}]
@@ -334,14 +334,16 @@ spec:
     assert_eq!(f.cluster_version, Some(v(uploaded.trim())), "{config}");
     let w1 = &f.nodes["up-w1"];
     assert_eq!(w1.kubelet, Some(v("1.30.9")));
+    assert_eq!(w1.runtime.as_deref(), Some("containerd://1.7.24"));
     assert!(
         w1.unschedulable && !w1.ready && w1.kwin_mark.is_some(),
         "{w1:?}"
     );
     assert!(f.nodes["up-cp1"].ready);
-    let plan = [("up-cp1", true), ("up-w1", false)].map(|(n, cp)| skew::PlanNode {
+    let mut plan = [("up-cp1", true), ("up-w1", false)].map(|(n, cp)| skew::PlanNode {
         name: n.into(),
         control_plane: cp,
+        containerd: None,
     });
     let Ok(skew::Verdict::Upgrade(u)) = skew::check(&v("1.32.5"), &state, &plan) else {
         panic!("one minor up is an upgrade")
@@ -350,6 +352,13 @@ spec:
     assert_eq!(u.resume.len(), 1);
     let refused = skew::check(&v("1.33.1"), &state, &plan).expect_err("two minors");
     assert_eq!(refused[0].code, skew::Code::SkipMinor);
+    // A pinned containerd the worker does not run: a row of its own.
+    plan[1].containerd = Some("1.7.27".into());
+    let Ok(skew::Verdict::Upgrade(u)) = skew::check(&v("1.31.4"), &state, &plan) else {
+        panic!("a new containerd is an upgrade")
+    };
+    assert_eq!(u.runtimes.len(), 1, "{:?}", u.runtimes);
+    assert_eq!(u.runtimes[0].1, "containerd://1.7.24");
     kubectl(tier, &["delete", "-f", &file, "--wait=false"]);
     // The pod has no kubelet to finish its deletion: remove it at once.
     kubectl(

@@ -158,3 +158,38 @@ fn windows_containerd_service_is_replaced_only_inside_the_drained_window() {
         }
     }
 }
+
+/// The gate of `kwin plan` knows which nodes have a pinned containerd: Windows workers
+/// always, Linux nodes only with the release source.
+#[test]
+fn the_upgrade_gate_pins_containerd_where_the_recipes_do() {
+    use kwin_modules::kube::upgrade::gate::GateSpec;
+    let pinned = |text: &str| {
+        let path = kube_common::root().join("examples/flannel.toml");
+        let plan = kwin_engine::plan::load_str(&path, text).expect("plan loads");
+        let eff = kwin_engine::plan::effective::Effective::build(&plan).expect("effective");
+        let spec = GateSpec::for_plan(&eff, &plan).expect("a cluster plan has a gate");
+        spec.nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.containerd.clone()))
+            .collect::<Vec<_>>()
+    };
+    let v = Some("1.7.24".to_string());
+    assert_eq!(
+        pinned(&plan_text("examples/flannel.toml", &[])),
+        [
+            ("cp1".to_string(), None),
+            ("lw1".to_string(), None),
+            ("ww1".to_string(), v.clone()),
+            ("ww2".to_string(), v.clone()),
+        ]
+    );
+    let release = plan_text(
+        "examples/flannel.toml",
+        &[(
+            "linux = \"containerd\"",
+            "linux = \"containerd\"\ncontainerd_source = \"release\"",
+        )],
+    );
+    assert!(pinned(&release).iter().all(|(_, c)| c == &v));
+}

@@ -600,7 +600,13 @@ fn upgrade_section(
     steps: &[kwin_engine::event::UpgradeStep],
     notes: &[String],
 ) -> String {
-    let mut s = format!("upgrade: v{from} → v{to} (version skew policy checked), in this order:");
+    let mut s = if from == to {
+        format!(
+            "upgrade: Kubernetes v{to} (unchanged; version skew policy checked), in this order:"
+        )
+    } else {
+        format!("upgrade: v{from} → v{to} (version skew policy checked), in this order:")
+    };
     let head = ["step", "node", "part", "now", "then"];
     let cells: Vec<[String; 5]> = steps
         .iter()
@@ -705,6 +711,29 @@ mod tests {
             },
             duration_ms: 1400,
         }
+    }
+
+    /// The upgrade section says when Kubernetes stays where it is (a containerd change only).
+    #[test]
+    fn an_upgrade_without_a_new_kubernetes_says_so() {
+        let row = kwin_engine::event::UpgradeStep {
+            step: 1,
+            node: "lw1".into(),
+            part: "worker".into(),
+            now: "containerd 1.7.24".into(),
+            then: "drain, containerd 1.7.27 installed, restarted, uncordon".into(),
+        };
+        let s = upgrade_section("1.31.4", "1.31.4", std::slice::from_ref(&row), &[]);
+        assert!(
+            s.starts_with("upgrade: Kubernetes v1.31.4 (unchanged; version skew policy checked)"),
+            "{s}"
+        );
+        assert!(
+            s.contains("containerd 1.7.24  drain, containerd 1.7.27"),
+            "{s}"
+        );
+        let s = upgrade_section("1.31.4", "1.32.5", &[row], &[]);
+        assert!(s.starts_with("upgrade: v1.31.4 → v1.32.5"), "{s}");
     }
 
     /// `-v`: lines of one script's stream as they arrive go on under one heading; another

@@ -11,7 +11,9 @@
 //! - the cluster version: `kubernetesVersion` of the `ClusterConfiguration` in the
 //!   kube-system/kubeadm-config ConfigMap, which `kubeadm upgrade apply` rewrites when it
 //!   finishes (kubeadm `cmd/kubeadm/app/phases/uploadconfig/uploadconfig.go`).
-//! - kubelets: `status.nodeInfo.kubeletVersion` of each Node.
+//! - kubelets: `status.nodeInfo.kubeletVersion` of each Node; container runtimes:
+//!   `status.nodeInfo.containerRuntimeVersion` (`containerd://1.7.24`, what the kubelet writes
+//!   from the runtime's CRI `Version`).
 
 use semver::Version;
 use serde_json::Value;
@@ -46,6 +48,8 @@ pub struct ClusterFacts {
 pub struct NodeFacts {
     /// `None` when the Node reports no kubelet version (created, never posted by a kubelet).
     pub kubelet: Option<Version>,
+    /// `containerd://1.7.24`, as the Node reports it (`None`: not reported).
+    pub runtime: Option<String>,
     pub ready: bool,
     pub unschedulable: bool,
     /// `kwin.dev/cordoned`, when kwin cordoned the node and has not uncordoned it yet.
@@ -173,6 +177,10 @@ fn nodes(text: &str) -> Result<BTreeMap<String, NodeFacts>, String> {
         let kubelet = node["status"]["nodeInfo"]["kubeletVersion"]
             .as_str()
             .filter(|v| !v.is_empty());
+        let runtime = node["status"]["nodeInfo"]["containerRuntimeVersion"]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(str::to_string);
         let ready = node["status"]["conditions"]
             .as_array()
             .into_iter()
@@ -184,6 +192,7 @@ fn nodes(text: &str) -> Result<BTreeMap<String, NodeFacts>, String> {
                 kubelet: kubelet
                     .map(|v| kube_version(v).map_err(|e| format!("node {name}: {e}")))
                     .transpose()?,
+                runtime,
                 ready,
                 unschedulable: node["spec"]["unschedulable"].as_bool().unwrap_or(false),
                 kwin_mark: node["metadata"]["annotations"][CORDON_MARK]
@@ -213,7 +222,7 @@ mod tests {
             "metadata": {"name": name, "annotations": {}},
             "spec": {"unschedulable": unschedulable},
             "status": {
-                "nodeInfo": {"kubeletVersion": kubelet},
+                "nodeInfo": {"kubeletVersion": kubelet, "containerRuntimeVersion": "containerd://1.7.24"},
                 "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]
             }
         })
@@ -248,6 +257,10 @@ mod tests {
         assert_eq!(f.apiservers["cp2"], Version::new(1, 32, 5));
         assert_eq!(f.cluster_version, Some(Version::new(1, 31, 4)));
         assert_eq!(f.nodes["w1"].kubelet, Some(Version::new(1, 30, 2)));
+        assert_eq!(
+            f.nodes["w1"].runtime.as_deref(),
+            Some("containerd://1.7.24")
+        );
         assert!(f.nodes["cp1"].ready && !f.nodes["w1"].ready);
         assert!(f.nodes["w1"].unschedulable);
     }
@@ -273,6 +286,7 @@ mod tests {
             panic!("a bare Node is read")
         };
         assert_eq!(f.nodes["n"].kubelet, None);
+        assert_eq!(f.nodes["n"].runtime, None);
         let untagged = answer(&[pod("cp1", "registry.k8s.io/kube-apiserver")], "", &[]);
         assert!(parse(&untagged)
             .expect_err("no tag")

@@ -38,11 +38,23 @@ impl GateSpec {
     pub fn for_plan(eff: &Effective, plan: &LoadedPlan) -> Option<GateSpec> {
         let c = eff.cluster.as_ref()?;
         let target = cluster::kube_version(&c.kubernetes_version).ok()?;
+        // Where kwin pins containerd: Windows workers (always its release), Linux nodes with
+        // containerd from its release (the distribution's package is not pinned).
+        let linux_release = eff
+            .runtime
+            .as_ref()
+            .is_some_and(|r| r.linux == "containerd" && r.containerd_source == "release");
+        let containerd = eff.versions.as_ref().map(|v| v.containerd.clone());
         let nodes = plan
             .nodes()
             .map(|h| PlanNode {
                 name: h.name.clone(),
                 control_plane: h.role == Some(Role::ControlPlane),
+                containerd: match h.os {
+                    kwin_engine::plan::model::Os::Windows => containerd.clone(),
+                    _ if linux_release => containerd.clone(),
+                    _ => None,
+                },
             })
             .collect();
         let windows = plan
@@ -103,8 +115,10 @@ pub async fn check(remote: &dyn Remote, spec: &GateSpec) -> Result<Verdict, Gate
 
 /// The upgrade `u` as `kwin plan` shows it: one row per step, in the order the upgrade
 /// recipes run it (control planes one at a time, `kubeadm upgrade apply` on the first; then
-/// each control plane's kubelet; then the Linux workers in waves of `max_unavailable`, in plan
-/// order, as `expand::serial_batches` makes them), and notes on what is left as it is.
+/// each control plane's kubelet and containerd; then the workers, Linux and Windows, in waves
+/// of `max_unavailable`, in plan order, as `expand::serial_batches` makes them), and notes
+/// on what is left as it is. A node whose only change is containerd (Kubernetes unchanged)
+/// has its row in the same place: it is drained for it in the same recipes.
 pub fn section(spec: &GateSpec, u: &UpgradePlan) -> Event {
     let to = &spec.target;
     let mut steps = Vec::new();
@@ -141,47 +155,75 @@ pub fn section(spec: &GateSpec, u: &UpgradePlan) -> Event {
         row(step, cp, "control plane", now, then);
     }
     let kubelet_of = |name: &str| u.kubelets.iter().find(|(n, _)| n == name).map(|(_, v)| v);
-    for n in spec.nodes.iter().filter(|n| n.control_plane) {
-        if let Some(v) = kubelet_of(&n.name) {
-            step += 1;
-            row(
-                step,
-                &n.name,
-                "kubelet",
-                format!("kubelet v{v}"),
-                format!("drain, kubelet and kubectl {to}, restart, uncordon"),
-            );
+    let runtime_of = |name: &str| {
+        u.runtimes
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, now, then)| (now.as_str(), then.as_str()))
+    };
+    // What a node runs now that changes: `kubelet v1.31.4`, `containerd 1.7.24`.
+    let now_of = |name: &str| {
+        let mut now = Vec::new();
+        if let Some(v) = kubelet_of(name) {
+            now.push(format!("kubelet v{v}"));
         }
+        if let Some((rt, _)) = runtime_of(name) {
+            now.push(match rt.split_once("://") {
+                Some((n, v)) => format!("{n} {v}"),
+                None if rt.is_empty() => "containerd (not reported)".to_string(),
+                None => rt.to_string(),
+            });
+        }
+        now.join(", ")
+    };
+    for n in spec.nodes.iter().filter(|n| n.control_plane) {
+        let kubelet = kubelet_of(&n.name).is_some();
+        let runtime = runtime_of(&n.name);
+        if !kubelet && runtime.is_none() {
+            continue;
+        }
+        step += 1;
+        let mut then = vec!["drain".to_string()];
+        if let Some((_, v)) = runtime {
+            then.push(format!("containerd {v} installed, restarted"));
+        }
+        if kubelet {
+            then.push(format!("kubelet and kubectl {to}, restart"));
+        }
+        then.push("uncordon".into());
+        row(step, &n.name, "kubelet", now_of(&n.name), then.join(", "));
     }
     // Linux and Windows workers in one chain of waves (recipe upgrade-worker), plan order.
     let workers: Vec<&PlanNode> = spec.nodes.iter().filter(|n| !n.control_plane).collect();
     for wave in kwin_engine::expand::serial_batches(&workers, spec.max_unavailable) {
-        let due: Vec<(&str, &Version)> = wave
+        let due: Vec<&str> = wave
             .iter()
-            .filter_map(|n| kubelet_of(&n.name).map(|v| (n.name.as_str(), v)))
+            .filter(|n| kubelet_of(&n.name).is_some() || runtime_of(&n.name).is_some())
+            .map(|n| n.name.as_str())
             .collect();
         if due.is_empty() {
             continue;
         }
         step += 1;
-        for (name, v) in due {
-            if spec.windows.contains(name) {
-                row(
-                    step,
-                    name,
-                    "worker",
-                    format!("kubelet v{v}"),
-                    format!("drain, kubeadm.exe {to}, kubeadm upgrade node, kubelet service stopped, kubelet.exe {to} installed, started, uncordon"),
-                );
-            } else {
-                row(
-                    step,
-                    name,
-                    "worker",
-                    format!("kubelet v{v}"),
-                    format!("drain, kubeadm {to}, kubeadm upgrade node, kubelet and kubectl {to}, restart, uncordon"),
-                );
+        for name in due {
+            let windows = spec.windows.contains(name);
+            let mut then = vec!["drain".to_string()];
+            if let Some((_, v)) = runtime_of(name) {
+                then.push(if windows {
+                    format!("containerd service stopped, containerd.exe {v} installed, started")
+                } else {
+                    format!("containerd {v} installed, restarted")
+                });
             }
+            if kubelet_of(name).is_some() {
+                then.push(if windows {
+                    format!("kubeadm.exe {to}, kubeadm upgrade node, kubelet service stopped, kubelet.exe {to} installed, started")
+                } else {
+                    format!("kubeadm {to}, kubeadm upgrade node, kubelet and kubectl {to}, restart")
+                });
+            }
+            then.push("uncordon".into());
+            row(step, name, "worker", now_of(name), then.join(", "));
         }
     }
     for (node, mark) in &u.resume {
@@ -269,6 +311,7 @@ mod tests {
         let node = |name: &str, control_plane: bool| PlanNode {
             name: name.into(),
             control_plane,
+            containerd: None,
         };
         let spec = GateSpec {
             target: v("1.32.5"),
@@ -291,6 +334,7 @@ mod tests {
                 .map(|n| (n.to_string(), v("1.31.4")))
                 .collect(),
             resume: vec![],
+            runtimes: vec![],
             not_in_plan: vec![],
             apiservers: [("cp1".to_string(), v("1.31.4"))].into_iter().collect(),
         };
@@ -321,5 +365,56 @@ mod tests {
             ww1.then
         );
         assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    /// A containerd version change alone (Kubernetes unchanged) gives rows in the places the
+    /// recipes drain for it: each control plane, then the workers' waves.
+    #[test]
+    fn containerd_alone_gives_rows_per_node_in_their_waves() {
+        let node = |name: &str, control_plane: bool, containerd: Option<&str>| PlanNode {
+            name: name.into(),
+            control_plane,
+            containerd: containerd.map(str::to_string),
+        };
+        let spec = GateSpec {
+            target: v("1.31.4"),
+            nodes: vec![
+                node("cp1", true, Some("1.7.27")),
+                node("lw1", false, Some("1.7.27")),
+                node("ww1", false, Some("1.7.27")),
+                node("lw2", false, Some("1.7.27")),
+            ],
+            kubeconfig: "/etc/kubernetes/admin.conf".into(),
+            windows: ["ww1".to_string()].into_iter().collect(),
+            max_unavailable: 1,
+        };
+        let u = UpgradePlan {
+            from: v("1.31.4"),
+            to: v("1.31.4"),
+            control_planes: vec![],
+            kubelets: vec![("lw2".to_string(), v("1.31.3"))],
+            resume: vec![],
+            runtimes: ["cp1", "ww1", "lw2"]
+                .iter()
+                .map(|n| (n.to_string(), "containerd://1.7.24".into(), "1.7.27".into()))
+                .collect(),
+            not_in_plan: vec![],
+            apiservers: [("cp1".to_string(), v("1.31.4"))].into_iter().collect(),
+        };
+        let Event::Upgrade { steps, .. } = section(&spec, &u) else {
+            panic!("not an upgrade section");
+        };
+        let rows: Vec<(usize, &str, &str, &str)> = steps
+            .iter()
+            .map(|s| (s.step, s.node.as_str(), s.now.as_str(), s.then.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (1, "cp1", "containerd 1.7.24", "drain, containerd 1.7.27 installed, restarted, uncordon"),
+                (2, "ww1", "containerd 1.7.24", "drain, containerd service stopped, containerd.exe 1.7.27 installed, started, uncordon"),
+                (3, "lw2", "kubelet v1.31.3, containerd 1.7.24", "drain, containerd 1.7.27 installed, restarted, kubeadm 1.31.4, kubeadm upgrade node, kubelet and kubectl 1.31.4, restart, uncordon"),
+            ]
+        );
     }
 }

@@ -24,6 +24,18 @@ pub struct PlanNode {
     /// The Node's name in the cluster (the host's name).
     pub name: String,
     pub control_plane: bool,
+    /// The containerd version the node must run (`1.7.27`) where kwin pins it (Windows
+    /// workers; Linux nodes with containerd from its release), else `None`.
+    pub containerd: Option<String>,
+}
+
+impl PlanNode {
+    /// `containerd://1.7.27`: what the Node reports once it runs [`PlanNode::containerd`].
+    pub fn runtime(&self) -> Option<String> {
+        self.containerd
+            .as_ref()
+            .map(|v| format!("containerd://{}", v.trim_start_matches('v')))
+    }
 }
 
 /// Where a refusal points in the plan.
@@ -73,7 +85,8 @@ pub struct Refusal {
 pub enum Verdict {
     /// No cluster yet: it is built at the plan's version.
     NewCluster,
-    /// Every control plane and every node of the plan runs the plan's version.
+    /// Every control plane and every node of the plan runs the plan's version (and the
+    /// pinned containerd).
     Current(Version),
     Upgrade(UpgradePlan),
 }
@@ -93,6 +106,10 @@ pub struct UpgradePlan {
     /// Nodes kwin cordoned in an earlier run and did not uncordon (`kwin.dev/cordoned`): their
     /// upgrade is finished, then they are uncordoned.
     pub resume: Vec<(String, String)>,
+    /// Nodes of the plan whose container runtime is not the pinned containerd, in plan order:
+    /// the node, what it reports now (`containerd://1.7.24`; empty: nothing), the version it
+    /// gets (`1.7.27`).
+    pub runtimes: Vec<(String, String, String)>,
     /// Nodes in the cluster that are not in the plan: they keep their version.
     pub not_in_plan: Vec<String>,
     /// What each control plane's kube-apiserver runs (kubeadm-config's version under
@@ -256,13 +273,26 @@ fn verdict(
             Some((n.name.clone(), mark.clone()))
         })
         .collect();
+    let runtimes: Vec<(String, String, String)> = nodes
+        .iter()
+        .filter_map(|n| {
+            let want = n.runtime()?;
+            let node = f.nodes.get(&n.name)?;
+            let now = node.runtime.clone().unwrap_or_default();
+            (now != want).then(|| {
+                let v = n.containerd.as_deref().unwrap_or_default();
+                (n.name.clone(), now, v.trim_start_matches('v').to_string())
+            })
+        })
+        .collect();
     let not_in_plan = f
         .nodes
         .keys()
         .filter(|k| !nodes.iter().any(|n| &n.name == *k))
         .cloned()
         .collect();
-    if control_planes.is_empty() && kubelets.is_empty() && resume.is_empty() {
+    if control_planes.is_empty() && kubelets.is_empty() && resume.is_empty() && runtimes.is_empty()
+    {
         return Verdict::Current(target.clone());
     }
     Verdict::Upgrade(UpgradePlan {
@@ -271,6 +301,7 @@ fn verdict(
         control_planes,
         kubelets,
         resume,
+        runtimes,
         not_in_plan,
         apiservers: servers.clone(),
     })
@@ -299,6 +330,7 @@ mod tests {
                 n.to_string(),
                 NodeFacts {
                     kubelet: Some(v(ver)),
+                    runtime: Some("containerd://1.7.24".into()),
                     ready: true,
                     unschedulable: false,
                     kwin_mark: None,
@@ -314,6 +346,7 @@ mod tests {
             .map(|n| PlanNode {
                 name: n.to_string(),
                 control_plane: *n == "cp1",
+                containerd: None,
             })
             .collect()
     }
@@ -415,6 +448,7 @@ mod tests {
             PlanNode {
                 name: "cp2".into(),
                 control_plane: true,
+                containerd: None,
             },
         );
         let c = cluster(&[("cp1", "1.32.5"), ("cp2", "1.31.4")], &[]);
@@ -485,5 +519,34 @@ mod tests {
         };
         assert!(u.control_planes.is_empty() && u.kubelets.is_empty());
         assert_eq!(u.resume[0].0, "w1");
+    }
+
+    #[test]
+    fn a_pinned_containerd_the_nodes_do_not_run_is_an_upgrade_of_its_own() {
+        let c = cluster(
+            &[("cp1", "1.31.4")],
+            &[("cp1", "1.31.4"), ("w1", "1.31.4"), ("w2", "1.31.4")],
+        );
+        let mut nodes = plan();
+        // w1 pinned at what it runs, w2 at a new release (a `v` is the tag's), cp1 unpinned.
+        nodes[1].containerd = Some("1.7.24".into());
+        nodes[2].containerd = Some("v1.7.27".into());
+        let Ok(Verdict::Upgrade(u)) = check(&v("1.31.4"), &c, &nodes) else {
+            panic!("containerd 1.7.27 on w2 is work to do")
+        };
+        assert!(u.control_planes.is_empty() && u.kubelets.is_empty());
+        assert_eq!(
+            u.runtimes,
+            [(
+                "w2".to_string(),
+                "containerd://1.7.24".to_string(),
+                "1.7.27".to_string()
+            )]
+        );
+        nodes[2].containerd = Some("1.7.24".into());
+        assert_eq!(
+            check(&v("1.31.4"), &c, &nodes),
+            Ok(Verdict::Current(v("1.31.4")))
+        );
     }
 }
