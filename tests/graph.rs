@@ -243,6 +243,87 @@ fn flannel_structure() {
     );
 }
 
+/// Every program a Windows DaemonSet's pod template names (a versioned path under `C:\\k`,
+/// in the container's env) is put there by a step on every Windows node, and the apply of
+/// the DaemonSet waits for each of those steps: a new version never rolls pods onto a node
+/// that does not have its binary yet. The DaemonSets still exist before any Windows node
+/// joins (`cni-ready` before the join), so a fresh build has no cycle; and kube-proxy follows
+/// every control plane's `kubeadm upgrade` (kube-proxy must not be newer than
+/// kube-apiserver, as kubeadm upgrades its own kube-proxy add-on only once every control
+/// plane is upgraded).
+fn check_windows_daemonsets_wait_for_their_binaries(g: &TaskGraph, cp: &str, daemonsets: &[&str]) {
+    let windows: Vec<String> = ids_named(g, "kubeadm-join")
+        .map(|j| g.task(j).id.host.clone())
+        .filter(|h| h.starts_with("ww"))
+        .collect();
+    assert!(!windows.is_empty());
+    for ds in daemonsets {
+        let apply = node(g, &format!("{cp}/{ds}"));
+        let manifest = g.task(apply).params["manifest"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{cp}/{ds}: no manifest"))
+            .to_string();
+        let paths: Vec<String> = manifest
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("value: "))
+            .filter_map(|v| serde_json::from_str::<String>(v).ok())
+            .filter(|v| v.starts_with("C:\\k\\"))
+            .collect();
+        assert!(!paths.is_empty(), "{ds}: no program path in its env");
+        for w in &windows {
+            for path in &paths {
+                let placed: Vec<_> = g
+                    .graph
+                    .node_indices()
+                    .filter(|&n| {
+                        let t = g.task(n);
+                        t.id.host == *w
+                            && t.params["dest"].as_str().is_some_and(|d| {
+                                path == d || path.rsplit_once('\\').is_some_and(|(dir, _)| dir == d)
+                            })
+                    })
+                    .collect();
+                assert!(!placed.is_empty(), "{w}: nothing puts {path} in place");
+                for p in placed {
+                    assert!(
+                        g.reaches(p, apply),
+                        "{cp}/{ds} does not wait for {} ({path})",
+                        g.task(p).id
+                    );
+                }
+            }
+            assert!(
+                g.reaches(apply, node(g, &format!("{w}/kubeadm-join"))),
+                "{w} joins before {ds} exists"
+            );
+        }
+    }
+    let kube_proxy = node(g, &format!("{cp}/kube-proxy-windows"));
+    for u in ids_named(g, "cp-kubeadm-upgrade") {
+        assert!(
+            g.reaches(u, kube_proxy),
+            "kube-proxy-windows before {}",
+            g.task(u).id
+        );
+    }
+}
+
+#[test]
+fn flannel_windows_daemonsets_wait_for_their_binaries() {
+    let g = build("examples/flannel.toml");
+    check_windows_daemonsets_wait_for_their_binaries(
+        &g,
+        "cp1",
+        &["kube-proxy-windows", "flannel-windows"],
+    );
+}
+
+#[test]
+fn calico_windows_daemonsets_wait_for_their_binaries() {
+    let g = build("examples/calico.toml");
+    check_windows_daemonsets_wait_for_their_binaries(&g, "cp1", &["kube-proxy-windows"]);
+}
+
 #[test]
 fn calico_structure() {
     let g = build("examples/calico.toml");

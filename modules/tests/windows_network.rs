@@ -533,3 +533,39 @@ fn reset_hns_steps_fail_loudly_instead_of_skipping() {
         }
     }
 }
+
+/// The RuntimeClasses name the runtime handler the Windows containerd configuration defines
+/// (`runhcs-wcow-process`), and carry no version of their own: a version change leaves them
+/// as they are, while the configuration that defines the handler follows the cluster's
+/// sandbox image.
+#[test]
+fn runtime_classes_name_the_handler_windows_containerd_defines() {
+    for minor in [29, 31, 35] {
+        let edit = format!("kubernetes_version = \"1.{minor}.3\"");
+        let tasks = tasks_of(
+            "examples/flannel.toml",
+            &[("kubernetes_version = \"1.31.4\"", &edit)],
+        );
+        let config = task(&tasks, "ww1", "containerd-config").params["content"]
+            .as_str()
+            .expect("containerd config")
+            .to_string();
+        let objs = objects(&tasks);
+        let classes: Vec<&Value> = objs
+            .iter()
+            .filter(|o| o["kind"] == "RuntimeClass")
+            .collect();
+        assert_eq!(classes.len(), 3, "1.{minor}");
+        for rc in classes {
+            let handler = rc["handler"].as_str().expect("handler");
+            assert!(
+                config.contains(&format!(
+                    "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.{handler}]"
+                )) && config.contains(&format!("default_runtime_name = \"{handler}\"")),
+                "1.{minor}: {} names handler {handler}, which containerd's config does not define:\n{config}",
+                rc["metadata"]["name"]
+            );
+            assert!(!rc.to_string().contains(&format!("1.{minor}")), "{rc}");
+        }
+    }
+}
