@@ -242,6 +242,14 @@ pub trait Module: Send + Sync + fmt::Debug {
     fn output(&self, _shell: Shell) -> Option<String> {
         None
     }
+    /// Outputs read from the task's own facts, with no script: what the probe (or the
+    /// convergence re-read) answered, so they cost no round trip and are known to `kwin
+    /// plan` too (a task that would change its host has none until it ran). They are not
+    /// secrets: they say what the facts, which the host log shows, already say (a module
+    /// with a secret output uses [`Module::output`]). Default: none.
+    fn fact_outputs(&self, _facts: &Facts) -> Option<BTreeMap<String, String>> {
+        None
+    }
     /// The task asks for `sensitive = true` (called once, before anything else). A module that
     /// writes or reads content then keeps it out of its facts where it can and shows it in
     /// diffs as [`sensitive_hash`]es. Default: nothing (the engine still hides the task's

@@ -220,6 +220,58 @@ impl Module for TConsumer {
     }
 }
 
+/// Changes nothing; its output `set` says whether `path` exists, read from its facts.
+#[derive(Debug)]
+struct TFlag {
+    path: String,
+}
+
+impl Module for TFlag {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.path)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+    fn plan(&self, _facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        Ok(Plan::noop("reads only"))
+    }
+    fn fact_outputs(&self, facts: &Facts) -> Option<std::collections::BTreeMap<String, String>> {
+        let set = file_content(facts, &self.path).ok()?.is_some();
+        Some([("set".to_string(), set.to_string())].into_iter().collect())
+    }
+}
+
+/// Creates `path` while its input `set` is `true`.
+#[derive(Debug)]
+struct TWhenSet {
+    path: String,
+}
+
+impl Module for TWhenSet {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![file_fact(&self.path)]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        if ctx.inputs.get("set")?.expose() != "true" {
+            return Ok(Plan::noop("not asked"));
+        }
+        if file_content(facts, &self.path)?.is_some() {
+            return Ok(Plan::noop("done"));
+        }
+        Ok(Plan::Change(Change {
+            action: Action::Create,
+            reason: "asked".into(),
+            diff: None,
+            steps: vec![Step::Run(format!("echo done > {}", sh_quote(&self.path)))],
+            touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
 /// Reboots once: the marker file appears "because of" the reboot.
 #[derive(Debug)]
 struct TRebootOnce {
@@ -287,6 +339,7 @@ impl Registry for TestRegistry {
     fn names(&self) -> Vec<&'static str> {
         vec![
             "file", "file_any", "bad", "fail", "kill", "touch", "producer", "consumer", "reboot",
+            "flag", "when_set",
         ]
     }
     fn build(
@@ -320,6 +373,12 @@ impl Registry for TestRegistry {
             }),
             "reboot" => Box::new(TRebootOnce {
                 marker: param(p, "path"),
+            }),
+            "flag" => Box::new(TFlag {
+                path: param(p, "path"),
+            }),
+            "when_set" => Box::new(TWhenSet {
+                path: param(p, "path"),
             }),
             _ => return Err(ParamError::new(format!("unknown module `{name}`"))),
         })
@@ -768,6 +827,71 @@ async fn inputs_across_hosts_read_the_producer_output_once() {
         assert_eq!(m.runs(), 1);
     }
     assert_eq!(summary(&o), (3, 0, 0, 0));
+}
+
+/// Outputs a task reads from its own facts (`Module::fact_outputs`) reach a consumer on
+/// another host with no output script, in `apply` and in `plan` alike: a warm run stays one
+/// probe per host, and `kwin plan` knows what the consumer will do.
+#[tokio::test]
+async fn fact_outputs_cost_no_round_trip_and_are_known_to_plan() {
+    let d = tempfile::tempdir().expect("tmp");
+    let flag = d.path().join("flag");
+    let done = d.path().join("w1-done");
+    let tasks = || {
+        vec![
+            task(
+                "cp",
+                "flag",
+                "flag",
+                json!({"path": flag.display().to_string()}),
+            ),
+            task(
+                "w1",
+                "act",
+                "when_set",
+                json!({"path": done.display().to_string()}),
+            )
+            .input("set", "cp", "flag", "set"),
+        ]
+    };
+    // Not set: the consumer is a no-op, in plan and apply; one probe per host, no output.
+    for mode in [Mode::Plan, Mode::Apply] {
+        let (cp, w1) = (mock("cp"), mock("w1"));
+        cp.expect(probe());
+        w1.expect(probe());
+        let o = run(tasks(), &[("cp", &cp), ("w1", &w1)], mode, d.path()).await;
+        for m in [&cp, &w1] {
+            m.finish().expect("one probe, no output script");
+            assert_eq!(m.runs(), 1);
+        }
+        assert_eq!(summary(&o), (2, 0, 0, 0), "{mode:?}");
+        assert_eq!(o.status("w1", "act").1, "not asked");
+    }
+    // Set: plan knows the consumer would change (not "known after apply"); apply does it.
+    std::fs::write(&flag, "x").expect("flag");
+    let (cp, w1) = (mock("cp"), mock("w1"));
+    cp.expect(probe());
+    w1.expect(probe());
+    let o = run(tasks(), &[("cp", &cp), ("w1", &w1)], Mode::Plan, d.path()).await;
+    for m in [&cp, &w1] {
+        m.finish().expect("plan");
+    }
+    assert_eq!(o.summary.counts.would_change, 1);
+    assert!(
+        o.status("w1", "act").1.contains("asked"),
+        "{:?}",
+        o.status("w1", "act")
+    );
+    let (cp, w1) = (mock("cp"), mock("w1"));
+    cp.expect(probe());
+    w1.expect(probe());
+    w1.expect(Expect::run("act").contains("echo done").sh());
+    let o = run(tasks(), &[("cp", &cp), ("w1", &w1)], Mode::Apply, d.path()).await;
+    for m in [&cp, &w1] {
+        m.finish().expect("apply");
+    }
+    assert_eq!(summary(&o), (1, 1, 0, 0));
+    assert!(done.exists());
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The board: every task's outcome, published once it finished (a watch channel per task),
 //! so a dependent on another host can wait for it.
 
+use super::outputs::Values;
 use super::run::Cancel;
 use crate::event::TaskStatus;
 use petgraph::graph::NodeIndex;
@@ -17,6 +18,9 @@ pub struct Done {
     /// (with `cause`, which names the host to include), they are not merely skipped.
     pub refused: bool,
     pub at: Instant,
+    /// The task's outputs read from its facts (`Module::fact_outputs`), when it finished
+    /// without a change left to make (ok, or changed and converged).
+    pub outputs: Option<Values>,
 }
 
 impl Done {

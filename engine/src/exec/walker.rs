@@ -128,6 +128,7 @@ pub async fn walk(run: Run) -> RunSummary {
                     cause: Some(format!("{id} failed")),
                     refused: false,
                     at: Instant::now(),
+                    outputs: None,
                 },
             );
             shared.report.emit(Event::TaskFinished {

@@ -178,6 +178,18 @@ impl Worker {
         };
         self.out.counts.add(status);
         let (node, id) = (task.node, task.id.clone());
+        // Outputs from the facts only when they are what the task leaves: not before a
+        // change it would make (plan), nor after a failure.
+        let outputs = match (status, &task.module) {
+            (TaskStatus::Ok | TaskStatus::Changed, Ok(m)) => m.fact_outputs(&self.facts).map(|o| {
+                Arc::new(
+                    o.into_iter()
+                        .map(|(k, v)| (k, Secret::new(v)))
+                        .collect::<std::collections::BTreeMap<_, _>>(),
+                )
+            }),
+            _ => None,
+        };
         self.sh.board.set(
             node,
             Done {
@@ -185,6 +197,7 @@ impl Worker {
                 cause,
                 refused: refused.is_some(),
                 at: Instant::now(),
+                outputs,
             },
         );
         self.sh.report.emit(Event::TaskFinished {
@@ -543,15 +556,45 @@ impl Worker {
             });
         }
         let sh = self.sh.clone();
-        let values = sh
-            .outputs
-            .get(p, fetch_outputs(&sh, p))
-            .await
-            .map_err(|e| InputErr::Fail(format!("cannot read the outputs of {}: {e}", r.from)))?;
+        let values = match done.outputs {
+            // Read from the producer's facts: no script, no round trip.
+            Some(v) => v,
+            None => sh
+                .outputs
+                .get(p, fetch_outputs(&sh, p))
+                .await
+                .map_err(|e| {
+                    InputErr::Fail(format!("cannot read the outputs of {}: {e}", r.from))
+                })?,
+        };
         values
             .get(&r.key)
             .cloned()
             .ok_or_else(|| InputErr::Fail(format!("{} has no output `{}`", r.from, r.key)))
+    }
+
+    /// The value of input `name` of task `t` once its producer has finished (waiting for it
+    /// on another host), when the producer published outputs read from its facts
+    /// (`Module::fact_outputs`); `None` otherwise. Never runs a script: what `kwin plan` can
+    /// know of an input.
+    pub(crate) async fn fact_input_after(
+        &mut self,
+        t: usize,
+        name: &str,
+        policy: &dyn Policy,
+    ) -> Option<Secret> {
+        let task = self.sh.graph.task(self.tasks[t].node);
+        let r = task.inputs.get(name)?.clone();
+        let p = self.sh.graph.node(&r.from)?;
+        let done = if r.from.host == self.host {
+            self.sh.board.get(p)?
+        } else {
+            self.wait_for(p, policy).await?
+        };
+        if !done.succeeded() {
+            return None;
+        }
+        done.outputs?.get(&r.key).cloned()
     }
 
     /// A transport error that ends the host's work mid-run.

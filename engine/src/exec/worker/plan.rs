@@ -1,10 +1,13 @@
 //! The `plan` policy of the per-host worker ([`PlanOnly`]): `kwin plan` and
 //! `kwin apply --check`. After `worker::run` connected and probed (ONE round trip), plan
-//! every task against the probed facts, report. Never changes a host and never waits on another host.
+//! every task against the probed facts, report. Never changes a host; waits on another host
+//! only for the plan of a task whose output an input asks for.
 //!
 //! A task that needs another task's output (a join token) is reported as a change whose
 //! details are known only after apply: reading outputs may itself have effects (creating a
-//! token), so plan never runs output scripts. Later tasks are planned against the facts as
+//! token), so plan never runs output scripts. Outputs a producer reads from its own facts
+//! (`Module::fact_outputs`, published with its outcome once it is planned as a no-op) are
+//! known: the consumer is planned with them. Later tasks are planned against the facts as
 //! probed, not as earlier changes would leave them (like any dry run).
 
 use super::{Policy, Worker};
@@ -19,7 +22,7 @@ pub(crate) struct PlanOnly;
 #[async_trait]
 impl Policy for PlanOnly {
     async fn task(&self, w: &mut Worker, t: usize) {
-        let inputs = Inputs::new();
+        let mut inputs = Inputs::new();
         w.tasks[t].started = Some(Instant::now());
         let module = match w.tasks[t].module.clone() {
             Ok(m) => m,
@@ -28,14 +31,31 @@ impl Policy for PlanOnly {
                 return;
             }
         };
-        let nonce = crate::module::new_plan_nonce();
-        let ctx = Ctx {
-            shell: w.shell,
-            host: &w.host,
-            inputs: &inputs,
-            nonce: &nonce,
+        // Plan; an input a producer read from its facts is known here too (wait for the
+        // producer's plan, which needs no change on any host), any other is not.
+        let mut asked = 0;
+        let result = loop {
+            let nonce = crate::module::new_plan_nonce();
+            let ctx = Ctx {
+                shell: w.shell,
+                host: &w.host,
+                inputs: &inputs,
+                nonce: &nonce,
+            };
+            match module.plan(&w.facts, &ctx) {
+                Err(ModuleError::InputPending(name))
+                    if asked <= w.sh.graph.task(w.tasks[t].node).inputs.len() =>
+                {
+                    asked += 1;
+                    match w.fact_input_after(t, &name, self).await {
+                        Some(v) => inputs.insert(name, v),
+                        None => break Err(ModuleError::InputPending(name)),
+                    }
+                }
+                other => break other,
+            }
         };
-        match module.plan(&w.facts, &ctx) {
+        match result {
             Ok(plan) => {
                 w.emit_planned(t, &plan);
                 match plan {
