@@ -324,6 +324,68 @@ fn calico_windows_daemonsets_wait_for_their_binaries() {
     check_windows_daemonsets_wait_for_their_binaries(&g, "cp1", &["kube-proxy-windows"]);
 }
 
+/// `cluster.windows_pending_reboot = "drain"`: each Windows worker's drain reads the
+/// install path's `reboot` output (a data edge), its restart comes after the drain and reads
+/// the same output, the uncordon after the restart; one node at a time, after every upgrade
+/// wave, before the cluster's last readiness wait. Without it (the default) none of these
+/// tasks exist.
+#[test]
+fn a_pending_reboot_is_drained_restarted_and_uncordoned_one_node_at_a_time() {
+    let text = std::fs::read_to_string(root().join("examples/flannel.toml"))
+        .expect("example")
+        .replacen(
+            "windows_runtime_classes = true",
+            "windows_runtime_classes = true\nwindows_pending_reboot = \"drain\"",
+            1,
+        );
+    let plan = kwin_engine::plan::load_str(&root().join("examples/flannel.toml"), &text)
+        .unwrap_or_else(|d| panic!("{d}"));
+    let g = expand(&plan).unwrap_or_else(|d| panic!("{d}"));
+    for w in ["ww1", "ww2"] {
+        let drain = format!("cp1/reboot-drain@{w}");
+        let restart = format!("{w}/reboot-drained");
+        let uncordon = format!("cp1/reboot-uncordon@{w}");
+        for consumer in [&drain, &restart] {
+            assert!(
+                has_edge(&g, &format!("{w}/reboot"), consumer, EdgeKind::Data),
+                "{consumer} does not read {w}/reboot"
+            );
+            let t = g.task(node(&g, consumer));
+            assert_eq!(t.params["only_if"], "reboot_pending", "{consumer}");
+            assert_eq!(t.inputs["reboot_pending"].key, "pending", "{consumer}");
+        }
+        assert_eq!(
+            g.task(node(&g, &format!("{w}/reboot"))).params["on_joined"],
+            "drain"
+        );
+        assert!(g.reaches(node(&g, &drain), node(&g, &restart)));
+        assert!(g.reaches(node(&g, &restart), node(&g, &uncordon)));
+        for up in ["ww1", "ww2", "lw1"] {
+            assert!(
+                g.reaches(
+                    node(&g, &format!("cp1/upgrade-uncordon@{up}")),
+                    node(&g, &drain)
+                ),
+                "{drain} before {up}'s upgrade wave ended"
+            );
+        }
+        assert!(g.reaches(node(&g, &uncordon), node(&g, "cp1/nodes-ready")));
+    }
+    assert!(
+        g.reaches(
+            node(&g, "cp1/reboot-uncordon@ww1"),
+            node(&g, "cp1/reboot-drain@ww2")
+        ),
+        "two Windows nodes drained for a reboot at once"
+    );
+    let default = build("examples/flannel.toml");
+    assert!(ids_named(&default, "reboot-drain").next().is_none());
+    assert_eq!(
+        default.task(node(&default, "ww1/reboot")).params["on_joined"],
+        "report"
+    );
+}
+
 #[test]
 fn calico_structure() {
     let g = build("examples/calico.toml");

@@ -39,6 +39,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     recipe!("upgrade-control-plane"),
     recipe!("upgrade-control-plane-kubelet"),
     recipe!("upgrade-worker"),
+    recipe!("windows-reboot"),
     recipe!("cluster-ready"),
 ];
 

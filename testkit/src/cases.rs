@@ -12,7 +12,8 @@
 //!   "inputs": { "token": "..." },                     (optional: other tasks' outputs)
 //!   "facts": { "file.content:/etc/motd": { "stdout": "type=absent\n", "stderr": "", "exit": 0 } },
 //!   "expect": ...,
-//!   "output_contains": ["..."] }                      (optional: the module's output script)
+//!   "output_contains": ["..."],                       (optional: the module's output script)
+//!   "fact_outputs": { "pending": "true" } }           (optional: outputs read from the facts)
 //! ```
 //!
 //! A fact is named by its key, or by its kind (the key up to the first `:`: keys of facts
@@ -63,6 +64,9 @@ pub struct Case {
     pub expect: Expect,
     #[serde(default)]
     pub output_contains: Vec<String>,
+    /// Exactly the outputs the module reads from the case's facts (`Module::fact_outputs`).
+    #[serde(default)]
+    pub fact_outputs: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -349,6 +353,12 @@ pub fn run_case(
             }
         }
         produced.scripts.push((format!("{from}: output"), script));
+    }
+    if let Some(want) = &case.fact_outputs {
+        let got = m.fact_outputs(&facts);
+        if got.as_ref() != Some(want) {
+            return Err(format!("fact outputs {got:?}, expected {want:?}"));
+        }
     }
     let host = match shell {
         Shell::Posix => "lw1",

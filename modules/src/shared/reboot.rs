@@ -9,7 +9,8 @@ pub enum OnJoined {
     /// No restart: a warning naming what is pending.
     #[default]
     Report,
-    /// Not implemented, refused.
+    /// No restart here: the step says so, and its output `pending` asks the recipe that
+    /// drains the node, restarts it (a `reboot` step with `only_if`) and uncordons it.
     Drain,
 }
 
@@ -33,9 +34,16 @@ pub struct RebootParams {
     /// Windows only.
     #[schemars(extend("x-kwin-shell" = "windows"))]
     pub joined: Option<String>,
-    /// What to do on a joined node with a reboot pending: `report` (default). Windows only.
+    /// What to do on a joined node with a reboot pending: `report` (default: a warning) or
+    /// `drain` (left to a drain, a restart and an uncordon that read this step's output
+    /// `pending`). Windows only.
     #[schemars(extend("x-kwin-shell" = "windows"))]
     pub on_joined: Option<OnJoined>,
+    /// The name of one of the task's `inputs`: restart only while that input is `true` (and
+    /// a reboot is pending), e.g. `pending` of the install path's reboot step after the node
+    /// was drained. Windows only.
+    #[schemars(extend("x-kwin-shell" = "windows"))]
+    pub only_if: Option<String>,
 }
 
 impl RebootParams {
@@ -52,11 +60,12 @@ impl RebootParams {
     }
 
     /// The parameters only the Windows module reads, and whether each is set.
-    pub(crate) fn windows_fields(&self) -> [(&'static str, bool); 3] {
+    pub(crate) fn windows_fields(&self) -> [(&'static str, bool); 4] {
         [
             ("feature", self.feature.is_some()),
             ("joined", self.joined.is_some()),
             ("on_joined", self.on_joined.is_some()),
+            ("only_if", self.only_if.is_some()),
         ]
     }
 }

@@ -1,12 +1,12 @@
 //! `reboot` (Windows): restart a Windows host for the reboot kwin itself needs, and only while
-//! that is safe; report any other pending reboot.
+//! that is safe; on a joined node, report a pending reboot or leave it to a drained restart.
 //!
 //! Parameters: `down_timeout` (seconds to wait for the host to go away, default 600),
 //! `up_timeout` (seconds to wait for it to answer again, default 1800), `feature` (a Windows
 //! feature, e.g. `Containers`: restart only when that feature's install waits for it), `joined`
 //! (a path whose existence means the node has joined the cluster, e.g.
-//! `C:\etc\kubernetes\kubelet.conf`: never restart it then), `on_joined` = "report" (default;
-//! "drain" is not implemented and refused).
+//! `C:\etc\kubernetes\kubelet.conf`: never restart it then), `on_joined` = "report" (default)
+//! | "drain", `only_if` (the name of one of the task's inputs: restart only while it is `true`).
 //!
 //! Which reboot is pending, and why, comes from Microsoft's own sources:
 //! - the feature: `Get-WindowsFeature` `InstallState` / `Get-WindowsOptionalFeature` `State`
@@ -19,12 +19,18 @@
 //!   (MSFT_xPendingReboot, xPendingReboot on the PowerShell Gallery; now ComputerManagementDsc).
 //!
 //! Decisions:
-//! - joined (`joined` exists) and anything pending: no restart; the plan is a no-op with a
-//!   warning naming the reasons (the apply ends with it and exits 0). A restart would take
-//!   the node's pods down without a drain;
+//! - joined (`joined` exists) and anything pending: no restart here. `on_joined = "report"`:
+//!   the plan is a no-op with a warning naming the reasons (the apply ends with it and exits
+//!   0): a restart would take the node's pods down without a drain. `on_joined = "drain"`: a
+//!   no-op saying the node is drained, restarted and uncordoned by the steps that read this
+//!   step's output `pending` (recipe windows-reboot);
 //! - not joined, `feature` given: restart when that feature's install is pending; any other
 //!   pending reboot (Windows Update, servicing) is reported, not acted on;
-//! - no `feature` (a plan's own task): restart when anything is pending, as asked.
+//! - no `feature` (a plan's own task, or the restart inside the drained window): restart when
+//!   anything is pending, as asked — with `only_if`, only while that input is `true`.
+//!
+//! Output (read from the facts, no script): `pending` = `true` when, with `joined` given, the
+//! node has joined and a reboot is pending that this step did not carry out, else `false`.
 //!
 //! The restart itself is a first-class engine step: trigger, wait until the host is down,
 //! wait until it answers with a NEW boot time, then re-probe. After it the pending state is
@@ -57,6 +63,8 @@ pub struct Reboot {
     spec: RebootSpec,
     feature: Option<String>,
     joined: Option<String>,
+    on_joined: OnJoined,
+    only_if: Option<String>,
 }
 
 impl Described for Reboot {
@@ -67,11 +75,17 @@ impl Described for Reboot {
     fn from_params(p: RebootParams, _shell: Shell) -> Result<Self, ParamError> {
         linux_only("reboot", &[("pending_files", p.pending_files.is_some())])?;
         let spec = p.spec()?;
-        if p.on_joined == Some(OnJoined::Drain) {
-            return Err(ParamError::at(
-                "on_joined",
-                "draining a joined node before a restart is not implemented: use \"report\"",
-            ));
+        if let Some(name) = &p.only_if {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
+                return Err(ParamError::at(
+                    "only_if",
+                    format!("`{name}` is not an input name (lowercase letters, digits, `_`)"),
+                ));
+            }
         }
         if let Some(f) = &p.feature {
             if f.is_empty()
@@ -92,6 +106,8 @@ impl Described for Reboot {
             spec,
             feature: p.feature,
             joined: p.joined,
+            on_joined: p.on_joined.unwrap_or_default(),
+            only_if: p.only_if,
         })
     }
 
@@ -156,6 +172,72 @@ impl Module for Reboot {
         v
     }
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        if let Some(name) = &self.only_if {
+            if ctx.inputs.get(name)?.expose().trim() != "true" {
+                return Ok(Plan::noop(format!(
+                    "input `{name}` does not ask for a restart of {}",
+                    ctx.host
+                )));
+            }
+        }
+        let s = self.state(facts)?;
+        if !s.pending {
+            return Ok(Plan::noop("no reboot pending"));
+        }
+        let why = s.reasons.join(", ");
+        if s.joined {
+            return Ok(match self.on_joined {
+                OnJoined::Drain => Plan::noop(format!(
+                    "{} waits for a reboot ({why}) and has joined the cluster: drained, restarted and uncordoned one node at a time (cluster.windows_pending_reboot = \"drain\")",
+                    ctx.host
+                )),
+                OnJoined::Report => Plan::noop_warning(
+                    "joined node: the pending reboot is left to you",
+                    format!(
+                        "{} waits for a reboot ({why}) and has joined the cluster: kwin does not restart it (cluster.windows_pending_reboot = \"report\"); drain it, restart it, uncordon it: kubectl drain {} --ignore-daemonsets; Restart-Computer; kubectl uncordon {}",
+                        ctx.host, ctx.host, ctx.host
+                    ),
+                ),
+            });
+        }
+        match &self.feature {
+            None => Ok(self.reboot(format!("reboot pending ({why})"))),
+            Some(f) if s.ours => Ok(self.reboot(format!(
+                "the {f} feature waits for a restart to finish installing ({why})"
+            ))),
+            Some(f) => Ok(Plan::noop_warning(
+                format!("no reboot pending for the {f} feature"),
+                format!(
+                    "{} waits for a reboot kwin did not cause ({why}): kwin restarts a node only for the {f} feature; restart it when it suits you",
+                    ctx.host
+                ),
+            )),
+        }
+    }
+
+    fn fact_outputs(&self, facts: &Facts) -> Option<std::collections::BTreeMap<String, String>> {
+        self.joined.as_ref()?;
+        let s = self.state(facts).ok()?;
+        let pending = s.pending && s.joined;
+        Some(
+            [("pending".to_string(), pending.to_string())]
+                .into_iter()
+                .collect(),
+        )
+    }
+}
+
+/// What the facts say: whether a reboot is pending (and why), whether it is this step's
+/// feature's, whether the node joined.
+struct State {
+    pending: bool,
+    ours: bool,
+    joined: bool,
+    reasons: Vec<String>,
+}
+
+impl Reboot {
+    fn state(&self, facts: &Facts) -> Result<State, ModuleError> {
         let st: RebootPending = facts.get(&RebootPendingFact)?;
         let feature: Option<FeatureState> = match self.feature_fact() {
             Some(f) => Some(facts.get(&f)?),
@@ -173,36 +255,15 @@ impl Module for Reboot {
                 ),
             );
         }
-        let pending = st.pending || ours;
         let joined = match self.joined_fact() {
             Some(j) => facts.get::<PathFact>(&j).map(|s: PathState| s.exists)?,
             None => false,
         };
-        if !pending {
-            return Ok(Plan::noop("no reboot pending"));
-        }
-        let why = reasons.join(", ");
-        if joined {
-            return Ok(Plan::noop_warning(
-                "joined node: the pending reboot is left to you",
-                format!(
-                    "{} waits for a reboot ({why}) and has joined the cluster: kwin does not restart it (cluster.windows_pending_reboot = \"report\"); drain it, restart it, uncordon it: kubectl drain {} --ignore-daemonsets; Restart-Computer; kubectl uncordon {}",
-                    ctx.host, ctx.host, ctx.host
-                ),
-            ));
-        }
-        match &self.feature {
-            None => Ok(self.reboot(format!("reboot pending ({why})"))),
-            Some(f) if ours => Ok(self.reboot(format!(
-                "the {f} feature waits for a restart to finish installing ({why})"
-            ))),
-            Some(f) => Ok(Plan::noop_warning(
-                format!("no reboot pending for the {f} feature"),
-                format!(
-                    "{} waits for a reboot kwin did not cause ({why}): kwin restarts a node only for the {f} feature; restart it when it suits you",
-                    ctx.host
-                ),
-            )),
-        }
+        Ok(State {
+            pending: st.pending || ours,
+            ours,
+            joined,
+            reasons,
+        })
     }
 }

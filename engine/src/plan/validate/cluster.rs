@@ -54,8 +54,8 @@ pub(super) fn check(v: &mut V<'_>) {
     pending_reboot(v);
 }
 
-/// `windows_pending_reboot = "drain"` would need a drain from the first control plane, decided
-/// by a fact of the Windows host, then an uncordon after its restart: not built yet.
+/// `windows_pending_reboot = "drain"` restarts joined Windows nodes (drained first): it needs
+/// the reboots `settings.allow_reboot = false` forbids.
 fn pending_reboot(v: &mut V<'_>) {
     let drain = v
         .plan
@@ -64,14 +64,14 @@ fn pending_reboot(v: &mut V<'_>) {
         .as_ref()
         .and_then(|c| c.windows_pending_reboot)
         == Some(crate::plan::model::PendingReboot::Drain);
-    if drain {
+    if drain && v.plan.file.settings.allow_reboot == Some(false) {
         v.at(
-            "cluster.windows_pending_reboot",
+            "settings.allow_reboot",
             Diagnostic::error(
-                "windows-reboot-drain",
-                "draining a joined Windows node before restarting it is not implemented",
+                "windows-reboot-not-allowed",
+                "cluster.windows_pending_reboot = \"drain\" restarts joined Windows nodes after draining them, but settings.allow_reboot = false forbids every reboot",
             )
-            .with_hint("use windows_pending_reboot = \"report\" (the default): kwin names the node and why it waits for a reboot, and you drain, restart and uncordon it (kubectl drain <node> --ignore-daemonsets; Restart-Computer; kubectl uncordon <node>)"),
+            .with_hint("set allow_reboot = true, or windows_pending_reboot = \"report\" (kwin then only names the nodes that wait for a reboot)"),
         );
     }
 }
