@@ -243,6 +243,7 @@ fn api_tier() {
     upgrade_facts(&host, &tier);
     drain_and_uncordon(&host, &tier);
     runtime_drain(&host, &tier);
+    old_flannel_windows_objects(&host, &tier, cache.path());
     flannel(&host, &tier, cache.path());
     status_churn(&host, &tier, cache.path());
     runtime_classes(&host, &tier, cache.path());
@@ -628,6 +629,197 @@ fn runtime_drain(host: &Host, tier: &Tier) {
     assert!(plan_of(asked.as_ref(), &with("true")).is_noop(), "drained");
     host.converge("uncordon rt-w1 after the reboot", uncordon.as_ref());
     kubectl(tier, &["delete", "-f", &file]);
+}
+
+/// A cluster an earlier kwin built keeps the flannel Windows objects its `flannel-windows`
+/// step applied in kube-system (plans/cni-flannel.toml from e9c6f79 to 733e649: the
+/// sigwindowstools HostProcess DaemonSet, its ConfigMaps, ServiceAccount and
+/// ClusterRoleBinding, and kube-proxy-windows with the sigwindowstools image). The recipe's
+/// `flannel-windows-old` step deletes exactly those kwin applied (its field manager) and
+/// leaves an object of the same name someone else made, and the ServiceAccount (which had
+/// only a name: server-side apply records no manager for it); the current kube-proxy-windows
+/// takes the old one over in place (same name; server-side apply drops the fields kwin no
+/// longer applies). A second plan is a no-op.
+fn old_flannel_windows_objects(host: &Host, tier: &Tier, cache: &Path) {
+    let tasks = flannel_plan("vxlan");
+    // What the old step applied (object identities as it rendered them; bodies trimmed to
+    // what the 1.20 tier accepts).
+    let old = r#"apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: flannel
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: flannel-windows
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flannel}
+subjects: [{kind: ServiceAccount, name: flannel, namespace: kube-system}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: kube-flannel-windows-cfg
+  namespace: kube-system
+  labels: {app: flannel, tier: node}
+data:
+  cni-conf-containerd.json: '{"name": "flannel.4096"}'
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: kube-flannel-ds-windows-amd64
+  namespace: kube-system
+  labels: {app: flannel-windows, tier: node}
+spec:
+  selector:
+    matchLabels: {app: flannel-windows}
+  template:
+    metadata:
+      labels: {app: flannel-windows, tier: node}
+    spec:
+      nodeSelector: {kubernetes.io/os: windows, kubernetes.io/arch: amd64}
+      hostNetwork: true
+      serviceAccountName: flannel
+      tolerations: [{operator: Exists}]
+      containers:
+      - name: kube-flannel
+        image: sigwindowstools/flannel:v0.21.5-hostprocess
+        volumeMounts: [{name: flannel-cfg, mountPath: /etc/kube-flannel/}]
+      volumes: [{name: flannel-cfg, configMap: {name: kube-flannel-cfg}}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: kube-proxy-windows
+  namespace: kube-system
+  labels: {k8s-app: kube-proxy-windows}
+spec:
+  selector:
+    matchLabels: {k8s-app: kube-proxy-windows}
+  updateStrategy: {type: RollingUpdate}
+  template:
+    metadata:
+      labels: {k8s-app: kube-proxy-windows}
+    spec:
+      nodeSelector: {kubernetes.io/os: windows}
+      hostNetwork: true
+      serviceAccountName: kube-proxy
+      tolerations: [{operator: Exists}]
+      containers:
+      - name: kube-proxy
+        image: sigwindowstools/kube-proxy:v1.31.4-flannel-hostprocess
+        env: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]
+        volumeMounts: [{name: kube-proxy, mountPath: /var/lib/kube-proxy}]
+      volumes: [{name: kube-proxy, configMap: {name: kube-proxy}}]
+"#;
+    let kc = tier.kubeconfig().display().to_string();
+    host.converge(
+        "the old kwin's flannel Windows objects",
+        build(
+            "kube_apply",
+            &json!({"manifest": old, "kubeconfig": kc, "cache_dir": cache.display().to_string()}),
+        )
+        .as_ref(),
+    );
+    // A ConfigMap of an old name that kwin did not apply (here: made with kubectl create,
+    // its own field manager).
+    kubectl(
+        tier,
+        &[
+            "-n",
+            "kube-system",
+            "create",
+            "configmap",
+            "kube-flannel-cfg",
+            "--from-literal=net-conf.json={}",
+        ],
+    );
+    let sa = get_json(tier, &["-n", "kube-system", "serviceaccount", "flannel"]);
+    assert!(
+        !sa["metadata"]["managedFields"]
+            .to_string()
+            .contains("\"kwin\""),
+        "server-side apply recorded kwin for a ServiceAccount with only a name: {sa}"
+    );
+    let step = task(&tasks, "cp1", "flannel-windows-old");
+    assert_eq!(step.module, "kube_delete");
+    let m = module_of(step, tier, cache);
+    let c = host.converge("flannel-windows-old", m.as_ref());
+    assert!(
+        c.reason.starts_with("3 object(s) applied by kwin exist"),
+        "{}",
+        c.reason
+    );
+    let exists = |args: &[&str]| {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.push("--ignore-not-found");
+        !kubectl(tier, &a).trim().is_empty()
+    };
+    for gone in [
+        [
+            "-n",
+            "kube-system",
+            "daemonset",
+            "kube-flannel-ds-windows-amd64",
+        ]
+        .as_slice(),
+        &["-n", "kube-system", "configmap", "kube-flannel-windows-cfg"],
+        &["clusterrolebinding", "flannel-windows"],
+    ] {
+        assert!(!exists(gone), "{gone:?} is still there");
+    }
+    assert!(
+        exists(&["-n", "kube-system", "configmap", "kube-flannel-cfg"]),
+        "an object kwin did not apply was deleted"
+    );
+    assert!(exists(&["-n", "kube-system", "serviceaccount", "flannel"]));
+    // The current kube-proxy-windows replaces the old one in place.
+    let kp = windows_module(task(&tasks, "cp1", "kube-proxy-windows"), tier, cache);
+    host.converge("kube-proxy-windows over the old one", kp.as_ref());
+    let ds = get_json(
+        tier,
+        &["-n", "kube-system", "daemonset", "kube-proxy-windows"],
+    );
+    let pod = &ds["spec"]["template"]["spec"];
+    let text = pod.to_string();
+    assert!(!text.contains("sigwindowstools"), "{text}");
+    assert!(!text.contains("POD_IP"), "{text}");
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .is_some_and(|v| v.iter().all(|v| v["name"] != "kube-proxy")),
+        "{text}"
+    );
+    for args in [
+        [
+            "-n",
+            "kube-system",
+            "delete",
+            "configmap",
+            "kube-flannel-cfg",
+        ]
+        .as_slice(),
+        &["-n", "kube-system", "delete", "serviceaccount", "flannel"],
+        &[
+            "-n",
+            "kube-system",
+            "delete",
+            "daemonset",
+            "kube-proxy-windows",
+        ],
+        &[
+            "-n",
+            "kube-system",
+            "delete",
+            "configmap",
+            "kube-proxy-windows",
+        ],
+    ] {
+        kubectl(tier, args);
+    }
 }
 
 fn flannel(host: &Host, tier: &Tier, cache: &Path) {

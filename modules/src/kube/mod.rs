@@ -7,6 +7,7 @@
 //! | `kube_join_data` | first control plane | no change; its outputs are a fresh join token, the CA hash, the endpoint, a certificate key |
 //! | `kubeadm_join` | Linux and Windows nodes | `kubeadm join` with a generated JoinConfiguration |
 //! | `kube_apply` | first control plane | server-side apply (`--field-manager=kwin`), checked by `kubectl diff --server-side` |
+//! | `kube_delete` | first control plane | named objects kwin applied (its field manager's `Apply` entry) are deleted |
 //! | `kube_wait` | first control plane | waits until objects are rolled out / have a condition |
 //! | `kubeadm_upgrade` | Linux control planes, Linux and Windows workers | `kubeadm upgrade apply` (first control plane) / `kubeadm upgrade node` (`kubeadm.exe` on Windows) to a version |
 //! | `kubelet_restart` | Linux nodes | restarts the kubelet when the installed binary is not the version its Node reports |
@@ -29,6 +30,7 @@ pub mod upgrade;
 pub mod verify;
 
 pub mod apply;
+pub mod delete;
 pub mod drain;
 pub mod join_data;
 pub mod kubeadm_init;
@@ -44,6 +46,7 @@ pub mod wait;
 /// on POSIX hosts (the control plane).
 pub static MODULES: &[Row] = &[
     row::<apply::KubeApply>(POSIX),
+    row::<delete::KubeDelete>(POSIX),
     row::<join_data::JoinData>(POSIX),
     row::<wait::KubeWait>(POSIX),
     row::<drain::KubeDrain>(POSIX),
