@@ -10,6 +10,19 @@
 #                                           minor, as pkgs.k8s.io has them
 #   debian/                                 containerd and runc: Debian 12's real packages
 #                                           (flat repo, same key)
+#   github.com/containerd/containerd/releases/download/vV/containerd-V-linux-amd64.tar.gz
+#                                           for each V of KWIN_LAB_CONTAINERD_VERSIONS, laid
+#                                           out as containerd's release (bin/): Debian's real
+#                                           ctr and shims, and bin/containerd-stand-in as
+#                                           bin/containerd answering `--version` with vV
+#   raw.githubusercontent.com/containerd/containerd/vV/containerd.service
+#                                           containerd's own unit of v1.7.24 (ExecStart=
+#                                           /usr/local/bin/containerd), for each V
+#   github.com/opencontainers/runc/releases/download/vR/runc.amd64
+#                                           Debian's real runc binary, at R =
+#                                           KWIN_LAB_RUNC_VERSION (kwin's runc pin, 1.3.3)
+# Release downloads have no checksum file here: a plan pins their SHA-256 (the mirror is
+# plain HTTP), e.g. from the files under OUT_DIR/www.
 # The key is the lab's fixed ed25519 signing key (lab-repository-key.asc next to this file,
 # fingerprint 299785BE2B90584DA503D5ED005A7D5F6EF0F348, pinned by examples/lab-cluster*.toml),
 # imported into OUT_DIR/gnupg.
@@ -28,8 +41,9 @@
 #            (/usr/lib/google-cloud-sdk/bin/kubectl.1.MINOR), else /usr/bin/kubectl
 #
 # Environment: KWIN_LAB_K8S_VERSIONS (default "1.31.4 1.31.9 1.32.5 1.33.1"; KWIN_LAB_K8S_VERSION
-# alone, if set, builds that one version), KWIN_APISERVER_CACHE, KWIN_LAB_DEB_CACHE (default
-# /var/cache/kwin-lab/debs: where `apt-get download` keeps containerd and runc).
+# alone, if set, builds that one version), KWIN_LAB_CONTAINERD_VERSIONS (default "1.7.24
+# 1.7.27"), KWIN_LAB_RUNC_VERSION (default 1.3.3), KWIN_APISERVER_CACHE, KWIN_LAB_DEB_CACHE
+# (default /var/cache/kwin-lab/debs: where `apt-get download` keeps containerd and runc).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -203,7 +217,59 @@ fi
 mkdir -p "$OUT/www/debian"
 cp "$DEBS"/containerd_*.deb "$DEBS"/runc_*.deb "$OUT/www/debian/"
 repo "$OUT/www/debian"
+
+# containerd releases and runc, as the runtime-containerd recipe fetches them with
+# runtime.containerd_source = "release" (its URLs under artifacts.mirror).
+read -r -a CONTAINERD_VERSIONS <<<"${KWIN_LAB_CONTAINERD_VERSIONS:-1.7.24 1.7.27}"
+RUNC_VERSION="${KWIN_LAB_RUNC_VERSION:-1.3.3}"
+X="$OUT/pkg/debs-x"
+mkdir -p "$X"
+for d in "$DEBS"/containerd_*.deb "$DEBS"/runc_*.deb; do dpkg-deb -x "$d" "$X" || die "dpkg-deb -x $d"; done
+for v in "${CONTAINERD_VERSIONS[@]}"; do
+  [[ "$v" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "containerd version $v is not X.Y.Z"
+  t="$OUT/pkg/containerd-$v"
+  mkdir -p "$t/bin"
+  for b in ctr containerd-shim containerd-shim-runc-v1 containerd-shim-runc-v2; do
+    install -m 0755 "$X/usr/bin/$b" "$t/bin/$b"
+  done
+  sed "s/@VERSION@/$v/" "$HERE/bin/containerd-stand-in" >"$t/bin/containerd"
+  chmod 0755 "$t/bin/containerd"
+  rel="$OUT/www/github.com/containerd/containerd/releases/download/v$v"
+  mkdir -p "$rel"
+  tar -C "$t" --owner=0 --group=0 -czf "$rel/containerd-$v-linux-amd64.tar.gz" bin ||
+    die "packing containerd $v failed"
+  unit="$OUT/www/raw.githubusercontent.com/containerd/containerd/v$v"
+  mkdir -p "$unit"
+  # containerd/containerd containerd.service at v1.7.24 (Apache-2.0), without its comments.
+  cat >"$unit/containerd.service" <<'UNIT'
+[Unit]
+Description=containerd container runtime
+Documentation=https://containerd.io
+After=network.target local-fs.target dbus.service
+
+[Service]
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=/usr/local/bin/containerd
+
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+RestartSec=5
+LimitNPROC=infinity
+LimitCORE=infinity
+LimitNOFILE=infinity
+TasksMax=infinity
+OOMScoreAdjust=-999
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+done
+runc="$OUT/www/github.com/opencontainers/runc/releases/download/v$RUNC_VERSION"
+mkdir -p "$runc"
+install -m 0755 "$X/usr/sbin/runc" "$runc/runc.amd64"
 gpg --batch --yes --export >"$OUT/keyring.gpg"
 gpgconf --kill gpg-agent 2>/dev/null || true # signing is done; no agent left behind
 rm -rf "$OUT/pkg"
-echo "repositories in $OUT/www (kubernetes ${VERSIONS[*]}, $(basename -a "$OUT"/www/debian/*.deb | tr "\n" " "))"
+echo "repositories in $OUT/www (kubernetes ${VERSIONS[*]}, $(basename -a "$OUT"/www/debian/*.deb | tr "\n" " "); containerd releases ${CONTAINERD_VERSIONS[*]}, runc $RUNC_VERSION)"

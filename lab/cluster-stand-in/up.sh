@@ -10,7 +10,9 @@
 #   2. the real API tier (lab/apiserver/up.sh) on SERVICE_ADDRESS:6443;
 #   3. signed apt repositories (build-repo.sh) served over HTTP on SERVICE_ADDRESS:8080;
 #   4. per host: the systemctl stand-in as /usr/local/sbin/systemctl, /run/systemd/system
-#      (so programs that ask "is this a systemd host?" get yes), apt sources = the lab's
+#      (so programs that ask "is this a systemd host?" get yes), the runner of
+#      containerd.service (it records the version a containerd started now would report),
+#      apt sources = the lab's
 #      Debian repository only (the host has no route to Debian's mirrors), `apt-get update`;
 #   5. the status stand-in (status-stand-in.py) in the background, its record of node changes
 #      in target/lab[-ID]/cluster/timeline.log.
@@ -81,6 +83,8 @@ prep() {
   local h=$1
   "${SSH[@]}" "$h" 'cat > /usr/local/sbin/systemctl && chmod 0755 /usr/local/sbin/systemctl && mkdir -p /run/systemd/system' \
     <"$HERE/bin/systemctl-stand-in" || return 1
+  "${SSH[@]}" "$h" 'mkdir -p /usr/lib/systemctl-stand-in/run && cat > /usr/lib/systemctl-stand-in/run/containerd.service && chmod 0755 /usr/lib/systemctl-stand-in/run/containerd.service' \
+    <"$HERE/bin/containerd-stand-in-runner" || return 1
   "${SSH[@]}" "$h" 'mkdir -p /etc/apt/keyrings && cat > /etc/apt/keyrings/kwin-lab-debian.gpg' \
     <"$OUT/keyring.gpg" || return 1
   "${SSH[@]}" "$h" "set -e
