@@ -94,7 +94,8 @@ pub struct ClusterEff {
     pub windows_taint: bool,
     /// Create the RuntimeClasses of Windows Server builds (default false).
     pub windows_runtime_classes: bool,
-    /// What to do about a reboot Windows waits for on a joined Windows worker: "report".
+    /// What to do about a reboot Windows waits for on a joined Windows worker: "report" or
+    /// "drain".
     pub windows_pending_reboot: String,
 }
 

@@ -131,9 +131,10 @@ pub struct Cluster {
     pub verify: Option<bool>,
     /// What kwin does when Windows waits for a reboot on a Windows worker that has joined
     /// (Windows Update, servicing): `report` (default) names the host and the reasons in a
-    /// warning at the end of the apply and restarts nothing; `drain` (drain the node, restart,
-    /// uncordon) is not implemented yet and refused. Before the join kwin restarts a node only
-    /// for the Containers feature it installed.
+    /// warning at the end of the apply and restarts nothing; `drain` drains the node from the
+    /// first control plane, restarts it and uncordons it once Ready, one Windows node at a
+    /// time after every upgrade wave. Before the join kwin restarts a node only for the
+    /// Containers feature it installed.
     #[schemars(extend("default" = "report"))]
     pub windows_pending_reboot: Option<PendingReboot>,
 }
@@ -145,7 +146,8 @@ pub enum PendingReboot {
     /// Warn, naming the host and why; restart nothing.
     #[default]
     Report,
-    /// Drain the node, restart it, uncordon it (not implemented: refused by validation).
+    /// Drain the node, restart it, uncordon it once Ready, one node at a time (recipe
+    /// windows-reboot).
     Drain,
 }
 
