@@ -247,7 +247,8 @@ fn flannel_structure() {
 /// in the container's env) is put there by a step on every Windows node, and the apply of
 /// the DaemonSet waits for each of those steps: a new version never rolls pods onto a node
 /// that does not have its binary yet. The DaemonSets still exist before any Windows node
-/// joins (`cni-ready` before the join), so a fresh build has no cycle; and kube-proxy follows
+/// joins (the join waits for their applies), so a fresh build has no cycle, and the Linux pod
+/// network (`cni-ready`) waits for no Windows node; and kube-proxy follows
 /// every control plane's `kubeadm upgrade` (kube-proxy must not be newer than
 /// kube-apiserver, as kubeadm upgrades its own kube-proxy add-on only once every control
 /// plane is upgraded).
@@ -295,6 +296,19 @@ fn check_windows_daemonsets_wait_for_their_binaries(g: &TaskGraph, cp: &str, dae
             assert!(
                 g.reaches(apply, node(g, &format!("{w}/kubeadm-join"))),
                 "{w} joins before {ds} exists"
+            );
+        }
+    }
+    // The pod network itself never waits for a Windows node: one that fails leaves the Linux
+    // nodes' network applied and ready.
+    let cni_ready = node(g, &format!("{cp}/cni-ready"));
+    for n in g.graph.node_indices() {
+        let t = g.task(n);
+        if windows.contains(&t.id.host) {
+            assert!(
+                !g.reaches(n, cni_ready),
+                "{cp}/cni-ready waits for {}",
+                t.id
             );
         }
     }
