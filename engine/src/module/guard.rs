@@ -69,6 +69,10 @@ impl Module for Guarded {
         self.inner.output(shell)
     }
 
+    fn fact_outputs(&self, facts: &Facts) -> Option<std::collections::BTreeMap<String, String>> {
+        self.inner.fact_outputs(facts)
+    }
+
     fn mark_sensitive(&mut self) {
         // The inner module is shared (`Arc`); the build phase marks it before wrapping.
     }
@@ -105,6 +109,30 @@ mod tests {
                 touches: Touches::Anything,
             }))
         }
+        fn fact_outputs(
+            &self,
+            _facts: &Facts,
+        ) -> Option<std::collections::BTreeMap<String, String>> {
+            Some(
+                [("said".to_string(), "hi".to_string())]
+                    .into_iter()
+                    .collect(),
+            )
+        }
+    }
+
+    /// A guarded task gives what its module reads from its facts, as the module alone does.
+    #[test]
+    fn fact_outputs_pass_through_the_guard() {
+        let g = Guarded::new(
+            Arc::new(Always),
+            Guard {
+                path: "/nonexistent".into(),
+                exists: true,
+            },
+        );
+        let out = g.fact_outputs(&Facts::new()).expect("outputs");
+        assert_eq!(out["said"], "hi");
     }
 
     fn plan_on(dir: &std::path::Path, guard: Guard) -> Plan {
