@@ -13,7 +13,7 @@
 #   github.com/containerd/containerd/releases/download/vV/containerd-V-linux-amd64.tar.gz
 #                                           for each V of KWIN_LAB_CONTAINERD_VERSIONS, laid
 #                                           out as containerd's release (bin/): Debian's real
-#                                           ctr and shims, and bin/containerd-stand-in as
+#                                           ctr and runc v2 shim, and bin/containerd-stand-in as
 #                                           bin/containerd answering `--version` with vV
 #   raw.githubusercontent.com/containerd/containerd/vV/containerd.service
 #                                           containerd's own unit of v1.7.24 (ExecStart=
@@ -224,20 +224,33 @@ read -r -a CONTAINERD_VERSIONS <<<"${KWIN_LAB_CONTAINERD_VERSIONS:-1.7.24 1.7.27
 RUNC_VERSION="${KWIN_LAB_RUNC_VERSION:-1.3.3}"
 X="$OUT/pkg/debs-x"
 mkdir -p "$X"
-for d in "$DEBS"/containerd_*.deb "$DEBS"/runc_*.deb; do dpkg-deb -x "$d" "$X" || die "dpkg-deb -x $d"; done
-for v in "${CONTAINERD_VERSIONS[@]}"; do
-  [[ "$v" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "containerd version $v is not X.Y.Z"
-  t="$OUT/pkg/containerd-$v"
+# Only what a release tarball's bin/ needs here (ctr and the runc v2 shim; the daemon is the
+# stand-in), and runc.
+for d in "$DEBS"/containerd_*.deb; do
+  dpkg-deb --fsys-tarfile "$d" | tar -x -C "$X" ./usr/bin/ctr ./usr/bin/containerd-shim-runc-v2 ||
+    die "unpacking $d failed"
+done
+for d in "$DEBS"/runc_*.deb; do
+  dpkg-deb --fsys-tarfile "$d" | tar -x -C "$X" ./usr/sbin/runc || die "unpacking $d failed"
+done
+pack_containerd() { # version
+  local v=$1 t="$OUT/pkg/containerd-$1" rel
   mkdir -p "$t/bin"
-  for b in ctr containerd-shim containerd-shim-runc-v1 containerd-shim-runc-v2; do
-    install -m 0755 "$X/usr/bin/$b" "$t/bin/$b"
-  done
+  install -m 0755 "$X/usr/bin/ctr" "$X/usr/bin/containerd-shim-runc-v2" "$t/bin/"
   sed "s/@VERSION@/$v/" "$HERE/bin/containerd-stand-in" >"$t/bin/containerd"
   chmod 0755 "$t/bin/containerd"
   rel="$OUT/www/github.com/containerd/containerd/releases/download/v$v"
   mkdir -p "$rel"
-  tar -C "$t" --owner=0 --group=0 -czf "$rel/containerd-$v-linux-amd64.tar.gz" bin ||
-    die "packing containerd $v failed"
+  tar -C "$t" --owner=0 --group=0 -cf - bin | gzip -1 >"$rel/containerd-$v-linux-amd64.tar.gz"
+}
+pids=()
+for v in "${CONTAINERD_VERSIONS[@]}"; do
+  [[ "$v" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "containerd version $v is not X.Y.Z"
+  pack_containerd "$v" &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || die "packing a containerd release failed"; done
+for v in "${CONTAINERD_VERSIONS[@]}"; do
   unit="$OUT/www/raw.githubusercontent.com/containerd/containerd/v$v"
   mkdir -p "$unit"
   # containerd/containerd containerd.service at v1.7.24 (Apache-2.0), without its comments.
