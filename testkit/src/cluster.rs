@@ -274,6 +274,127 @@ impl Cluster {
     }
 }
 
+/// Pods for drains to meet. No controller-manager or scheduler runs in the lab: a pod is
+/// created bound to its node (`nodeName`), the kubelet stand-in reports it Running and
+/// Ready, and no controller recreates what a drain evicts.
+impl Cluster {
+    /// A ReplicaSet `web` in namespace `app` and one pod it owns (`web-<node>`, its
+    /// controller, so `kubectl drain` evicts it without `--force`) bound to each of `nodes`;
+    /// returns once the kubelets report them Running.
+    pub fn workload(&self, nodes: &[&str]) {
+        self.replica_set("web", nodes.len());
+        for n in nodes {
+            self.owned_pod(&format!("web-{n}"), n, "web");
+        }
+    }
+
+    /// A pod `guarded` (of ReplicaSet `guarded`) on `node`, and a PodDisruptionBudget
+    /// `guarded` (`minAvailable: 1`) over it, which the status stand-in computes as the
+    /// disruption controller would; returns once the budget allows no disruption, so every
+    /// eviction of the pod is refused.
+    pub fn guarded_pod(&self, node: &str) {
+        self.replica_set("guarded", 1);
+        self.owned_pod("guarded", node, "guarded");
+        let _ = self.kubectl_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: policy/v1beta1\nkind: PodDisruptionBudget\n\
+             metadata: {name: guarded, namespace: app}\n\
+             spec:\n  minAvailable: 1\n  selector: {matchLabels: {app: guarded}}\n",
+        );
+        self.eventually(
+            "the budget of app/guarded allows no disruption",
+            "1 0",
+            || {
+                self.kubectl(&[
+                    "-n",
+                    "app",
+                    "get",
+                    "pdb",
+                    "guarded",
+                    "-o",
+                    "jsonpath={.status.currentHealthy} {.status.disruptionsAllowed}",
+                ])
+            },
+        );
+    }
+
+    /// ReplicaSet `app` in namespace `app` (created with the namespace if need be).
+    fn replica_set(&self, app: &str, replicas: usize) {
+        let _ = self.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: app}}\n---\n\
+                 apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {{name: {app}, namespace: app}}\n\
+                 spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {app}}}}}\n  \
+                 template:\n    metadata: {{labels: {{app: {app}}}}}\n    \
+                 spec: {{containers: [{{name: c, image: registry.k8s.io/pause:3.10}}]}}\n"
+            ),
+        );
+    }
+
+    /// Pod `name` of ReplicaSet `app` (its controller owner reference), bound to `node`.
+    fn owned_pod(&self, name: &str, node: &str, app: &str) {
+        let uid = self.kubectl(&[
+            "-n",
+            "app",
+            "get",
+            "rs",
+            app,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ]);
+        let _ = self.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: app\n  \
+                 labels: {{app: {app}}}\n  ownerReferences: [{{apiVersion: apps/v1, kind: \
+                 ReplicaSet, name: {app}, uid: {uid}, controller: true}}]\nspec:\n  \
+                 nodeName: {node}\n  \
+                 containers: [{{name: c, image: registry.k8s.io/pause:3.10}}]\n"
+            ),
+        );
+        self.eventually(&format!("app/{name} Running on {node}"), "Running", || {
+            self.kubectl(&[
+                "-n",
+                "app",
+                "get",
+                "pod",
+                name,
+                "-o",
+                "jsonpath={.status.phase}",
+            ])
+        });
+    }
+
+    /// The pods in namespace `app`, by name.
+    pub fn app_pods(&self) -> String {
+        self.kubectl(&[
+            "-n",
+            "app",
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ])
+    }
+
+    /// Wait (up to 30 s) until `read` gives `want`.
+    fn eventually(&self, what: &str, want: &str, read: impl Fn() -> String) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let got = read();
+            if got == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: still `{got}` after 30 s, not `{want}`"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    }
+}
+
 /// What an upgrade must leave, read from the cluster and the stand-ins (never from kwin's
 /// report).
 impl Cluster {
