@@ -10,9 +10,14 @@
 //! and the status stand-in every change of a Node's schedulability, readiness and kubelet
 //! version (`timeline.log`).
 //!
-//! Lab 9 (`KWIN_LAB_ID=9`) of its own. Lab tests (root, the API tier's binaries from
-//! `lab/apiserver/build.sh`): ignored by `cargo test`, failing when run without what they
-//! need. One cluster build for the whole test.
+//! The same upgrade of `examples/lab-cluster-calico.toml` (Calico through the tigera
+//! operator's objects): the control plane, then the workers one at a time, every drained node
+//! uncordoned, the next apply changing nothing.
+//!
+//! Labs 9 (flannel) and 16 (Calico), one cluster build per test; the two run at once. Lab
+//! tests (root, the API tier's binaries from `lab/apiserver/build.sh`): ignored by `cargo
+//! test`, failing when run without what they need. Interrupted upgrades, a blocked drain and
+//! a lost worker: tests/e2e_upgrade_resume.rs.
 
 use kwin_testkit::cluster::{epoch, with_version, write_plan as write_plan_text, Cluster};
 use kwin_testkit::kwin;
@@ -20,12 +25,13 @@ use std::path::Path;
 use std::time::Instant;
 
 const LAB_ID: &str = "9";
+const CALICO_LAB_ID: &str = "16";
 const FROM: &str = "1.31.4";
 const TO: &str = "1.32.5";
 
-/// `examples/lab-cluster.toml` for lab 9 at `version`.
-fn write_plan(c: &Cluster, dir: &Path, version: &str) {
-    write_plan_text(dir, &with_version(&c.example("lab-cluster.toml"), version));
+/// `examples/<example>` for the cluster's lab at `version`.
+fn write_plan(c: &Cluster, dir: &Path, example: &str, version: &str) {
+    write_plan_text(dir, &with_version(&c.example(example), version));
 }
 
 /// Tasks of the upgrade recipes in a run, with their status (`host/task`).
@@ -103,7 +109,7 @@ fn flannel_upgrade_one_minor() {
 
     // A cold apply builds the cluster at 1.31.4; every upgrade step is a no-op there (fresh
     // nodes are built at the version), and nothing waits on them but cluster-ready.
-    write_plan(&c, dir, FROM);
+    write_plan(&c, dir, "lab-cluster.toml", FROM);
     let (cold, cold_s) = apply(dir);
     assert_eq!(cold.code, 0, "cold apply:\n{cold}");
     let ups = upgrade_tasks(&cold);
@@ -117,7 +123,7 @@ fn flannel_upgrade_one_minor() {
     eprintln!("cold apply {cold_s:.1}s, warm apply {warm_s:.1}s");
 
     // The upgrade: `kwin plan` shows it first, in order, and changes nothing.
-    write_plan(&c, dir, TO);
+    write_plan(&c, dir, "lab-cluster.toml", TO);
     let shown = kwin!(dir, &["plan", "plan.toml", "--output", "json"]);
     assert_eq!(shown.code, 0, "{shown}");
     let section = shown
@@ -199,5 +205,68 @@ fn flannel_upgrade_one_minor() {
     assert_eq!(again.code, 0, "{again}");
     assert_eq!(again.summary()["changed"], 0, "the apply after the upgrade changed something:\n{again}");
     eprintln!("apply after the upgrade {again_s:.1}s");
+}
+}
+
+kwin_testkit::lab_test! {
+#[test]
+#[allow(clippy::print_stderr)]
+fn calico_upgrade_one_minor() {
+    let c = Cluster::up(CALICO_LAB_ID, 3);
+    let plan = c.lab.plan_dir("");
+    let dir = plan.path();
+    write_plan(&c, dir, "lab-cluster-calico.toml", FROM);
+    let (cold, cold_s) = apply(dir);
+    assert_eq!(cold.code, 0, "cold apply:\n{cold}");
+    eprintln!("calico: cold apply {cold_s:.1}s");
+    // A pod on each worker, so each drain evicts one.
+    c.workload(&["h2", "h3"]);
+
+    write_plan(&c, dir, "lab-cluster-calico.toml", TO);
+    let since = epoch();
+    let (up, up_s) = apply(dir);
+    assert_eq!(up.code, 0, "upgrade apply:\n{up}");
+    eprintln!("calico: upgrade apply {up_s:.1}s");
+    // Every node drained and uncordoned by kwin, none skipped or failed.
+    let ups = upgrade_tasks(&up);
+    for t in [
+        "h1/cp-upgrade-drain@h1",
+        "h1/cp-upgrade-uncordon@h1",
+        "h1/upgrade-drain@h2",
+        "h1/upgrade-uncordon@h2",
+        "h1/upgrade-drain@h3",
+        "h1/upgrade-uncordon@h3",
+    ] {
+        assert!(
+            ups.iter().any(|(task, status)| task == t && status == "changed"),
+            "{t} did not change: {ups:?}"
+        );
+    }
+    assert!(
+        ups.iter().all(|(_, status)| status == "ok" || status == "changed"),
+        "{ups:?}"
+    );
+    assert_eq!(c.app_pods(), "", "a worker was not drained");
+
+    // The stand-ins' record: every node at the version, uncordoned and unmarked, no skew;
+    // kubeadm in order; control plane first, then the workers one at a time.
+    c.assert_upgraded(&["h1", "h2", "h3"], TO);
+    assert_control_plane_at(&c, TO);
+    c.assert_kubeadm_in_order(&["h1", "h2", "h3"], "h1", TO, since);
+    c.assert_rolled(since, 1, TO, &["h1", "h2", "h3"]);
+    // Still a Calico cluster: the IP pool kwin wrote is untouched by the upgrade.
+    let pool = c.kubectl(&[
+        "get",
+        "ippools.crd.projectcalico.org",
+        "default-ipv4-ippool",
+        "-o",
+        "jsonpath={.spec.vxlanMode} {.spec.ipipMode}",
+    ]);
+    assert_eq!(pool, "Always Never");
+
+    let (again, again_s) = apply(dir);
+    assert_eq!(again.code, 0, "{again}");
+    assert_eq!(again.summary()["changed"], 0, "the apply after the upgrade changed something:\n{again}");
+    eprintln!("calico: apply after the upgrade {again_s:.1}s");
 }
 }
