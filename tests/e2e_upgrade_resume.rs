@@ -25,11 +25,14 @@
 //!   the drain is cut off, h2 stays cordoned with kwin's mark): the next apply fails on that
 //!   drain naming the pod, takes kwin's cordon off h2, starts nothing after it, and leaves h1
 //!   upgraded; without the budget the next apply converges; then 0 changed.
-//! - `a_worker_lost_in_its_upgrade_window_fails_its_branch_and_apply_after_healing_converges`
+//! - `a_lost_worker_and_a_cut_off_upgrade_apply_and_each_time_apply_again_converges`
 //!   (lab 15): 1.31.4 → 1.32.5 with h2's link cut (`lab/fault.sh cut`) once its drain has
 //!   finished: the apply fails on h2 (its step times out: `step_timeout` is 40 s for that
 //!   run), h3's wave does not start, h1 stays upgraded; healed, `kwin apply` converges; then
-//!   0 changed.
+//!   0 changed. 1.32.5 → 1.33.1 with Ctrl-C twice inside h1's `kubeadm upgrade apply`, once
+//!   the kube-apiserver manifest is replaced: kubeadm-config still records 1.32.5; `kwin
+//!   plan` shows h1's control plane as still to do; the next apply runs the upgrade apply
+//!   again, once, and converges; then 0 changed.
 //!
 //! Labs 14 and 15, one cluster build per test. Lab tests (root, the API tier's binaries from
 //! `lab/apiserver/build.sh`): ignored by `cargo test`, failing when run without them.
@@ -120,6 +123,39 @@ fn assert_no_violations(c: &Cluster) {
             "{h}: the kubelet stand-in saw a skew or an undrained upgrade"
         );
     }
+}
+
+/// The image of h1's kube-apiserver mirror pod (the kubelet stand-in posts it from the
+/// manifest).
+fn apiserver_image(c: &Cluster) -> String {
+    c.kubectl(&[
+        "-n",
+        "kube-system",
+        "get",
+        "pod",
+        "kube-apiserver-h1",
+        "-o",
+        "jsonpath={.spec.containers[0].image}",
+    ])
+}
+
+/// kubeadm-config's `kubernetesVersion`: what `kubeadm upgrade apply` last finished.
+fn cluster_version(c: &Cluster) -> String {
+    let config = c.kubectl(&[
+        "-n",
+        "kube-system",
+        "get",
+        "cm",
+        "kubeadm-config",
+        "-o",
+        "jsonpath={.data.ClusterConfiguration}",
+    ]);
+    config
+        .lines()
+        .find_map(|l| l.strip_prefix("kubernetesVersion: "))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 /// The tasks of `r` that finished with `status`, as `host/task`.
@@ -278,7 +314,7 @@ fn ctrl_c_then_a_blocked_drain_and_each_time_apply_again_converges() {
 
 kwin_testkit::lab_test! {
 #[test]
-fn a_worker_lost_in_its_upgrade_window_fails_its_branch_and_apply_after_healing_converges() {
+fn a_lost_worker_and_a_cut_off_upgrade_apply_and_each_time_apply_again_converges() {
     let t0 = Instant::now();
     let c = Cluster::up("15", 3);
     let dir_ = c.lab.plan_dir("");
@@ -345,6 +381,72 @@ fn a_worker_lost_in_its_upgrade_window_fails_its_branch_and_apply_after_healing_
     c.assert_kubeadm_in_order(&HOSTS, "h1", "1.32.5", since);
     c.assert_rolled(since, 1, "1.32.5", &HOSTS);
     assert_eq!(c.app_pods(), "", "a worker was not drained");
+    let again = apply(dir, "apply after the upgrade");
+    assert_eq!(again.code, 0, "{again}");
+    assert_eq!(again.summary()["changed"], 0, "{again}");
+
+    // 1.33.1, Ctrl-C twice while `kubeadm upgrade apply` runs on h1, once it has replaced
+    // the kube-apiserver manifest: the second Ctrl-C exits at once, the upgrade apply is cut
+    // off before it records the version in kubeadm-config (which it writes last).
+    let since = epoch();
+    write_plan(dir, &plan(&c, "1.33.1", 150));
+    let mut live = spawn_apply(dir);
+    live.wait_for(Duration::from_secs(180), "h1's kubeadm upgrade apply", |e| {
+        e["event"] == "task_planned" && e["task"] == "cp-kubeadm-upgrade" && e["change"] == true
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !apiserver_image(&c).ends_with(":v1.33.1") {
+        assert!(Instant::now() < deadline, "the kube-apiserver manifest was never replaced");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    live.interrupt();
+    std::thread::sleep(Duration::from_millis(300));
+    live.interrupt();
+    let killed = live.finish(Duration::from_secs(30));
+    assert_eq!(killed.code, 130, "{killed}");
+    // Whatever was still running on h1 has ended by now.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        (apiserver_image(&c).rsplit(':').next().map(str::to_string), cluster_version(&c)),
+        (Some("v1.33.1".to_string()), "v1.32.5".to_string()),
+        "not an upgrade apply cut off half way (kube-apiserver at the target, kubeadm-config not)"
+    );
+    assert_node(&c.nodes(), "h1", "1.32.5", false);
+    assert_no_violations(&c);
+    // `kwin plan` shows h1's control plane as still to do, from what kubeadm recorded.
+    let shown = kwin!(dir, &["plan", "plan.toml", "--output", "json"]);
+    assert_eq!(shown.code, 0, "{shown}");
+    let section = shown
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "upgrade")
+        .unwrap_or_else(|| panic!("no upgrade section:\n{shown}"));
+    assert_eq!(
+        (section["from"].as_str(), section["to"].as_str()),
+        (Some("1.32.5"), Some("1.33.1")),
+        "{section}"
+    );
+    let first = &section["steps"][0];
+    assert_eq!(
+        (first["node"].as_str(), first["part"].as_str()),
+        (Some("h1"), Some("control plane")),
+        "the unfinished control plane is not in the upgrade section: {section}"
+    );
+    assert!(
+        first["now"].as_str().is_some_and(|n| n.contains("kubeadm-config v1.32.5")),
+        "{section}"
+    );
+    // Apply again: the upgrade apply runs again (it did not finish), once; everything
+    // converges; then nothing is left to change.
+    let resumed = apply(dir, "apply after the cut-off upgrade apply");
+    assert_eq!(resumed.code, 0, "{resumed}");
+    assert_eq!(resumed.task("h1", "cp-kubeadm-upgrade")["status"], "changed", "{resumed}");
+    c.assert_upgraded(&HOSTS, "1.33.1");
+    assert_eq!(cluster_version(&c), "v1.33.1");
+    let calls = c.assert_kubeadm_in_order(&HOSTS, "h1", "1.33.1", since);
+    let applies: Vec<&Value> = calls.iter().filter(|e| e["verb"] == "upgrade apply").collect();
+    assert_eq!(applies.len(), 1, "{applies:?}");
+    c.assert_rolled(since, 1, "1.33.1", &HOSTS);
     let again = apply(dir, "apply after the upgrade");
     assert_eq!(again.code, 0, "{again}");
     assert_eq!(again.summary()["changed"], 0, "{again}");
