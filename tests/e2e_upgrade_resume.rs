@@ -17,14 +17,15 @@
 //! (`upgrade apply` on h1 before any `upgrade node`, none refused), the status stand-in's
 //! node timeline (one node unschedulable at a time, the order of upgrades), dpkg.
 //!
-//! - `ctrl_c_then_a_blocked_drain_and_each_time_apply_again_converges` (lab 14):
+//! - `ctrl_c_and_a_budget_blocked_drain_and_each_time_apply_again_converges` (lab 14):
 //!   1.31.4 → 1.32.5, one Ctrl-C once h2's drain has finished: exit 130, h2 cordoned with
 //!   kwin's mark, h3 untouched; `kwin apply` again goes on from h2's drain (a no-op now) and
 //!   converges; then 0 changed. 1.32.5 → 1.33.1 with a pod on h2 whose budget allows no
-//!   disruption, and Ctrl-C twice while h2's drain waits on it (the second exits at once:
-//!   the drain is cut off, h2 stays cordoned with kwin's mark): the next apply fails on that
-//!   drain naming the pod, takes kwin's cordon off h2, starts nothing after it, and leaves h1
-//!   upgraded; without the budget the next apply converges; then 0 changed.
+//!   disruption: the apply fails on h2's drain naming the pod, takes its cordon off h2,
+//!   starts no later wave, and leaves h1 upgraded; again with Ctrl-C twice while h2's drain
+//!   waits on the pod (the second exits at once: the drain is cut off, h2 stays cordoned with
+//!   kwin's mark): the next apply fails the same way and takes that cordon off too; without
+//!   the budget the next apply converges; then 0 changed.
 //! - `a_lost_worker_and_a_cut_off_upgrade_apply_and_each_time_apply_again_converges`
 //!   (lab 15): 1.31.4 → 1.32.5 with h2's link cut (`lab/fault.sh cut`) once its drain has
 //!   finished: the apply fails on h2 (its step times out: `step_timeout` is 40 s for that
@@ -158,6 +159,46 @@ fn cluster_version(c: &Cluster) -> String {
         .to_string()
 }
 
+/// `r` failed on h2's drain to 1.33.1, blocked by app/guarded's budget, and said `uncordoned`;
+/// h1 is upgraded, h2 and h3 untouched (1.32.5, schedulable, unmarked), the pod still there.
+fn assert_blocked(c: &Cluster, r: &Run, uncordoned: &str) {
+    assert_eq!(r.code, 1, "{r}");
+    assert_eq!(with_status(r, "failed"), ["h1/upgrade-drain@h2"], "{r}");
+    let why = r.task("h1", "upgrade-drain@h2")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        why.contains("app/guarded: its PodDisruptionBudget does not allow evicting it now"),
+        "{why}"
+    );
+    assert!(why.contains(uncordoned), "`{uncordoned}` not in: {why}");
+    // The waves after it do not start.
+    for t in [
+        "upgrade-uncordon@h2",
+        "upgrade-drain@h3",
+        "upgrade-uncordon@h3",
+    ] {
+        assert_eq!(r.task("h1", t)["status"], "skipped", "{t}:\n{r}");
+    }
+    for h in ["h2", "h3"] {
+        assert_eq!(
+            r.task(h, "kubeadm-upgrade-node")["status"],
+            "skipped",
+            "{r}"
+        );
+    }
+    let nodes = c.nodes();
+    assert_node(&nodes, "h1", "1.33.1", false);
+    assert_node(&nodes, "h2", "1.32.5", false);
+    assert_node(&nodes, "h3", "1.32.5", false);
+    assert_eq!(c.app_pods(), "guarded");
+    for h in ["h2", "h3"] {
+        assert_eq!(packages(c, h), "1.32.5-1.1 1.32.5-1.1 1.32.5-1.1", "{h}");
+    }
+    assert_no_violations(c);
+}
+
 /// The tasks of `r` that finished with `status`, as `host/task`.
 fn with_status(r: &Run, status: &str) -> Vec<String> {
     r.events()
@@ -175,7 +216,7 @@ fn with_status(r: &Run, status: &str) -> Vec<String> {
 
 kwin_testkit::lab_test! {
 #[test]
-fn ctrl_c_then_a_blocked_drain_and_each_time_apply_again_converges() {
+fn ctrl_c_and_a_budget_blocked_drain_and_each_time_apply_again_converges() {
     let t0 = Instant::now();
     let c = Cluster::up("14", 3);
     let dir_ = c.lab.plan_dir("");
@@ -241,11 +282,17 @@ fn ctrl_c_then_a_blocked_drain_and_each_time_apply_again_converges() {
     assert_eq!(again.code, 0, "{again}");
     assert_eq!(again.summary()["changed"], 0, "{again}");
 
-    // 1.33.1 with a pod on h2 that its PodDisruptionBudget does not let go; Ctrl-C twice
-    // while h2's drain waits on it: the second exits at once, the drain is cut off.
+    // 1.33.1 with a pod on h2 that its PodDisruptionBudget does not let go: the apply
+    // upgrades h1, fails on h2's drain naming the pod, takes its own cordon off h2 (nothing
+    // on it changed), and starts no later wave.
     c.guarded_pod("h2");
     let since = epoch();
     write_plan(dir, &plan(&c, "1.33.1", 150));
+    let blocked = apply(dir, "apply with the blocking budget");
+    assert_blocked(&c, &blocked, "h2 is uncordoned again: nothing on it was changed");
+
+    // Again, with Ctrl-C twice while h2's drain waits on the pod: the second exits at once,
+    // the drain is cut off, h2 stays cordoned with kwin's mark.
     let mut live = spawn_apply(dir);
     live.wait_for(Duration::from_secs(180), "h2's drain", |e| {
         e["event"] == "task_planned" && e["task"] == "upgrade-drain@h2" && e["change"] == true
@@ -265,36 +312,14 @@ fn ctrl_c_then_a_blocked_drain_and_each_time_apply_again_converges() {
     assert_node(&nodes, "h2", "1.32.5", true);
     assert_node(&nodes, "h3", "1.32.5", false);
     assert_no_violations(&c);
-
-    // The next apply fails on h2's drain, naming the pod; kwin's cordon comes off h2
-    // (nothing on it changed), h3's wave does not start, h1 stays upgraded.
-    let blocked = apply(dir, "apply with the blocking budget");
-    assert_eq!(blocked.code, 1, "{blocked}");
-    assert_eq!(with_status(&blocked, "failed"), ["h1/upgrade-drain@h2"], "{blocked}");
-    let why = blocked.task("h1", "upgrade-drain@h2")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        why.contains("app/guarded: its PodDisruptionBudget does not allow evicting it now"),
-        "{why}"
+    // The next apply fails on that drain the same way, and takes the cordon the cut-off
+    // run left off h2 too: never cordoned and forgotten.
+    let blocked = apply(dir, "apply with the blocking budget after Ctrl-C twice");
+    assert_blocked(
+        &c,
+        &blocked,
+        "h2 is uncordoned again (kwin cordoned it in an earlier run)",
     );
-    assert!(why.contains("h2 is uncordoned again"), "{why}");
-    for t in ["upgrade-drain@h3", "upgrade-uncordon@h2"] {
-        assert_eq!(blocked.task("h1", t)["status"], "skipped", "{t}:\n{blocked}");
-    }
-    for h in ["h2", "h3"] {
-        assert_eq!(blocked.task(h, "kubeadm-upgrade-node")["status"], "skipped", "{blocked}");
-    }
-    let nodes = c.nodes();
-    assert_node(&nodes, "h1", "1.33.1", false);
-    assert_node(&nodes, "h2", "1.32.5", false);
-    assert_node(&nodes, "h3", "1.32.5", false);
-    assert_eq!(c.app_pods(), "guarded");
-    for h in ["h2", "h3"] {
-        assert_eq!(packages(&c, h), "1.32.5-1.1 1.32.5-1.1 1.32.5-1.1", "{h}");
-    }
-    assert_no_violations(&c);
 
     // Without the budget: the next apply converges, then nothing is left to change.
     c.kubectl(&["-n", "app", "delete", "pdb", "guarded"]);
