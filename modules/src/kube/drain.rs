@@ -18,8 +18,8 @@
 //! pods without a controller, pods whose PodDisruptionBudget refuses the eviction), and
 //! kwin's cordon is taken back in one patch: the one this step set (nothing on the node
 //! changed yet), and the one an earlier run left with its mark (a run killed during its
-//! drain: the node still runs the kubelet it was drained for, so the next apply drains it
-//! again before anything on it changes). An administrator's cordon stays.
+//! drain: the node still runs its old kubelet, so the next apply drains it again before
+//! anything on it changes). An administrator's cordon stays.
 //!
 //! ```toml
 //! [[tasks]]
@@ -209,8 +209,8 @@ impl KubeDrain {
                 self.node
             )),
             back_earlier = sh_quote(&format!(
-                "{} is uncordoned again (kwin cordoned it in an earlier run): it still runs the \
-                 kubelet it was drained for, and the next apply drains it again first",
+                "{} is uncordoned again (kwin cordoned it in an earlier run): it still runs its \
+                 old kubelet, and the next apply drains it again first",
                 self.node
             )),
         )
