@@ -11,8 +11,8 @@
 //! tier's binaries from `lab/apiserver/build.sh`): ignored by `cargo test`, failing when run
 //! without what they need.
 
-use kwin_testkit::{host::workspace, kwin, kwin::Run, lab::Lab};
-use std::collections::BTreeMap;
+use kwin_testkit::cluster::Cluster;
+use kwin_testkit::{kwin, kwin::Run};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
@@ -22,130 +22,9 @@ const LAB_ID: &str = "5";
 /// One lab 5 at a time.
 static LAB: Mutex<()> = Mutex::new(());
 
-/// Why the lab cluster cannot run here, if it cannot.
-fn missing_prerequisite() -> Option<String> {
-    if !kwin_testkit::host::is_root() {
-        return Some("not running as root".into());
-    }
-    // Lab hosts share this kernel: the recipes' swap_off would turn the machine's swap off.
-    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
-    if swaps.lines().skip(1).any(|l| !l.trim().is_empty()) {
-        return Some("this machine has swap on, which the lab cluster refuses to touch".into());
-    }
-    let cache = std::env::var("KWIN_APISERVER_CACHE")
-        .unwrap_or_else(|_| "/var/cache/kwin-lab/apiserver".into());
-    for bin in ["kube-apiserver", "kubeadm"] {
-        let p = Path::new(&cache).join("bin").join(bin);
-        if !p.exists() {
-            return Some(format!(
-                "{} is missing (run lab/apiserver/build.sh)",
-                p.display()
-            ));
-        }
-    }
-    for (cmd, args) in [
-        ("kubectl", &["version", "--client"][..]),
-        ("gpg", &["--version"][..]),
-        ("dpkg-scanpackages", &["--version"][..]),
-        ("curl", &["--version"][..]),
-        ("python3", &["-c", "import yaml"][..]),
-    ] {
-        match Command::new(cmd).args(args).output() {
-            Ok(o) if o.status.success() => {}
-            _ => return Some(format!("`{cmd} {}` does not work", args.join(" "))),
-        }
-    }
-    None
-}
-
-/// The lab hosts plus the stand-ins around them; both torn down on drop (stand-ins first).
-struct Cluster {
-    env: BTreeMap<String, String>,
-    lab: Lab,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(workspace().join("lab/cluster-stand-in/down.sh"))
-            .env("KWIN_LAB_ID", LAB_ID)
-            .output();
-    }
-}
-
-impl Cluster {
-    /// kubectl with the API tier's own admin kubeconfig (independent of kwin).
-    fn kubectl(&self, args: &[&str]) -> String {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.env["KUBECONFIG"])
-            .args(args)
-            .output()
-            .expect("kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-#[allow(clippy::print_stderr)]
-fn cluster() -> Cluster {
-    if let Some(why) = missing_prerequisite() {
-        panic!("the lab cluster cannot run here: {why}");
-    }
-    std::env::set_var("KWIN_LAB_ID", LAB_ID);
-    let lab = Lab::up(LAB_ID, 3);
-    let t = Instant::now();
-    let out = Command::new(workspace().join("lab/cluster-stand-in/up.sh"))
-        .env("KWIN_LAB_ID", LAB_ID)
-        .output()
-        .expect("run lab/cluster-stand-in/up.sh");
-    let mut c = Cluster {
-        env: BTreeMap::new(),
-        lab,
-    };
-    assert!(
-        out.status.success(),
-        "lab/cluster-stand-in/up.sh failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!(
-        "lab cluster stand-ins up in {:.1}s",
-        t.elapsed().as_secs_f64()
-    );
-    let env_file = c.lab.inventory.with_file_name("cluster").join("env");
-    let text = std::fs::read_to_string(&env_file).expect("cluster env file");
-    c.env = text
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
-        .collect();
-    c
-}
-
 /// The example plan, for lab 5: its addresses, its inventory, absolute paths to the repo.
 fn plan_from_example(c: &Cluster, example: &str) -> tempfile::TempDir {
-    let text =
-        std::fs::read_to_string(workspace().join("examples").join(example)).expect("example");
-    let second = 213 + LAB_ID.parse::<u32>().expect("lab id");
-    let text = text
-        .replace("10.213.", &format!("10.{second}."))
-        .replace(
-            "\"../modules/",
-            &format!("\"{}/modules/", workspace().display()),
-        )
-        .replace("step_timeout = 300", "step_timeout = 150");
-    assert!(
-        text.contains(&c.env["CONTROL_PLANE_ENDPOINT"]),
-        "{example} does not use the lab's control-plane endpoint {}",
-        c.env["CONTROL_PLANE_ENDPOINT"]
-    );
-    assert!(text.contains(&c.env["MIRROR"]), "{example}: no lab mirror");
-    c.lab.plan_dir(&text)
+    c.lab.plan_dir(&c.example(example))
 }
 
 /// Every bootstrap token in the cluster whose description is kwin's (`id.secret`).
@@ -409,7 +288,7 @@ kwin_testkit::lab_test! {
 #[test]
 fn flannel_lab_cluster_converges_then_changes_nothing() {
     let _turn = LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let c = cluster();
+    let c = Cluster::up(LAB_ID, 3);
     let dir = plan_from_example(&c, "lab-cluster.toml");
     // Before `kubeadm init`, there is no kubeconfig to fetch, and kwin says so.
     let early = kwin!(dir.path(), &["kubeconfig", "plan.toml"]);
@@ -525,7 +404,7 @@ kwin_testkit::lab_test! {
 #[test]
 fn calico_lab_cluster_converges_then_changes_nothing() {
     let _turn = LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let c = cluster();
+    let c = Cluster::up(LAB_ID, 3);
     let dir = plan_from_example(&c, "lab-cluster-calico.toml");
     let (first, second) = apply_twice(dir.path());
     assert_nodes_ready(&c);

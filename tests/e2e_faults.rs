@@ -148,22 +148,12 @@ after = ["slow"]
 params = { path = "/etc/after-slow", content = "x\n" }
 "#,
     ));
-    let child = kwin_testkit::kwin!(".").command()
-        .args(["apply", "plan.toml"])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kwin");
+    let live = kwin!(dir.path()).args(["apply", "plan.toml"]).spawn();
     std::thread::sleep(std::time::Duration::from_millis(1000));
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(sent.success());
-    let out = child.wait_with_output().expect("wait");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    live.interrupt();
+    let r = live.finish(std::time::Duration::from_secs(60));
+    let stdout = &r.stdout;
+    assert_eq!(r.code, 130, "{r}");
     assert!(
         stdout.contains("interrupted: no new tasks were started"),
         "{stdout}"

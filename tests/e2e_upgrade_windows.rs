@@ -40,11 +40,11 @@
 //! minute (control plane ~40 s, the upgrade ~8 s).
 #![allow(clippy::print_stderr)]
 
+use kwin_testkit::cluster::Cluster;
+use kwin_testkit::kwin;
 use kwin_testkit::winrm::{start_stand_in, Options, StandInHost};
-use kwin_testkit::{host::workspace, kwin, lab::Lab};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 const LAB_ID: &str = "13";
@@ -52,79 +52,17 @@ const FROM: &str = "1.31.4";
 const TO: &str = "1.32.5";
 const PASSWORD: &str = "Upgrade-Stand-in-Passw0rd!";
 
-/// The lab host h1 and the cluster stand-ins around it; torn down on drop (stand-ins first).
-struct Cluster {
-    lab: Lab,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(workspace().join("lab/cluster-stand-in/down.sh"))
-            .env("KWIN_LAB_ID", LAB_ID)
-            .output();
-    }
-}
-
-impl Cluster {
-    fn up() -> Cluster {
-        assert!(
-            kwin_testkit::host::is_root(),
-            "the lab cluster cannot run here: not running as root"
-        );
-        std::env::set_var("KWIN_LAB_ID", LAB_ID);
-        let lab = Lab::up(LAB_ID, 1);
-        let c = Cluster { lab };
-        let out = Command::new(workspace().join("lab/cluster-stand-in/up.sh"))
-            .env("KWIN_LAB_ID", LAB_ID)
-            .output()
-            .expect("run lab/cluster-stand-in/up.sh");
-        assert!(
-            out.status.success(),
-            "lab/cluster-stand-in/up.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        c
-    }
-}
-
 /// `examples/lab-cluster.toml` for lab 13 with h1 only, at 1.31.4: the control plane, built by
 /// kwin's recipes.
 fn cluster_plan(c: &Cluster) -> String {
-    let text =
-        std::fs::read_to_string(workspace().join("examples/lab-cluster.toml")).expect("example");
-    let mut text = text
-        .replace("10.213.", &format!("10.{}.", net(LAB_ID)))
-        .replace(
-            "\"../modules/",
-            &format!("\"{}/modules/", workspace().display()),
-        )
-        .replace("step_timeout = 300", "step_timeout = 150");
+    let mut text = c.example("lab-cluster.toml");
     assert!(text.contains(&format!("kubernetes_version = \"{FROM}\"")));
     // h1 alone: the workers of the example are not part of this lab.
     let at = text
         .find("[[hosts]]\nname = \"h2\"")
         .expect("h2 in the example");
     text.truncate(at);
-    with_inventory(c, &text)
-}
-
-/// The lab's second address octet (`10.<213+ID>.…`, lab/lib.sh).
-fn net(id: &str) -> u32 {
-    213 + id.parse::<u32>().expect("lab id")
-}
-
-fn with_inventory(c: &Cluster, text: &str) -> String {
-    text.lines()
-        .map(|l| {
-            if l.starts_with("inventory = ") {
-                format!("inventory = {:?}", c.lab.inventory.display().to_string())
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    text
 }
 
 /// The upgrade's plan (no `[cluster]`: the stand-in host speaks the POSIX dialect, so the
@@ -135,8 +73,8 @@ fn with_inventory(c: &Cluster, text: &str) -> String {
 /// `kubeadm-download` does), the join, and `kubeadm_upgrade` `mode = "node"`. `ordered`:
 /// ww1's upgrade waits for h1's (the edge recipe upgrade-worker gives every worker).
 fn upgrade_plan(c: &Cluster, win: &StandInHost, version: &str, ordered: bool) -> String {
-    let mirror = format!("http://10.{}.255.1:8080/pkgs.k8s.io", net(LAB_ID));
-    let endpoint = format!("10.{}.255.1:6443", net(LAB_ID));
+    let mirror = format!("http://10.{}.255.1:8080/pkgs.k8s.io", c.net());
+    let endpoint = format!("10.{}.255.1:6443", c.net());
     let minor = version.rsplit_once('.').map_or(version, |(m, _)| m);
     let after = if ordered {
         r#"after = ["kubeadm-join", "h1:kubeadm-upgrade-apply"]"#
@@ -216,7 +154,7 @@ params = {{ mode = "node", version = "{version}", node = "ww1" }}
 "#,
         port = win.port,
     );
-    with_inventory(c, &text)
+    c.with_inventory(&text)
 }
 
 fn apply(dir: &Path, extra: &[&str]) -> (kwin_testkit::kwin::Run, f64) {
@@ -257,7 +195,7 @@ fn windows_upgrades(win: &StandInHost, to: &str) -> Vec<(f64, String)> {
 kwin_testkit::lab_test! {
 #[test]
 fn a_windows_worker_runs_kubeadm_upgrade_node_after_the_control_planes_upgrade_apply() {
-    let c = Cluster::up();
+    let c = Cluster::up(LAB_ID, 1);
     let win = start_stand_in(&Options {
         password_env: "KWIN_E2E_WINRM_PASSWORD",
         password: PASSWORD,

@@ -5,10 +5,8 @@
 
 use kwin_testkit::kwin::Run;
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -135,42 +133,21 @@ fn interrupted_is_130() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     local_plan(d, true);
-    let mut child = kwin_testkit::kwin!(d)
+    let mut live = kwin_testkit::kwin!(d)
         .args(["apply", "plan.toml", "--output", "json"])
-        .command()
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("kwin starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let mut seen = Vec::new();
-    let t0 = Instant::now();
-    for line in lines.by_ref() {
-        let line = line.expect("line");
-        let started = line.contains(r#""event":"task_started""#) && line.contains(r#""slow""#);
-        seen.push(line);
-        if started {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "{seen:?}");
-    }
+        .spawn();
+    live.wait_for(Duration::from_secs(30), "`slow` started", |e| {
+        e["event"] == "task_started" && e["task"] == "slow"
+    });
     // Let the batch with `slow` go out before the signal.
     std::thread::sleep(Duration::from_millis(500));
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(kill.success());
-    seen.extend(lines.map_while(Result::ok));
-    let status = child.wait().expect("kwin ends");
-    assert_eq!(status.code(), Some(130), "{seen:#?}");
-    let last: serde_json::Value =
-        serde_json::from_str(seen.last().map(String::as_str).unwrap_or("")).expect("JSON");
-    assert_eq!(last["event"], "summary", "{seen:#?}");
-    assert_eq!(last["outcome"], "interrupted", "{seen:#?}");
-    assert_eq!(last["exit_code"], 130, "{seen:#?}");
+    live.interrupt();
+    let r = live.finish(Duration::from_secs(60));
+    assert_eq!(r.code, 130, "{r}");
+    let last = r.summary();
+    assert_eq!(r.events().last(), Some(&last), "{r}");
+    assert_eq!(last["outcome"], "interrupted", "{r}");
+    assert_eq!(last["exit_code"], 130, "{r}");
     assert!(d.join("slow").exists(), "the running step did not finish");
     assert!(!d.join("after").exists(), "a task started after Ctrl-C");
 }

@@ -8,8 +8,9 @@
 
 #![allow(clippy::print_stderr)]
 
-use kwin_testkit::{host::workspace, kwin, kwin::Run, lab::Lab};
-use std::process::{Child, Command, Stdio};
+use kwin_testkit::kwin::{Live, Run};
+use kwin_testkit::{host::workspace, kwin, lab::Lab};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -74,40 +75,12 @@ fn names(n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("h{i}")).collect()
 }
 
-fn spawn_apply(dir: &std::path::Path) -> Child {
-    kwin_testkit::kwin!(".")
-        .command()
+/// `kwin apply --output json` in `dir`, running (`finish` waits for it, at most a given
+/// time: kwin must never hang).
+fn spawn_apply(dir: &std::path::Path) -> Live {
+    kwin_testkit::kwin!(dir)
         .args(["apply", "plan.toml", "--output", "json"])
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
-        .expect("kwin")
-}
-
-/// Wait for `child` at most `limit` (kill it and fail past that: kwin must never hang).
-fn finish(child: Child, limit: Duration, what: &str) -> Run {
-    let pid = child.id();
-    let t0 = Instant::now();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(Ok(out)) => Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        },
-        Ok(Err(e)) => panic!("{what}: wait: {e}"),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!(
-                "{what}: kwin still running after {:?}: it hangs",
-                t0.elapsed()
-            );
-        }
-    }
 }
 
 fn counter_lines(lab: &Lab, host: &str) -> usize {
@@ -162,7 +135,7 @@ fn two_of_ten_hosts_cut_mid_apply_fail_within_their_timeout_and_the_rest_converg
     fault("cut", "h3", None);
     fault("cut", "h7", None);
     // Bound: the step's timeout, a reconnect attempt (connect_timeout 3 s, x3 grace), retries.
-    let r = finish(child, Duration::from_secs(120), "apply with two links cut");
+    let r = child.finish(Duration::from_secs(120));
     let took = t0.elapsed();
     fault("heal", "h3", None);
     fault("heal", "h7", None);
@@ -252,7 +225,7 @@ fn sshd_killed_mid_step_and_restarted_reconnects_or_fails_clearly() {
     }
     std::thread::sleep(Duration::from_millis(2000));
     fault("start-sshd", "h1", None);
-    let r = finish(child, Duration::from_secs(120), "apply with sshd killed");
+    let r = child.finish(Duration::from_secs(120));
     eprintln!("apply with sshd killed took {:?}", t0.elapsed());
     // h2 is untouched by h1's trouble.
     assert!(r.host("h2")["error"].is_null(), "{r}");
@@ -297,7 +270,7 @@ fn twenty_percent_packet_loss_on_three_hosts_converges_or_fails_clearly_without_
     }
     let t0 = Instant::now();
     let child = spawn_apply(dir.path());
-    let r = finish(child, Duration::from_secs(300), "apply under 20% loss");
+    let r = child.finish(Duration::from_secs(300));
     let took = t0.elapsed();
     for h in ["h1", "h2", "h3"] {
         fault("noloss", h, None);
@@ -362,12 +335,8 @@ fn sigint_mid_apply_finishes_running_steps_records_it_and_the_next_apply_converg
     ));
     let child = spawn_apply(dir.path());
     std::thread::sleep(Duration::from_millis(1500));
-    let sent = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill -INT");
-    assert!(sent.success());
-    let r = finish(child, Duration::from_secs(60), "apply after SIGINT");
+    child.interrupt();
+    let r = child.finish(Duration::from_secs(60));
     assert_eq!(r.code, 130, "{r}");
     assert_ne!(r.code, 0);
     assert_eq!(r.summary()["event"], "summary", "{r}");
@@ -422,7 +391,7 @@ fn a_second_apply_of_the_same_plan_refuses_naming_the_holder_and_a_stale_lock_is
         4,
     ));
     let first = spawn_apply(dir.path());
-    let first_pid = first.id();
+    let first_pid = first.pid();
     let lock = dir.path().join(".kwin/lock");
     let t0 = Instant::now();
     while !lock.exists() {
@@ -444,7 +413,7 @@ fn a_second_apply_of_the_same_plan_refuses_naming_the_holder_and_a_stale_lock_is
         0,
         "the refused apply ran something"
     );
-    let r = finish(first, Duration::from_secs(90), "first apply");
+    let r = first.finish(Duration::from_secs(90));
     assert_eq!(r.code, 0, "{r}");
     assert!(!lock.exists());
 

@@ -13,10 +13,8 @@ use kwin_testkit::kwin;
 use kwin_testkit::lab::Lab;
 use kwin_testkit::winrm::{start_stand_in, Options};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LAB_ID: &str = "11";
 
@@ -29,30 +27,15 @@ const WINRM_PW_ENV: &str = "KWIN_VERBOSE_WINRM_PASSWORD";
 /// What the slow task runs: `first`, 3 s, `second`.
 const SLOW: &str = "echo first; sleep 3; echo second";
 
-/// `kwin` with `args` in `dir`, its stdout read line by line: each JSON event with the time
-/// since start at which its line arrived.
+/// `kwin` with `args` in `dir`, its stdout read line by line as it arrives: each JSON event
+/// with the time since start at which its line arrived; all the output; the exit code.
 fn timed_events(k: kwin_testkit::kwin::Kwin) -> (Vec<(Duration, Value)>, String, i32) {
-    let mut cmd = k.command();
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    let t0 = Instant::now();
-    let mut child = cmd.spawn().expect("kwin starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut events = Vec::new();
-    let mut text = String::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.expect("a line");
-        let at = t0.elapsed();
-        text.push_str(&line);
-        text.push('\n');
-        if let Ok(v) = serde_json::from_str::<Value>(&line) {
-            events.push((at, v));
-        }
-    }
-    let out = child.wait_with_output().expect("kwin ends");
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (events, text, out.status.code().unwrap_or(-1))
+    let (run, lines) = k.spawn().finish_timed(Duration::from_secs(300));
+    let events = lines
+        .iter()
+        .filter_map(|(at, l)| serde_json::from_str::<Value>(l).ok().map(|v| (*at, v)))
+        .collect();
+    (events, run.out(), run.code)
 }
 
 /// When the first `output` event of `host` whose text has `word` arrived.

@@ -538,7 +538,7 @@ fn verify_against_the_api_tier() {
     );
 
     // Ctrl-C while waiting for the pods: the namespace is still deleted, exit 130.
-    let child = kwin_testkit::kwin!(".").command()
+    let live = kwin!(p)
         .args([
             "verify",
             "plan.toml",
@@ -547,11 +547,7 @@ fn verify_against_the_api_tier() {
             "--namespace",
             "kv-int",
         ])
-        .current_dir(p)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kwin verify");
+        .spawn();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let pods = tier.kubectl(&["get", "pods", "-n", "kv-int", "-o", "name"]);
@@ -562,17 +558,8 @@ fn verify_against_the_api_tier() {
         std::thread::sleep(Duration::from_millis(300));
     }
     let t = Instant::now();
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let out = child.wait_with_output().expect("verify output");
-    let k = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    live.interrupt();
+    let k = live.finish(Duration::from_secs(90));
     assert_eq!(k.code, 130, "{k}");
     assert!(t.elapsed() < Duration::from_secs(60), "{k}");
     assert!(

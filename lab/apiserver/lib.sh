@@ -60,9 +60,11 @@ lab_apt_install() {
 }
 
 # True if something listens on 127.0.0.1:PORT (or the port is otherwise taken).
-# lab_port_busy PORT [ADDRESS]: something uses ADDRESS:PORT (default 127.0.0.1), or PORT on
-# every address. Another address's PORT is not busy: several tiers on different addresses can
-# all use 6443.
+# lab_port_busy PORT [ADDRESS]: something listens on ADDRESS:PORT (default 127.0.0.1), or on
+# PORT on every address. Another address's PORT is not busy: several tiers on different
+# addresses can all use 6443. Connections left in TIME_WAIT by the last tier on the address
+# do not count (etcd and kube-apiserver listen with SO_REUSEADDR, as every Go server does):
+# a lab can come up again at once.
 lab_port_busy() {
   local port=$1 addr=${2:-127.0.0.1} local_addr
   if command -v ss >/dev/null 2>&1; then
@@ -70,7 +72,7 @@ lab_port_busy() {
       case "$local_addr" in
         "$addr:$port" | "0.0.0.0:$port" | "*:$port" | "[::]:$port") return 0 ;;
       esac
-    done < <(ss -Htan "sport = :$port" 2>/dev/null | awk '{print $4}')
+    done < <(ss -Hltn "sport = :$port" 2>/dev/null | awk '{print $4}')
     return 1
   fi
   (exec 3<>"/dev/tcp/$addr/$port") 2>/dev/null

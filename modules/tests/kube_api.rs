@@ -519,6 +519,45 @@ fn drain_and_uncordon(host: &Host, tier: &Tier) {
     );
     assert!(plan_of(uncordon("dr-w3", "5s").as_ref()).is_noop());
 
+    // kwin's own cordon, left by an earlier run that was killed during its drain (the mark
+    // is on the node): the drain fails the same way, and that cordon is taken back too —
+    // the node still runs its old kubelet, so nothing of its upgrade happened, and the next
+    // apply drains it again first. Never cordoned and forgotten.
+    kubectl(
+        tier,
+        &[
+            "patch",
+            "node",
+            "dr-w3",
+            "--type=merge",
+            "-p",
+            &format!(
+                r#"{{"metadata":{{"annotations":{{"{mark}":"upgrade 2026-11-25T03:15:00Z"}}}}}}"#
+            ),
+        ],
+    );
+    let Plan::Change(c) = plan_of(drain("dr-w3", "4s").as_ref()) else {
+        panic!("dr-w3: a drain")
+    };
+    assert!(
+        c.diff
+            .as_deref()
+            .is_some_and(|d| d.contains("cordoned by kwin earlier")),
+        "{:?}",
+        c.diff
+    );
+    let err = host.exec(&c).expect_err("the PDB blocks the drain again");
+    assert!(
+        err.contains("default/db-0: its PodDisruptionBudget does not allow evicting it now"),
+        "{err}"
+    );
+    assert!(err.contains("dr-w3 is uncordoned again"), "{err}");
+    assert_eq!(
+        cordon_of("dr-w3"),
+        (false, None),
+        "kwin's cordon from the earlier run stays on after the failed drain"
+    );
+
     for args in [
         [
             "-n",

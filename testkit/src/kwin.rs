@@ -1,13 +1,19 @@
 //! The `kwin` binary, run by a test: `kwin!(dir)` (a [`Kwin`] to add arguments, environment
 //! and stdin to) or `kwin!(dir, &["apply", "plan.toml"])` (run at once), giving a [`Run`].
 //!
+//! A test that must act while kwin runs (send Ctrl-C after a given event, cut a host, time
+//! when output arrives) starts it with [`Kwin::spawn`] instead and reads its stdout line by
+//! line as kwin writes it ([`Live`]).
+//!
 //! `CARGO_BIN_EXE_kwin` exists only in the tests of the `kwin` package, hence a macro: it
 //! reads the variable where it is used.
 
 use serde_json::Value;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// `kwin!(dir)`: the binary, to run in `dir`; `kwin!(dir, args)`: that, run with `args`.
 #[macro_export]
@@ -87,6 +93,166 @@ impl Kwin {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Start it (stdin closed) and read its stdout as it arrives: a [`Live`] run.
+    pub fn spawn(mut self) -> Live {
+        self.cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null());
+        let t0 = Instant::now();
+        let mut child = match self.cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!("cannot run kwin: {e}"),
+        };
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().expect("kwin's stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send((t0.elapsed(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().expect("kwin's stderr");
+        let err = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stderr.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        });
+        Live {
+            child: Some(child),
+            t0,
+            rx,
+            stderr: Some(err),
+            lines: Vec::new(),
+            ended: false,
+        }
+    }
+}
+
+/// A running `kwin` ([`Kwin::spawn`]): its stdout lines as they arrive, each with the time
+/// since the start at which it arrived. Dropped before [`Live::finish`] (a failing test), the
+/// process is killed: a test never leaves a kwin behind.
+pub struct Live {
+    child: Option<Child>,
+    t0: Instant,
+    rx: mpsc::Receiver<(Duration, String)>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    lines: Vec<(Duration, String)>,
+    ended: bool,
+}
+
+impl Live {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Read lines until a JSON event for which `pred` holds and return it. Fails the test
+    /// (naming `what` and showing every line so far) when stdout ends first or `limit`
+    /// passes.
+    pub fn wait_for(
+        &mut self,
+        limit: Duration,
+        what: &str,
+        mut pred: impl FnMut(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok((at, line)) => {
+                    let event = serde_json::from_str::<Value>(&line).ok();
+                    self.lines.push((at, line));
+                    if let Some(e) = event {
+                        if pred(&e) {
+                            return e;
+                        }
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("no {what} within {limit:?}:\n{}", self.text())
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.ended = true;
+                    panic!("kwin ended before {what}:\n{}", self.text())
+                }
+            }
+        }
+    }
+
+    /// Send SIGINT (Ctrl-C) to kwin.
+    pub fn interrupt(&self) {
+        let sent = Command::new("kill")
+            .args(["-INT", &self.pid().to_string()])
+            .status()
+            .expect("kill -INT");
+        assert!(sent.success(), "kill -INT {}", self.pid());
+    }
+
+    /// Every stdout line so far.
+    fn text(&self) -> String {
+        self.lines.iter().map(|(_, l)| format!("{l}\n")).collect()
+    }
+
+    /// Wait for kwin to end, at most `limit` from now (past it, kwin is killed and the test
+    /// fails: kwin must never hang); the whole run.
+    pub fn finish(self, limit: Duration) -> Run {
+        self.finish_timed(limit).0
+    }
+
+    /// [`Live::finish`], with every stdout line and the time (since the start) it arrived.
+    pub fn finish_timed(mut self, limit: Duration) -> (Run, Vec<(Duration, String)>) {
+        let deadline = Instant::now() + limit;
+        while !self.ended {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(l) => self.lines.push(l),
+                Err(mpsc::RecvTimeoutError::Disconnected) => self.ended = true,
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+            }
+        }
+        let mut child = self.child.take().expect("a running kwin");
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break s,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "kwin still running {:?} after it started: it hangs\n{}",
+                        self.t0.elapsed(),
+                        self.text()
+                    );
+                }
+                Err(e) => panic!("waiting for kwin: {e}"),
+            }
+        };
+        let stderr = self
+            .stderr
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        let run = Run {
+            code: status.code().unwrap_or(-1),
+            stdout: self.text(),
+            stderr,
+        };
+        (run, std::mem::take(&mut self.lines))
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 }

@@ -9,7 +9,8 @@
 //! | [`sshd`] | a private sshd on 127.0.0.1 in a mount namespace, with users of its own |
 //! | [`winrm`] | the WinRM stand-in: its Python environment, a stand-in process, the isolated stand-in host |
 //! | [`api`] | the Kubernetes API tier (`lab/apiserver`: kube-apiserver + etcd) |
-//! | [`kwin`] | the `kwin` binary (`kwin!(dir, args)`), its events, round trips from its logs |
+//! | [`cluster`] | a lab cluster (lab hosts + `lab/cluster-stand-in`), the example plans rewritten for its lab, and the stand-ins' records (violations, kubeadm calls, node timeline) |
+//! | [`kwin`] | the `kwin` binary (`kwin!(dir, args)`, or spawned and read line by line as it runs), its events, round trips from its logs |
 //! | [`scan`] | where a secret shows up in what a run left (events, logs, journal) |
 //! | [`exec`] | executor fixtures: a file fact, params, tasks with `after` and inputs, one run of `exec::execute` and its events |
 //! | [`cases`] | the one runner of the data-driven module cases (`modules/tests/{cases,windows_cases,kube_cases}`) |
@@ -19,6 +20,7 @@
 
 pub mod api;
 pub mod cases;
+pub mod cluster;
 pub mod converge;
 pub mod exec;
 pub mod host;

@@ -18,8 +18,11 @@
 //! --delete-emptydir-data --timeout` (`--force` with `force = true`), which honours
 //! PodDisruptionBudgets through the eviction API. When the drain cannot finish, the error
 //! names the pods that block it (kubectl's messages, `k8s.io/kubectl/pkg/drain/filters.go`:
-//! pods without a controller, pods whose PodDisruptionBudget refuses the eviction), and a
-//! cordon this step set is taken back in one patch: nothing on the node changed yet.
+//! pods without a controller, pods whose PodDisruptionBudget refuses the eviction), and
+//! kwin's cordon is taken back in one patch: the one this step set (nothing on the node
+//! changed yet), and the one an earlier run left with its mark (a run killed during its
+//! drain: the node still runs its old kubelet, so the next apply drains it again before
+//! anything on it changes). An administrator's cordon stays.
 //!
 //! ```toml
 //! [[tasks]]
@@ -258,10 +261,15 @@ impl KubeDrain {
     }
 
     /// Cordon + mark (when schedulable), drain; on failure the blocking pods on stderr and
-    /// the cordon taken back when this script set it.
+    /// kwin's cordon taken back: the one this script set, or one an earlier run left with
+    /// kwin's mark.
     pub fn script(&self) -> String {
         let k = kubectl(&self.kubeconfig);
         let n = sh_quote(&self.node);
+        let state = sh_quote(&format!(
+            "jsonpath={{.spec.unschedulable}}|{{.metadata.annotations.{}}}",
+            CORDON_MARK.replace('.', "\\.")
+        ));
         let force = if self.force { " --force" } else { "" };
         let blocked = sh_quote(&format!(
             "drain of {} stopped before it finished ({}s):",
@@ -269,11 +277,14 @@ impl KubeDrain {
         ));
         format!(
             "{TEMP_DIR}k() {{ {k} --request-timeout=30s \"$@\"; }}\n\
-             marked=0\n\
-             if [ \"$(k get node {n} -o 'jsonpath={{.spec.unschedulable}}')\" != true ]; then\n\
+             marked=0; earlier=0\n\
+             state=$(k get node {n} -o {state}) || exit 1\n\
+             if [ \"${{state%%|*}}\" != true ]; then\n\
              \x20 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)\n\
              \x20 k patch node {n} --type=merge -p \"{{\\\"spec\\\":{{\\\"unschedulable\\\":true}},\\\"metadata\\\":{{\\\"annotations\\\":{{\\\"{mark}\\\":\\\"{reason} $now\\\"}}}}}}\" >/dev/null || exit 1\n\
              \x20 marked=1\n\
+             elif [ -n \"${{state#*|}}\" ]; then\n\
+             \x20 earlier=1\n\
              fi\n\
              if ! {k} drain {n} --ignore-daemonsets --delete-emptydir-data --timeout={t}s{force} > \"$d/out\" 2> \"$d/err\"; then\n\
              \x20 printf '%s\\n' {blocked} >&2\n\
@@ -293,6 +304,9 @@ impl KubeDrain {
              \x20 if [ $marked = 1 ]; then\n\
              \x20   k patch node {n} --type=merge -p {unpatch} >/dev/null &&\n\
              \x20     printf '%s\\n' {back} >&2\n\
+             \x20 elif [ $earlier = 1 ]; then\n\
+             \x20   k patch node {n} --type=merge -p {unpatch} >/dev/null &&\n\
+             \x20     printf '%s\\n' {back_earlier} >&2\n\
              \x20 fi\n\
              \x20 exit 1\n\
              fi\n",
@@ -302,6 +316,11 @@ impl KubeDrain {
             unpatch = sh_quote(&uncordon_patch()),
             back = sh_quote(&format!(
                 "{} is uncordoned again: nothing on it was changed",
+                self.node
+            )),
+            back_earlier = sh_quote(&format!(
+                "{} is uncordoned again (kwin cordoned it in an earlier run): it still runs its \
+                 old kubelet, and the next apply drains it again first",
                 self.node
             )),
         )

@@ -140,13 +140,21 @@ pub fn section(spec: &GateSpec, u: &UpgradePlan) -> Event {
         .map(|n| n.name.as_str());
     for cp in &u.control_planes {
         step += 1;
-        let now = u
+        let running = u
             .apiservers
             .get(cp)
-            .or_else(|| u.apiservers.get("kubeadm-config"))
-            .map_or("kube-apiserver (unknown)".to_string(), |v| {
-                format!("kube-apiserver v{v}")
-            });
+            .or_else(|| u.apiservers.get("kubeadm-config"));
+        let mut now = running.map_or("kube-apiserver (unknown)".to_string(), |v| {
+            format!("kube-apiserver v{v}")
+        });
+        // An `upgrade apply` cut off: what kubeadm last recorded, too.
+        if let (true, Some(cv), Some(v)) =
+            (Some(cp.as_str()) == first_cp, &u.cluster_version, running)
+        {
+            if cv != v {
+                now.push_str(&format!(", kubeadm-config v{cv}"));
+            }
+        }
         let then = if Some(cp.as_str()) == first_cp {
             format!("kubeadm {to} installed, kubeadm upgrade apply v{to}")
         } else {
@@ -337,6 +345,7 @@ mod tests {
             runtimes: vec![],
             not_in_plan: vec![],
             apiservers: [("cp1".to_string(), v("1.31.4"))].into_iter().collect(),
+            cluster_version: Some(v("1.31.4")),
         };
         let Event::Upgrade { steps, notes, .. } = section(&spec, &u) else {
             panic!("not an upgrade section");
@@ -400,6 +409,7 @@ mod tests {
                 .collect(),
             not_in_plan: vec![],
             apiservers: [("cp1".to_string(), v("1.31.4"))].into_iter().collect(),
+            cluster_version: Some(v("1.31.4")),
         };
         let Event::Upgrade { steps, .. } = section(&spec, &u) else {
             panic!("not an upgrade section");
@@ -415,6 +425,45 @@ mod tests {
                 (2, "ww1", "containerd 1.7.24", "drain, containerd service stopped, containerd.exe 1.7.27 installed, started, uncordon"),
                 (3, "lw2", "kubelet v1.31.3, containerd 1.7.24", "drain, containerd 1.7.27 installed, restarted, kubeadm 1.31.4, kubeadm upgrade node, kubelet and kubectl 1.31.4, restart, uncordon"),
             ]
+        );
+    }
+
+    /// A control plane whose kube-apiserver runs the target while kubeadm-config records an
+    /// older version (`kubeadm upgrade apply` cut off): its row says both.
+    #[test]
+    fn an_unfinished_upgrade_apply_shows_what_kubeadm_recorded() {
+        let spec = GateSpec {
+            target: v("1.33.1"),
+            nodes: vec![PlanNode {
+                name: "cp1".into(),
+                control_plane: true,
+                containerd: None,
+            }],
+            kubeconfig: "/etc/kubernetes/admin.conf".into(),
+            windows: Default::default(),
+            max_unavailable: 1,
+        };
+        let u = UpgradePlan {
+            from: v("1.32.5"),
+            to: v("1.33.1"),
+            control_planes: vec!["cp1".into()],
+            kubelets: vec![("cp1".into(), v("1.32.5"))],
+            resume: vec![],
+            runtimes: vec![],
+            not_in_plan: vec![],
+            apiservers: [("cp1".to_string(), v("1.33.1"))].into_iter().collect(),
+            cluster_version: Some(v("1.32.5")),
+        };
+        let Event::Upgrade { from, steps, .. } = section(&spec, &u) else {
+            panic!("not an upgrade section");
+        };
+        assert_eq!(from, "1.32.5");
+        assert_eq!(
+            (steps[0].part.as_str(), steps[0].now.as_str()),
+            (
+                "control plane",
+                "kube-apiserver v1.33.1, kubeadm-config v1.32.5"
+            )
         );
     }
 }

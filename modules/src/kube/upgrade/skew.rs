@@ -94,11 +94,14 @@ pub enum Verdict {
 /// An allowed upgrade, in the order it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpgradePlan {
-    /// The oldest kube-apiserver.
+    /// The oldest kube-apiserver, or kubeadm-config's version when that is older (an
+    /// `upgrade apply` that did not finish).
     pub from: Version,
     pub to: Version,
     /// Control planes whose kube-apiserver is not at `to`, in plan order (the first control
-    /// plane runs `kubeadm upgrade apply`, the others `kubeadm upgrade node`).
+    /// plane runs `kubeadm upgrade apply`, the others `kubeadm upgrade node`); the first
+    /// also when kubeadm-config records an older version than `to` (its `upgrade apply` did
+    /// not finish).
     pub control_planes: Vec<String>,
     /// Nodes of the plan whose kubelet is not at `to`: control planes first, then workers, in
     /// plan order (with `from` and the kubelet each runs).
@@ -115,6 +118,8 @@ pub struct UpgradePlan {
     /// What each control plane's kube-apiserver runs (kubeadm-config's version under
     /// `kubeadm-config` when no mirror pod was found).
     pub apiservers: std::collections::BTreeMap<String, Version>,
+    /// kubeadm-config's `kubernetesVersion`: what `kubeadm upgrade apply` last finished.
+    pub cluster_version: Option<Version>,
 }
 
 /// The policy: `target` is the plan's `kubernetes_version`, `nodes` the plan's nodes in plan
@@ -246,16 +251,26 @@ fn verdict(
     servers: &std::collections::BTreeMap<String, Version>,
 ) -> Verdict {
     let behind = servers.values().any(|v| v != target);
+    // `kubeadm upgrade apply` records the version in kubeadm-config when it finishes, after
+    // every manifest: behind the target there, the first control plane's upgrade did not
+    // finish (cut off), even with its kube-apiserver at the target already.
+    let unfinished = f.cluster_version.as_ref().is_some_and(|v| v < target);
+    let first = nodes.iter().find(|n| n.control_plane).map(|n| &n.name);
     let control_planes: Vec<String> = nodes
         .iter()
         .filter(|n| n.control_plane)
         .filter(|n| match f.apiservers.get(&n.name) {
-            Some(v) => v != target,
+            Some(v) => v != target || (unfinished && Some(&n.name) == first),
             // Known only from kubeadm-config: every control plane follows it.
             None => f.apiservers.is_empty() && behind,
         })
         .map(|n| n.name.clone())
         .collect();
+    // Shown from what kubeadm last finished, when that is older than every kube-apiserver.
+    let from = match &f.cluster_version {
+        Some(v) if v < a0 => v.clone(),
+        _ => a0.clone(),
+    };
     let order = nodes
         .iter()
         .filter(|n| n.control_plane)
@@ -296,7 +311,7 @@ fn verdict(
         return Verdict::Current(target.clone());
     }
     Verdict::Upgrade(UpgradePlan {
-        from: a0.clone(),
+        from,
         to: target.clone(),
         control_planes,
         kubelets,
@@ -304,6 +319,7 @@ fn verdict(
         runtimes,
         not_in_plan,
         apiservers: servers.clone(),
+        cluster_version: f.cluster_version.clone(),
     })
 }
 
@@ -488,6 +504,36 @@ mod tests {
             panic!("an upgrade")
         };
         assert_eq!(u.control_planes, ["cp1"]);
+    }
+
+    /// `kubeadm upgrade apply` cut off after it replaced the kube-apiserver manifest (its
+    /// mirror pod at the target) but before it recorded the version in kubeadm-config, which
+    /// it writes last: the first control plane's upgrade is not finished, and the upgrade is
+    /// shown from the recorded version.
+    #[test]
+    fn an_upgrade_apply_that_did_not_finish_is_still_to_do() {
+        let mut c = cluster(
+            &[("cp1", "1.33.1")],
+            &[("cp1", "1.32.5"), ("w1", "1.32.5"), ("w2", "1.32.5")],
+        );
+        if let ClusterState::Running(f) = &mut c {
+            f.cluster_version = Some(v("1.32.5"));
+        }
+        let Ok(Verdict::Upgrade(u)) = check(&v("1.33.1"), &c, &plan()) else {
+            panic!("an upgrade")
+        };
+        assert_eq!((u.from.clone(), u.to.clone()), (v("1.32.5"), v("1.33.1")));
+        assert_eq!(u.control_planes, ["cp1"]);
+        assert_eq!(u.cluster_version, Some(v("1.32.5")));
+        // Finished: kubeadm-config at the target, the control plane is done.
+        if let ClusterState::Running(f) = &mut c {
+            f.cluster_version = Some(v("1.33.1"));
+        }
+        let Ok(Verdict::Upgrade(u)) = check(&v("1.33.1"), &c, &plan()) else {
+            panic!("the kubelets are still to do")
+        };
+        assert_eq!(u.from, v("1.33.1"));
+        assert!(u.control_planes.is_empty(), "{:?}", u.control_planes);
     }
 
     #[test]
