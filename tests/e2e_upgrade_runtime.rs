@@ -15,129 +15,41 @@
 //! `lab/apiserver/build.sh`, the cached Debian containerd and runc packages): ignored by
 //! `cargo test`, failing when run without what it needs.
 
-use kwin_testkit::{host::workspace, kwin, lab::Lab};
-use serde_json::Value;
-use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use kwin_testkit::cluster::{self, Cluster};
+use kwin_testkit::kwin;
+use std::path::Path;
 
 const LAB_ID: &str = "17";
 const FROM: &str = "1.7.24";
 const TO: &str = "1.7.27";
 
-fn missing_prerequisite() -> Option<String> {
-    if !kwin_testkit::host::is_root() {
-        return Some("not running as root".into());
-    }
-    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
-    if swaps.lines().skip(1).any(|l| !l.trim().is_empty()) {
-        return Some("this machine has swap on, which the lab cluster refuses to touch".into());
-    }
-    let cache = std::env::var("KWIN_APISERVER_CACHE")
-        .unwrap_or_else(|_| "/var/cache/kwin-lab/apiserver".into());
-    for bin in ["kube-apiserver", "kubeadm"] {
-        let p = Path::new(&cache).join("bin").join(bin);
-        if !p.exists() {
-            return Some(format!(
-                "{} is missing (run lab/apiserver/build.sh)",
-                p.display()
-            ));
-        }
-    }
-    None
+/// h1 and h2 of lab 17 and the stand-ins, the mirror serving Kubernetes 1.31.4 and both
+/// containerd releases.
+fn up() -> Cluster {
+    Cluster::up_with(
+        LAB_ID,
+        2,
+        &[
+            ("KWIN_LAB_K8S_VERSIONS", "1.31.4"),
+            ("KWIN_LAB_CONTAINERD_VERSIONS", &format!("{FROM} {TO}")),
+        ],
+    )
 }
 
-/// Two lab hosts and the stand-ins around them; torn down on drop (stand-ins first).
-struct Cluster {
-    env: BTreeMap<String, String>,
-    lab: Lab,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(workspace().join("lab/cluster-stand-in/down.sh"))
-            .env("KWIN_LAB_ID", LAB_ID)
-            .output();
-    }
-}
-
-impl Cluster {
-    fn up() -> Cluster {
-        if let Some(why) = missing_prerequisite() {
-            panic!("the lab cluster cannot run here: {why}");
-        }
-        let lab = Lab::up(LAB_ID, 2);
-        let out = Command::new(workspace().join("lab/cluster-stand-in/up.sh"))
-            .env("KWIN_LAB_ID", LAB_ID)
-            .env("KWIN_LAB_K8S_VERSIONS", "1.31.4")
-            .env("KWIN_LAB_CONTAINERD_VERSIONS", format!("{FROM} {TO}"))
-            .output()
-            .expect("run lab/cluster-stand-in/up.sh");
-        let mut c = Cluster {
-            env: BTreeMap::new(),
-            lab,
-        };
-        assert!(
-            out.status.success(),
-            "lab/cluster-stand-in/up.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = std::fs::read_to_string(c.dir().join("env")).expect("cluster env file");
-        c.env = text
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
-            .collect();
-        c
-    }
-
-    /// `target/lab-17/cluster`.
-    fn dir(&self) -> PathBuf {
-        self.lab.inventory.with_file_name("cluster")
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.env["KUBECONFIG"])
-            .args(args)
-            .output()
-            .expect("kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// `name runtime unschedulable mark` of each Node.
-    fn nodes(&self) -> String {
-        self.kubectl(&[
-            "get",
-            "nodes",
-            "-o",
-            r#"jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.containerRuntimeVersion} {.spec.unschedulable} {.metadata.annotations.kwin\.dev/cordoned}{"\n"}{end}"#,
-        ])
-    }
-
-    /// SHA-256 of a file the lab mirror serves.
-    fn served(&self, rel: &str) -> String {
-        let p = self.dir().join("www").join(rel);
-        let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        hex::encode(Sha256::digest(bytes))
-    }
+/// `name runtime unschedulable mark` of each Node.
+fn nodes(c: &Cluster) -> String {
+    c.kubectl(&[
+        "get",
+        "nodes",
+        "-o",
+        r#"jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.containerRuntimeVersion} {.spec.unschedulable} {.metadata.annotations.kwin\.dev/cordoned}{"\n"}{end}"#,
+    ])
 }
 
 /// examples/lab-cluster.toml for lab 17: h1 and h2 only, containerd from its release at
 /// `containerd`, every release download pinned (the lab mirror is plain HTTP).
 fn write_plan(c: &Cluster, dir: &Path, containerd: &str) {
-    let text =
-        std::fs::read_to_string(workspace().join("examples/lab-cluster.toml")).expect("example");
-    let second = 213 + LAB_ID.parse::<u32>().expect("lab id");
+    let text = c.example("lab-cluster.toml");
     let (h3, _) = text
         .split_once("[[hosts]]\nname = \"h3\"")
         .expect("the example's h3");
@@ -163,12 +75,6 @@ fn write_plan(c: &Cluster, dir: &Path, containerd: &str) {
         ));
     }
     let text = h3
-        .replace("10.213.", &format!("10.{second}."))
-        .replace(
-            "\"../modules/",
-            &format!("\"{}/modules/", workspace().display()),
-        )
-        .replace("step_timeout = 300", "step_timeout = 150")
         .replace(
             "linux = \"containerd\"",
             &format!(
@@ -179,26 +85,11 @@ fn write_plan(c: &Cluster, dir: &Path, containerd: &str) {
             "openpgp = {",
             &format!("sha256 = {{ {} }}\nopenpgp = {{", pins.join(", ")),
         );
-    let text: String = text
-        .lines()
-        .map(|l| {
-            if l.starts_with("inventory = ") {
-                format!("inventory = {:?}", c.lab.inventory.display().to_string())
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
     assert!(
         text.contains(&format!("containerd = \"{containerd}\"")),
         "{text}"
     );
-    assert!(
-        text.contains(&c.env["CONTROL_PLANE_ENDPOINT"]),
-        "not lab 17's endpoint"
-    );
-    std::fs::write(dir.join("plan.toml"), text + "\n").expect("write plan");
+    cluster::write_plan(dir, &text);
 }
 
 fn apply(dir: &Path) -> kwin_testkit::kwin::Run {
@@ -208,7 +99,7 @@ fn apply(dir: &Path) -> kwin_testkit::kwin::Run {
 kwin_testkit::lab_test! {
 #[test]
 fn a_containerd_release_change_drains_each_node_first() {
-    let c = Cluster::up();
+    let c = up();
     let plan = c.lab.plan_dir("");
     let dir = plan.path();
 
@@ -216,7 +107,7 @@ fn a_containerd_release_change_drains_each_node_first() {
     let cold = apply(dir);
     assert_eq!(cold.code, 0, "cold apply:\n{cold}");
     assert_eq!(
-        c.nodes(),
+        nodes(&c),
         format!("h1 containerd://{FROM}  \nh2 containerd://{FROM}  \n"),
         "the Nodes do not report the release's containerd"
     );
@@ -271,16 +162,12 @@ fn a_containerd_release_change_drains_each_node_first() {
         "kwin plan changed containerd"
     );
 
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs_f64();
+    let since = cluster::epoch();
     let up = apply(dir);
     assert_eq!(up.code, 0, "apply of containerd {TO}:\n{up}");
     // The oracle first: containerd never changed under a schedulable or undrained node.
     for h in ["h1", "h2"] {
-        let violations = c.lab.ssh(h, "cat /var/lib/kubelet-stand-in/violations.log 2>/dev/null || true");
-        assert_eq!(violations, "", "{h}: containerd changed under a schedulable or undrained node");
+        assert_eq!(c.violations(h), "", "{h}: containerd changed under a schedulable or undrained node");
         let seen = c.lab.ssh(h, "grep 'container runtime' /var/log/kubelet-stand-in.log || true");
         assert!(
             seen.contains(&format!(
@@ -311,34 +198,14 @@ fn a_containerd_release_change_drains_each_node_first() {
         assert_eq!(up.task(host, task)["status"], want, "{t}:\n{up}");
     }
     assert_eq!(
-        c.nodes(),
+        nodes(&c),
         format!("h1 containerd://{TO}  \nh2 containerd://{TO}  \n"),
         "a node not at containerd {TO}, left cordoned or marked"
     );
     let evicted = c.kubectl(&["-n", "default", "get", "pods", "-o", "name"]);
     assert_eq!(evicted.trim(), "", "the drain did not evict web-0");
     // One node unschedulable at a time, none left.
-    let timeline = std::fs::read_to_string(c.dir().join("timeline.log")).expect("timeline");
-    let rows: Vec<Value> = timeline
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| {
-            r["epoch"].as_f64().is_some_and(|t| t >= since) && r.get("unschedulable").is_some()
-        })
-        .collect();
-    let mut cordoned = std::collections::BTreeSet::new();
-    let mut most = 0;
-    for r in &rows {
-        let node = r["node"].as_str().unwrap_or("?").to_string();
-        if r["unschedulable"] == true {
-            cordoned.insert(node);
-        } else {
-            cordoned.remove(&node);
-        }
-        most = most.max(cordoned.len());
-    }
-    assert_eq!(most, 1, "not one node unschedulable at a time: {rows:?}");
-    assert!(cordoned.is_empty(), "left unschedulable: {cordoned:?}");
+    c.assert_drained_in_turn(since, 1);
 
     let again = apply(dir);
     assert_eq!(again.code, 0, "{again}");

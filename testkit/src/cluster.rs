@@ -77,8 +77,14 @@ impl Drop for Cluster {
 impl Cluster {
     /// `hosts` lab hosts of lab `id` (h1 … hN) and the stand-ins around them; a missing
     /// prerequisite or a failing script fails the test.
-    #[allow(clippy::print_stderr)]
     pub fn up(id: &str, hosts: usize) -> Cluster {
+        Cluster::up_with(id, hosts, &[])
+    }
+
+    /// [`Cluster::up`] with `env` for `lab/cluster-stand-in/up.sh` (`KWIN_LAB_K8S_VERSIONS`,
+    /// `KWIN_LAB_CONTAINERD_VERSIONS`: what the lab mirror serves).
+    #[allow(clippy::print_stderr)]
+    pub fn up_with(id: &str, hosts: usize, env: &[(&str, &str)]) -> Cluster {
         if let Some(why) = missing_prerequisite() {
             panic!("the lab cluster cannot run here: {why}");
         }
@@ -86,6 +92,7 @@ impl Cluster {
         let t = std::time::Instant::now();
         let out = Command::new(workspace().join("lab/cluster-stand-in/up.sh"))
             .env("KWIN_LAB_ID", id)
+            .envs(env.iter().copied())
             .output()
             .expect("run lab/cluster-stand-in/up.sh");
         // From here on, drop takes the stand-ins down too.
@@ -115,6 +122,15 @@ impl Cluster {
     /// `target/lab-ID/cluster`: the env file, the tier, the repositories, `timeline.log`.
     pub fn dir(&self) -> PathBuf {
         self.lab.inventory.with_file_name("cluster")
+    }
+
+    /// SHA-256 (hex) of a file the lab mirror serves, by its path under the mirror
+    /// (`github.com/…`), for a plan's `[artifacts.sha256]` pins (the mirror is plain HTTP).
+    pub fn served(&self, rel: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let p = self.dir().join("www").join(rel);
+        let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        hex::encode(Sha256::digest(bytes))
     }
 
     /// The lab's second address octet: `10.<213+ID>.…` (lab/lib.sh).
@@ -470,28 +486,39 @@ impl Cluster {
     /// many at some point: they were drained), none left unschedulable, and the Nodes first reported at kubelet `v<version>` in the
     /// order `order`.
     pub fn assert_rolled(&self, since: f64, most: usize, version: &str, order: &[&str]) {
+        let rows = self.assert_drained_in_turn(since, most);
+        let v = format!("v{version}");
+        let mut first_new: Vec<&str> = Vec::new();
+        for r in &rows {
+            let node = r["node"].as_str().unwrap_or("?");
+            if r["kubelet"] == v && !first_new.contains(&node) {
+                first_new.push(node);
+            }
+        }
+        assert_eq!(first_new, order, "upgrade order: {rows:?}");
+    }
+
+    /// The node timeline since `since`: at most `most` Nodes unschedulable at once (and that
+    /// many at some point: they were drained), none left unschedulable. The rows.
+    pub fn assert_drained_in_turn(&self, since: f64, most: usize) -> Vec<Value> {
         let rows = self.timeline(since);
         let mut cordoned = std::collections::BTreeSet::new();
-        let (mut seen_most, mut first_new) = (0, Vec::new());
-        let v = format!("v{version}");
+        let mut seen_most = 0;
         for r in &rows {
             let node = r["node"].as_str().unwrap_or("?").to_string();
             if r["unschedulable"] == true {
-                cordoned.insert(node.clone());
+                cordoned.insert(node);
             } else {
                 cordoned.remove(&node);
             }
             seen_most = seen_most.max(cordoned.len());
-            if r["kubelet"] == v && !first_new.contains(&node) {
-                first_new.push(node);
-            }
         }
         assert_eq!(
             seen_most, most,
             "nodes unschedulable at once at the most: {rows:?}"
         );
         assert!(cordoned.is_empty(), "left unschedulable: {cordoned:?}");
-        assert_eq!(first_new, order, "upgrade order: {rows:?}");
+        rows
     }
 }
 
