@@ -88,7 +88,7 @@ pub enum Verdict {
     /// Every control plane and every node of the plan runs the plan's version (and the
     /// pinned containerd).
     Current(Version),
-    Upgrade(UpgradePlan),
+    Upgrade(Box<UpgradePlan>),
 }
 
 /// An allowed upgrade, in the order it runs.
@@ -310,7 +310,7 @@ fn verdict(
     {
         return Verdict::Current(target.clone());
     }
-    Verdict::Upgrade(UpgradePlan {
+    Verdict::Upgrade(Box::new(UpgradePlan {
         from,
         to: target.clone(),
         control_planes,
@@ -320,7 +320,7 @@ fn verdict(
         not_in_plan,
         apiservers: servers.clone(),
         cluster_version: f.cluster_version.clone(),
-    })
+    }))
 }
 
 fn first_line(s: &str) -> &str {
