@@ -151,3 +151,41 @@ fn interrupted_is_130() {
     assert!(d.join("slow").exists(), "the running step did not finish");
     assert!(!d.join("after").exists(), "a task started after Ctrl-C");
 }
+
+/// A second SIGINT ends kwin at once: the summary is still the last line, with exit 130,
+/// and tells what the run did until then (the host reached, the task that had finished),
+/// not zeros.
+#[test]
+fn a_second_interrupt_still_counts_what_ran() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    local_plan(d, false);
+    assert_eq!(run(d, &["apply", "plan.toml"]).code, 0);
+    local_plan(d, true);
+    let mut live = kwin_testkit::kwin!(d)
+        .args(["apply", "plan.toml", "--output", "json"])
+        .spawn();
+    live.wait_for(Duration::from_secs(30), "`slow` started", |e| {
+        e["event"] == "task_started" && e["task"] == "slow"
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    live.interrupt();
+    std::thread::sleep(Duration::from_millis(300));
+    live.interrupt();
+    let r = live.finish(Duration::from_secs(60));
+    assert_eq!(r.code, 130, "{r}");
+    let last = r.summary();
+    assert_eq!(r.events().last(), Some(&last), "{r}");
+    assert_eq!(last["outcome"], "interrupted", "{r}");
+    assert!(
+        !d.join("after").exists(),
+        "a task started after the first Ctrl-C"
+    );
+    assert_eq!(
+        (&last["hosts"], &last["hosts_reached"]),
+        (&serde_json::json!(1), &serde_json::json!(1)),
+        "{r}"
+    );
+    // `motd` was already there: ok before `slow` started.
+    assert_eq!(last["ok"], 1, "{r}");
+}

@@ -62,6 +62,19 @@ pub(crate) struct Tally {
     verify: Option<CheckCounts>,
     logs: Vec<PathBuf>,
     interrupted: bool,
+    /// The run under way (`run_started` seen, `run_finished` not yet), counted from its
+    /// events as they come: what the summary says when a second Ctrl-C ends the process
+    /// before the run's own totals arrive.
+    live: Option<LiveRun>,
+}
+
+/// A run's totals as its events tell them so far.
+#[derive(Debug, Default)]
+struct LiveRun {
+    hosts: usize,
+    reached: std::collections::BTreeSet<String>,
+    failed: std::collections::BTreeSet<String>,
+    counts: Counts,
 }
 
 impl Tally {
@@ -75,10 +88,36 @@ impl Tally {
                 counts,
                 ..
             } => {
+                self.live = None;
                 self.hosts += hosts;
                 self.hosts_reached += hosts_reached;
                 self.hosts_failed += hosts_failed;
                 self.counts += *counts;
+            }
+            Event::RunStarted { hosts, .. } => {
+                self.live = Some(LiveRun {
+                    hosts: *hosts,
+                    ..LiveRun::default()
+                });
+            }
+            Event::HostConnected { host, .. } => {
+                if let Some(l) = &mut self.live {
+                    l.reached.insert(host.clone());
+                }
+            }
+            Event::TaskFinished { status, .. } => {
+                if let Some(l) = &mut self.live {
+                    l.counts.add(*status);
+                }
+            }
+            Event::HostFinished {
+                host,
+                error: Some(_),
+                ..
+            } => {
+                if let Some(l) = &mut self.live {
+                    l.failed.insert(host.clone());
+                }
             }
             Event::VerifyFinished { counts, .. } => self.verify = Some(*counts),
             Event::Logs { dir, .. } => {
@@ -164,6 +203,11 @@ impl Output {
             outcome = Outcome::Interrupted;
         }
         let logs: Vec<&PathBuf> = t.logs.iter().filter(|d| d.is_dir()).collect();
+        // A run cut off before its `run_finished` (a second Ctrl-C): its totals so far.
+        let empty = LiveRun::default();
+        let live = t.live.as_ref().unwrap_or(&empty);
+        let mut counts = t.counts;
+        counts += live.counts;
         match self.format {
             OutputFormat::Human => {
                 if !logs.is_empty() {
@@ -180,10 +224,10 @@ impl Output {
                     command: t.command.clone(),
                     outcome,
                     exit_code: crate::exit::exit_code_of(outcome),
-                    hosts: t.hosts,
-                    hosts_reached: t.hosts_reached,
-                    hosts_failed: t.hosts_failed,
-                    counts: t.counts,
+                    hosts: t.hosts + live.hosts,
+                    hosts_reached: t.hosts_reached + live.reached.len(),
+                    hosts_failed: t.hosts_failed + live.failed.len(),
+                    counts,
                     errors: t.errors,
                     warnings: t.warnings,
                     verify: t.verify,
