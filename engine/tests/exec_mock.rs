@@ -860,6 +860,56 @@ async fn reprobe_only_when_touches_overlap_reads() {
     );
 }
 
+/// A batch's end read brings back the facts of a later task only when no task between may
+/// change them first (one that reads what it reads): those would be read again for nothing
+/// (on a control plane, every Kubernetes task after a change read the API server twice) and
+/// would hold back the publication of the batch's tasks. They are read where they are
+/// needed: here in the end read of the batch of the task between, with no extra round trip.
+#[tokio::test]
+async fn a_later_task_is_not_reread_while_a_task_before_it_reads_the_same() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (a, c, e) = (d.path().join("a"), d.path().join("c"), d.path().join("e"));
+    let any = |name: &str, path: &Path, content: &str| {
+        task(
+            "h1",
+            name,
+            "file_any",
+            json!({"path": path.display().to_string(), "content": content}),
+        )
+    };
+    let cat = |p: &Path| format!("cat {}", sh_quote(&p.display().to_string()));
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("a, and the facts of c, which c needs next; not e's")
+            .contains(w("A"))
+            .contains(cat(&c))
+            .excludes(cat(&e))
+            .sh(),
+    );
+    h1.expect(
+        Expect::run("c, and the facts of e")
+            .contains(w("C"))
+            .contains(cat(&e))
+            .excludes(w("E"))
+            .sh(),
+    );
+    h1.expect(Expect::run("e").contains(w("E")).sh());
+    let tasks = vec![
+        file("h1", "a", &a, "A"),
+        any("c", &c, "C"),
+        any("e", &e, "E"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(
+        h1.runs(),
+        4,
+        "probe + three batches, no re-probe of its own"
+    );
+    assert_eq!(summary(&o), (0, 3, 0, 0));
+}
+
 #[tokio::test]
 async fn lost_connection_during_a_batch_reprobes_instead_of_rerunning() {
     let d = tempfile::tempdir().expect("tmp");

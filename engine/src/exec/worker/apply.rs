@@ -20,7 +20,9 @@
 //! A batch is ONE script: each task's steps, then that task's facts re-read (convergence
 //! check: planning again must give NoOp, else "did not converge", a bug in the module) —
 //! right after its steps when a later change of the batch may touch them, otherwise in the
-//! batch's single end read — and the facts of later tasks the batch may have touched. The
+//! batch's single end read — and the facts of later tasks the batch may have touched, except
+//! those of a task behind another not-done task that reads the same (that task would change
+//! them first: they are read where needed, never twice for nothing, `worth_reading`). The
 //! first failing task stops the script and the host; later tasks are skipped. A retryable transport error while a batch
 //! runs: reconnect (with backoff), re-probe, re-plan the batch's tasks — what is now NoOp
 //! was applied — and send the rest again. Facts decide; nothing is re-run blindly.
@@ -92,6 +94,33 @@ impl Worker {
                     && task.module.is_ok()
                     && !task.queries.is_empty()
                     && (self.exec_stale(u) || extra.iter().any(|c| c.may_affect(&task.reads)))
+            })
+            .collect()
+    }
+
+    /// The tasks of `stale` (later tasks, in order, from `from`) whose facts a batch's end
+    /// read brings back: each one unless a task not done between `from` and it reads what it
+    /// reads. Such a task, when it changes, changes that first (it writes what it reads: a
+    /// file, the API server): its own batch re-reads them, and reading them now would be for
+    /// nothing — and would hold back the publication of the batch's tasks, which others may
+    /// wait for. What is left stale is read when reached, every stale task in one round trip
+    /// (`reprobe`).
+    fn worth_reading(&self, from: usize, stale: Vec<usize>) -> Vec<usize> {
+        let overlap = |u: usize, v: usize| {
+            self.tasks[u].reads.iter().any(|r| {
+                self.tasks[v]
+                    .reads
+                    .iter()
+                    .any(|q| crate::module::resource_overlaps(r, q))
+            })
+        };
+        stale
+            .into_iter()
+            .filter(|&u| {
+                !(from..u).any(|v| {
+                    let task = &self.tasks[v];
+                    !task.done && task.module.is_ok() && overlap(u, v)
+                })
             })
             .collect()
     }
@@ -344,8 +373,10 @@ impl Worker {
                 .iter()
                 .filter_map(|p| p.change.as_ref().map(|c| &c.touches))
                 .collect();
-            let probe_tasks =
-                with_unique(self.stale_from(last + 1, &touches), extra.iter().copied());
+            let probe_tasks = with_unique(
+                self.worth_reading(last + 1, self.stale_from(last + 1, &touches)),
+                extra.iter().copied(),
+            );
             let probe = self.queries_of(&probe_tasks);
             let n = items.len().max(1) as u32;
             let batch = Batch::new(self.shell, items, probe);
