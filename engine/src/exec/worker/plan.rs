@@ -7,7 +7,7 @@
 //! token), so plan never runs output scripts. Later tasks are planned against the facts as
 //! probed, not as earlier changes would leave them (like any dry run).
 
-use super::{Policy, Worker};
+use super::{Policy, ReadAhead, Worker};
 use crate::event::{Event, TaskStatus};
 use crate::module::{Ctx, Inputs, ModuleError, Plan};
 use async_trait::async_trait;
@@ -73,7 +73,7 @@ impl Policy for PlanOnly {
         }
     }
 
-    async fn flush(&self, _w: &mut Worker) -> Result<(), String> {
+    async fn flush(&self, _w: &mut Worker, _ahead: ReadAhead) -> Result<(), String> {
         Ok(())
     }
 }
