@@ -1048,3 +1048,58 @@ run = "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% e
     );
     assert!(err.contains("loops.toml:8:"), "the recipe line: {err}");
 }
+
+/// A host runs its tasks in the graph's order restricted to the host, and a task waiting for
+/// another host holds back every later task of its host (`exec/worker`). That costs nothing
+/// only while no later task of the host is independent of the waiting one: in the example
+/// clusters, everything a host does after a cross-host wait (a join after the control plane's
+/// join data, a drain after the node's join, the cluster-ready wait after every join) depends
+/// on that wait, so no step is held back that could have run.
+#[test]
+fn no_task_is_held_back_behind_a_wait_for_another_host() {
+    use petgraph::Direction;
+    use std::collections::HashSet;
+    for plan in ["examples/flannel.toml", "examples/calico.toml"] {
+        let g = build(plan);
+        let ancestors = |n| {
+            let mut seen = HashSet::new();
+            let mut todo = vec![n];
+            while let Some(x) = todo.pop() {
+                for p in g.graph.neighbors_directed(x, Direction::Incoming) {
+                    if seen.insert(p) {
+                        todo.push(p);
+                    }
+                }
+            }
+            seen
+        };
+        let order = g.topo_order();
+        let hosts: HashSet<&str> = order.iter().map(|&n| g.task(n).id.host.as_str()).collect();
+        for host in hosts {
+            let tasks: Vec<_> = order
+                .iter()
+                .copied()
+                .filter(|&n| g.task(n).id.host == host)
+                .collect();
+            for (i, &t) in tasks.iter().enumerate() {
+                let waits = g
+                    .graph
+                    .neighbors_directed(t, Direction::Incoming)
+                    .any(|p| g.task(p).id.host != host);
+                if !waits {
+                    continue;
+                }
+                let held: Vec<String> = tasks[i + 1..]
+                    .iter()
+                    .filter(|&&u| !ancestors(u).contains(&t))
+                    .map(|&u| g.task(u).id.to_string())
+                    .collect();
+                assert!(
+                    held.is_empty(),
+                    "{plan}: {} waits for another host and holds back {held:?}, which do not depend on it",
+                    g.task(t).id
+                );
+            }
+        }
+    }
+}

@@ -27,11 +27,13 @@ use std::time::Duration;
 // ----- test modules ------------------------------------------------------------------------
 
 /// A file with exact content. `reads_all`: declares no `reads` (the default, "anything").
+/// `touches`: what its change says it touches (default: its path).
 #[derive(Debug)]
 struct TFile {
     path: String,
     content: String,
     reads_all: bool,
+    touches: Option<String>,
 }
 
 impl Module for TFile {
@@ -68,7 +70,10 @@ impl Module for TFile {
                 sh_quote(&self.content),
                 sh_quote(&self.path)
             ))],
-            touches: Touches::Resources(vec![self.path.clone()]),
+            touches: Touches::Resources(vec![self
+                .touches
+                .clone()
+                .unwrap_or_else(|| self.path.clone())]),
         }))
     }
 }
@@ -114,6 +119,47 @@ impl Module for TTouch {
             diff: None,
             steps: vec![Step::Run("echo touching".into())],
             touches: Touches::Resources(vec![self.path.clone()]),
+        }))
+    }
+}
+
+/// A directory: reads its path, creates it (touching the path itself, not what is under it).
+#[derive(Debug)]
+struct TDir {
+    path: String,
+}
+
+impl Module for TDir {
+    fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
+        vec![FactQuery {
+            key: format!("dir:{}", self.path),
+            command: format!(
+                "test -d {} && echo dir || echo absent",
+                sh_quote(&self.path)
+            ),
+            path: None,
+        }]
+    }
+    fn reads(&self) -> Vec<String> {
+        vec![self.path.clone()]
+    }
+    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let key = format!("dir:{}", self.path);
+        let out =
+            facts
+                .raw(&key)
+                .ok_or(ModuleError::Fact(kwin_engine::fact::FactError::Missing(
+                    key,
+                )))?;
+        if String::from_utf8_lossy(&out.stdout).trim() == "dir" {
+            return Ok(Plan::noop("exists"));
+        }
+        Ok(Plan::Change(Change {
+            action: Action::Create,
+            reason: "missing".into(),
+            diff: None,
+            steps: vec![Step::Run(format!("mkdir -p {}", sh_quote(&self.path)))],
+            touches: Touches::Paths(vec![self.path.clone()]),
         }))
     }
 }
@@ -339,7 +385,7 @@ impl Registry for TestRegistry {
     fn names(&self) -> Vec<&'static str> {
         vec![
             "file", "file_any", "bad", "fail", "kill", "touch", "producer", "consumer", "reboot",
-            "flag", "when_set",
+            "flag", "when_set", "dir",
         ]
     }
     fn build(
@@ -353,11 +399,18 @@ impl Registry for TestRegistry {
                 path: param(p, "path"),
                 content: param(p, "content"),
                 reads_all: name == "file_any",
+                touches: p
+                    .get("touches")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string),
             }),
             "bad" => Box::new(TBad {
                 path: param(p, "path"),
             }),
             "fail" => Box::new(TFail),
+            "dir" => Box::new(TDir {
+                path: param(p, "path"),
+            }),
             "kill" => Box::new(TKill),
             "touch" => Box::new(TTouch {
                 path: param(p, "path"),
@@ -982,6 +1035,141 @@ async fn reprobe_only_when_touches_overlap_reads() {
         h1.scripts()[1].contains(&format!("cat '{}'", d.path().join("c").display()))
             || h1.scripts()[1].contains(&format!("cat {}", d.path().join("c").display()))
     );
+}
+
+/// A batch's end read brings back the facts of a later task only when no task between may
+/// change them first (one that reads what it reads): those would be read again for nothing
+/// (on a control plane, every Kubernetes task after a change read the API server twice) and
+/// would hold back the publication of the batch's tasks. They are read where they are
+/// needed: here in the end read of the batch of the task between, with no extra round trip.
+#[tokio::test]
+async fn a_later_task_is_not_reread_while_a_task_before_it_reads_the_same() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (a, c, e) = (d.path().join("a"), d.path().join("c"), d.path().join("e"));
+    let any = |name: &str, path: &Path, content: &str| {
+        task(
+            "h1",
+            name,
+            "file_any",
+            json!({"path": path.display().to_string(), "content": content}),
+        )
+    };
+    let cat = |p: &Path| format!("cat {}", sh_quote(&p.display().to_string()));
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("a, and the facts of c, which c needs next; not e's")
+            .contains(w("A"))
+            .contains(cat(&c))
+            .excludes(cat(&e))
+            .sh(),
+    );
+    h1.expect(
+        Expect::run("c, and the facts of e")
+            .contains(w("C"))
+            .contains(cat(&e))
+            .excludes(w("E"))
+            .sh(),
+    );
+    h1.expect(Expect::run("e").contains(w("E")).sh());
+    let tasks = vec![
+        file("h1", "a", &a, "A"),
+        any("c", &c, "C"),
+        any("e", &e, "E"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(
+        h1.runs(),
+        4,
+        "probe + three batches, no re-probe of its own"
+    );
+    assert_eq!(summary(&o), (0, 3, 0, 0));
+
+    // A batch sent because the host is about to wait for another host reads every stale later
+    // task: the host would stand idle, and what it reads now is not on its path afterwards.
+    for p in [&a, &c, &e] {
+        let _ = std::fs::remove_file(p);
+    }
+    let (h1, h2) = (mock("h1"), mock("h2"));
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("a, before waiting for h2: the facts of c and of e")
+            .contains(w("A"))
+            .contains(cat(&c))
+            .contains(cat(&e))
+            .sh(),
+    );
+    h1.expect(
+        Expect::run("c, and e's facts again (c may have changed them)")
+            .contains(w("C"))
+            .contains(cat(&e))
+            .sh(),
+    );
+    h1.expect(Expect::run("e").contains(w("E")).sh());
+    // x is as it should be (a change there would make h1 read c's facts again), and h2 takes
+    // a while to find out: h1 reaches c long before x is done, and waits.
+    std::fs::write(d.path().join("x"), "X").expect("seed x");
+    h2.expect(probe().delay(Duration::from_millis(500)));
+    let tasks = vec![
+        file("h1", "a", &a, "A"),
+        any("c", &c, "C").after("h2", "x"),
+        any("e", &e, "E").after("h1", "c"),
+        file("h2", "x", &d.path().join("x"), "X"),
+    ];
+    let o = run(tasks, &[("h1", &h1), ("h2", &h2)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1, waiting");
+    h2.finish().expect("h2");
+    assert_eq!(summary(&o), (1, 3, 0, 0));
+}
+
+/// Reading the same resource, not merely a path above it, holds facts back: the task of a
+/// directory does not hold back the facts of a file in it (creating or chmod-ing a directory
+/// leaves its files as they are), so they come in the same end read, not one round trip later.
+#[tokio::test]
+async fn a_file_is_read_ahead_behind_the_task_of_its_directory() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (a, dir) = (d.path().join("a"), d.path().join("dir"));
+    let f = dir.join("f");
+    let cat = |p: &Path| format!("cat {}", sh_quote(&p.display().to_string()));
+    let h1 = mock("h1");
+    h1.expect(probe());
+    h1.expect(
+        Expect::run("a, the facts of dir (next) and of dir/f")
+            .contains(w("A"))
+            .contains(format!("test -d {}", sh_quote(&dir.display().to_string())))
+            .contains(cat(&f))
+            .sh(),
+    );
+    h1.expect(
+        Expect::run("dir and f")
+            .contains("mkdir -p")
+            .contains(w("F"))
+            .sh(),
+    );
+    // `a` says its change touches everything under the test's directory.
+    let touch = task(
+        "h1",
+        "a",
+        "file",
+        json!({"path": a.display().to_string(), "content": "A",
+        "touches": d.path().display().to_string()}),
+    );
+    let tasks = vec![
+        touch,
+        task(
+            "h1",
+            "dir",
+            "dir",
+            json!({"path": dir.display().to_string()}),
+        ),
+        file("h1", "f", &f, "F"),
+    ];
+    let o = run(tasks, &[("h1", &h1)], Mode::Apply, d.path()).await;
+    h1.finish().expect("h1");
+    assert_eq!(h1.runs(), 3, "probe + two batches, no re-probe");
+    assert_eq!(o.status("h1", "dir").0, TaskStatus::Changed);
+    assert_eq!(o.status("h1", "f").0, TaskStatus::Changed);
 }
 
 #[tokio::test]

@@ -1394,6 +1394,22 @@ fn write_temp(text: &str) -> String {
     p.display().to_string()
 }
 
+/// How many `verb` requests (LIST, WATCH, GET, ...) on `resource` the API server has served
+/// (its `apiserver_request_total` counter, every response code).
+fn requests(tier: &Tier, resource: &str, verb: &str) -> u64 {
+    let metrics = kubectl(tier, &["get", "--raw", "/metrics"]);
+    let (res, verb) = (
+        format!("resource=\"{resource}\""),
+        format!("verb=\"{verb}\""),
+    );
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{") && l.contains(&res))
+        .filter(|l| l.contains(&verb) && l.contains("subresource=\"\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
 fn set_status(tier: &Tier, object: &[&str], status: Value) {
     let patch = json!({ "status": status }).to_string();
     let mut a = vec!["patch"];
@@ -1493,6 +1509,10 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         c.reason,
         "node lw1 NotReady: KubeletNotReady: container runtime network not ready"
     );
+    // The wait follows the API server's stream of changes instead of asking again every
+    // `interval`: however long it waits, it lists the Nodes once (the watch's own list).
+    let lists = || requests(tier, "nodes", "LIST");
+    let before = lists();
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_secs(3));
@@ -1505,9 +1525,103 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         });
         host.exec(&c).expect("nodes become ready while waiting");
     });
+    let listed = lists() - before;
+    assert!(
+        listed <= 1,
+        "the wait listed the Nodes {listed} times in 3 s (interval 1s): it polls instead of watching"
+    );
     assert!(host
         .plan(nodes.as_ref(), &Inputs::new())
         .is_ok_and(|p| p.is_noop()));
+
+    // It returns when the API server reports the change, not at the next check: with an
+    // `interval` of a minute, lw1 turning Ready after 2 s ends the wait long before a poll
+    // would have looked again.
+    set_status(
+        tier,
+        &["node", "lw1"],
+        json!({"conditions": [
+        {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "restarting"}]}),
+    );
+    p["interval"] = json!("60s");
+    p["timeout"] = json!("120s");
+    let slow = build("kube_wait", &p);
+    let c = match host.plan(slow.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("nodes-ready, interval 60s: {other:?}"),
+    };
+    let took = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_secs(2));
+            set_status(
+                tier,
+                &["node", "lw1"],
+                json!({"conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"}]}),
+            );
+        });
+        let t = std::time::Instant::now();
+        host.exec(&c).expect("lw1 becomes ready while waiting");
+        t.elapsed()
+    });
+    assert!(
+        took < Duration::from_secs(30),
+        "the wait took {took:?} for a change made after 2 s: it waited for its next check (interval 60s)"
+    );
+
+    // A Node deleted while the wait watches it is not found any more, not Ready: the wait
+    // times out naming it.
+    kubectl(
+        tier,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=test",
+            "-f",
+            &write_temp("apiVersion: v1\nkind: Node\nmetadata:\n  name: gone1\n"),
+        ],
+    );
+    set_status(
+        tier,
+        &["node", "gone1"],
+        json!({"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"}]}),
+    );
+    let gone = build(
+        "kube_wait",
+        &json!({"kind": "Node", "names": ["gone1", "ww1"], "condition": "Ready",
+        "kubeconfig": tier.kubeconfig(), "timeout": "4s", "interval": "1s"}),
+    );
+    set_status(
+        tier,
+        &["node", "ww1"],
+        json!({"conditions": [
+        {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "starting"}]}),
+    );
+    let c = match host.plan(gone.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("gone1: {other:?}"),
+    };
+    let err = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_secs(1));
+            kubectl(tier, &["delete", "node", "gone1"]);
+            set_status(
+                tier,
+                &["node", "ww1"],
+                json!({"conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"}]}),
+            );
+        });
+        host.exec(&c)
+            .expect_err("a deleted node never becomes Ready")
+    });
+    assert!(
+        err.contains("timed out after 4s waiting for Node gone1, ww1 to be Ready:")
+            && err.contains("node gone1: not found")
+            && !err.contains("node ww1"),
+        "{err}"
+    );
 
     // A CRD-backed kind that is not served at all: not ready, named, no error.
     let unserved = build(
@@ -1515,13 +1629,32 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         &json!({"kind": "Widget", "names": ["w1"], "condition": "Ready",
         "kubeconfig": tier.kubeconfig()}),
     );
-    match host.plan(unserved.as_ref(), &Inputs::new()) {
-        Ok(Plan::Change(c)) => assert_eq!(
-            c.reason,
-            "widget w1: kind Widget is not served by the API server yet"
-        ),
+    let c = match host.plan(unserved.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => c,
         other => panic!("unserved kind: {other:?}"),
-    }
+    };
+    assert_eq!(
+        c.reason,
+        "widget w1: kind Widget is not served by the API server yet"
+    );
+    // Waiting for it retries every `interval` (nothing to watch yet) and times out naming it.
+    let unserved = build(
+        "kube_wait",
+        &json!({"kind": "Widget", "names": ["w1"], "condition": "Ready",
+        "kubeconfig": tier.kubeconfig(), "timeout": "3s", "interval": "1s"}),
+    );
+    let c = match host.plan(unserved.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("unserved kind: {other:?}"),
+    };
+    let err = host
+        .exec(&c)
+        .expect_err("an unserved kind never becomes Ready");
+    assert!(
+        err.contains("timed out after 3s waiting for Widget w1 to be Ready:")
+            && err.contains("widget w1: kind Widget is not served by the API server yet"),
+        "{err}"
+    );
     let healthy = build(
         "kube_wait",
         &json!({"condition": "healthy", "kubeconfig": tier.kubeconfig()}),

@@ -14,7 +14,8 @@
 //!   every fact the host's tasks read), then the host's tasks in graph order under a
 //!   [`worker::Policy`]: `apply.rs` plans each task against the facts, queues consecutive
 //!   changes in a batch, and sends the batch as ONE script that also re-reads each changed
-//!   task's facts (convergence check) and the facts later tasks need; a task re-probes only
+//!   task's facts (convergence check) and the facts later tasks need (unless the host goes on
+//!   at once and a task in between would make them stale again first); a task re-probes only
 //!   if an earlier change on the host may have touched what it reads (`Touches`), or a task
 //!   it depends on changed another host after it was probed. `plan.rs` (`kwin plan` /
 //!   `apply --check`): plan and report; changes nothing.

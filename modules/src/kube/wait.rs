@@ -4,11 +4,15 @@
 //! Parameters: the fields of [`KubeWaitParams`],
 //! shown by `kwin doc kube_wait` and in docs/modules.md.
 //!
-//! No-op when every object is in the state now (one check, no waiting). Changes: checks every
-//! `interval` until all are, or fails after `timeout` naming each object that is not, and why
+//! No-op when every object is in the state now (one check, no waiting). Changes: watches the
+//! objects (`kubectl get --watch`: one list, then the API server's stream of changes) and
+//! returns as soon as a change puts the last of them in the state — no check interval in
+//! between —, or fails after `timeout` naming each object that is not, and why
 //! (`node lw1 NotReady: KubeletNotReady: container runtime network not ready`,
 //! `daemonset kube-flannel/kube-flannel-ds: 1 of 2 ready`). A kind the API server does not
-//! serve yet (a CRD still being installed) counts as not ready, not as an error.
+//! serve yet (a CRD still being installed) counts as not ready, not as an error: the watch
+//! is tried again every `interval`, as after any failed watch. `healthy` asks the API
+//! server's `/readyz` every `interval`.
 //!
 //! ```toml
 //! [[tasks]]
@@ -50,7 +54,9 @@ pub struct KubeWaitParams {
     /// not ready, and why.
     #[schemars(with = "Option<super::DurationParam>")]
     timeout: Option<serde_json::Value>,
-    /// Time between checks (default `"5s"`).
+    /// Time between attempts when the objects cannot be watched (a kind the API server does
+    /// not serve yet, an error) and between `healthy` checks (default `"5s"`). A watched
+    /// change is seen at once, without waiting for the next attempt.
     #[schemars(with = "Option<super::DurationParam>")]
     interval: Option<serde_json::Value>,
     /// The cluster (default `/etc/kubernetes/admin.conf`).
@@ -201,8 +207,87 @@ impl KubeWait {
         }
     }
 
-    /// `kw_check`: prints `ok NAME` / `no NAME DETAIL` per awaited object; returns 2 (with
-    /// kubectl's message in `$d/err`) when the API server gave an unexpected error.
+    /// One row per object: the jsonpath fields (relative to the object) and the awk code that
+    /// turns a row (`$2` the name, `$3`... the fields after it) into `ok NAME` /
+    /// `no NAME DETAIL`. No `range` inside: kubectl's watch stops at its first change when a
+    /// template ranges over an object's lists (kubernetes/kubectl#913: `GetOptions.watch`
+    /// returns nil on a print error, kubernetes/kubectl@5be1f71 pkg/cmd/get/get.go).
+    fn row(&self) -> (Vec<String>, &'static str) {
+        match &self.check {
+            Check::RolloutDaemonSet => (
+                vec![
+                    ".metadata.generation".into(),
+                    ".status.observedGeneration".into(),
+                    ".status.desiredNumberScheduled".into(),
+                    ".status.updatedNumberScheduled".into(),
+                    ".status.numberAvailable".into(),
+                ],
+                r#"gen = $3 + 0; obs = $4 + 0; want = $5 + 0; upd = $6 + 0; av = $7 + 0
+    if (obs < gen) print "no " $2 " " label $2 ": generation " gen " not observed yet"
+    else if (upd < want) print "no " $2 " " label $2 ": " upd " of " want " updated"
+    else if (av < want) print "no " $2 " " label $2 ": " av " of " want " ready"
+    else print "ok " $2"#,
+            ),
+            Check::RolloutDeployment => (
+                vec![
+                    ".metadata.generation".into(),
+                    ".status.observedGeneration".into(),
+                    ".spec.replicas".into(),
+                    ".status.updatedReplicas".into(),
+                    ".status.availableReplicas".into(),
+                ],
+                r#"gen = $3 + 0; obs = $4 + 0; want = $5 + 0; upd = $6 + 0; av = $7 + 0
+    if (obs < gen) print "no " $2 " " label $2 ": generation " gen " not observed yet"
+    else if (upd < want) print "no " $2 " " label $2 ": " upd " of " want " updated"
+    else if (av < want) print "no " $2 " " label $2 ": " av " of " want " available"
+    else print "ok " $2"#,
+            ),
+            Check::Condition(c) => (
+                ["status", "reason", "message"]
+                    .iter()
+                    .map(|f| format!(r#".status.conditions[?(@.type=="{c}")].{f}"#))
+                    .collect(),
+                r#"if ($3 == "True") print "ok " $2
+    else {
+      why = ($4 != "") ? $4 : ("condition " cond " is " (($3 == "") ? "not reported" : $3))
+      if ($5 != "") why = why ": " $5
+      print "no " $2 " " label $2 " Not" cond ": " why
+    }"#,
+            ),
+            Check::Exists => (Vec::new(), r#"print "ok " $2"#),
+            Check::Healthy => (Vec::new(), ""),
+        }
+    }
+
+    /// The jsonpath of one object's row: `{prefix}.metadata.name`, then each field, separated
+    /// by the unit separator (`\x1f`; tabs would go through kubectl's tab writer).
+    fn row_template(&self, prefix: &str) -> String {
+        let mut t = format!("{{{prefix}.metadata.name}}");
+        for f in self.row().0 {
+            t.push_str(&format!("{{\"\\x1f\"}}{{{prefix}{f}}}"));
+        }
+        t
+    }
+
+    /// `kubectl get <kind> [-n ns]`.
+    fn get(&self) -> String {
+        let ns = self
+            .namespace
+            .as_ref()
+            .map(|n| format!(" -n {}", sh_quote(n)))
+            .unwrap_or_default();
+        format!(
+            "{} get {}{ns}",
+            kubectl(&self.kubeconfig),
+            sh_quote(&self.kind)
+        )
+    }
+
+    /// `kw_eval`: reads rows (`TYPE\x1fNAME\x1f...`, the latest row of an object counts, a
+    /// `DELETED` row removes it) and prints `ok NAME` / `no NAME DETAIL` per awaited object,
+    /// in the order of `names`. `kw_check`: one list of the objects through `kw_eval`;
+    /// returns 2 (with kubectl's message in `$d/err`) when the API server gave an unexpected
+    /// error.
     fn check_fn(&self) -> String {
         let k = kubectl(&self.kubeconfig);
         if self.check == Check::Healthy {
@@ -213,72 +298,44 @@ impl KubeWait {
                  }}\n"
             );
         }
-        let (jsonpath, eval) = match &self.check {
-            Check::RolloutDaemonSet => (
-                r#"{range .items[*]}{.metadata.name}{"\t"}{.metadata.generation}{"\t"}{.status.observedGeneration}{"\t"}{.status.desiredNumberScheduled}{"\t"}{.status.updatedNumberScheduled}{"\t"}{.status.numberAvailable}{"\n"}{end}"#.to_string(),
-                r#"gen = $2 + 0; obs = $3 + 0; want = $4 + 0; upd = $5 + 0; av = $6 + 0
-  if (obs < gen) print "no " $1 " " label $1 ": generation " gen " not observed yet"
-  else if (upd < want) print "no " $1 " " label $1 ": " upd " of " want " updated"
-  else if (av < want) print "no " $1 " " label $1 ": " av " of " want " ready"
-  else print "ok " $1"#,
-            ),
-            Check::RolloutDeployment => (
-                r#"{range .items[*]}{.metadata.name}{"\t"}{.metadata.generation}{"\t"}{.status.observedGeneration}{"\t"}{.spec.replicas}{"\t"}{.status.updatedReplicas}{"\t"}{.status.availableReplicas}{"\n"}{end}"#.to_string(),
-                r#"gen = $2 + 0; obs = $3 + 0; want = $4 + 0; upd = $5 + 0; av = $6 + 0
-  if (obs < gen) print "no " $1 " " label $1 ": generation " gen " not observed yet"
-  else if (upd < want) print "no " $1 " " label $1 ": " upd " of " want " updated"
-  else if (av < want) print "no " $1 " " label $1 ": " av " of " want " available"
-  else print "ok " $1"#,
-            ),
-            Check::Condition(c) => (
-                format!(
-                    r#"{{range .items[*]}}{{.metadata.name}}{{"\t"}}{{range .status.conditions[?(@.type=="{c}")]}}{{.status}}{{"\t"}}{{.reason}}{{"\t"}}{{.message}}{{end}}{{"\n"}}{{end}}"#
-                ),
-                r#"if ($2 == "True") print "ok " $1
-  else {
-    why = ($3 != "") ? $3 : ("condition " cond " is " (($2 == "") ? "not reported" : $2))
-    if ($4 != "") why = why ": " $4
-    print "no " $1 " " label $1 " Not" cond ": " why
-  }"#,
-            ),
-            Check::Exists => (
-                r#"{range .items[*]}{.metadata.name}{"\n"}{end}"#.to_string(),
-                r#"print "ok " $1"#,
-            ),
-            Check::Healthy => (String::new(), ""),
-        };
         let cond = match &self.check {
             Check::Condition(c) => c.clone(),
             _ => String::new(),
         };
-        let ns = self
-            .namespace
-            .as_ref()
-            .map(|n| format!(" -n {}", sh_quote(n)))
-            .unwrap_or_default();
+        let list = format!(
+            "{{range .items[*]}}-{{\"\\x1f\"}}{}{{\"\\n\"}}{{end}}",
+            self.row_template("")
+        );
         format!(
-            "kw_check() {{\n\
+            "unserved=''\n\
+             kw_eval() {{\n\
+             awk -v want={names} -v label={label} -v cond={cond} -v unserved=\"$unserved\" '\n\
+             BEGIN {{ FS = \"\\037\"; nw = split(want, w, \" \"); for (i = 1; i <= nw; i++) wanted[w[i]] = 1 }}\n\
+             ($2 in wanted) {{ if ($1 == \"DELETED\") delete row[$2]; else row[$2] = $0 }}\n\
+             END {{\n\
+             \x20 for (i = 1; i <= nw; i++) {{\n\
+             \x20   if (!(w[i] in row)) {{ print \"no \" w[i] \" \" label w[i] \": \" ((unserved != \"\") ? unserved : \"not found\"); continue }}\n\
+             \x20   $0 = row[w[i]]\n\
+             \x20   {eval}\n\
+             \x20 }}\n\
+             }}'\n\
+             }}\n\
+             kw_check() {{\n\
              unserved=''\n\
-             if ! {k} get {kind}{ns} -o jsonpath={jp} > \"$d/rows\" 2> \"$d/err\"; then\n\
+             if ! {get} -o jsonpath={list} > \"$d/rows\" 2> \"$d/err\"; then\n\
              \x20 if grep -q -e \"doesn't have a resource type\" -e 'could not find the requested resource' -e 'no matches for kind' \"$d/err\"; then\n\
              \x20   : > \"$d/rows\"; unserved=\"kind {kind_text} is not served by the API server yet\"\n\
              \x20 else return 2; fi\n\
              fi\n\
-             awk -v want={names} -v label={label} -v cond={cond} -v unserved=\"$unserved\" '\n\
-             BEGIN {{ FS = \"\\t\"; nw = split(want, w, \" \"); for (i = 1; i <= nw; i++) wanted[w[i]] = 1 }}\n\
-             ($1 in wanted) && !($1 in seen) {{\n\
-             \x20 seen[$1] = 1\n\
-             \x20 {eval}\n\
-             }}\n\
-             END {{ for (i = 1; i <= nw; i++) if (!(w[i] in seen)) print \"no \" w[i] \" \" label w[i] \": \" ((unserved != \"\") ? unserved : \"not found\") }}\n\
-             ' \"$d/rows\"\n\
+             kw_eval < \"$d/rows\"\n\
              }}\n",
-            kind = sh_quote(&self.kind),
+            get = self.get(),
             kind_text = self.kind,
-            jp = sh_quote(&jsonpath),
+            list = sh_quote(&list),
             names = sh_quote(&self.names.join(" ")),
             label = sh_quote(&self.label()),
             cond = sh_quote(&cond),
+            eval = self.row().1,
         )
     }
 
@@ -294,31 +351,79 @@ impl KubeWait {
         }
     }
 
-    /// The polling script of the change.
-    pub fn wait_script(&self) -> String {
-        let kc = sh_quote(&self.kubeconfig);
+    /// What the change prints to stderr when `timeout` runs out: the message naming what was
+    /// awaited, then each object that is not ready and why (or kubectl's error).
+    fn timed_out(&self) -> String {
         format!(
-            "[ -r {kc} ] || {}\n{TEMP_DIR}{}\
-             deadline=$(( $(date +%s) + {t} ))\n\
-             while :; do\n\
-             \x20 kw_check > \"$d/report\"; rc=$?\n\
-             \x20 if [ $rc -eq 0 ] && ! grep -q '^no ' \"$d/report\"; then break; fi\n\
-             \x20 if [ \"$(date +%s)\" -ge \"$deadline\" ]; then\n\
+            "\x20   kw_check > \"$d/report\"; rc=$?\n\
+             \x20   if [ $rc -eq 0 ] && ! grep -q '^no ' \"$d/report\"; then exit 0; fi\n\
              \x20   printf '%s\\n' {msg} >&2\n\
              \x20   if [ $rc -ne 0 ]; then cat \"$d/err\" >&2; else sed -n 's/^no [^ ]* /  /p' \"$d/report\" >&2; fi\n\
-             \x20   exit 1\n\
-             \x20 fi\n\
-             \x20 sleep {i}\n\
-             done\n",
-            die(&format!("{} does not exist", self.kubeconfig)),
-            self.check_fn(),
-            t = self.timeout_secs,
-            i = self.interval_secs,
+             \x20   exit 1\n",
             msg = sh_quote(&format!(
                 "timed out after {}s waiting for {}:",
                 self.timeout_secs,
                 self.what()
             )),
+        )
+    }
+
+    /// The script of the change. Objects: a watch (`kubectl get --watch`: a list, then the
+    /// API server's stream of changes from that list's resourceVersion, every object as
+    /// `ADDED`/`MODIFIED`/`DELETED` with `--output-watch-events`, kubernetes/kubectl@5be1f71
+    /// pkg/cmd/get/get.go), each row judged as it arrives: the wait ends at the first row
+    /// after which every object is in the state, with no check interval in between. The watch
+    /// is bounded by the time left (`--request-timeout`); one that ends early (the API server
+    /// closes watches after a while) starts again, one that fails (a kind not served yet, the
+    /// API server not answering) again after `interval`. At `timeout`: one more list, and the
+    /// objects that are not in the state, named with why. `healthy` asks `/readyz` every
+    /// `interval` (there is nothing to watch).
+    pub fn wait_script(&self) -> String {
+        let kc = sh_quote(&self.kubeconfig);
+        let head = format!(
+            "[ -r {kc} ] || {}\n{TEMP_DIR}{}deadline=$(( $(date +%s) + {t} ))\n",
+            die(&format!("{} does not exist", self.kubeconfig)),
+            self.check_fn(),
+            t = self.timeout_secs,
+        );
+        if self.check == Check::Healthy {
+            return format!(
+                "{head}while :; do\n\
+                 \x20 kw_check > \"$d/report\"; rc=$?\n\
+                 \x20 if [ $rc -eq 0 ] && ! grep -q '^no ' \"$d/report\"; then break; fi\n\
+                 \x20 if [ \"$(date +%s)\" -ge \"$deadline\" ]; then\n{timed_out}\x20 fi\n\
+                 \x20 sleep {i}\n\
+                 done\n",
+                timed_out = self.timed_out(),
+                i = self.interval_secs,
+            );
+        }
+        let watch = format!(
+            "{{.type}}{{\"\\x1f\"}}{}{{\"\\n\"}}",
+            self.row_template(".object")
+        );
+        format!(
+            "{head}wp=''\n\
+             trap '[ -z \"$wp\" ] || kill \"$wp\" 2>/dev/null; rm -rf \"$d\"' EXIT\n\
+             mkfifo \"$d/events\" || exit 1\n\
+             while :; do\n\
+             \x20 now=$(date +%s)\n\
+             \x20 if [ \"$now\" -ge \"$deadline\" ]; then\n{timed_out}\x20 fi\n\
+             \x20 : > \"$d/rows\"\n\
+             \x20 {get} --watch --output-watch-events --request-timeout=$((deadline - now))s -o jsonpath={watch} > \"$d/events\" 2> \"$d/err\" &\n\
+             \x20 wp=$!\n\
+             \x20 while IFS= read -r row; do\n\
+             \x20   printf '%s\\n' \"$row\" >> \"$d/rows\"\n\
+             \x20   kw_eval < \"$d/rows\" > \"$d/report\"\n\
+             \x20   if ! grep -q '^no ' \"$d/report\"; then exit 0; fi\n\
+             \x20 done < \"$d/events\"\n\
+             \x20 wait \"$wp\"; rc=$?; wp=''\n\
+             \x20 if [ $rc -ne 0 ] || [ \"$(date +%s)\" -le \"$now\" ]; then sleep {i}; fi\n\
+             done\n",
+            timed_out = self.timed_out(),
+            get = self.get(),
+            watch = sh_quote(&watch),
+            i = self.interval_secs,
         )
     }
 }

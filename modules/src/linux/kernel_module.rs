@@ -191,13 +191,19 @@ impl Module for KernelModule {
             }));
         }
         let n = normalize(&self.name);
-        let mut touched = vec![
-            format!("module:{n}"),
-            format!("/sys/module/{n}"),
-            "/proc/modules".to_string(),
-            // A loaded module may add kernel parameters (br_netfilter: net.bridge.*).
-            "/proc/sys".to_string(),
-        ];
+        // Loading the module changes what the kernel reports; writing its boot-time file
+        // alone changes only that file.
+        let mut touched = if active {
+            Vec::new()
+        } else {
+            vec![
+                format!("module:{n}"),
+                format!("/sys/module/{n}"),
+                "/proc/modules".to_string(),
+                // A loaded module may add kernel parameters (br_netfilter: net.bridge.*).
+                "/proc/sys".to_string(),
+            ]
+        };
         touched.extend(self.file.clone());
         Ok(Plan::Change(Change {
             action: if active {

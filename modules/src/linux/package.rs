@@ -22,8 +22,9 @@
 //! The probe reads only the package database (`dpkg-query`, `rpm -q`): no lock, no network.
 //!
 //! Changes: apt: `apt-get install -y pkg=version ...` (`DEBIAN_FRONTEND=noninteractive`,
-//! waiting up to 5 minutes for the dpkg lock; `apt-get update` first when the repository
-//! changed, or once as a retry when the install fails); dnf: `dnf install -y pkg-version`.
+//! waiting up to 5 minutes for the dpkg lock; when the repository changed, `apt-get update` of
+//! that repository's sources file alone first (the other sources keep their lists); a full
+//! `apt-get update` once as a retry when the install fails); dnf: `dnf install -y pkg-version`.
 //! A held package is released for a version change and held again. Installing runs
 //! maintainer scripts that may change anything, so later tasks on the host re-probe.
 //!
@@ -299,7 +300,22 @@ impl Package {
                     let cmd = format!(
                         "{APT_GET} --allow-downgrades --allow-change-held-packages install {specs} </dev/null"
                     );
-                    if repo_changed {
+                    if let (true, Some(r)) = (repo_changed, &self.repository) {
+                        // Only the changed repository's lists are fetched: the other sources
+                        // keep theirs (each is a request to its mirror, for nothing). The apt
+                        // options that make `update` read one sources file and keep every other
+                        // list: apt.conf(5) Dir::Etc::sourcelist / sourceparts,
+                        // APT::Get::List-Cleanup; the idiom from Debian bug #714877 (as sbuild
+                        // uses it, geofft/sbuild@557d394). A failed install still gets a full
+                        // update and one more try.
+                        format!(
+                            "{APT_GET} -o Dir::Etc::sourcelist={list} -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 update </dev/null || {}\n\
+                             {cmd} || {{ {APT_GET} update </dev/null && {cmd}; }} || {}\n",
+                            die(&format!("apt-get update of the repository {} failed", r.name)),
+                            die(&format!("cannot install {shown}")),
+                            list = sh_quote(&r.apt_list_path()),
+                        )
+                    } else if repo_changed {
                         format!(
                             "{APT_GET} update </dev/null || {}\n{cmd} || {}\n",
                             die("apt-get update failed"),

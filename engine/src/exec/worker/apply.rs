@@ -20,12 +20,16 @@
 //! A batch is ONE script: each task's steps, then that task's facts re-read (convergence
 //! check: planning again must give NoOp, else "did not converge", a bug in the module) —
 //! right after its steps when a later change of the batch may touch them, otherwise in the
-//! batch's single end read — and the facts of later tasks the batch may have touched. The
+//! batch's single end read — and the facts of later tasks the batch may have touched, except,
+//! when the host goes on at once ([`ReadAhead::Needed`]), those of a task behind another
+//! not-done task that reads the same (that task would change them first: they are read where
+//! needed, not twice for nothing, `worth_reading`); a batch sent before the host waits for
+//! another host reads them all ([`ReadAhead::All`]). The
 //! first failing task stops the script and the host; later tasks are skipped. A retryable transport error while a batch
 //! runs: reconnect (with backoff), re-probe, re-plan the batch's tasks — what is now NoOp
 //! was applied — and send the rest again. Facts decide; nothing is re-run blindly.
 
-use super::{DepErr, InputErr, Pending, Policy, Worker};
+use super::{DepErr, InputErr, Pending, Policy, ReadAhead, Worker};
 use crate::event::{Event, TaskStatus};
 use crate::exec::batch::{Batch, Item, ItemResult, Section};
 use crate::exec::conn::{LogAs, LogStdout, Redact};
@@ -48,8 +52,8 @@ impl Policy for Apply {
     async fn task(&self, w: &mut Worker, t: usize) {
         w.step(t).await;
     }
-    async fn flush(&self, w: &mut Worker) -> Result<(), String> {
-        w.flush(Vec::new()).await
+    async fn flush(&self, w: &mut Worker, ahead: ReadAhead) -> Result<(), String> {
+        w.flush(Vec::new(), ahead).await
     }
 }
 
@@ -96,6 +100,34 @@ impl Worker {
             .collect()
     }
 
+    /// The tasks of `stale` (later tasks, in order, from `from`) whose facts the end read of
+    /// a batch after which the host goes on at once brings back ([`ReadAhead::Needed`]): each
+    /// one unless a task not done between `from` and it reads the very same resource (or
+    /// anything). Such a task, when it changes, changes that first (it writes what it reads:
+    /// a file, the API server): its own batch re-reads them, and reading them now would be
+    /// for nothing — and would hold back the publication of the batch's tasks, which other
+    /// hosts may wait for. A path above is not the same: the task of a directory leaves the
+    /// files in it as they are. What is left stale is read when reached, every stale task in
+    /// one round trip (`reprobe`).
+    fn worth_reading(&self, from: usize, stale: Vec<usize>) -> Vec<usize> {
+        let same = |r: &String, q: &String| r == q || r == "*" || q == "*";
+        let overlap = |u: usize, v: usize| {
+            self.tasks[u]
+                .reads
+                .iter()
+                .any(|r| self.tasks[v].reads.iter().any(|q| same(r, q)))
+        };
+        stale
+            .into_iter()
+            .filter(|&u| {
+                !(from..u).any(|v| {
+                    let task = &self.tasks[v];
+                    !task.done && task.module.is_ok() && overlap(u, v)
+                })
+            })
+            .collect()
+    }
+
     fn mark_fresh(&mut self, ts: &[usize]) {
         let now = Instant::now();
         let n = self.executed.len();
@@ -134,7 +166,7 @@ impl Worker {
 
     /// Fail `t` after the batch queued before it was sent.
     async fn fail_after_flush(&mut self, t: usize, message: String) {
-        if let Err(e) = self.flush(Vec::new()).await {
+        if let Err(e) = self.flush(Vec::new(), ReadAhead::Needed).await {
             self.host_transport_failed(e);
         }
         match self.stopped.clone() {
@@ -165,7 +197,7 @@ impl Worker {
         // duration, and what waits for it must not be under way already if the run is
         // interrupted while the command runs.
         if self.waits_on_pending_command(t) {
-            if let Err(e) = self.flush(Vec::new()).await {
+            if let Err(e) = self.flush(Vec::new(), ReadAhead::Needed).await {
                 self.host_transport_failed(e.clone());
                 return self.fail(t, e);
             }
@@ -185,7 +217,7 @@ impl Worker {
             });
         let cross_stale = has_facts && changed_at.is_some_and(|at| at > self.tasks[t].fresh_at);
         if pending_stale {
-            if let Err(e) = self.flush(vec![t]).await {
+            if let Err(e) = self.flush(vec![t], ReadAhead::Needed).await {
                 self.host_transport_failed(e.clone());
                 return self.fail(t, e);
             }
@@ -228,7 +260,7 @@ impl Worker {
         };
         self.emit_planned(t, &plan);
         if let (Plan::Change(c), true) = (&plan, self.tasks[t].read_only) {
-            if let Err(e) = self.flush(Vec::new()).await {
+            if let Err(e) = self.flush(Vec::new(), ReadAhead::Needed).await {
                 self.host_transport_failed(e);
             }
             return self.refuse(t, &c.action.to_string(), &c.reason);
@@ -253,7 +285,7 @@ impl Worker {
                 why: String::new(),
             }),
             Plan::Change(c) => {
-                if let Err(e) = self.flush(Vec::new()).await {
+                if let Err(e) = self.flush(Vec::new(), ReadAhead::Needed).await {
                     self.host_transport_failed(e);
                 }
                 if let Some(cause) = self.stopped.clone() {
@@ -300,7 +332,7 @@ impl Worker {
     /// Send the pending batch (if it holds a change) and publish everything in it. `extra`:
     /// tasks whose facts must be re-read afterwards. `Err`: a transport error not attributed
     /// to any task of the batch.
-    async fn flush(&mut self, extra: Vec<usize>) -> Result<(), String> {
+    async fn flush(&mut self, extra: Vec<usize>, ahead: ReadAhead) -> Result<(), String> {
         let pending = std::mem::take(&mut self.pending);
         if !pending.iter().any(|p| p.change.is_some()) {
             for p in pending {
@@ -315,11 +347,11 @@ impl Worker {
                 self.reprobe(extra).await
             };
         }
-        self.run_batch(pending, extra).await;
+        self.run_batch(pending, extra, ahead).await;
         Ok(())
     }
 
-    async fn run_batch(&mut self, mut entries: Vec<Pending>, extra: Vec<usize>) {
+    async fn run_batch(&mut self, mut entries: Vec<Pending>, extra: Vec<usize>, ahead: ReadAhead) {
         let mut backoff = self.backoff();
         loop {
             let changes: Vec<(usize, &Change)> = entries
@@ -344,8 +376,12 @@ impl Worker {
                 .iter()
                 .filter_map(|p| p.change.as_ref().map(|c| &c.touches))
                 .collect();
-            let probe_tasks =
-                with_unique(self.stale_from(last + 1, &touches), extra.iter().copied());
+            let stale = self.stale_from(last + 1, &touches);
+            let stale = match ahead {
+                ReadAhead::All => stale,
+                ReadAhead::Needed => self.worth_reading(last + 1, stale),
+            };
+            let probe_tasks = with_unique(stale, extra.iter().copied());
             let probe = self.queries_of(&probe_tasks);
             let n = items.len().max(1) as u32;
             let batch = Batch::new(self.shell, items, probe);
@@ -711,7 +747,9 @@ impl Worker {
                 inputs,
                 why: String::new(),
             };
-            return self.run_batch(vec![entry], Vec::new()).await;
+            return self
+                .run_batch(vec![entry], Vec::new(), ReadAhead::Needed)
+                .await;
         }
         self.executed.push(change.touches.clone());
         if let Err(e) = self.reprobe(vec![t]).await {

@@ -444,7 +444,7 @@ impl Worker {
         if let Some(d) = self.sh.board.get(p) {
             return Some(d);
         }
-        if let Err(e) = policy.flush(self).await {
+        if let Err(e) = policy.flush(self, ReadAhead::All).await {
             self.host_transport_failed(e);
         }
         self.release();
@@ -527,7 +527,7 @@ impl Worker {
         };
         let done = if r.from.host == self.host {
             if self.in_pending(p) {
-                if let Err(e) = policy.flush(self).await {
+                if let Err(e) = policy.flush(self, ReadAhead::Needed).await {
                     return Err(InputErr::Fail(e));
                 }
             }
@@ -650,6 +650,18 @@ async fn fetch_outputs(sh: &Shared, producer: NodeIndex) -> Result<Values, Strin
     Ok(Arc::new(values))
 }
 
+/// Which stale later tasks the end read of a batch brings back (`apply.rs`,
+/// `Worker::worth_reading`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadAhead {
+    /// The host goes on at once: not those behind a not-done task that reads the same (that
+    /// task would change them first; they are read when needed).
+    Needed,
+    /// The host is about to wait for another host (or has nothing left): every stale one,
+    /// in time the host would stand idle anyway.
+    All,
+}
+
 /// What a worker does with each task of its host: apply it ([`apply::Apply`]) or only plan
 /// it ([`plan::PlanOnly`]). The preamble, the loop and the end are [`run`]'s, the same for
 /// both.
@@ -657,9 +669,10 @@ async fn fetch_outputs(sh: &Shared, producer: NodeIndex) -> Result<Values, Strin
 pub(crate) trait Policy: Sync {
     /// Work on task `t`: not done yet, its host not stopped, the run not cancelled.
     async fn task(&self, w: &mut Worker, t: usize);
-    /// Send whatever the policy queued (before waiting on another host, and at the end).
+    /// Send whatever the policy queued (before waiting on another host, before reading the
+    /// outputs of a queued task, and at the end), its end read reading `ahead`.
     /// `Err`: a transport error that no task took.
-    async fn flush(&self, w: &mut Worker) -> Result<(), String>;
+    async fn flush(&self, w: &mut Worker, ahead: ReadAhead) -> Result<(), String>;
 }
 
 /// The worker of one host: connect, probe (ONE script with every fact of every task on the
@@ -706,7 +719,7 @@ pub(crate) async fn run(
         for t in 0..w.tasks.len() {
             w.skip(t, "interrupted");
         }
-    } else if let Err(e) = policy.flush(&mut w).await {
+    } else if let Err(e) = policy.flush(&mut w, ReadAhead::All).await {
         w.host_transport_failed(e);
     }
     w.end()

@@ -10,7 +10,7 @@
 //! known: the consumer is planned with them. Later tasks are planned against the facts as
 //! probed, not as earlier changes would leave them (like any dry run).
 
-use super::{Policy, Worker};
+use super::{Policy, ReadAhead, Worker};
 use crate::event::{Event, TaskStatus};
 use crate::module::{Ctx, Inputs, ModuleError, Plan};
 use async_trait::async_trait;
@@ -93,7 +93,7 @@ impl Policy for PlanOnly {
         }
     }
 
-    async fn flush(&self, _w: &mut Worker) -> Result<(), String> {
+    async fn flush(&self, _w: &mut Worker, _ahead: ReadAhead) -> Result<(), String> {
         Ok(())
     }
 }
