@@ -58,6 +58,24 @@ pub enum Step {
     /// as one script; each must therefore fail with a non-zero exit and not rely on `exit 0`
     /// to skip the rest (the engine wraps each in its own subshell / script block).
     Run(String),
+    /// Run a POSIX script in the batch's own shell, without a process of its own: the body of
+    /// a shell function the batch calls (stdin from `/dev/null`), where [`Step::Run`] costs a
+    /// subshell (a `fork`). Only for scripts that leave that shell as they found it, which
+    /// the module proves for each step it marks so:
+    ///
+    /// - it stops with `return N` (N > 0) on a failure, never `exit` (which would end the
+    ///   whole batch) and never `return 0` / `exit 0` to skip the rest;
+    /// - it does not `cd`, `trap`, `exec`, `set` options, change `IFS` or define functions;
+    ///   the only shell state it may change is the umask and `set -C` (noclobber), which the
+    ///   engine restores right after it, whatever it returned;
+    /// - every variable it sets is named `__kw_<name>`, never one of the batch's own
+    ///   (`__kw_rc`, `__kw_stop`, `__kw_umask`, `__kw_step`), and it reads none it did not set;
+    /// - user text runs only in a process of its own (`/bin/sh -c`), never in this shell.
+    ///
+    /// On PowerShell hosts it is the same as [`Step::Run`] (a script block costs no process).
+    /// `modules/tests/inline_steps.rs` runs every inline step of the module cases against
+    /// these rules.
+    Inline(String),
     /// Write a file atomically (used for content too large to embed in a script).
     Put {
         path: String,
@@ -66,6 +84,26 @@ pub enum Step {
     },
     /// Restart the host and wait for it to come back with a new boot identity.
     Reboot(RebootSpec),
+}
+
+impl Step {
+    /// The script of a [`Step::Run`] or [`Step::Inline`] step.
+    pub fn script(&self) -> Option<&str> {
+        match self {
+            Step::Run(s) | Step::Inline(s) => Some(s),
+            Step::Put { .. } | Step::Reboot(_) => None,
+        }
+    }
+
+    /// The script as one shell script runs it standalone (`sh -n`, a test's `sh -c`): an
+    /// inline step as the function the batch wraps it in, called once.
+    pub fn standalone(&self) -> Option<String> {
+        match self {
+            Step::Run(s) => Some(s.clone()),
+            Step::Inline(s) => Some(format!("__kw_step() {{\n{s}\n}}\n__kw_step </dev/null\n")),
+            Step::Put { .. } | Step::Reboot(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -318,6 +318,7 @@ fn queries(n: usize) -> Vec<FactQuery> {
             key: format!("k{i}"),
             command: "true".into(),
             path: None,
+            inline: false,
         })
         .collect()
 }

@@ -501,6 +501,7 @@ mod tests {
                 path: path.into(),
                 read,
             }),
+            inline: false,
         }
     }
 

@@ -27,7 +27,7 @@
 
 use super::{DepErr, InputErr, Pending, Policy, Worker};
 use crate::event::{Event, TaskStatus};
-use crate::exec::batch::{Batch, Item, ItemResult, Section};
+use crate::exec::batch::{Batch, Item, ItemResult, Script, Section};
 use crate::exec::conn::{LogAs, LogStdout, Redact};
 use crate::exec::reboot::reboot;
 use crate::exec::text::last_lines;
@@ -54,17 +54,26 @@ impl Policy for Apply {
 }
 
 fn is_batchable(c: &Change) -> bool {
-    c.steps.iter().all(|s| matches!(s, Step::Run(_)))
+    c.steps.iter().all(|s| script_of(s).is_some())
 }
 
-fn run_scripts(c: &Change) -> Vec<String> {
-    c.steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Run(s) => Some(s.clone()),
-            _ => None,
-        })
-        .collect()
+/// A `Run` or `Inline` step as the batch runs it.
+fn script_of(step: &Step) -> Option<Script> {
+    match step {
+        Step::Run(s) => Some(Script {
+            text: s.clone(),
+            inline: false,
+        }),
+        Step::Inline(s) => Some(Script {
+            text: s.clone(),
+            inline: true,
+        }),
+        Step::Put { .. } | Step::Reboot(_) => None,
+    }
+}
+
+fn run_scripts(c: &Change) -> Vec<Script> {
+    c.steps.iter().filter_map(script_of).collect()
 }
 
 impl Worker {
@@ -642,7 +651,7 @@ impl Worker {
                 .steps
                 .iter()
                 .rev()
-                .take_while(|s| matches!(s, Step::Run(_)))
+                .take_while(|s| script_of(s).is_some())
                 .count();
             c.steps.len() - tail
         };
@@ -728,11 +737,11 @@ impl Worker {
         sensitive: bool,
     ) -> Result<(), StepErr> {
         let opts = self.sh.opts.clone();
-        let mut runs: Vec<String> = Vec::new();
+        let mut runs: Vec<Script> = Vec::new();
         let steps = change.steps.iter().map(Some).chain(std::iter::once(None));
         for step in steps {
-            if let Some(Step::Run(s)) = step {
-                runs.push(s.clone());
+            if let Some(script) = step.and_then(script_of) {
+                runs.push(script);
                 continue;
             }
             if !runs.is_empty() {
