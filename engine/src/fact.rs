@@ -9,8 +9,7 @@
 //! Questions about paths of POSIX hosts ([`PathQuery`], set by [`Fact::path_query`]) are
 //! answered together, by kind, with a fixed number of processes per probe (see [`paths`]);
 //! every other query runs its own command in a subshell (a fork, no exec), so a failing or
-//! exiting query does not stop the others — or, when its fact says it is [`Fact::inline`],
-//! as a function of the probe's own shell (no fork).
+//! exiting query does not stop the others.
 
 mod exists;
 mod output;
@@ -40,13 +39,6 @@ pub trait Fact {
     fn path_query(&self) -> Option<PathQuery> {
         None
     }
-    /// Whether the POSIX command runs as a function of the probe's shell instead of in a
-    /// subshell of its own (a fork saved). Only for commands made of builtins and commands of
-    /// their own that follow the rules of an inline step (`module::Step::Inline`): they
-    /// `return`, never `exit`, change no shell state, and set only `__kw_<name>` variables.
-    fn inline(&self) -> bool {
-        false
-    }
 }
 
 /// One query in a probe: key + command text (+ the path query, for path facts).
@@ -56,9 +48,6 @@ pub struct FactQuery {
     pub command: String,
     /// Set: on a POSIX host the probe answers this with its path readers, not `command`.
     pub path: Option<PathQuery>,
-    /// POSIX `command` runs as a function of the probe's shell, not in a subshell
-    /// ([`Fact::inline`]).
-    pub inline: bool,
 }
 
 impl FactQuery {
@@ -70,7 +59,6 @@ impl FactQuery {
                 Shell::Posix => fact.path_query(),
                 Shell::PowerShell => None,
             },
-            inline: shell == Shell::Posix && fact.inline(),
         }
     }
 
@@ -80,7 +68,6 @@ impl FactQuery {
             key: key.into(),
             command: command.into(),
             path: None,
-            inline: false,
         }
     }
 }
@@ -183,14 +170,9 @@ pub fn batch_script(shell: Shell, queries: &[FactQuery], nonce: &str) -> String 
                 s.push_str(&paths::script(&only_paths(&path_qs), nonce));
             }
             for (i, q) in rest {
-                // In a subshell, or (an inline fact) as a function of this shell.
-                let run = if q.inline {
-                    format!("__kw_fact() {{\n{}\n}}\n__kw_fact </dev/null", q.command)
-                } else {
-                    format!("(\n{}\n) </dev/null", q.command)
-                };
                 s.push_str(&format!(
-                    "printf '\\n@@kwin:{nonce}:begin:{i}\\n'; printf '\\n@@kwin:{nonce}:begin:{i}\\n' >&2\n{run}\n__kw_rc=$?\nprintf '\\n@@kwin:{nonce}:end:{i}:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:end:{i}\\n' >&2\n"
+                    "printf '\\n@@kwin:{nonce}:begin:{i}\\n'; printf '\\n@@kwin:{nonce}:begin:{i}\\n' >&2\n(\n{}\n) </dev/null\n__kw_rc=$?\nprintf '\\n@@kwin:{nonce}:end:{i}:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:end:{i}\\n' >&2\n",
+                    q.command
                 ));
             }
         }
@@ -483,7 +465,6 @@ mod tests {
             key: "k".into(),
             command: "echo hi".into(),
             path: None,
-            inline: false,
         }];
         let out = |stdout: &str, stderr: &str| Output {
             stdout: stdout.as_bytes().to_vec(),
@@ -528,7 +509,6 @@ mod tests {
                 path: p.to_string(),
                 read: PathRead::Content,
             }),
-            inline: false,
         };
         let queries = vec![
             q(&private),
@@ -578,64 +558,32 @@ mod tests {
     }
 
     #[test]
-    fn an_inline_query_runs_in_the_probe_shell_and_a_failing_one_is_its_own_answer() {
-        let q = |key: &str, command: &str, inline: bool| FactQuery {
-            key: key.into(),
-            command: command.into(),
-            path: None,
-            inline,
-        };
-        let qs = vec![
-            q("a", "__kw_seen=yes; echo one", true),
-            // A subshell query sees what the inline one set: no subshell around it.
-            q("b", "echo \"seen=${__kw_seen:-no}\"", false),
-            q("c", "echo half; return 4; echo never", true),
-            q("d", "echo after", true),
-        ];
-        let nonce = new_nonce();
-        let script = batch_script(Shell::Posix, &qs, &nonce);
-        assert!(script.contains("__kw_fact() {"), "{script}");
-        let out = run_sh(&script);
-        let facts = parse_batch(&qs, &out, &nonce).expect("parse");
-        let raw = |k: &str| facts.raw(k).expect(k).clone();
-        assert_eq!(raw("a").stdout, b"one\n");
-        assert_eq!(raw("b").stdout, b"seen=yes\n");
-        assert_eq!((raw("c").stdout, raw("c").exit), (b"half\n".to_vec(), 4));
-        assert_eq!((raw("d").stdout, raw("d").exit), (b"after\n".to_vec(), 0));
-    }
-
-    #[test]
     fn batch_round_trip_through_real_sh() {
         let qs = vec![
             FactQuery {
                 key: "a".into(),
                 command: "printf 'x\\ny'".into(),
                 path: None,
-                inline: false,
             },
             FactQuery {
                 key: "b".into(),
                 command: "echo oops >&2; exit 3".into(),
                 path: None,
-                inline: false,
             },
             FactQuery {
                 key: "a".into(),
                 command: "echo dup".into(),
                 path: None,
-                inline: false,
             },
             FactQuery {
                 key: "c".into(),
                 command: "printf ''".into(),
                 path: None,
-                inline: false,
             },
             FactQuery {
                 key: "d".into(),
                 command: "printf 'ends with newline\\n'".into(),
                 path: None,
-                inline: false,
             },
         ];
         let nonce = new_nonce();
@@ -664,7 +612,6 @@ mod tests {
                 key: format!("k{i}"),
                 command: format!("printf '%s' 'answer {i} {}'", "x".repeat(100)),
                 path: None,
-                inline: false,
             })
             .collect();
         qs.insert(
@@ -673,7 +620,6 @@ mod tests {
                 key: "reads-stdin".into(),
                 command: "cat".into(),
                 path: None,
-                inline: false,
             },
         );
         let nonce = new_nonce();
@@ -738,7 +684,6 @@ mod tests {
             key: "k".into(),
             command: "true".into(),
             path: None,
-            inline: false,
         }];
         let out = Output {
             stdout: b"\n@@kwin:n:begin:0\npartial".to_vec(),

@@ -46,7 +46,6 @@ pub fn powershell_batch_sample() -> String {
         key: k.into(),
         command: "ConvertTo-Json -Compress -InputObject @{ a = 1 }".into(),
         path: None,
-        inline: false,
     };
     let items = vec![
         Item {

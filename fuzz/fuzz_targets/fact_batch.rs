@@ -31,7 +31,6 @@ fuzz_target!(|data: &[u8]| {
             key: (*k).to_string(),
             command: "true".to_string(),
             path: None,
-                    inline: false,
         })
         .collect();
     // The same output as path facts' answers (the path probe's records).
@@ -46,7 +45,6 @@ fuzz_target!(|data: &[u8]| {
                 read: [PathRead::Meta, PathRead::Content, PathRead::ContentUnless("0".repeat(64))][i]
                     .clone(),
             }),
-                    inline: false,
         })
         .collect();
     if let Ok(facts) = parse_batch(&paths, &out, NONCE) {

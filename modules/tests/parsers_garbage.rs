@@ -318,7 +318,6 @@ fn queries(n: usize) -> Vec<FactQuery> {
             key: format!("k{i}"),
             command: "true".into(),
             path: None,
-            inline: false,
         })
         .collect()
 }

@@ -23,13 +23,11 @@ fn probe_batch_wrapper_is_valid_powershell() {
             key: "a".into(),
             command: "ConvertTo-Json -Compress -InputObject @{ a = 1 }".into(),
             path: None,
-            inline: false,
         },
         FactQuery {
             key: "b".into(),
             command: "Get-Service -Name 'x' | Out-Null\n'done'".into(),
             path: None,
-            inline: false,
         },
     ];
     assert_ps_clean("batch", &batch_script(Shell::PowerShell, &qs, "0123abcd"));

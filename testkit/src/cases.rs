@@ -491,11 +491,8 @@ fn check_change(
         }
     }
     if let Some(inline) = want.inline {
-        let scripts = c.steps.iter().filter(|s| s.script().is_some());
-        if let Some(other) = scripts
-            .filter(|s| matches!(s, Step::Inline(_)) != inline)
-            .next()
-        {
+        let mut scripts = c.steps.iter().filter(|s| s.script().is_some());
+        if let Some(other) = scripts.find(|s| matches!(s, Step::Inline(_)) != inline) {
             return Err(format!(
                 "a step is {}inline, expected every step {}inline: {other:?}",
                 if inline { "not " } else { "" },

@@ -21,7 +21,6 @@ pub fn file_fact(path: &str) -> FactQuery {
         key: format!("file:{path}"),
         command: format!("cat {} 2>/dev/null", sh_quote(path)),
         path: None,
-        inline: false,
     }
 }
 

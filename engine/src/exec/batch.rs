@@ -525,7 +525,6 @@ mod tests {
             key: key.into(),
             command: cmd.into(),
             path: None,
-            inline: false,
         }
     }
 

@@ -501,7 +501,6 @@ mod tests {
                 path: path.into(),
                 read,
             }),
-            inline: false,
         }
     }
 

@@ -466,7 +466,6 @@ pub fn engine_scripts() -> Vec<Script> {
         key: k.into(),
         command: c.into(),
         path: None,
-        inline: false,
     };
     let s = |origin: &str, text: String| Script::new(origin, text);
     vec![
