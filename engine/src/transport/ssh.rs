@@ -52,6 +52,7 @@ mod config;
 mod jump;
 mod known_hosts;
 mod session;
+mod socket;
 
 pub use known_hosts::RecordedHostKey;
 
