@@ -94,9 +94,10 @@ pub(crate) struct Section {
 #[derive(Debug, Clone)]
 pub(crate) struct Batch {
     pub script: String,
-    /// `script` as the host log shows it: each sensitive task's steps replaced by a comment
-    /// with their size and hash.
-    pub log_script: String,
+    /// `script` as the host log shows it when that differs (a sensitive task's steps are
+    /// replaced by a comment with their size and hash); `None`: as it is. Not a second copy
+    /// of every batch: a run on hundreds of hosts holds one batch per host at once.
+    pub log_script: Option<String>,
     nonce: String,
     shell: Shell,
     items: Vec<Item>,
@@ -113,12 +114,17 @@ impl Batch {
                 item.verify_now = true;
             }
         }
-        let (script, end) = build(shell, &items, &probe, &nonce, false);
-        let log_script = if items.iter().any(|i| i.sensitive) {
-            build(shell, &items, &probe, &nonce, true).0
-        } else {
-            script.clone()
-        };
+        let (mut script, end) = build(shell, &items, &probe, &nonce, false);
+        let log_script = items
+            .iter()
+            .any(|i| i.sensitive)
+            .then(|| build(shell, &items, &probe, &nonce, true).0);
+        script.shrink_to_fit();
+        // The steps are in the script now; what is kept of the items is what reading the
+        // output needs.
+        for item in &mut items {
+            item.steps = Vec::new();
+        }
         Batch {
             script,
             log_script,
@@ -175,7 +181,7 @@ impl Batch {
     /// Whether the host log shows the script otherwise than it is sent: a sensitive task's
     /// steps are in it (`log_script`).
     pub fn hides_steps(&self) -> bool {
-        self.items.iter().any(|i| i.sensitive)
+        self.log_script.is_some()
     }
 
     /// Whether [`Batch::log_output`] may hide anything, known before the batch runs: a
@@ -739,6 +745,25 @@ mod tests {
         assert!(matches!(res[1], ItemResult::NotRun), "{res:?}");
     }
 
+    /// A run on hundreds of hosts holds one batch per host at once: its steps are in memory
+    /// once (in the script), not also in the items or in a log copy.
+    #[test]
+    fn a_batch_holds_its_steps_once() {
+        let step = format!("printf '%s' {} >/dev/null", "x".repeat(10_000));
+        let b = Batch::new(
+            Shell::Posix,
+            vec![item(vec![inline(&step)]), item(vec![step.as_str().into()])],
+            vec![],
+        );
+        assert!(b.script.contains(&step));
+        assert!(
+            b.log_script.is_none(),
+            "a log copy of a batch without secrets"
+        );
+        assert!(b.items.iter().all(|i| i.steps.is_empty()), "{:?}", b.items);
+        assert!(b.script.capacity() < b.script.len() + 1024);
+    }
+
     #[test]
     fn died_inside_an_item() {
         let b = Batch::new(
@@ -783,13 +808,12 @@ mod tests {
             vec![q("g", &format!("cat {fs}"))],
         );
         assert!(b.script.contains("Hunter2step"));
-        assert!(!b.log_script.contains("Hunter2"), "{}", b.log_script);
-        assert!(b.log_script.contains("plain-step"), "{}", b.log_script);
+        let log_script = b.log_script.as_deref().expect("a log form");
+        assert!(!log_script.contains("Hunter2"), "{log_script}");
+        assert!(log_script.contains("plain-step"), "{log_script}");
         assert!(
-            b.log_script
-                .contains("bytes of a sensitive task's step, sha256:"),
-            "{}",
-            b.log_script
+            log_script.contains("bytes of a sensitive task's step, sha256:"),
+            "{log_script}"
         );
         let out = sh(&b.script);
         let (res, probe) = b.parse(&out);

@@ -72,8 +72,19 @@ fn script_of(step: &Step) -> Option<Script> {
     }
 }
 
-fn run_scripts(c: &Change) -> Vec<Script> {
-    c.steps.iter().filter_map(script_of).collect()
+/// The `Run` / `Inline` steps of a batchable change, moved out of it.
+fn take_scripts(c: &mut Change) -> Vec<Script> {
+    std::mem::take(&mut c.steps)
+        .into_iter()
+        .filter_map(|s| match s {
+            Step::Run(text) => Some(Script {
+                text,
+                inline: false,
+            }),
+            Step::Inline(text) => Some(Script { text, inline: true }),
+            Step::Put { .. } | Step::Reboot(_) => None,
+        })
+        .collect()
 }
 
 impl Worker {
@@ -331,21 +342,33 @@ impl Worker {
     async fn run_batch(&mut self, mut entries: Vec<Pending>, extra: Vec<usize>) {
         let mut backoff = self.backoff();
         loop {
-            let changes: Vec<(usize, &Change)> = entries
-                .iter()
-                .filter_map(|p| p.change.as_ref().map(|c| (p.t, c)))
-                .collect();
-            let items: Vec<Item> = changes
-                .iter()
-                .enumerate()
-                .map(|(k, (t, c))| Item {
-                    steps: run_scripts(c),
-                    verify: self.tasks[*t].queries.clone(),
-                    // A later change of the batch could disturb the convergence check.
-                    verify_now: changes[k + 1..]
-                        .iter()
-                        .any(|(_, later)| later.touches.may_affect(&self.tasks[*t].reads)),
-                    sensitive: self.is_sensitive(*t),
+            // A later change of the batch could disturb a task's convergence check.
+            let verify_now: Vec<bool> = {
+                let changes: Vec<(usize, &Change)> = entries
+                    .iter()
+                    .filter_map(|p| p.change.as_ref().map(|c| (p.t, c)))
+                    .collect();
+                changes
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (t, _))| {
+                        changes[k + 1..]
+                            .iter()
+                            .any(|(_, later)| later.touches.may_affect(&self.tasks[*t].reads))
+                    })
+                    .collect()
+            };
+            // The steps move into the batch (no copy): after it, a change is its touches and
+            // its account; a retry plans again.
+            let items: Vec<Item> = entries
+                .iter_mut()
+                .filter_map(|p| p.change.as_mut().map(|c| (p.t, c)))
+                .zip(verify_now)
+                .map(|((t, c), now)| Item {
+                    steps: take_scripts(c),
+                    verify: self.tasks[t].queries.clone(),
+                    verify_now: now,
+                    sensitive: self.is_sensitive(t),
                 })
                 .collect();
             let last = entries.iter().map(|p| p.t).max().unwrap_or(0);
@@ -380,7 +403,7 @@ impl Worker {
                     timeout,
                     LogAs {
                         stdout: LogStdout::Yes,
-                        script: batch.hides_steps().then_some(batch.log_script.as_str()),
+                        script: batch.log_script.as_deref(),
                         output: batch
                             .may_hide_output(&sensitive)
                             .then_some(&redact as Redact),
@@ -765,7 +788,7 @@ impl Worker {
                         opts.step_timeout,
                         LogAs {
                             stdout: LogStdout::Yes,
-                            script: batch.hides_steps().then_some(batch.log_script.as_str()),
+                            script: batch.log_script.as_deref(),
                             output: batch
                                 .may_hide_output(&|_| false)
                                 .then_some(&redact as Redact),
