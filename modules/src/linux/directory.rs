@@ -148,6 +148,12 @@ impl Module for Directory {
         vec![self.path.clone()]
     }
 
+    /// Kind, mode and owner of the path itself: once this task made the directory, what
+    /// later tasks write below it leaves its check as it was.
+    fn reads_paths_only(&self) -> bool {
+        true
+    }
+
     fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st = facts.get(&self.fact())?;
         let q = sh_quote(&self.path);

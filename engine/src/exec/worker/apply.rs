@@ -351,10 +351,15 @@ impl Worker {
                 changes
                     .iter()
                     .enumerate()
-                    .map(|(k, (t, _))| {
-                        changes[k + 1..]
-                            .iter()
-                            .any(|(_, later)| later.touches.may_affect(&self.tasks[*t].reads))
+                    .map(|(k, (t, own))| {
+                        let task = &self.tasks[*t];
+                        changes[k + 1..].iter().any(|(_, later)| {
+                            later.touches.may_disturb(
+                                &task.reads,
+                                &own.touches,
+                                task.reads_paths_only,
+                            )
+                        })
                     })
                     .collect()
             };
