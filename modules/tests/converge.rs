@@ -389,6 +389,13 @@ kwin_testkit::lab_test! {
 #[tokio::test]
 async fn sysctl_in_a_network_namespace() {
     let ns = Netns::create();
+    // A new namespace may start with the machine's value (1 where something forwards).
+    let out = ns
+        .sh
+        .run("echo 0 > /proc/sys/net/ipv4/ip_forward", TIMEOUT)
+        .await
+        .expect("run");
+    assert_eq!(out.exit, 0, "{}", fail_text(&out));
     let tmp = tempfile::tempdir().expect("tempdir");
     let file = tmp.path().join(format!("99 {HOSTILE}.conf"));
     let m = build(

@@ -161,6 +161,13 @@ async fn the_benchmark_workload_forks_this_many_processes_per_script() {
         .output()
         .expect("ip netns add");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The values the workload's reset sets (a new namespace may start with the machine's).
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.0, "sh", "-c"])
+        .arg("echo 0 >/proc/sys/net/ipv4/ip_forward && echo 1 >/proc/sys/net/ipv4/conf/all/accept_redirects")
+        .output()
+        .expect("ip netns exec");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path().join("srv");
     std::fs::create_dir_all(root.join("lines")).expect("mkdir");
