@@ -22,15 +22,17 @@ use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Forks of the probe (cold and warm): one `stat` and one `sha256sum` for every path fact,
-/// one `head` per line file (line_in_file reads the content), one subshell per kernel
-/// parameter (which runs `cat` in it without another fork).
-const PROBE: usize = 8;
+/// Forks of the probe (cold and warm): ONE `stat` and ONE `sha256sum` for every path fact,
+/// ONE `head` for the content of the 4 line files (line_in_file edits it) and the 2 kernel
+/// parameters' values (`/proc/sys`).
+const PROBE: usize = 3;
 /// Forks of the cold batch: `mkdir` ×4, `mv` ×14 (8 files, 4 lines, 2 sysctl files),
-/// `sha256sum` ×4 (each line file still as probed), the two commands (`sh` ×2, `head | od |
-/// tr`), and the end read (`stat`, `sha256sum`, `head` ×4, 2 subshells). The directories'
-/// checks wait for the end read: what later tasks write below them cannot disturb them.
-const COLD_BATCH: usize = 36;
+/// `sha256sum` ×4 (each line file still as probed), the two commands (`sh` ×2 and `head`,
+/// `od`, `tr`, `tar`), and the end read (`stat`, `sha256sum`, `head`). No subshell per step,
+/// no `chown` or `chmod` (root writes root's files, the umask makes the modes), and the
+/// directories' checks wait for the end read (what later tasks write below them cannot
+/// disturb them).
+const COLD_BATCH: usize = 31;
 
 struct Netns(String);
 
