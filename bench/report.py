@@ -139,23 +139,33 @@ def goals(s: dict, crit: str | None = None) -> list[str]:
                            f"{'yes' if r <= limit else 'NO'} |")
             else:
                 out.append(f"| {mode} apply ≤ {limit} × floor, N=50, D={d} | not measured | – |")
-    rss = [(k, v) for k, v in s.items() if k[0] == 100 and k[2] == "kwin" and v["rss"]]
-    if rss:
-        worst = max(v["rss"] for _, v in rss)
-        out.append(f"| controller peak RSS ≤ 100 MB at N=100 | {worst:.0f} MiB = {worst * 1.048576:.0f} MB "
-                   f"(max over kwin's runs) | "
-                   f"{'yes' if worst * 1.048576 <= 100 else 'NO'} |")
-    else:
-        out.append("| controller peak RSS ≤ 100 MB at N=100 | not measured | – |")
-    # CPU per host relative to the floor's
+    for n_rss in (100, 200, 500):
+        rss = [v["rss"] for k, v in s.items() if k[0] == n_rss and k[2] == "kwin" and v["rss"]]
+        goal = n_rss == 200
+        if rss:
+            worst = max(rss)
+            met = ("yes" if worst * 1.048576 <= 100 else "NO") if goal else "–"
+            what = "controller peak RSS ≤ 100 MB" if goal else "controller peak RSS"
+            out.append(f"| {what} at N={n_rss} | {worst:.0f} MiB = {worst * 1.048576:.0f} MB "
+                       f"(max over kwin's runs) | {met} |")
+        elif goal:
+            out.append("| controller peak RSS ≤ 100 MB at N=200 | not measured | – |")
+    # Host CPU per host (the lab hosts' processes: sshd, sessions, shells) relative to the
+    # floor's: warm ≤ 1.5 ×, cold ≤ 3 ×. Total CPU (with the controller's) for reference.
     for (n, d, tool, mode), v in sorted(s.items()):
         if tool != "kwin":
             continue
         fl = g((n, d, "floor", "-"))
+        limit = {"warm": 1.5, "cold": 3.0}.get(mode)
+        if fl and fl["host"] and v["host"] and limit:
+            r = v["host"] / fl["host"]
+            out.append(f"| host CPU per host ≤ {limit} × the floor's (N={n}, D={d}, {mode}) | "
+                       f"{v['host'] / n * 1000:.0f} ms vs {fl['host'] / n * 1000:.0f} ms per host = "
+                       f"{r:.2f} × | {'yes' if r <= limit else 'NO'} |")
         if fl and fl["total"] and v["total"]:
-            out.append(f"| total CPU per host a small multiple of the floor's (N={n}, D={d}, {mode}) | "
+            out.append(f"| total CPU per host, kwin ÷ floor (N={n}, D={d}, {mode}) | "
                        f"{v['total'] / n * 1000:.0f} ms vs {fl['total'] / n * 1000:.0f} ms per host = "
-                       f"{v['total'] / fl['total']:.2f} × | see analysis |")
+                       f"{v['total'] / fl['total']:.2f} × | – |")
     # linearity: wall per host between smallest and largest N
     for d in sorted({k[1] for k in s}):
         for mode in ("cold", "warm"):

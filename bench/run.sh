@@ -4,6 +4,7 @@
 #   bench/run.sh                      # N=50, D=0 and 25 ms, 3 reps, all tools, + criterion
 #   bench/run.sh --quick              # smoke test: N=10, D=0, 1 rep
 #   bench/run.sh --n 10,50,100 --delay 0,25 --reps 3 --tools kwin,ansible,pyinfra,floor
+#   bench/run.sh --n 50,200,500 --delay 0 --tool-reps ansible=1,pyinfra=1   # Ansible at N=50 only
 #
 # Installs what it lacks (apt: python3-venv, openssh-client, git; the lab installs
 # openssh-server & co.), a venv under target/bench-venv with pinned ansible-core and pyinfra
@@ -31,19 +32,20 @@ usage: bench/run.sh [--quick] [--n LIST] [--delay LIST] [--reps R] [--tools LIST
   --reps R        repetitions per cell (default 3)
   --tool-reps L   fewer repetitions for some tools, e.g. ansible=1
   --tools LIST    any of kwin,ansible,pyinfra,floor (default all)
+  --ansible-n L   host counts Ansible runs at (default 50; pyinfra and the others run at all)
   --modes LIST    cold,warm (default both)
   --quick         N=10, D=0, 1 rep (smoke test)
   --no-criterion  skip the criterion micro-benchmark
   --only-criterion  run only the criterion micro-benchmark
   --out FILE      results file (default bench/results/<date>.md)
   --keep-lab      leave the last lab up
-env: KWIN_LAB_ID=0..9 picks which of the machine's labs to use (default 0; tests use others),
+env: KWIN_LAB_ID=0..19 picks which of the machine's labs to use (default 0; tests use others),
      KWIN_LAB_TAKEOVER=1 replaces that lab if another checkout has it up (see lab/README.md)
 EOF
   exit 2
 }
 
-NS=50 DELAYS=0,25 REPS=3 TOOLS=kwin,ansible,pyinfra,floor MODES=cold,warm TOOL_REPS=""
+NS=50 DELAYS=0,25 REPS=3 TOOLS=kwin,ansible,pyinfra,floor MODES=cold,warm TOOL_REPS="" ANSIBLE_N=50
 CRITERION=1 MATRIX=1 OUT="" KEEP=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -51,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --delay) DELAYS=${2:?}; shift 2 ;;
     --reps) REPS=${2:?}; shift 2 ;;
     --tool-reps) TOOL_REPS=${2:?}; shift 2 ;;
+    --ansible-n) ANSIBLE_N=${2:?}; shift 2 ;;
     --tools) TOOLS=${2:?}; shift 2 ;;
     --modes) MODES=${2:?}; shift 2 ;;
     --quick) NS=10 DELAYS=0 REPS=1; shift ;;
@@ -150,7 +153,7 @@ if [[ $MATRIX == 1 ]]; then
   log "load before the matrix: $(cut -d' ' -f1-3 /proc/loadavg)"
   # In the background so that a signal to this script reaches the harness, which then takes
   # the lab down before exiting.
-  $PY bench/harness.py --n "$NS" --delay "$DELAYS" --reps "$REPS" --tool-reps "$TOOL_REPS" --tools "$TOOLS" \
+  $PY bench/harness.py --n "$NS" --delay "$DELAYS" --reps "$REPS" --tool-reps "$TOOL_REPS" --tools "$TOOLS" --ansible-n "$ANSIBLE_N" \
     --modes "$MODES" --out "$RUN_DIR" "${KEEP[@]}" &
   hpid=$!
   trap 'kill -TERM "$hpid" 2>/dev/null' TERM INT HUP

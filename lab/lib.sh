@@ -28,6 +28,16 @@ LAB_NET_OCTET=$((213 + LAB_ID))     # lab hosts live in 10.<213+ID>.0.0/16
 LAB_MOUNT_TAG="kwin-lab${LAB_TAG}"  # source label of the lab's tmpfs/overlay mounts
 LAB_MAX_HOSTS=1000
 LAB_DELAY_PORT_BASE_DEFAULT=$((42000 + LAB_ID * 1000))
+# How many hosts are set up at the same time (key generation, network, start): all at once
+# is a fork storm of a few thousand processes for a big lab; fewer than a few dozen at a
+# time starts a busy machine's lab slower (each job waits for its share of the CPUs).
+# KWIN_LAB_JOBS overrides it; set by lab_jobs_init (up.sh, the supervisor), not in the
+# hosts, which source this file too.
+LAB_JOBS=1
+lab_jobs_init() {
+  LAB_JOBS="${KWIN_LAB_JOBS:-64}"
+  [[ $LAB_JOBS =~ ^[1-9][0-9]*$ ]] || lab_die "KWIN_LAB_JOBS must be a positive number"
+}
 
 # One lab of each id per machine (fixed names and addresses): up/down serialize on this
 # lock, and the owner file names the state dir of the lab that is up.
@@ -99,6 +109,22 @@ lab_pid_matches() {
   [[ " ${args[*]} " == *"$want"* ]]
 }
 
+# lab_each N FUNC: FUNC 1, FUNC 2, ... FUNC N in background jobs, at most LAB_JOBS at a
+# time; returns when all have ended. Call it only while no other background job of this
+# shell runs (it waits for any).
+lab_each() {
+  local n=$1 f=$2 i running=0
+  for ((i = 1; i <= n; i++)); do
+    "$f" "$i" &
+    running=$((running + 1))
+    if [[ $running -ge $LAB_JOBS ]]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+  done
+  wait
+}
+
 # Contents of a small file (pid files), empty if missing.
 lab_read() {
   local v=""
@@ -123,9 +149,13 @@ lab_ssh_banner() {
 # killed sshd are reaped here rather than left as zombies. It exits on its own
 # once no holder is alive.
 lab_supervise() {
-  local n=$1 i name hd pids=() proxy=""
+  local n=$1 i name hd pids=() proxy="" starting=()
   echo "$$" >"$LAB_DIR/supervisor.pid"
+  lab_jobs_init
+  # At most LAB_JOBS hosts starting at a time: the next one starts as soon as one of them
+  # listens (its sshd wrote its PidFile) or its holder is gone.
   for ((i = 1; i <= n; i++)); do
+    lab_wait_starting starting
     name="h$i"
     hd=$(lab_host_dir "$name")
     ip netns exec "$LAB_NS_PREFIX$i" \
@@ -133,6 +163,7 @@ lab_supervise() {
       bash "$LAB_LIB" host-init "$name" "$i" </dev/null >"$hd/init.log" 2>&1 &
     echo "$!" >"$hd/holder.pid"
     pids+=("$!")
+    starting+=("$i:$!")
   done
   if [[ -f $LAB_DIR/delay-proxy.map ]]; then
     "$LAB_PYTHON" "$LAB_SRC/delay-proxy/delay_proxy.py" \
@@ -157,6 +188,25 @@ lab_supervise() {
       if [[ -n $proxy ]]; then kill "$proxy" 2>/dev/null || true; fi
       exit 0
     fi
+  done
+}
+
+# lab_wait_starting ARRAY: ARRAY (a name) holds I:HOLDER_PID of hosts still starting; drop
+# those whose sshd listens (wrote its PidFile) or whose holder is gone, and wait until
+# fewer than LAB_JOBS are left, at most 15 s (up.sh's own checks report what failed).
+lab_wait_starting() {
+  local -n _starting=$1
+  local still e end=$((EPOCHSECONDS + 15))
+  while :; do
+    still=()
+    for e in "${_starting[@]+"${_starting[@]}"}"; do
+      [[ -s $LAB_HOSTS_DIR/h${e%%:*}/sshd.pid.sshd ]] && continue
+      kill -0 "${e#*:}" 2>/dev/null || continue
+      still+=("$e")
+    done
+    _starting=("${still[@]+"${still[@]}"}")
+    [[ ${#_starting[@]} -ge $LAB_JOBS && $EPOCHSECONDS -lt $end ]] || return 0
+    sleep 0.02
   done
 }
 

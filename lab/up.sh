@@ -45,6 +45,7 @@ if [[ -n $DELAY_MS ]]; then
     lab_die "bad --delay-port-base"
 fi
 lab_require_root
+lab_jobs_init
 lab_lock
 lab_check_owner
 
@@ -214,9 +215,29 @@ AcceptEnv LANG LC_*
 Subsystem sftp /usr/lib/openssh/sftp-server
 EOF
 }
-for ((i = 1; i <= N; i++)); do host_files "$i" & done
-wait
+lab_each "$N" host_files
 phase hostkeys
+
+# --- kernel limits of the root namespace ------------------------------------------
+# Every host is a veth peer of the root namespace, which keeps one neighbour (ARP) entry per
+# host it talks to, in one table shared by every lab on the machine. Past gc_thresh2 the
+# kernel starts evicting entries, past gc_thresh3 it refuses new ones ("neighbour table
+# overflow") and hosts stop answering; the defaults (128/512/1024) end at a few hundred
+# hosts. Raised here for N hosts (never lowered; they stay raised after down.sh), with
+# kernel.pid_max for the hosts' processes (holder, sshd, and the sessions of a run).
+raise_at_least() {
+  local key=$1 want=$2 f cur
+  f=/proc/sys/${key//.//}
+  read -r cur <"$f" || return 0
+  if [[ $cur =~ ^[0-9]+$ && $cur -lt $want ]]; then
+    echo "$want" >"$f" || lab_log "warning: cannot raise $key to $want (it is $cur)"
+  fi
+}
+raise_at_least net.ipv4.neigh.default.gc_thresh1 $((N + 128))
+raise_at_least net.ipv4.neigh.default.gc_thresh2 $((2 * N + 512))
+raise_at_least net.ipv4.neigh.default.gc_thresh3 $((4 * N + 1024))
+raise_at_least kernel.pid_max $((16 * N + 32768))
+phase limits
 
 # --- network ---------------------------------------------------------------------
 {
@@ -229,12 +250,12 @@ phase hostkeys
   done
 } >"$LAB_DIR/ip-root.batch"
 ip -batch "$LAB_DIR/ip-root.batch" || lab_die "network setup failed (see $LAB_DIR/ip-root.batch)"
-for ((i = 1; i <= N; i++)); do
-  lab_addr "$i"
+host_net() {
+  lab_addr "$1"
   printf 'link set lo up\naddr add %s/30 dev eth0\nlink set eth0 up\n' "$LAB_ADDR_HOST" |
-    ip -n "$LAB_NS_PREFIX$i" -batch - &
-done
-wait
+    ip -n "$LAB_NS_PREFIX$1" -batch -
+}
+lab_each "$N" host_net
 phase network
 
 # --- inventory ---------------------------------------------------------------------
@@ -310,8 +331,8 @@ fail() {
   exit 1
 }
 
-# ~20 s, a little more for big labs on a busy machine
-deadline=$((EPOCHSECONDS + 20 + N / 10))
+# ~30 s, more for big labs on a busy machine (500 hosts: 130 s)
+deadline=$((EPOCHSECONDS + 30 + N / 5))
 while [[ ! -f $LAB_DIR/supervisor.started ]]; do
   [[ $EPOCHSECONDS -lt $deadline ]] || fail h1 "supervisor did not start"
   sleep 0.05
@@ -345,7 +366,7 @@ wait_hosts() {
         if [[ -n $hp ]] && ! kill -0 "$hp" 2>/dev/null; then fail "h$i" "sshd exited during start"; fi
       done
     fi
-    [[ $EPOCHSECONDS -lt $deadline ]] || fail "h${pending[0]}" "sshd not answering on port 22 after $((20 + N / 10)) s"
+    [[ $EPOCHSECONDS -lt $deadline ]] || fail "h${pending[0]}" "sshd not answering on port 22 after $((30 + N / 5)) s"
     sleep 0.05
   done
 }

@@ -10,6 +10,8 @@
 //! - [`exit_code`]: the exit code of an outcome, from the one table of exit codes,
 //!   `EXIT_CODES` (`exit.rs`; docs/exit-codes.md lists exactly these:
 //!   `tests/exit_codes.rs`).
+//! - [`raise_open_files_limit`]: the soft limit of open files up to the hard one, before
+//!   anything runs.
 
 use crate::output::Output;
 pub use crate::output::Render;
@@ -20,6 +22,22 @@ use kwin_engine::pipeline::{Ctl, Prepared, Request};
 use std::future::Future;
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// Raise the process's soft limit of open files to its hard limit. A run holds a few files
+/// open per host it reaches at the same time (its connection, its host log), which passes
+/// the soft limit most sessions start with (1024) at a few hundred hosts; the hard limit is
+/// what the administrator allows (`tests/scale_open_files.rs`). Where that cannot be done
+/// the limit stays as it was, and a host it stops fails with "too many open files".
+pub fn raise_open_files_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if let (Some(soft), Some(hard)) = (limit.current, limit.maximum) {
+        if soft < hard {
+            limit.current = Some(hard);
+            let _ = setrlimit(Resource::Nofile, limit);
+        }
+    }
+}
 
 /// Phases 1–5 of `req`, on a small runtime of their own (the network is used only to
 /// fetch missing checksums).

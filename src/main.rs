@@ -31,6 +31,7 @@ use kwin_engine::event::Outcome;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    drive::raise_open_files_limit();
     let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let parsed = cmd_meta::command()
         .after_long_help(drive::exit_codes_help())

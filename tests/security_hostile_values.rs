@@ -343,7 +343,7 @@ fn hostile_values_stay_inside_powershell_string_literals() {
     // against a host where nothing exists yet) parses, and the marker appears only inside
     // single-quoted (verbatim) literals — never as code, a variable or a subexpression.
     use kwin_engine::fact::{FactOutput, Facts};
-    use kwin_engine::module::{Ctx, Inputs, Plan, Registry, Step};
+    use kwin_engine::module::{Ctx, Inputs, Plan, Registry};
     use kwin_engine::transport::Shell;
     let mut checked = 0;
     let mut problems = Vec::new();
@@ -414,8 +414,8 @@ fn hostile_values_stay_inside_powershell_string_literals() {
             };
             if let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) {
                 for (i, s) in c.steps.iter().enumerate() {
-                    if let Step::Run(script) = s {
-                        scripts.push((format!("{module} step {i}"), script.clone()));
+                    if let Some(script) = s.script() {
+                        scripts.push((format!("{module} step {i}"), script.to_string()));
                     }
                 }
             }

@@ -58,6 +58,24 @@ pub enum Step {
     /// as one script; each must therefore fail with a non-zero exit and not rely on `exit 0`
     /// to skip the rest (the engine wraps each in its own subshell / script block).
     Run(String),
+    /// Run a POSIX script in the batch's own shell, without a process of its own: the body of
+    /// a shell function the batch calls (stdin from `/dev/null`), where [`Step::Run`] costs a
+    /// subshell (a `fork`). Only for scripts that leave that shell as they found it, which
+    /// the module proves for each step it marks so:
+    ///
+    /// - it stops with `return N` (N > 0) on a failure, never `exit` (which would end the
+    ///   whole batch) and never `return 0` / `exit 0` to skip the rest;
+    /// - it does not `cd`, `trap`, `exec`, `set` options, change `IFS` or define functions;
+    ///   the only shell state it may change is the umask and `set -C` (noclobber), which the
+    ///   engine restores right after it, whatever it returned;
+    /// - every variable it sets is named `__kw_<name>`, never one of the batch's own
+    ///   (`__kw_rc`, `__kw_stop`, `__kw_umask`, `__kw_step`), and it reads none it did not set;
+    /// - user text runs only in a process of its own (`/bin/sh -c`), never in this shell.
+    ///
+    /// On PowerShell hosts it is the same as [`Step::Run`] (a script block costs no process).
+    /// `modules/tests/inline_steps.rs` runs every inline step of the module cases against
+    /// these rules.
+    Inline(String),
     /// Write a file atomically (used for content too large to embed in a script).
     Put {
         path: String,
@@ -66,6 +84,26 @@ pub enum Step {
     },
     /// Restart the host and wait for it to come back with a new boot identity.
     Reboot(RebootSpec),
+}
+
+impl Step {
+    /// The script of a [`Step::Run`] or [`Step::Inline`] step.
+    pub fn script(&self) -> Option<&str> {
+        match self {
+            Step::Run(s) | Step::Inline(s) => Some(s),
+            Step::Put { .. } | Step::Reboot(_) => None,
+        }
+    }
+
+    /// The script as one shell script runs it standalone (`sh -n`, a test's `sh -c`): an
+    /// inline step as the function the batch wraps it in, called once.
+    pub fn standalone(&self) -> Option<String> {
+        match self {
+            Step::Run(s) => Some(s.clone()),
+            Step::Inline(s) => Some(format!("__kw_step() {{\n{s}\n}}\n__kw_step </dev/null\n")),
+            Step::Put { .. } | Step::Reboot(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +139,36 @@ impl Touches {
                 .iter()
                 .any(|t| reads.iter().any(|r| resource_overlaps(t, r))),
             Touches::Paths(ps) => ps.iter().any(|t| reads.iter().any(|r| path_overlaps(t, r))),
+        }
+    }
+}
+
+impl Touches {
+    /// Whether this change, made after a task whose own change was `own`, may disturb that
+    /// task's convergence check of `reads`: as [`Touches::may_affect`], except, for a task
+    /// that reads only its paths themselves (`paths_only`, [`Module::reads_paths_only`]), a
+    /// change strictly below a read path its own change kept as a path (`own` is
+    /// [`Touches::Paths`] holding it: the path exists after it, as a directory that change
+    /// created or set the mode or owner of). Below such a path a change creates no missing
+    /// parent of it and changes nothing the task reads.
+    pub fn may_disturb(&self, reads: &[String], own: &Touches, paths_only: bool) -> bool {
+        let kept = match own {
+            Touches::Paths(ps) if paths_only => ps.as_slice(),
+            _ => return self.may_affect(reads),
+        };
+        let below_kept = |t: &str, r: &str| kept.iter().any(|k| k == r) && is_path_prefix(r, t);
+        match self {
+            Touches::Anything => true,
+            Touches::Resources(rs) => rs.iter().any(|t| {
+                reads
+                    .iter()
+                    .any(|r| resource_overlaps(t, r) && !below_kept(t, r))
+            }),
+            Touches::Paths(ps) => ps.iter().any(|t| {
+                reads
+                    .iter()
+                    .any(|r| path_overlaps(t, r) && !below_kept(t, r))
+            }),
         }
     }
 }
@@ -234,6 +302,14 @@ pub trait Module: Send + Sync + fmt::Debug {
     /// which makes the engine re-probe after every earlier change on the host.
     fn reads(&self) -> Vec<String> {
         vec!["*".to_string()]
+    }
+    /// Whether the facts read only the paths of [`Module::reads`] themselves (kind, mode,
+    /// owner), nothing under them (a read is otherwise a whole subtree). Then, once this
+    /// task's own change made such a path exist ([`Touches::Paths`]), a later change below it
+    /// cannot disturb its convergence check ([`Touches::may_disturb`]): the check waits for
+    /// the batch's end read. Default: no.
+    fn reads_paths_only(&self) -> bool {
+        false
     }
     /// Pure: desired vs actual.
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError>;
@@ -378,6 +454,30 @@ pub fn parse_params<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_below_a_directory_a_task_made_does_not_disturb_its_check() {
+        let res = |v: &[&str]| Touches::Resources(v.iter().map(|s| s.to_string()).collect());
+        let paths = |v: &[&str]| Touches::Paths(v.iter().map(|s| s.to_string()).collect());
+        let reads = ["/srv/conf.d".to_string()];
+        let made = paths(&["/srv/conf.d"]);
+        // A file written below it: only for a paths-only reader whose change kept the path.
+        assert!(!res(&["/srv/conf.d/app.conf"]).may_disturb(&reads, &made, true));
+        assert!(res(&["/srv/conf.d/app.conf"]).may_disturb(&reads, &made, false));
+        assert!(res(&["/srv/conf.d/app.conf"]).may_disturb(&reads, &res(&["/srv/conf.d"]), true));
+        assert!(!paths(&["/srv/conf.d/sub"]).may_disturb(&reads, &made, true));
+        // The path itself, an ancestor (a tree removed or replaced), or anything: still.
+        for later in [
+            res(&["/srv/conf.d"]),
+            res(&["/srv"]),
+            paths(&["/srv/conf.d"]),
+            Touches::Anything,
+        ] {
+            assert!(later.may_disturb(&reads, &made, true), "{later:?}");
+        }
+        // Another path than the one made: as may_affect.
+        assert!(res(&["/srv/conf.d/x"]).may_disturb(&reads, &paths(&["/srv/other"]), true));
+    }
 
     #[test]
     fn sensitive_diffs_show_hashes_only() {

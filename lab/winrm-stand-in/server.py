@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import http.server
 import ipaddress
+import json
 import os
 import queue
 import re
@@ -243,6 +244,12 @@ _ENVELOPE_OPEN = (
 )
 
 
+def _created_shell(body: str) -> str | None:
+    """The ShellId a Create reply names (for the operations log)."""
+    m = re.search(r"<rsp:ShellId>([^<]+)</rsp:ShellId>", body)
+    return m.group(1) if m else None
+
+
 def envelope(action: str, relates_to: str | None, body: str) -> bytes:
     header = (
         "<s:Header><a:Action>%s</a:Action><a:MessageID>uuid:%s</a:MessageID>"
@@ -313,6 +320,8 @@ class SoapRequest:
         self.options = {
             (opt.get("Name") or "").upper(): (opt.text or "").strip() for opt in h.findall("w:OptionSet/w:Option", NS)
         }
+        # What the operations log records beyond the operation itself (set by its handler).
+        self.ops_fields: dict[str, str] = {}
 
     def body_child(self, tag: str):
         if self.body is None:
@@ -1494,6 +1503,13 @@ class StandIn:
                 fh.write(colon + "\n" + fp + "\n")
             self.cert_fingerprint = (colon, fp)
 
+        # --ops-log: one JSON line per WS-Management operation (see README.md, "Operations
+        # log"): what a test counts round trips and processes from.
+        self.ops_log = None
+        self.ops_lock = threading.Lock()
+        if args.ops_log:
+            self.ops_log = open(args.ops_log, "a", buffering=1, encoding="utf-8")
+
         self.shells: dict[str, Shell] = {}
         self.shells_lock = threading.Lock()
         self.servers: list[tuple[str, ListenServer, threading.Thread]] = []
@@ -1645,9 +1661,25 @@ class StandIn:
         sh.touch()
         return sh
 
+    # -- operations log ---------------------------------------------------------------
+    def record(self, listener: str, op: str, **fields) -> None:
+        """One line of the operations log (`--ops-log`), if there is one."""
+        if self.ops_log is None:
+            return
+        entry = {"t": round(time.time(), 6), "listener": listener, "op": op}
+        entry.update({k: v for k, v in fields.items() if v is not None})
+        line = json.dumps(entry, sort_keys=True)
+        with self.ops_lock:
+            try:
+                self.ops_log.write(line + "\n")
+            except (OSError, ValueError):
+                pass
+
     # -- dispatch -------------------------------------------------------------------
     def dispatch(self, soap: bytes, user: str, client_ip: str, local_url: str) -> tuple[int, bytes]:
         relates = None
+        req: SoapRequest | None = None
+        listener = local_url.split("://", 1)[-1].split("/", 1)[0]
         try:
             if len(soap) > self.max_envelope:
                 raise WSManFault(
@@ -1664,6 +1696,7 @@ class StandIn:
                 relates = "uuid:%s" % new_id()
             vlog("%s %s shell=%s" % (user, req.action.rsplit("/", 1)[-1], req.selectors.get("ShellId", "-")))
             if req.body_child("wsmid:Identify") is not None:
+                self.record(listener, "Identify")
                 return 200, self._identify(req)
             if req.resource_uri.rstrip("/").lower() != RESOURCE_CMD.lower():
                 raise WSManFault(
@@ -1688,10 +1721,15 @@ class StandIn:
                     "supported for this resource. " % req.action,
                 )
             action, body = handler(req, user, client_ip, local_url)
+            op = req.action.rsplit("/", 1)[-1]
+            shell = req.selectors.get("ShellId") or _created_shell(body)
+            self.record(listener, op, shell=shell, **req.ops_fields)
             return 200, envelope(action, relates, body)
         except WSManFault as fault:
             if fault.code != CODE_TIMED_OUT:
                 log("fault %s (%d): %s" % (fault.subcode, fault.code, fault.reason.strip()))
+            op = req.action.rsplit("/", 1)[-1] if req is not None else "?"
+            self.record(listener, op, fault=fault.subcode)
             return 500, fault_envelope(fault, relates, self.computer_name)
 
     def _identify(self, req: SoapRequest) -> bytes:
@@ -1776,6 +1814,14 @@ class StandIn:
                 raise fault_invalid_parameter("(duplicate CommandId)")
             sh.commands[cmd_id] = cmd
         vlog("shell %s command %s: %s" % (sh.id, cmd_id, (command + " " + " ".join(args))[:120]))
+        # For the operations log: the command line as Windows would start it, and what this
+        # stand-in starts for it (a /bin/sh process, or nothing for an answered command).
+        req.ops_fields = {
+            "command": cmd_id,
+            "exe": exe_name(split_windows(command)[0]) if split_windows(command) else "",
+            "cmdline": (command + " " + " ".join(args))[:200],
+            "spawns": "none" if plan.kind == "result" else "sh",
+        }
         cmd.start()
         body = "<rsp:CommandResponse><rsp:CommandId>%s</rsp:CommandId></rsp:CommandResponse>" % cmd_id
         return SHELL_NS + "/CommandResponse", body
@@ -1896,6 +1942,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-timeout-ms", type=int, default=60000,
                    help="upper bound for OperationTimeout, MaxTimeoutms (default: 60000)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
+    p.add_argument("--ops-log", metavar="FILE", default=None,
+                   help="append one JSON line per WS-Management operation (Create, Command, Send, "
+                        "Receive, Signal, Delete, Identify; faults too) to FILE")
     return p
 
 

@@ -204,6 +204,76 @@ async fn directory_create_attrs_remove() {
     no_pwned(tmp.path());
 }
 
+kwin_testkit::lab_test! {
+/// The owner and group of what a step creates are only checked (`[ -O ]`, `[ -G ]`) when
+/// they are the scripts' own account (root here): in a setgid directory the new file and
+/// directory get that directory's group, the check fails and `chown` sets root's; another
+/// account's owner is set while the file is still empty, and its mode comes from the umask.
+#[tokio::test]
+async fn owners_are_checked_on_the_host_and_set_where_they_differ() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = local();
+    // A setgid directory of group `daemon` (gid 1 on Debian).
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::os::unix::fs::chown(&shared, Some(0), Some(1)).expect("chown");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o2775)).expect("chmod");
+
+    let file = shared.join("app.conf");
+    let m = build(
+        "file",
+        json!({ "path": s(&file), "content": "a = 1\n", "mode": "0640", "owner": "root", "group": "root" }),
+    );
+    let c = converge(&t, &m).await;
+    assert!(c.changed());
+    assert!(c.sent("[ -O /proc/self/fd/9 ] && [ -G /proc/self/fd/9 ] || chown root:root"));
+    let md = std::fs::metadata(&file).expect("stat");
+    assert_eq!((md.uid(), md.gid(), mode_of(&file)), (0, 0, 0o640));
+
+    // (No mode: a directory made in a setgid directory inherits the setgid bit, which GNU
+    // `chmod 0750` and `mkdir -m 0750` both keep.)
+    let dir = shared.join("sub");
+    let m = build(
+        "directory",
+        json!({ "path": s(&dir), "owner": "root", "group": "root" }),
+    );
+    assert!(changed(&converge(&t, &m).await));
+    let md = std::fs::metadata(&dir).expect("stat");
+    assert_eq!((md.uid(), md.gid()), (0, 0));
+
+    // Outside the setgid directory the checks hold: nothing but the `mv`.
+    let plain = tmp.path().join("plain.conf");
+    let m = build(
+        "file",
+        json!({ "path": s(&plain), "content": "b\n", "mode": "0600", "owner": "0", "group": "root" }),
+    );
+    assert!(changed(&converge(&t, &m).await));
+    let md = std::fs::metadata(&plain).expect("stat");
+    assert_eq!((md.uid(), md.gid(), mode_of(&plain)), (0, 0, 0o600));
+
+    // Another account: `chown` as asked, the mode from the umask.
+    let theirs = tmp.path().join("theirs.conf");
+    let m = build(
+        "file",
+        json!({ "path": s(&theirs), "content": "c\n", "mode": "0640", "owner": "daemon", "group": "daemon" }),
+    );
+    let c = converge(&t, &m).await;
+    assert!(c.changed() && !c.sent("[ -O /proc/self/fd/9 ]"));
+    let md = std::fs::metadata(&theirs).expect("stat");
+    assert_eq!((md.uid(), md.gid(), mode_of(&theirs)), (1, 1, 0o640));
+    assert_eq!(std::fs::read(&theirs).expect("read"), b"c\n");
+
+    // A line edit keeps the file's owner and group: root's only checked, daemon's set.
+    for (f, uid) in [(&plain, 0), (&theirs, 1)] {
+        let m = build("line_in_file", json!({ "path": s(f), "line": "added" }));
+        assert!(changed(&converge(&t, &m).await));
+        let md = std::fs::metadata(f).expect("stat");
+        assert_eq!((md.uid(), md.gid()), (uid, uid), "{}", f.display());
+    }
+}
+}
+
 #[tokio::test]
 async fn line_in_file_append_replace_remove() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -319,6 +389,13 @@ kwin_testkit::lab_test! {
 #[tokio::test]
 async fn sysctl_in_a_network_namespace() {
     let ns = Netns::create();
+    // A new namespace may start with the machine's value (1 where something forwards).
+    let out = ns
+        .sh
+        .run("echo 0 > /proc/sys/net/ipv4/ip_forward", TIMEOUT)
+        .await
+        .expect("run");
+    assert_eq!(out.exit, 0, "{}", fail_text(&out));
     let tmp = tempfile::tempdir().expect("tempdir");
     let file = tmp.path().join(format!("99 {HOSTILE}.conf"));
     let m = build(

@@ -25,7 +25,7 @@
 //!     encodes them).
 
 use kwin_engine::fact::{FactOutput, Facts};
-use kwin_engine::module::{Ctx, Inputs, Module, ParamError, Plan, Registry, Step};
+use kwin_engine::module::{Ctx, Inputs, Module, ParamError, Plan, Registry};
 use kwin_engine::secret::Secret;
 use kwin_engine::transport::Shell;
 use kwin_modules::Builtin;
@@ -351,8 +351,8 @@ fn scripts_of(
         };
         if let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) {
             for (i, s) in c.steps.iter().enumerate() {
-                if let Step::Run(script) = s {
-                    out.push((format!("step {i}"), script.clone()));
+                if let Some(script) = s.standalone() {
+                    out.push((format!("step {i}"), script));
                 }
             }
         }

@@ -83,8 +83,12 @@ impl Host {
     fn exec(&self, c: &Change) -> Result<(), String> {
         for s in &c.steps {
             match s {
-                Step::Run(script) => {
-                    let out = self.run(&format!("(\n{script}\n)"));
+                Step::Run(_) | Step::Inline(_) => {
+                    // A run step in its own subshell, an inline one as the function it is.
+                    let out = match s {
+                        Step::Run(script) => self.run(&format!("(\n{script}\n)")),
+                        _ => self.run(&s.standalone().unwrap_or_default()),
+                    };
                     if !out.success() {
                         return Err(format!(
                             "exit {}: {}{}",

@@ -140,6 +140,9 @@ pub struct ExpectChange {
     pub touches: Option<ExpectTouches>,
     #[serde(default)]
     pub writes: Vec<String>,
+    /// `true`: every script step is a `Step::Inline` (no subshell); `false`: none is.
+    #[serde(default)]
+    pub inline: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -220,8 +223,11 @@ pub fn read_case(path: &Path) -> Result<Case, String> {
 /// wildcard parameters).
 #[derive(Debug, Default)]
 pub struct Produced {
-    /// (where it came from, script) of every fact, step and output script.
+    /// (where it came from, script) of every fact, step and output script; an inline step
+    /// in its standalone form (`Step::standalone`).
     pub scripts: Vec<(String, String)>,
+    /// (where it came from, script) of every `Step::Inline` step, as the module wrote it.
+    pub inline_steps: Vec<(String, String)>,
 }
 
 /// Where the cases of a family are, and the shell a case runs in when it does not say.
@@ -455,14 +461,21 @@ fn check_change(
     let mut written: Vec<Vec<u8>> = Vec::new();
     for s in &c.steps {
         match s {
-            Step::Run(script) => {
-                check_script(shell, "step", script)?;
+            Step::Run(script) | Step::Inline(script) => {
+                let standalone = s.standalone().unwrap_or_default();
+                check_script(shell, "step", &standalone)?;
                 all.push_str(script);
                 all.push('\n');
                 written.extend(embedded_payloads(script)?);
-                produced
-                    .scripts
-                    .push((format!("{from}: step"), script.clone()));
+                produced.scripts.push((format!("{from}: step"), standalone));
+                if matches!(s, Step::Inline(_)) {
+                    if shell != Shell::Posix {
+                        return Err("an inline step on a PowerShell host".into());
+                    }
+                    produced
+                        .inline_steps
+                        .push((format!("{from}: step"), script.clone()));
+                }
             }
             Step::Put { path, content, .. } => {
                 all.push_str(&format!("<put {path}>\n"));
@@ -485,6 +498,16 @@ fn check_change(
     if let Some(n) = want.steps {
         if c.steps.len() != n {
             return Err(format!("{} steps, expected {n}", c.steps.len()));
+        }
+    }
+    if let Some(inline) = want.inline {
+        let mut scripts = c.steps.iter().filter(|s| s.script().is_some());
+        if let Some(other) = scripts.find(|s| matches!(s, Step::Inline(_)) != inline) {
+            return Err(format!(
+                "a step is {}inline, expected every step {}inline: {other:?}",
+                if inline { "not " } else { "" },
+                if inline { "" } else { "not " },
+            ));
         }
     }
     for w in &want.steps_contain {

@@ -3,7 +3,9 @@
 //! Layout of a batch (POSIX; PowerShell mirrors it with script blocks):
 //!
 //! ```text
-//! task 0:  begin marker | each Run step in its own subshell, stop at the first non-zero exit
+//! task 0:  begin marker | each Run step in its own subshell, each Inline step as a function in
+//!          the batch's shell (umask and `set -C` restored after it); stop at the first
+//!          non-zero exit
 //!          | end marker with the exit code | on failure: no later task runs
 //!          | task 0's facts, re-read right after its steps, if a later task may touch them
 //! task 1:  ...
@@ -22,10 +24,40 @@
 use crate::fact::{self, FactError, FactQuery, Facts};
 use crate::shell::{Output, Shell};
 
-/// One task's part of a batch: its `Run` scripts and the facts to re-read after them.
+/// One step script of an item.
+#[derive(Debug, Clone)]
+pub(crate) struct Script {
+    pub text: String,
+    /// A [`Step::Inline`](crate::module::Step::Inline) script: the body of a function the
+    /// batch's shell calls, no subshell (POSIX; the same as the others on PowerShell).
+    pub inline: bool,
+}
+
+/// A script run in its own subshell.
+impl From<&str> for Script {
+    fn from(text: &str) -> Script {
+        Script {
+            text: text.into(),
+            inline: false,
+        }
+    }
+}
+
+/// A script run in its own subshell.
+impl From<String> for Script {
+    fn from(text: String) -> Script {
+        Script {
+            text,
+            inline: false,
+        }
+    }
+}
+
+/// One task's part of a batch: its `Run` / `Inline` scripts and the facts to re-read after
+/// them.
 #[derive(Debug, Clone)]
 pub(crate) struct Item {
-    pub steps: Vec<String>,
+    pub steps: Vec<Script>,
     pub verify: Vec<FactQuery>,
     /// Re-read `verify` right after the steps (a later task of the batch may touch what they
     /// read); otherwise in the batch's end read. Always right after on PowerShell.
@@ -62,9 +94,10 @@ pub(crate) struct Section {
 #[derive(Debug, Clone)]
 pub(crate) struct Batch {
     pub script: String,
-    /// `script` as the host log shows it: each sensitive task's steps replaced by a comment
-    /// with their size and hash.
-    pub log_script: String,
+    /// `script` as the host log shows it when that differs (a sensitive task's steps are
+    /// replaced by a comment with their size and hash); `None`: as it is. Not a second copy
+    /// of every batch: a run on hundreds of hosts holds one batch per host at once.
+    pub log_script: Option<String>,
     nonce: String,
     shell: Shell,
     items: Vec<Item>,
@@ -81,12 +114,17 @@ impl Batch {
                 item.verify_now = true;
             }
         }
-        let (script, end) = build(shell, &items, &probe, &nonce, false);
-        let log_script = if items.iter().any(|i| i.sensitive) {
-            build(shell, &items, &probe, &nonce, true).0
-        } else {
-            script.clone()
-        };
+        let (mut script, end) = build(shell, &items, &probe, &nonce, false);
+        let log_script = items
+            .iter()
+            .any(|i| i.sensitive)
+            .then(|| build(shell, &items, &probe, &nonce, true).0);
+        script.shrink_to_fit();
+        // The steps are in the script now; what is kept of the items is what reading the
+        // output needs.
+        for item in &mut items {
+            item.steps = Vec::new();
+        }
         Batch {
             script,
             log_script,
@@ -143,7 +181,7 @@ impl Batch {
     /// Whether the host log shows the script otherwise than it is sent: a sensitive task's
     /// steps are in it (`log_script`).
     pub fn hides_steps(&self) -> bool {
-        self.items.iter().any(|i| i.sensitive)
+        self.log_script.is_some()
     }
 
     /// Whether [`Batch::log_output`] may hide anything, known before the batch runs: a
@@ -232,21 +270,27 @@ fn build(
     let mut s = String::new();
     match shell {
         Shell::PowerShell => s.push_str("$ProgressPreference = 'SilentlyContinue'\n[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\n"),
-        Shell::Posix => s.push_str("__kw_stop=\n"),
+        Shell::Posix => {
+            s.push_str("__kw_stop=\n");
+            if items.iter().any(|i| i.steps.iter().any(|st| st.inline)) {
+                s.push_str(POSIX_UMASK);
+            }
+        }
     }
     let mut end: Vec<FactQuery> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let hidden;
-        let steps: &[String] = if redact && item.sensitive {
+        let steps: &[Script] = if redact && item.sensitive {
             hidden = item
                 .steps
                 .iter()
-                .map(|st| {
-                    format!(
+                .map(|st| Script {
+                    text: format!(
                         "# ({} bytes of a sensitive task's step, {}, not logged)",
-                        st.len(),
-                        crate::secret::sensitive_hash(st.as_bytes())
-                    )
+                        st.text.len(),
+                        crate::secret::sensitive_hash(st.text.as_bytes())
+                    ),
+                    inline: st.inline,
                 })
                 .collect::<Vec<_>>();
             &hidden
@@ -375,25 +419,44 @@ impl Batch {
     }
 }
 
-fn posix_item(s: &mut String, nonce: &str, i: usize, steps: &[String]) {
+/// The batch's umask, for restoring it after each inline step (which may set its own to
+/// create a file with its mode): read from the shell's own `/proc/self/status` with builtins
+/// (`Umask:`, Linux 4.7 and later), else from `umask` in a command substitution (a fork).
+const POSIX_UMASK: &str = "__kw_umask=\n\
+while IFS=' \t:' read -r __kw_k __kw_v; do if [ \"$__kw_k\" = Umask ]; then __kw_umask=$__kw_v; break; fi; done 2>/dev/null </proc/self/status\n\
+case $__kw_umask in [0-7][0-7][0-7]|[0-7][0-7][0-7][0-7]) ;; *) __kw_umask=$(umask) ;; esac\n\
+unset __kw_k __kw_v\n";
+
+fn posix_item(s: &mut String, nonce: &str, i: usize, steps: &[Script]) {
     s.push_str(&format!(
         "if [ -z \"$__kw_stop\" ]; then\nprintf '\\n@@kwin:{nonce}:task:{i}:begin\\n'; printf '\\n@@kwin:{nonce}:task:{i}:begin\\n' >&2\n__kw_rc=0\n"
     ));
     for step in steps {
-        s.push_str(&format!(
-            "if [ \"$__kw_rc\" -eq 0 ]; then\n(\n{step}\n) </dev/null\n__kw_rc=$?\nfi\n"
-        ));
+        let text = &step.text;
+        if !step.inline {
+            s.push_str(&format!(
+                "if [ \"$__kw_rc\" -eq 0 ]; then\n(\n{text}\n) </dev/null\n__kw_rc=$?\nfi\n"
+            ));
+        } else if text.trim().is_empty() {
+            continue;
+        } else {
+            // No subshell: a function of this shell (see `Step::Inline` for what it may do),
+            // then the umask and noclobber as they were, whatever it returned.
+            s.push_str(&format!(
+                "if [ \"$__kw_rc\" -eq 0 ]; then\n__kw_step() {{\n{text}\n}}\n__kw_step </dev/null\n__kw_rc=$?\nset +C; umask \"$__kw_umask\"\nfi\n"
+            ));
+        }
     }
     s.push_str(&format!(
         "printf '\\n@@kwin:{nonce}:task:{i}:end:%d\\n' \"$__kw_rc\"; printf '\\n@@kwin:{nonce}:task:{i}:end\\n' >&2\nif [ \"$__kw_rc\" -ne 0 ]; then __kw_stop=$__kw_rc; fi\nfi\n"
     ));
 }
 
-fn ps_item(s: &mut String, nonce: &str, i: usize, steps: &[String]) {
+fn ps_item(s: &mut String, nonce: &str, i: usize, steps: &[Script]) {
     s.push_str(&format!(
         "[Console]::Out.Write(\"`n@@kwin:{nonce}:task:{i}:begin`n\"); [Console]::Error.Write(\"`n@@kwin:{nonce}:task:{i}:begin`n\")\n$__kw_rc = 0\n"
     ));
-    for step in steps {
+    for step in steps.iter().map(|st| &st.text) {
         s.push_str(&format!(
             "if ($__kw_rc -eq 0) {{\ntry {{ $global:LASTEXITCODE = 0\n$ErrorActionPreference = 'Stop'\n& {{\n{step}\n}} | Out-String -Stream | ForEach-Object {{ [Console]::Out.Write($_ + \"`n\") }}\nif ($global:LASTEXITCODE) {{ $__kw_rc = $global:LASTEXITCODE }} }} catch {{ [Console]::Error.Write($_.ToString() + \"`n\"); $__kw_rc = 1 }}\n}}\n"
         ));
@@ -459,6 +522,10 @@ mod tests {
         crate::testing::run_sh(&format!("{{\n{script}\n}} </dev/null\n"))
     }
 
+    fn runs(v: Vec<String>) -> Vec<Script> {
+        v.into_iter().map(Script::from).collect()
+    }
+
     fn q(key: &str, cmd: &str) -> FactQuery {
         FactQuery {
             key: key.into(),
@@ -476,19 +543,19 @@ mod tests {
             Shell::Posix,
             vec![
                 Item {
-                    steps: vec![format!("echo one > {fs}"), "echo step2".into()],
+                    steps: runs(vec![format!("echo one > {fs}"), "echo step2".into()]),
                     verify: vec![q("f", &format!("cat {fs}"))],
                     verify_now: true,
                     sensitive: false,
                 },
                 Item {
-                    steps: vec!["echo bad >&2; exit 7".into(), "echo never".into()],
+                    steps: runs(vec!["echo bad >&2; exit 7".into(), "echo never".into()]),
                     verify: vec![],
                     verify_now: true,
                     sensitive: false,
                 },
                 Item {
-                    steps: vec![format!("echo three > {fs}")],
+                    steps: runs(vec![format!("echo three > {fs}")]),
                     verify: vec![],
                     verify_now: true,
                     sensitive: false,
@@ -529,7 +596,7 @@ mod tests {
             Shell::Posix,
             vec![Item {
                 // A step reading stdin must not eat the rest of the script.
-                steps: vec!["cat; echo read-done".into()],
+                steps: runs(vec!["cat; echo read-done".into()]),
                 verify: vec![],
                 verify_now: true,
                 sensitive: false,
@@ -546,12 +613,163 @@ mod tests {
         );
     }
 
+    fn inline(text: &str) -> Script {
+        Script {
+            text: text.into(),
+            inline: true,
+        }
+    }
+
+    fn item(steps: Vec<Script>) -> Item {
+        Item {
+            steps,
+            verify: vec![],
+            verify_now: true,
+            sensitive: false,
+        }
+    }
+
+    /// The shells a POSIX host may have as `/bin/sh`.
+    fn shells() -> Vec<&'static str> {
+        ["/bin/sh", "/bin/dash", "/bin/bash", "/usr/bin/busybox"]
+            .into_iter()
+            .filter(|s| std::path::Path::new(s).exists())
+            .collect()
+    }
+
+    fn run_with(shell: &str, script: &str) -> Output {
+        let wrapped = format!("{{\n{script}\n}} </dev/null\n");
+        if shell.ends_with("busybox") {
+            let dir = tempfile::tempdir().expect("tmp");
+            let sh = dir.path().join("sh");
+            std::os::unix::fs::symlink(shell, &sh).expect("symlink");
+            return crate::testing::run_in(&sh.display().to_string(), &wrapped);
+        }
+        crate::testing::run_in(shell, &wrapped)
+    }
+
+    #[test]
+    fn inline_steps_run_in_the_batch_shell_and_leave_umask_and_noclobber_as_they_were() {
+        for shell in shells() {
+            let b = Batch::new(
+                Shell::Posix,
+                vec![
+                    // Sets a variable and the umask and noclobber, as a file write does.
+                    item(vec![inline("__kw_mark=$$; umask 077; set -C")]),
+                    // A subshell step between them sees what the inline one set.
+                    item(vec!["echo \"run:$__kw_mark\"".into()]),
+                    item(vec![inline(
+                        "echo \"inline:$__kw_mark\"; umask; case $- in *C*) echo noclobber ;; esac",
+                    )]),
+                ],
+                vec![],
+            );
+            assert!(b.script.contains("__kw_step() {"), "{}", b.script);
+            let out = run_with(shell, &b.script);
+            let (res, _) = b.parse(&out);
+            assert!(
+                res.iter().all(|r| matches!(r, ItemResult::Done { .. })),
+                "{shell}: {res:?}"
+            );
+            let text = |r: &ItemResult| match r {
+                ItemResult::Done { out, .. } => String::from_utf8_lossy(&out.stdout).to_string(),
+                other => panic!("{other:?}"),
+            };
+            // No subshell: the mark is the batch shell's pid, seen by the steps after it.
+            let mark = text(&res[1]);
+            assert!(
+                mark.starts_with("run:") && mark.trim().len() > 4,
+                "{shell}: {mark}"
+            );
+            let third = text(&res[2]);
+            assert_eq!(
+                third.lines().next(),
+                Some(format!("inline:{}", &mark.trim()[4..]).as_str()),
+                "{shell}"
+            );
+            // The umask as the batch started (this test's, 0022 or so), noclobber off.
+            let umask = third.lines().nth(1).unwrap_or_default().to_string();
+            assert_ne!(umask.trim_start_matches('0'), "77", "{shell}: {third}");
+            assert!(!third.contains("noclobber"), "{shell}: {third}");
+        }
+    }
+
+    #[test]
+    fn a_failing_inline_step_stops_the_batch_with_its_marker_and_code() {
+        for shell in shells() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let f = dir.path().join("f");
+            let fs = f.display().to_string();
+            let b = Batch::new(
+                Shell::Posix,
+                vec![
+                    item(vec![
+                        inline("umask 077; set -C; echo before; { false || { echo 'kwin: no' >&2; return 5; }; }; echo after"),
+                        inline(&format!("echo second > {fs}")),
+                    ]),
+                    item(vec![inline(&format!("echo never > {fs}"))]),
+                ],
+                vec![q("p", "umask; echo probed")],
+            );
+            let out = run_with(shell, &b.script);
+            assert_eq!(out.exit, 5, "{shell}");
+            let (res, probe) = b.parse(&out);
+            match &res[0] {
+                ItemResult::Failed { exit, out } => {
+                    assert_eq!(*exit, 5, "{shell}");
+                    assert_eq!(out.stdout, b"before\n", "{shell}");
+                    assert_eq!(out.stderr, b"kwin: no\n", "{shell}");
+                }
+                other => panic!("{shell}: {other:?}"),
+            }
+            assert!(matches!(res[1], ItemResult::NotRun), "{shell}: {res:?}");
+            assert!(probe.is_none());
+            assert!(!f.exists(), "{shell}: a step after the failure ran");
+        }
+    }
+
+    /// An inline step must never `exit`: it would end the whole batch, which is then reported
+    /// as died inside that item (never as done).
+    #[test]
+    fn an_inline_step_that_exits_ends_the_batch_and_is_reported_as_died() {
+        let b = Batch::new(
+            Shell::Posix,
+            vec![
+                item(vec![inline("exit 0")]),
+                item(vec![inline("echo never")]),
+            ],
+            vec![],
+        );
+        let (res, _) = b.parse(&sh(&b.script));
+        assert!(matches!(res[0], ItemResult::Died { .. }), "{res:?}");
+        assert!(matches!(res[1], ItemResult::NotRun), "{res:?}");
+    }
+
+    /// A run on hundreds of hosts holds one batch per host at once: its steps are in memory
+    /// once (in the script), not also in the items or in a log copy.
+    #[test]
+    fn a_batch_holds_its_steps_once() {
+        let step = format!("printf '%s' {} >/dev/null", "x".repeat(10_000));
+        let b = Batch::new(
+            Shell::Posix,
+            vec![item(vec![inline(&step)]), item(vec![step.as_str().into()])],
+            vec![],
+        );
+        assert!(b.script.contains(&step));
+        assert!(
+            b.log_script.is_none(),
+            "a log copy of a batch without secrets"
+        );
+        assert!(b.items.iter().all(|i| i.steps.is_empty()), "{:?}", b.items);
+        assert!(b.script.capacity() < b.script.len() + 1024);
+    }
+
     #[test]
     fn died_inside_an_item() {
         let b = Batch::new(
             Shell::Posix,
             vec![Item {
-                steps: vec!["kill -9 $$".into()],
+                steps: runs(vec!["kill -9 $$".into()]),
                 verify: vec![],
                 verify_now: true,
                 sensitive: false,
@@ -571,15 +789,17 @@ mod tests {
             Shell::Posix,
             vec![
                 Item {
-                    steps: vec![format!("echo plain-step > {fs}.plain; echo plain-out")],
+                    steps: runs(vec![format!(
+                        "echo plain-step > {fs}.plain; echo plain-out"
+                    )]),
                     verify: vec![],
                     verify_now: true,
                     sensitive: false,
                 },
                 Item {
-                    steps: vec![format!(
+                    steps: runs(vec![format!(
                         "printf 'Hunter2step' > {fs}; echo Hunter2out; echo 'kwin: a message' >&2"
-                    )],
+                    )]),
                     verify: vec![q("f", &format!("cat {fs}"))],
                     verify_now: true,
                     sensitive: true,
@@ -588,13 +808,12 @@ mod tests {
             vec![q("g", &format!("cat {fs}"))],
         );
         assert!(b.script.contains("Hunter2step"));
-        assert!(!b.log_script.contains("Hunter2"), "{}", b.log_script);
-        assert!(b.log_script.contains("plain-step"), "{}", b.log_script);
+        let log_script = b.log_script.as_deref().expect("a log form");
+        assert!(!log_script.contains("Hunter2"), "{log_script}");
+        assert!(log_script.contains("plain-step"), "{log_script}");
         assert!(
-            b.log_script
-                .contains("bytes of a sensitive task's step, sha256:"),
-            "{}",
-            b.log_script
+            log_script.contains("bytes of a sensitive task's step, sha256:"),
+            "{log_script}"
         );
         let out = sh(&b.script);
         let (res, probe) = b.parse(&out);

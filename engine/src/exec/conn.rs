@@ -268,18 +268,16 @@ impl Conn {
         let log_stdout = log.stdout;
         let logged_script = log.script.unwrap_or(script);
         let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
-        let wrapped;
-        let script_sent = match self.shell() {
-            Shell::Posix => {
-                wrapped = format!("{{\n{script}\n}} </dev/null\n");
-                wrapped.as_str()
-            }
-            Shell::PowerShell => script,
+        // A POSIX script goes in a brace group (the transport joins the parts in the copy it
+        // makes anyway: no second copy of a big batch).
+        let parts: &[&str] = match self.shell() {
+            Shell::Posix => &["{\n", script, "\n} </dev/null\n"],
+            Shell::PowerShell => &[script],
         };
         let t = Instant::now();
         let header = format!(
             "run #{n} {what} ({} bytes, timeout {}s)",
-            script_sent.len(),
+            parts.iter().map(|p| p.len()).sum::<usize>(),
             timeout.as_secs()
         );
         if log_stdout == LogStdout::Yes {
@@ -296,12 +294,17 @@ impl Conn {
         let r = match (log.keep, &live) {
             (keep, Some(tap)) => {
                 let keep = keep.cloned().unwrap_or_default().with_tap(tap.clone());
-                self.transport
-                    .run_keeping(script_sent, timeout, &keep)
-                    .await
+                self.transport.run_joined(parts, timeout, &keep).await
             }
-            (Some(keep), None) => self.transport.run_keeping(script_sent, timeout, keep).await,
-            (None, None) => self.transport.run(script_sent, timeout).await,
+            (Some(keep), None) => self.transport.run_joined(parts, timeout, keep).await,
+            (None, None) => match parts {
+                [script] => self.transport.run(script, timeout).await,
+                _ => {
+                    self.transport
+                        .run_joined(parts, timeout, &Keep::all())
+                        .await
+                }
+            },
         };
         let ms = t.elapsed().as_millis();
         if log_stdout == LogStdout::TaskOutputs {

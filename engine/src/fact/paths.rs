@@ -4,11 +4,17 @@
 //! request the sha256 and the content). A probe answers all of its path queries with a fixed
 //! number of processes, however many paths it asks about: the kind of each path is found
 //! with shell builtins (`[ -L ]`, `[ -d ]`, ...), ONE `stat` reads every existing path, ONE
-//! `sha256sum` hashes every regular file asked for a hash, and only the files whose content
-//! is needed are read (`head -c`, one each): always for [`PathRead::Content`], and for
+//! `sha256sum` hashes every regular file asked for a hash, and ONE `head -v` reads the files
+//! whose content is needed: always for [`PathRead::Content`], and for
 //! [`PathRead::ContentUnless`] only when the file's hash differs from the one given (the
 //! controller knows the hash of the content it wants, so a file that already matches is
-//! never sent back). Only symbolic links cost a `readlink` each. No subshell per path.
+//! never sent back). `head -v` puts `==> NAME <==` before each file (and a newline between
+//! them, GNU and busybox alike); content may hold such a line too, so each piece is the one
+//! that ends where the next file's header starts AND holds the file's hash as `sha256sum`
+//! gave it (a file larger than the limit: exactly the limit + 1 bytes). A piece that fits no
+//! header (the file changed between the two reads) is an error of that file. Should `head`
+//! fail, each file is read again on its own (`c:<j>`). Only symbolic links cost a
+//! `readlink` each. No subshell per path.
 //!
 //! Output (stdout, between `@@kwin:<nonce>:paths` and `@@kwin:<nonce>:paths:end`): records,
 //! each starting with `\n@@kwin:<nonce>:` and a tag, in this order:
@@ -20,6 +26,8 @@
 //!   or s:<rc>     the same one path at a time (when the one call failed for some path)
 //! H               one `sha256sum` line per file asked for a hash, in query order
 //!   or h:<rc>     one file at a time
+//! C:<j> <j>...    `head -v` of those queries' files, each at most CONTENT_LIMIT + 1 bytes
+//!   or, after F   (`head` failed) for each of them:
 //! c:<j>           query j's content (at most CONTENT_LIMIT + 1 bytes), then r:<rc>
 //! ```
 //!
@@ -108,31 +116,53 @@ pub(crate) fn script(qs: &[&PathQuery], nonce: &str) -> String {
         big = marker(nonce, "H"),
         one = marker(nonce, "h"),
     ));
+    // Content: ONE `head -v` for every file whose content is needed (each behind its header
+    // `==> NAME <==`; the parser splits them by the headers and checks each piece against the
+    // file's hash), the files' numbers in the record's tag. Should `head` fail (a file it
+    // cannot read), each of them is read again on its own, with its exit code.
+    let wants = |j: usize, q: &PathQuery, then: &str| -> Option<String> {
+        let p = sh_quote(&q.path);
+        match &q.read {
+            PathRead::Content => Some(format!("if [ \"$__kw_t{j}\" = file ]; then {then}; fi\n")),
+            // Unless the line `sha256sum` printed for this path has this hash.
+            PathRead::ContentUnless(want) => Some(format!(
+                "if [ \"$__kw_t{j}\" = file ]; then case \"\n$__kw_h\n\" in *\"\n{} \"{p}\"\n\"*) ;; *) {then} ;; esac; fi\n",
+                sh_quote_free_hex(want),
+            )),
+            PathRead::Meta | PathRead::Hash => None,
+        }
+    };
+    s.push_str("set --\n__kw_cl=\n");
+    let mut one_by_one = String::new();
     for (j, q) in qs.iter().enumerate() {
         let p = sh_quote(&q.path);
+        if let Some(add) = wants(
+            j,
+            q,
+            &format!("set -- \"$@\" {p}; __kw_cl=\"$__kw_cl {j}\""),
+        ) {
+            s.push_str(&add);
+        }
         let read = format!(
             "printf '{c}\\n'; head -c {} -- {p} 2>&1 </dev/null; printf '{r}:%d' $?",
             CONTENT_LIMIT + 1,
             c = marker(nonce, &format!("c:{j}")),
             r = marker(nonce, "r"),
         );
-        match &q.read {
-            PathRead::Content => {
-                s.push_str(&format!("if [ \"$__kw_t{j}\" = file ]; then {read}; fi\n"));
-            }
-            PathRead::ContentUnless(want) => {
-                // The line `sha256sum` printed for this path, if it has this hash.
-                s.push_str(&format!(
-                    "if [ \"$__kw_t{j}\" = file ]; then case \"\n$__kw_h\n\" in *\"\n{} \"{p}\"\n\"*) ;; *) {read} ;; esac; fi\n",
-                    sh_quote_free_hex(want),
-                ));
-            }
-            PathRead::Meta | PathRead::Hash => {}
+        if let Some(block) = wants(j, q, &read) {
+            one_by_one.push_str(&block);
         }
     }
+    s.push_str(&format!(
+        "if [ $# -gt 0 ]; then\nprintf '{c}:%s\\n' \"$__kw_cl\"\n\
+         if head -c {} -v -- \"$@\" 2>/dev/null </dev/null; then :; else\nprintf '{f}\\n'\n{one_by_one}fi\nfi\n",
+        CONTENT_LIMIT + 1,
+        c = marker(nonce, "C"),
+        f = marker(nonce, "F"),
+    ));
     let vars: String = (0..qs.len()).map(|j| format!(" __kw_t{j}")).collect();
     s.push_str(&format!(
-        "printf '{}\\n'\nunset __kw_p __kw_k __kw_o __kw_h{vars}\nset --\n",
+        "printf '{}\\n'\nunset __kw_p __kw_k __kw_o __kw_h __kw_cl{vars}\nset --\n",
         marker(nonce, "paths:end")
     ));
     s
@@ -257,6 +287,12 @@ pub(crate) fn answers(
     group: &[u8],
     nonce: &str,
 ) -> Result<Vec<FactOutput>, FactError> {
+    let ans = parse(qs, group, nonce)?;
+    qs.iter().zip(ans).map(|(q, a)| render(q, a)).collect()
+}
+
+/// The answers of the group, before they are rendered.
+fn parse(qs: &[&PathQuery], group: &[u8], nonce: &str) -> Result<Vec<Answer>, FactError> {
     let bad = |what: &str| FactError::Parse(format!("path probe: {what}"));
     let prefix = format!("\n@@kwin:{nonce}:");
     let mut ans: Vec<Answer> = qs.iter().map(|_| Answer::default()).collect();
@@ -266,6 +302,8 @@ pub(crate) fn answers(
     let mut big_stat: Option<&[u8]> = None;
     let mut big_hash: Option<&[u8]> = None;
     let mut open_content: Option<(usize, &[u8])> = None;
+    let mut grouped: Option<(Vec<usize>, &[u8])> = None;
+    let mut head_failed = false;
     let idx = |s: &str| -> Result<usize, FactError> {
         s.parse::<usize>()
             .ok()
@@ -309,6 +347,14 @@ pub(crate) fn answers(
                 });
             }
             "c" => open_content = Some((idx(parts.next().unwrap_or(""))?, r.body)),
+            "C" => {
+                let js = r.tag["C:".len().min(r.tag.len())..]
+                    .split_whitespace()
+                    .map(idx)
+                    .collect::<Result<Vec<_>, _>>()?;
+                grouped = Some((js, r.body));
+            }
+            "F" => head_failed = true,
             "r" => {
                 let code = rc(parts.next().unwrap_or(""))?;
                 let (j, body) = open_content
@@ -357,17 +403,110 @@ pub(crate) fn answers(
     for (&j, h) in hashed.iter().zip(hash_rr) {
         ans[j].hash = Some(h);
     }
-    qs.iter().zip(ans).map(|(q, a)| render(q, a)).collect()
+    if let (Some((js, body)), false) = (grouped, head_failed) {
+        for (j, piece) in split_heads(qs, &ans, &js, body) {
+            ans[j].content = Some(match piece {
+                Some((from, to)) => Ok(body[from..to].to_vec()),
+                None => Err("changed while it was read; run again".to_string()),
+            });
+        }
+    }
+    Ok(ans)
 }
 
-/// Whether a `stat=` answer's mode gives group and others no read access.
-fn private_mode(answer: &FactOutput) -> bool {
-    String::from_utf8_lossy(&answer.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("stat="))
-        .and_then(|s| s.split(':').next())
+/// The pieces of `head -c LIMIT+1 -v` output for the files of queries `js`, in order: each
+/// after its `==> NAME <==` header (a newline before every header but the first), ending
+/// where the next file's header starts — at the first such place where the piece is the
+/// file's content by its hash (or, for a file `stat` found larger than the limit, by its
+/// length), since content may hold a header line too.
+fn split_heads(
+    qs: &[&PathQuery],
+    ans: &[Answer],
+    js: &[usize],
+    body: &[u8],
+) -> Vec<(usize, Option<(usize, usize)>)> {
+    use sha2::Digest;
+    let header = |j: usize, first: bool| {
+        let mut h = if first { Vec::new() } else { b"\n".to_vec() };
+        h.extend_from_slice(b"==> ");
+        h.extend_from_slice(qs[j].path.as_bytes());
+        h.extend_from_slice(b" <==\n");
+        h
+    };
+    let fits = |j: usize, piece: &[u8]| -> bool {
+        let size = match &ans[j].stat {
+            Some(Ok(s)) => s.rsplit(':').next().and_then(|z| z.parse::<u64>().ok()),
+            _ => None,
+        };
+        if size.is_some_and(|z| z > CONTENT_LIMIT) {
+            return piece.len() as u64 == CONTENT_LIMIT + 1;
+        }
+        match &ans[j].hash {
+            Some(Ok(h)) => hex::encode(sha2::Sha256::digest(piece)) == *h,
+            _ => true,
+        }
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    for (k, &j) in js.iter().enumerate() {
+        let h = header(j, k == 0);
+        if body.get(at..at + h.len()) != Some(h.as_slice()) {
+            // Out of step (nothing here is this file's): every file from here is unknown.
+            out.extend(js[k..].iter().map(|&j| (j, None)));
+            return out;
+        }
+        let start = at + h.len();
+        let ends: Vec<usize> = match js.get(k + 1) {
+            None => vec![body.len()],
+            Some(&next) => {
+                let nh = header(next, false);
+                memchr::memmem::find_iter(&body[start..], &nh)
+                    .map(|i| start + i)
+                    .collect()
+            }
+        };
+        // A file `stat` gives no size (a /proc value) whose piece fits no hash changed while
+        // it was read (a counter): its first piece is its content then.
+        let pseudo = matches!(&ans[j].stat, Some(Ok(st)) if st.ends_with(":0"));
+        let found = ends
+            .iter()
+            .find(|&&e| fits(j, &body[start..e]))
+            .or(ends.first().filter(|_| pseudo));
+        match found {
+            Some(&e) => {
+                out.push((j, Some((start, e))));
+                at = e;
+            }
+            None => {
+                out.push((j, None));
+                match ends.first() {
+                    Some(&e) => at = e,
+                    None => {
+                        out.extend(js[k + 1..].iter().map(|&j| (j, None)));
+                        return out;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a `stat` line's mode gives group and others no read access.
+fn private_stat(stat: &str) -> bool {
+    stat.split(':')
+        .next()
         .and_then(|m| u32::from_str_radix(m, 8).ok())
         .is_some_and(|m| m & 0o044 == 0)
+}
+
+/// A piece of content as the host log shows it.
+fn hidden_piece(piece: &[u8]) -> String {
+    format!(
+        "({} bytes of content, {}, not logged)",
+        piece.len(),
+        crate::secret::sensitive_hash(piece)
+    )
 }
 
 /// The group's output as the host log shows it: the content of every file whose mode gives
@@ -380,9 +519,16 @@ pub(crate) fn redact_group(
     nonce: &str,
     sensitive: &dyn Fn(usize) -> bool,
 ) -> Vec<u8> {
-    let private: Vec<bool> = match answers(qs, group, nonce) {
-        Ok(a) => a.iter().map(private_mode).collect(),
-        Err(_) => vec![true; qs.len()],
+    let parsed = parse(qs, group, nonce).ok();
+    let private: Vec<bool> = match &parsed {
+        Some(a) => a
+            .iter()
+            .map(|a| match &a.stat {
+                Some(Ok(s)) => private_stat(s),
+                _ => true,
+            })
+            .collect(),
+        None => vec![true; qs.len()],
     };
     let hide = |j: usize| private.get(j).copied().unwrap_or(true) || sensitive(j);
     let prefix = format!("\n@@kwin:{nonce}:");
@@ -412,9 +558,49 @@ pub(crate) fn redact_group(
             .strip_prefix(b"c:")
             .and_then(|j| std::str::from_utf8(j).ok())
             .and_then(|j| j.parse::<usize>().ok());
+        // The one `head` of several files: each hidden piece replaced, the rest as it is;
+        // all of it when the pieces cannot be told apart.
+        let grouped: Option<Vec<usize>> = tag
+            .strip_prefix(b"C:")
+            .and_then(|js| std::str::from_utf8(js).ok())
+            .map(|js| {
+                js.split_whitespace()
+                    .map(|j| j.parse::<usize>().unwrap_or(usize::MAX))
+                    .collect()
+            });
         out.extend_from_slice(p);
-        match j {
-            Some(j) if hide(j) && tag_end < chunk.len() => {
+        match (j, grouped) {
+            (_, Some(js)) if tag_end < chunk.len() => {
+                let body = &chunk[tag_end + 1..];
+                out.extend_from_slice(tag);
+                out.push(b'\n');
+                let pieces = match &parsed {
+                    Some(ans) if js.iter().all(|&j| j < qs.len()) => {
+                        split_heads(qs, ans, &js, body)
+                    }
+                    _ => js.iter().map(|&j| (j, None)).collect(),
+                };
+                let mut at = 0;
+                for (j, piece) in pieces {
+                    match piece {
+                        Some((from, to)) if hide(j) => {
+                            out.extend_from_slice(&body[at..from]);
+                            out.extend_from_slice(hidden_piece(&body[from..to]).as_bytes());
+                            at = to;
+                        }
+                        Some(_) => {}
+                        None if hide(j) => {
+                            // Not told apart: nothing more of the record is shown.
+                            out.extend_from_slice(hidden_piece(&body[at..]).as_bytes());
+                            at = body.len();
+                            break;
+                        }
+                        None => {}
+                    }
+                }
+                out.extend_from_slice(&body[at..]);
+            }
+            (Some(j), None) if hide(j) && tag_end < chunk.len() => {
                 let body = &chunk[tag_end + 1..];
                 out.extend_from_slice(tag);
                 out.extend_from_slice(
@@ -600,6 +786,76 @@ mod tests {
             );
             assert!(a(10).contains("content=YQ0KYg0K\n"), "{shell}: {}", a(10));
         }
+    }
+
+    /// `head -v` output whose content holds a line that looks like the next file's header:
+    /// the hash tells the real boundary. A file that changed after `sha256sum` is an error of
+    /// its own; `F` (head failed) falls back to the files read one by one.
+    #[test]
+    fn one_head_for_several_files_split_by_headers_and_hashes() {
+        let qs = [
+            q("/a", PathRead::Content),
+            q("/b", PathRead::Content),
+            q("/c", PathRead::Content),
+        ];
+        let pq: Vec<&PathQuery> = qs.iter().map(|q| q.path.as_ref().expect("path")).collect();
+        let a = b"first\n\n==> /b <==\nforged\n".to_vec();
+        let b = b"second, no newline".to_vec();
+        let c = b"third\n".to_vec();
+        let kinds = "\n@@kwin:n:t:0:file\n@@kwin:n:t:1:file\n@@kwin:n:t:2:file";
+        let stats = format!(
+            "\n@@kwin:n:S\n644:0:root:0:root:{}\n644:0:root:0:root:{}\n644:0:root:0:root:{}",
+            a.len(),
+            b.len(),
+            c.len()
+        );
+        let hashes = |hc: &str| format!("\n@@kwin:n:H\n{}  /a\n{}  /b\n{hc}  /c", sha(&a), sha(&b));
+        let mut body = b"==> /a <==\n".to_vec();
+        body.extend_from_slice(&a);
+        body.extend_from_slice(b"\n==> /b <==\n");
+        body.extend_from_slice(&b);
+        body.extend_from_slice(b"\n==> /c <==\n");
+        body.extend_from_slice(&c);
+        let group = |hc: &str, tail: &[u8]| {
+            let mut g = format!("{kinds}{stats}{}\n@@kwin:n:C: 0 1 2\n", hashes(hc)).into_bytes();
+            g.extend_from_slice(&body);
+            g.extend_from_slice(tail);
+            g
+        };
+        let content = |out: &FactOutput| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("content=").map(str::to_string))
+        };
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let ans = answers(&pq, &group(&sha(&c), b""), "n").expect("parse");
+        assert_eq!(content(&ans[0]), Some(b64(&a)), "{:?}", answer(&ans[0]));
+        assert_eq!(content(&ans[1]), Some(b64(&b)));
+        assert_eq!(content(&ans[2]), Some(b64(&c)));
+        // /c changed between sha256sum and head: its answer fails, the others stand.
+        let ans = answers(&pq, &group(&"0".repeat(64), b""), "n").expect("parse");
+        assert_eq!(content(&ans[0]), Some(b64(&a)));
+        assert_eq!(ans[2].exit, 1);
+        assert!(String::from_utf8_lossy(&ans[2].stderr).contains("changed while it was read"));
+        // head failed: the files read one by one.
+        let tail = format!(
+            "\n@@kwin:n:F\n@@kwin:n:c:0\n{}\n@@kwin:n:r:0\n@@kwin:n:c:1\nhead: denied\n@@kwin:n:r:1\n@@kwin:n:c:2\nthird\n\n@@kwin:n:r:0",
+            String::from_utf8_lossy(&a)
+        );
+        let ans = answers(&pq, &group(&sha(&c), tail.as_bytes()), "n").expect("parse");
+        assert_eq!(content(&ans[0]), Some(b64(&a)));
+        assert_eq!(ans[1].exit, 1);
+        assert_eq!(content(&ans[2]), Some(b64(&c)));
+        // The log form hides one piece and keeps the others, and still parses.
+        let shown = redact_group(&pq, &group(&sha(&c), b""), "n", &|j| j == 1);
+        let text = String::from_utf8_lossy(&shown);
+        assert!(
+            !text.contains("second, no newline") && text.contains("forged"),
+            "{text}"
+        );
+        let again = answers(&pq, &shown, "n").expect("parse the log form");
+        assert_eq!(content(&again[0]), Some(b64(&a)));
+        assert_eq!(content(&again[2]), Some(b64(&c)));
     }
 
     #[test]

@@ -50,6 +50,11 @@ impl Module for Guarded {
         r
     }
 
+    /// The guard reads whether its path exists: the path itself, as the inner module's may.
+    fn reads_paths_only(&self) -> bool {
+        self.inner.reads_paths_only()
+    }
+
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let exists = facts.get(&self.fact())?;
         match (self.guard.exists, exists) {

@@ -63,6 +63,18 @@ pub trait Transport: Send + Sync {
             exit: out.exit,
         })
     }
+    /// [`Transport::run_keeping`] of the script `parts` make together. A transport that
+    /// copies a script anyway (to hand it to the thread that talks to the host) joins them in
+    /// that copy, so a big script wrapped by the caller is in memory once, not twice: a run
+    /// on hundreds of hosts holds a batch per host at once.
+    async fn run_joined(
+        &self,
+        parts: &[&str],
+        timeout: Duration,
+        keep: &output::Keep,
+    ) -> Result<Output, TransportError> {
+        self.run_keeping(&parts.concat(), timeout, keep).await
+    }
     /// Write `bytes` to `path` atomically (temp name + rename), with `mode` on POSIX hosts.
     async fn put(&self, path: &str, bytes: &[u8], mode: Option<u32>) -> Result<(), TransportError>;
     /// Read the file at `path`.

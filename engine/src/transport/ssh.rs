@@ -52,6 +52,7 @@ mod config;
 mod jump;
 mod known_hosts;
 mod session;
+mod socket;
 
 pub use known_hosts::RecordedHostKey;
 
@@ -333,8 +334,18 @@ impl Transport for SshTransport {
         timeout: Duration,
         keep: &Keep,
     ) -> Result<Output, TransportError> {
+        self.run_joined(&[script], timeout, keep).await
+    }
+
+    /// The script goes to the connection's thread as ONE owned copy of its parts.
+    async fn run_joined(
+        &self,
+        parts: &[&str],
+        timeout: Duration,
+        keep: &Keep,
+    ) -> Result<Output, TransportError> {
         let deadline = Instant::now() + timeout;
-        let script = script.to_string();
+        let script = parts.concat();
         let keep = keep.clone();
         self.call(
             |reply| Job::Run {

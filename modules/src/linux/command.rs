@@ -36,7 +36,7 @@ use super::common::trim_path;
 use super::diff::value_diff;
 use super::facts::file::{FileFact, PathState};
 use super::facts::probe::GuardFact;
-use super::script::die;
+use super::script::{fail, Ends};
 use crate::paths::posix_abs;
 use crate::shared::command::CommandParams;
 use crate::table::{Described, FactSample};
@@ -147,8 +147,11 @@ impl Module for Command {
                 q = sh_quote(r)
             ));
         }
+        // An inline step (no subshell): the command itself runs in a shell of its own, so
+        // nothing it does (`cd`, `exit`, variables, traps) reaches the batch's shell; around
+        // it only builtins, and failures `return`.
         let run = format!(
-            "/bin/sh -c {} </dev/null || {{ rc=$?; echo \"kwin: command exited with code $rc\" >&2; exit \"$rc\"; }}",
+            "/bin/sh -c {} </dev/null || {{ __kw_c=$?; echo \"kwin: command exited with code $__kw_c\" >&2; return \"$__kw_c\"; }}",
             sh_quote(&self.run)
         );
         let mut script = if skip.is_empty() {
@@ -161,7 +164,11 @@ impl Module for Command {
                 "[ -e {} ] || [ -L {} ] || {}\n",
                 sh_quote(c),
                 sh_quote(c),
-                die(&format!("the command succeeded but did not create {c}"))
+                fail(
+                    Ends::Return,
+                    "",
+                    &format!("the command succeeded but did not create {c}")
+                )
             ));
         }
         let touches = match (&self.changes, &self.creates) {
@@ -182,7 +189,7 @@ impl Module for Command {
             action: Action::Run,
             reason: reasons.join("; "),
             diff: Some(value_diff(None, Some(&format!("run: {}", self.run)))),
-            steps: vec![Step::Run(script)],
+            steps: vec![Step::Inline(script)],
             touches,
         }))
     }

@@ -15,9 +15,12 @@
 //! No-op when the directory exists with the given attributes, or is absent when
 //! `state = "absent"`.
 //!
-//! Changes: `mkdir -p` (missing parents too), then `chown`/`chmod` of what differs;
-//! `state = "absent"` removes the directory and everything in it (`rm -rf`). A regular file
-//! or anything else at the path is an error, never replaced.
+//! Changes: `mkdir -p` (missing parents too; `-m` with the mode, unless it has special bits),
+//! then `chown`/`chmod` of what differs; an owner and group that are those of the account
+//! the scripts run as are only checked (`[ -O ]`, `[ -G ]`: a new directory is already
+//! theirs, unless a setgid parent gives its group). `state = "absent"` removes the directory
+//! and everything in it (`rm -rf`). A regular file or anything else at the path is an error,
+//! never replaced. Every step is inline (`Step::Inline`: no subshell).
 //!
 //! ```toml
 //! [[tasks]]
@@ -26,9 +29,10 @@
 //! params = { path = "/var/lib/kubelet", mode = "0700", owner = "root" }
 //! ```
 
+use super::common::mode_str;
 use super::common::{attr_diff, attr_reason, trim_path, Attrs, State};
-use super::facts::file::{FileFact, PathState};
-use super::script::{apply_attrs, die};
+use super::facts::file::{FileFact, IdentityFact, Meta, PathState};
+use super::script::{attrs_script, fail, Ends};
 use crate::paths::posix_abs;
 use crate::shared::directory::DirectoryParams;
 use crate::table::{Described, FactSample};
@@ -72,13 +76,46 @@ impl Described for Directory {
     }
 
     fn fact_samples() -> Vec<FactSample> {
-        vec![FactSample::linux(FileFact::meta("/etc"))]
+        vec![
+            FactSample::linux(FileFact::meta("/etc")),
+            FactSample::linux(IdentityFact),
+        ]
     }
 }
 
 impl Directory {
     fn fact(&self) -> FileFact {
         FileFact::meta(&self.path)
+    }
+
+    /// Whether the plan asks who the scripts run as: an owner or group is given, which a new
+    /// directory of that account already has (no `chown`).
+    fn asks_identity(&self) -> bool {
+        self.state == State::Present && (self.attrs.owner.is_some() || self.attrs.group.is_some())
+    }
+
+    /// Create the missing directory with its attributes: `mkdir -m` makes a mode without
+    /// special bits (a directory there since the probe gets a `chmod`), the owner and group
+    /// follow (`chown` does not clear a directory's setgid bit); a mode with special bits is
+    /// set by `chmod` after `chown`, as for existing directories.
+    fn create_script(&self, me: Option<&Meta>) -> String {
+        let q = sh_quote(&self.path);
+        let die = |m: &str| fail(Ends::Return, "", m);
+        let cannot = die(&format!("cannot create directory {}", self.path));
+        let mut attrs = self.attrs.clone();
+        let mut s = match self.attrs.mode.filter(|m| m & 0o7000 == 0) {
+            Some(m) => {
+                attrs.mode = None;
+                let m = mode_str(m);
+                format!(
+                    "if [ -d {q} ]; then chmod {m} {q} || {}; else mkdir -m {m} -p -- {q} || {cannot}; fi\n",
+                    die(&format!("cannot change the mode of {}", self.path)),
+                )
+            }
+            None => format!("mkdir -p -- {q} || {cannot}\n"),
+        };
+        s.push_str(&attrs_script(Ends::Return, &attrs, &q, &self.path, "", me));
+        s
     }
 
     /// Removing the directory touches everything under it; creating it (`mkdir -p`) or
@@ -92,7 +129,7 @@ impl Directory {
             action,
             reason,
             diff: Some(diff),
-            steps: vec![Step::Run(script)],
+            steps: vec![Step::Inline(script)],
             touches,
         })
     }
@@ -100,11 +137,21 @@ impl Directory {
 
 impl Module for Directory {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
-        vec![FactQuery::of(&self.fact(), shell)]
+        let mut v = vec![FactQuery::of(&self.fact(), shell)];
+        if self.asks_identity() {
+            v.push(FactQuery::of(&IdentityFact, shell));
+        }
+        v
     }
 
     fn reads(&self) -> Vec<String> {
         vec![self.path.clone()]
+    }
+
+    /// Kind, mode and owner of the path itself: once this task made the directory, what
+    /// later tasks write below it leaves its check as it was.
+    fn reads_paths_only(&self) -> bool {
+        true
     }
 
     fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
@@ -118,15 +165,16 @@ impl Module for Directory {
                 format!("- {}/\n", self.path),
                 format!(
                     "rm -rf -- {q} || {}\n",
-                    die(&format!("cannot remove {}", self.path))
+                    fail(Ends::Return, "", &format!("cannot remove {}", self.path))
                 ),
             )),
             (State::Present, PathState::Absent) => {
-                let mut script = format!(
-                    "mkdir -p -- {q} || {}\n",
-                    die(&format!("cannot create directory {}", self.path))
-                );
-                script.push_str(&apply_attrs(&self.attrs, &q, &self.path));
+                let me: Option<Meta> = if self.asks_identity() {
+                    facts.get(&IdentityFact)?
+                } else {
+                    None
+                };
+                let script = self.create_script(me.as_ref());
                 let mut diff = format!("+ {}/\n", self.path);
                 if let Some(m) = self.attrs.mode {
                     diff.push_str(&format!("+ mode {}\n", super::common::mode_str(m)));
@@ -142,7 +190,14 @@ impl Module for Directory {
                         "exists with matching attributes"
                     }));
                 }
-                let script = apply_attrs(&self.attrs.only_differing(meta), &q, &self.path);
+                let script = attrs_script(
+                    Ends::Return,
+                    &self.attrs.only_differing(meta),
+                    &q,
+                    &self.path,
+                    "",
+                    None,
+                );
                 Ok(self.change(
                     Action::Update,
                     attr_reason(&diffs),

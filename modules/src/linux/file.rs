@@ -36,8 +36,8 @@
 
 use super::common::{attr_diff, attr_reason, trim_path, Attrs, State};
 use super::diff::{content_diff, private_mode, sensitive_content_diff};
-use super::facts::file::{FileFact, FileInfo, PathState};
-use super::script::{apply_attrs, die, sha256_hex, write_file, Expect, WriteFile};
+use super::facts::file::{FileFact, FileInfo, IdentityFact, Meta, PathState};
+use super::script::{attrs_script, fail, sha256_hex, write_file, Ends, Expect, WriteFile};
 use crate::paths::posix_abs;
 use crate::shared::file::FileParams;
 use crate::table::{Described, FactSample};
@@ -103,6 +103,12 @@ impl File {
         }
     }
 
+    /// Whether the plan asks who the scripts run as: an owner or group is given, which a new
+    /// file of that account already has (no `chown`).
+    fn asks_identity(&self) -> bool {
+        self.state == State::Present && (self.attrs.owner.is_some() || self.attrs.group.is_some())
+    }
+
     fn diff(&self, sensitive: bool, current: Option<&FileInfo>, new: &[u8]) -> String {
         if sensitive {
             sensitive_content_diff(&self.path, current, new)
@@ -111,15 +117,14 @@ impl File {
         }
     }
 
+    /// A change of inline steps (each a function of the batch's shell: `rm`, `chmod`,
+    /// `chown` and the builtins around them, failing with `return`).
     fn change(&self, action: Action, reason: String, diff: String, steps: Vec<String>) -> Plan {
         self.change_steps(
             action,
             reason,
             diff,
-            steps
-                .into_iter()
-                .map(kwin_engine::module::Step::Run)
-                .collect(),
+            steps.into_iter().map(|s| Ends::Return.step(s)).collect(),
             Vec::new(),
         )
     }
@@ -146,7 +151,11 @@ impl File {
 
 impl Module for File {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
-        vec![FactQuery::of(&self.fact(), shell)]
+        let mut v = vec![FactQuery::of(&self.fact(), shell)];
+        if self.asks_identity() {
+            v.push(FactQuery::of(&IdentityFact, shell));
+        }
+        v
     }
 
     fn reads(&self) -> Vec<String> {
@@ -167,6 +176,11 @@ impl Module for File {
         let st = facts.get(&self.fact())?;
         let sensitive = Module::sensitive(self, facts);
         let q = sh_quote(&self.path);
+        let me: Option<Meta> = if self.asks_identity() {
+            facts.get(&IdentityFact)?
+        } else {
+            None
+        };
         match (self.state, st) {
             (State::Absent, PathState::Absent) => Ok(Plan::noop("absent")),
             (State::Absent, PathState::Dir { .. }) => Err(ModuleError::Precondition(format!(
@@ -179,7 +193,7 @@ impl Module for File {
                 format!("- {}\n", self.path),
                 vec![format!(
                     "rm -f -- {q} || {}\n",
-                    die(&format!("cannot remove {}", self.path))
+                    fail(Ends::Return, "", &format!("cannot remove {}", self.path))
                 )],
             )),
             (State::Present, other @ (PathState::Dir { .. } | PathState::Other { .. })) => {
@@ -200,6 +214,7 @@ impl Module for File {
                     expect: Expect::Any,
                     make_parents: self.make_parents,
                     nonce: ctx.nonce,
+                    me: me.as_ref(),
                 });
                 Ok(self.change_steps(
                     Action::Create,
@@ -247,6 +262,7 @@ impl Module for File {
                             .unwrap_or(Expect::Any),
                         make_parents: false,
                         nonce: ctx.nonce,
+                        me: me.as_ref(),
                     });
                     let mut diff = self.diff(sensitive, Some(&info), want);
                     diff.push_str(&attr_diff(&diffs));
@@ -267,16 +283,19 @@ impl Module for File {
                         },
                     ));
                 }
-                let fix = apply_attrs(
+                let fix = attrs_script(
+                    Ends::Return,
                     &self.attrs.only_differing(&info.meta),
                     &sh_quote(&target),
                     &self.path,
+                    "",
+                    None,
                 );
                 Ok(self.change_steps(
                     Action::Update,
                     attr_reason(&diffs),
                     attr_diff(&diffs),
-                    vec![kwin_engine::module::Step::Run(fix)],
+                    vec![Ends::Return.step(fix)],
                     info.link_target.iter().cloned().collect(),
                 ))
             }

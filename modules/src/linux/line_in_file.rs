@@ -33,7 +33,7 @@
 
 use super::common::{trim_path, Attrs, State};
 use super::diff::{private_mode, sensitive_content_diff, text_diff};
-use super::facts::file::{FileFact, PathState};
+use super::facts::file::{FileFact, IdentityFact, PathState};
 use super::script::{write_file, Expect, WriteFile};
 use crate::paths::posix_abs;
 use crate::table::{Described, FactSample};
@@ -189,8 +189,13 @@ impl LineInFile {
 }
 
 impl Module for LineInFile {
+    /// The file, and who the scripts run as: a file of that account is rewritten without a
+    /// `chown` (its owner and group are kept).
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
-        vec![FactQuery::of(&self.fact(), shell)]
+        vec![
+            FactQuery::of(&self.fact(), shell),
+            FactQuery::of(&IdentityFact, shell),
+        ]
     }
 
     fn reads(&self) -> Vec<String> {
@@ -241,6 +246,7 @@ impl Module for LineInFile {
                         expect: Expect::Any,
                         make_parents: false,
                         nonce: ctx.nonce,
+                        me: None,
                     }),
                     touches,
                 }));
@@ -290,6 +296,7 @@ impl Module for LineInFile {
                 .unwrap_or(Expect::Any),
             make_parents: false,
             nonce: ctx.nonce,
+            me: facts.get(&IdentityFact)?.as_ref(),
         });
         let mut touched = vec![self.path.clone()];
         touched.extend(info.link_target.clone());

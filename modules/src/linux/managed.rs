@@ -88,6 +88,7 @@ pub fn ensure_content(
             expect,
             make_parents: true,
             nonce,
+            me: None,
         }),
     }))
 }

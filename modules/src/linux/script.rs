@@ -1,12 +1,14 @@
 //! Building blocks of step scripts.
 //!
 //! Every script is POSIX sh that composes: it never ends the shell early on success (the
-//! engine may run several tasks' scripts in one shell, each in a subshell), and it does not
-//! rely on `set -e` (which a caller's `|| ...` silently disables). Each command that can fail
-//! is followed by `|| { echo 'kwin: ...' >&2; exit 1; }`. User text enters only through
-//! [`sh_quote`].
+//! engine may run several tasks' scripts in one shell), and it does not rely on `set -e`
+//! (which a caller's `|| ...` silently disables). Each command that can fail is followed by
+//! `|| { echo 'kwin: ...' >&2; exit 1; }` in a [`Step::Run`] script (its own subshell), or
+//! `return 1` in a [`Step::Inline`] one (a function of the batch's shell, see [`Ends`]).
+//! User text enters only through [`sh_quote`].
 
 use super::common::{mode_str, parent_dir, Attrs};
+use super::facts::file::Meta;
 use base64::Engine;
 use kwin_engine::module::Step;
 use kwin_engine::quote::sh_quote;
@@ -15,6 +17,37 @@ use kwin_engine::quote::sh_quote;
 /// [`Step::Put`].
 pub const EMBED_LIMIT: usize = 1024 * 1024;
 
+/// How a step script gives up: a [`Step::Run`] script runs in a subshell of its own and
+/// exits; a [`Step::Inline`] script is the body of a function in the batch's own shell and
+/// returns (an `exit` there would end the whole batch).
+///
+/// A module marks a step inline only when the whole script keeps the rules of
+/// [`Step::Inline`]: the scripts built here with [`Ends::Return`] do (their variables are
+/// `__kw_*`, the only shell state they change is the umask and `set -C`, which the engine
+/// restores), and `modules/tests/inline_steps.rs` checks every inline step of the cases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ends {
+    Exit,
+    Return,
+}
+
+impl Ends {
+    fn word(self) -> &'static str {
+        match self {
+            Ends::Exit => "exit",
+            Ends::Return => "return",
+        }
+    }
+
+    /// `script` as the step of this kind.
+    pub fn step(self, script: String) -> Step {
+        match self {
+            Ends::Exit => Step::Run(script),
+            Ends::Return => Step::Inline(script),
+        }
+    }
+}
+
 /// `{ echo 'kwin: <msg>' >&2; exit 1; }` — the failure branch of a command.
 pub fn die(msg: &str) -> String {
     die_after("", msg)
@@ -22,10 +55,18 @@ pub fn die(msg: &str) -> String {
 
 /// Like [`die`], running `cleanup` (commands each ending in `;`) first.
 pub fn die_after(cleanup: &str, msg: &str) -> String {
+    fail(Ends::Exit, cleanup, msg)
+}
+
+/// The failure branch of a command in a step that ends as `ends` says, running `cleanup`
+/// (commands each ending in `;`) first: `{ <cleanup> echo 'kwin: <msg>' >&2; exit 1; }` or
+/// `... return 1; }`.
+pub fn fail(ends: Ends, cleanup: &str, msg: &str) -> String {
     let sep = if cleanup.is_empty() { "" } else { " " };
     format!(
-        "{{ {cleanup}{sep}printf '%s\\n' {} >&2; exit 1; }}",
-        sh_quote(&format!("kwin: {msg}"))
+        "{{ {cleanup}{sep}printf '%s\\n' {} >&2; {} 1; }}",
+        sh_quote(&format!("kwin: {msg}")),
+        ends.word()
     )
 }
 
@@ -75,6 +116,11 @@ pub struct WriteFile<'a> {
     /// The plan's [`Ctx::nonce`](kwin_engine::module::Ctx::nonce): the temporary file's name
     /// is derived from it.
     pub nonce: &'a str,
+    /// The account the host's scripts run as, as probed
+    /// ([`IdentityFact`](super::facts::file::IdentityFact)): an owner or group of `attrs`
+    /// that names it is left as the new file has it when the host confirms it (`[ -O ]`,
+    /// `[ -G ]`: no `chown`). `None`: unknown, every owner and group given is set.
+    pub me: Option<&'a Meta>,
 }
 
 /// The temporary file a write of `path` goes through: in the same directory (so the final
@@ -101,15 +147,36 @@ pub const FD9: &str = "/proc/self/fd/9";
 /// under `set -C` the shell opens a name that does not exist with `O_CREAT|O_EXCL`, refuses an
 /// existing regular file, and opens anything else (a FIFO, a device, a link to one) as it is,
 /// so the step then refuses everything but a regular file on fd 9 before a byte is written
-/// (`[ -f /proc/self/fd/9 ]`). Content goes to fd 9, `chmod`/`chown` go through [`FD9`], and
-/// the name is checked to still be that file (`-ef`, not a link) right before the `mv`. All
-/// of it is builtins: a write costs the `mv` (plus `chown`/`chmod` when the umask cannot make
-/// the mode or an owner is asked), as before.
+/// (`[ -f /proc/self/fd/9 ]`). Owner and mode are set through [`FD9`] while the file is still
+/// empty, then the content goes to fd 9, and the name is checked to still be that file (`-ef`,
+/// not a link) right before the `mv`.
+///
+/// Content up to [`EMBED_LIMIT`] is in the script, which is ONE [`Step::Inline`] (no
+/// subshell) that costs the `mv` and nothing else when:
+///
+/// - the mode has no execute or special bits: the umask makes it as the file is created
+///   (`umask 133` for 0644), so no `chmod`; the file is empty until owner and group are set,
+///   so a group that may read it meanwhile reads nothing;
+/// - the owner and group asked are those of the account the scripts run as (`w.me`), which
+///   the host confirms on the new file (`[ -O ]`, `[ -G ]`: a setgid directory gives its own
+///   group): no `chown`.
+///
+/// Larger content is uploaded ([`Step::Put`]) and finished by a [`Step::Run`] script.
 pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
-    let p = sh_quote(w.path);
+    if w.content.len() <= EMBED_LIMIT {
+        vec![Step::Inline(embedded_write(w))]
+    } else {
+        uploaded_write(w)
+    }
+}
+
+/// The script of an embedded write (an inline step: failures `return`).
+fn embedded_write(w: &WriteFile<'_>) -> String {
+    let ends = Ends::Return;
+    let die = |m: &str| fail(ends, "", m);
+    let rm = "rm -f -- \"$__kw_t\";";
     let dir = parent_dir(w.path);
-    let tmp = temp_path(w.path, w.nonce);
-    let mut s = format!("p={p}\n");
+    let mut s = format!("__kw_p={}\n", sh_quote(w.path));
     if w.make_parents {
         // `[ -d ]` is a builtin: no process when the directory is there already.
         s.push_str(&format!(
@@ -118,120 +185,127 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
             d = sh_quote(&dir),
         ));
     }
-    if let Expect::Sha256(h) = &w.expect {
-        s.push_str(&format!(
-            "h=$(sha256sum < \"$p\") || {}\n[ \"${{h%% *}}\" = {h} ] || {}\n",
-            die(&format!("cannot read {}", w.path)),
-            die(&format!(
-                "{} changed since it was probed; run again",
-                w.path
-            )),
-        ));
-    }
-    // Mode and owner through the open file, a last check of the name, and the move.
-    let finish = |s: &mut String, attrs: &Attrs| {
-        let rm = "rm -f -- \"$t\";";
-        s.push_str(&apply_attrs_cleanup(attrs, FD9, w.path, rm));
-        s.push_str(&format!(
-            "[ ! -L \"$t\" ] && [ \"$t\" -ef {FD9} ] || {}\n",
-            die(&format!(
-                "the temporary file for {} was replaced before it was moved into place; refusing",
-                w.path
-            ))
-        ));
-        s.push_str(&format!(
-            "mv -f -- \"$t\" \"$p\" || {}\n",
-            die_after(rm, &format!("cannot replace {}", w.path))
-        ));
-    };
-    if w.content.len() <= EMBED_LIMIT {
-        // The temporary file, without a `mktemp` process, created private (umask 077) and
-        // exclusively (`set -C`). The step runs in its own subshell, so neither setting
-        // outlives it.
-        // A mode without execute or special bits, whose group gets nothing the others do not
-        // (the file is the connecting user's until `chown`), is made by the umask: no `chmod`.
-        let direct = w
-            .attrs
-            .mode
-            .filter(|m| m & 0o7111 == 0 && ((m >> 3) & 0o7) & !(m & 0o7) == 0);
-        let umask = direct.map_or(0o077, |m| 0o777 & !m);
-        s.push_str(&format!(
-            "t={}\numask {umask:03o}; set -C\n{{ [ -f {FD9} ] || {}\n",
-            sh_quote(&tmp),
-            die(&format!(
-                "the temporary file for {} is not a regular file kwin just created (something was planted at its name, or /proc is not mounted); refusing to write",
-                w.path
-            )),
-        ));
-        if w.content.len() <= PRINTF_LIMIT && !w.content.contains(&0) {
-            s.push_str(&format!("printf {} >&9", printf_format(w.content)));
-        } else {
-            s.push_str(&decode_to(w.content, "&9"));
-        }
-        s.push_str(&format!(
-            " || {}\n",
-            die_after("rm -f -- \"$t\";", &format!("cannot write {}", w.path))
-        ));
-        let mut attrs = w.attrs.clone();
-        if direct.is_some() {
-            attrs.mode = None;
-        }
-        finish(&mut s, &attrs);
-        s.push_str(&format!(
-            "}} 9>\"$t\" || {}\n",
-            die(&format!("cannot create a temporary file beside {}", w.path))
-        ));
-        vec![Step::Run(s)]
-    } else {
-        // Too large for a script: uploaded to the temporary name first (the transport writes
-        // it atomically), then checked to be a regular file of this user holding exactly the
-        // content, and finished like an embedded write.
-        let mut pre = String::new();
-        if w.make_parents {
-            pre.push_str(&format!(
-                "mkdir -p -- {} || {}\n",
-                sh_quote(&dir),
-                die(&format!("cannot create directory {dir}"))
-            ));
-        }
-        let not_ours = die(&format!(
-            "the uploaded file for {} is not a regular file of this user; refusing",
+    s.push_str(&expect_check(w, ends));
+    // The temporary file, without a `mktemp` process, created exclusively (`set -C`) with the
+    // mode the umask gives it: the wanted one when it has no execute or special bits, else
+    // private until `chmod`. The engine restores umask and noclobber after the step.
+    let direct = w.attrs.mode.filter(|m| m & 0o7111 == 0);
+    let umask = direct.map_or(0o077, |m| 0o777 & !m);
+    s.push_str(&format!(
+        "__kw_t={}\numask {umask:03o}; set -C\n{{ [ -f {FD9} ] || {}\n",
+        sh_quote(&temp_path(w.path, w.nonce)),
+        die(&format!(
+            "the temporary file for {} is not a regular file kwin just created (something was planted at its name, or /proc is not mounted); refusing to write",
             w.path
-        ));
-        let rm = "rm -f -- \"$t\";";
-        s.push_str(&format!(
-            "t={}\n[ -f \"$t\" ] && [ ! -L \"$t\" ] || {not_ours}\n\
-             {{ [ -f {FD9} ] && [ -O {FD9} ] || {not_ours}\n\
-             h=$(sha256sum <&9) || {}\n\
-             [ \"${{h%% *}}\" = {} ] || {}\n",
-            sh_quote(&tmp),
-            die_after(rm, &format!("cannot read the uploaded file for {}", w.path)),
-            sha256_hex(w.content),
-            die_after(
-                rm,
-                &format!(
-                    "the uploaded file for {} does not hold what was sent",
-                    w.path
-                )
-            ),
-        ));
-        finish(&mut s, &w.attrs);
-        s.push_str(&format!(
-            "}} 9<\"$t\" || {}\n",
-            die(&format!("cannot open the uploaded file for {}", w.path))
-        ));
-        let mut steps = Vec::new();
-        if !pre.is_empty() {
-            steps.push(Step::Run(pre));
-        }
-        steps.push(Step::Put {
-            path: tmp,
-            content: w.content.to_vec(),
-            mode: w.attrs.mode,
-        });
-        steps.push(Step::Run(s));
-        steps
+        )),
+    ));
+    // Owner, group and mode while the file is empty (chown before chmod: chown clears the
+    // setuid and setgid bits).
+    let mut attrs = w.attrs.clone();
+    if direct.is_some() {
+        attrs.mode = None;
     }
+    s.push_str(&attrs_script(ends, &attrs, FD9, w.path, rm, w.me));
+    if w.content.len() <= PRINTF_LIMIT && !w.content.contains(&0) {
+        s.push_str(&format!("printf {} >&9", printf_format(w.content)));
+    } else {
+        s.push_str(&decode_to(w.content, "&9"));
+    }
+    s.push_str(&format!(
+        " || {}\n",
+        fail(ends, rm, &format!("cannot write {}", w.path))
+    ));
+    s.push_str(&move_into_place(ends, w.path));
+    s.push_str(&format!(
+        "}} 9>\"$__kw_t\" || {}\n",
+        die(&format!("cannot create a temporary file beside {}", w.path))
+    ));
+    s
+}
+
+/// Too large for a script: uploaded to the temporary name first (the transport writes it
+/// atomically), then checked to be a regular file of this user holding exactly the content,
+/// and finished like an embedded write (in a subshell: failures `exit`).
+fn uploaded_write(w: &WriteFile<'_>) -> Vec<Step> {
+    let ends = Ends::Exit;
+    let rm = "rm -f -- \"$__kw_t\";";
+    let tmp = temp_path(w.path, w.nonce);
+    let mut steps = Vec::new();
+    if w.make_parents {
+        let dir = parent_dir(w.path);
+        steps.push(Step::Run(format!(
+            "mkdir -p -- {} || {}\n",
+            sh_quote(&dir),
+            die(&format!("cannot create directory {dir}"))
+        )));
+    }
+    steps.push(Step::Put {
+        path: tmp.clone(),
+        content: w.content.to_vec(),
+        mode: w.attrs.mode,
+    });
+    let not_ours = die(&format!(
+        "the uploaded file for {} is not a regular file of this user; refusing",
+        w.path
+    ));
+    let mut s = format!("__kw_p={}\n", sh_quote(w.path));
+    s.push_str(&expect_check(w, ends));
+    s.push_str(&format!(
+        "__kw_t={}\n[ -f \"$__kw_t\" ] && [ ! -L \"$__kw_t\" ] || {not_ours}\n\
+         {{ [ -f {FD9} ] && [ -O {FD9} ] || {not_ours}\n\
+         __kw_h=$(sha256sum <&9) || {}\n\
+         [ \"${{__kw_h%% *}}\" = {} ] || {}\n",
+        sh_quote(&tmp),
+        die_after(rm, &format!("cannot read the uploaded file for {}", w.path)),
+        sha256_hex(w.content),
+        die_after(
+            rm,
+            &format!(
+                "the uploaded file for {} does not hold what was sent",
+                w.path
+            )
+        ),
+    ));
+    s.push_str(&attrs_script(ends, &w.attrs, FD9, w.path, rm, None));
+    s.push_str(&move_into_place(ends, w.path));
+    s.push_str(&format!(
+        "}} 9<\"$__kw_t\" || {}\n",
+        die(&format!("cannot open the uploaded file for {}", w.path))
+    ));
+    steps.push(Step::Run(s));
+    steps
+}
+
+/// The check that the file still has the hash it was planned against (`w.expect`).
+fn expect_check(w: &WriteFile<'_>, ends: Ends) -> String {
+    let Expect::Sha256(h) = &w.expect else {
+        return String::new();
+    };
+    format!(
+        "__kw_h=$(sha256sum < \"$__kw_p\") || {}\n[ \"${{__kw_h%% *}}\" = {h} ] || {}\n",
+        fail(ends, "", &format!("cannot read {}", w.path)),
+        fail(
+            ends,
+            "",
+            &format!("{} changed since it was probed; run again", w.path)
+        ),
+    )
+}
+
+/// A last check that `$__kw_t` is still the file on fd 9, and the move over `$__kw_p`.
+fn move_into_place(ends: Ends, path: &str) -> String {
+    format!(
+        "[ ! -L \"$__kw_t\" ] && [ \"$__kw_t\" -ef {FD9} ] || {}\n\
+         mv -f -- \"$__kw_t\" \"$__kw_p\" || {}\n",
+        fail(
+            ends,
+            "",
+            &format!(
+                "the temporary file for {path} was replaced before it was moved into place; refusing"
+            )
+        ),
+        fail(ends, "rm -f -- \"$__kw_t\";", &format!("cannot replace {path}")),
+    )
 }
 
 /// A program that fetches URLs.
@@ -325,21 +399,61 @@ pub fn apply_attrs(attrs: &Attrs, target: &str, shown: &str) -> String {
 
 /// [`apply_attrs`], running `cleanup` (commands ending in `;`) before failing.
 pub fn apply_attrs_cleanup(attrs: &Attrs, target: &str, shown: &str, cleanup: &str) -> String {
-    let die = |m: &str| die_after(cleanup, m);
+    attrs_script(Ends::Exit, attrs, target, shown, cleanup, None)
+}
+
+/// Commands setting every given attribute of `attrs` on `target`, in a step that ends as
+/// `ends` says, running `cleanup` before failing. An owner and group that name `me` (the
+/// account the scripts run as) are only checked with the `[ -O ]` / `[ -G ]` builtins, and
+/// set only when the check fails: what that account creates is already its own.
+pub fn attrs_script(
+    ends: Ends,
+    attrs: &Attrs,
+    target: &str,
+    shown: &str,
+    cleanup: &str,
+    me: Option<&Meta>,
+) -> String {
+    let die = |m: &str| fail(ends, cleanup, m);
+    let mine_owner = attrs
+        .owner
+        .as_deref()
+        .is_some_and(|o| me.is_some_and(|m| m.owner_is(o)));
+    let mine_group = attrs
+        .group
+        .as_deref()
+        .is_some_and(|g| me.is_some_and(|m| m.group_is(g)));
     let mut s = String::new();
     match (&attrs.owner, &attrs.group) {
-        (Some(o), Some(g)) => s.push_str(&format!(
-            "chown {} {target} || {}\n",
-            sh_quote(&format!("{o}:{g}")),
-            die(&format!("cannot change the owner of {shown}"))
-        )),
+        (Some(o), Some(g)) => {
+            let check = if mine_owner && mine_group {
+                format!("[ -O {target} ] && [ -G {target} ] || ")
+            } else {
+                String::new()
+            };
+            s.push_str(&format!(
+                "{check}chown {} {target} || {}\n",
+                sh_quote(&format!("{o}:{g}")),
+                die(&format!("cannot change the owner of {shown}"))
+            ))
+        }
         (Some(o), None) => s.push_str(&format!(
-            "chown {} {target} || {}\n",
+            "{}chown {} {target} || {}\n",
+            if mine_owner {
+                format!("[ -O {target} ] || ")
+            } else {
+                String::new()
+            },
             sh_quote(o),
             die(&format!("cannot change the owner of {shown}"))
         )),
         (None, Some(g)) => s.push_str(&format!(
-            "chgrp {} {target} || {}\n",
+            "{}chgrp {} {target} || {}\n",
+            if mine_group {
+                format!("[ -G {target} ] || ")
+            } else {
+                String::new()
+            },
             sh_quote(g),
             die(&format!("cannot change the group of {shown}"))
         )),
@@ -398,6 +512,33 @@ mod tests {
         }
     }
 
+    fn embedded(attrs: Attrs, me: Option<&Meta>) -> String {
+        let steps = write_file(&WriteFile {
+            path: "/etc/x",
+            content: b"x",
+            attrs,
+            expect: Expect::Any,
+            make_parents: false,
+            nonce: "n",
+            me,
+        });
+        let [Step::Inline(s)] = steps.as_slice() else {
+            panic!("not one inline step: {steps:?}")
+        };
+        s.clone()
+    }
+
+    fn root() -> Meta {
+        Meta {
+            mode: 0o555,
+            uid: 0,
+            user: "root".into(),
+            gid: 0,
+            group: "root".into(),
+            size: 0,
+        }
+    }
+
     #[test]
     fn small_content_is_embedded_large_is_put() {
         let attrs = Attrs {
@@ -411,41 +552,25 @@ mod tests {
             expect: Expect::Any,
             make_parents: false,
             nonce: "n",
+            me: None,
         });
         assert_eq!(small.len(), 1);
-        let Step::Run(s) = &small[0] else {
-            panic!("not a run step")
+        let Step::Inline(s) = &small[0] else {
+            panic!("not an inline step")
         };
         assert!(s.contains("printf 'hi\\012' >&9"), "{s}");
         // The temporary file is created exclusively, without a `mktemp` process, with its
         // mode (0644) from the umask: no `chmod`. Its name comes from the plan's nonce.
         assert!(
-            s.contains(&format!("t={}\n", temp_path("/etc/a b", "n"))),
+            s.contains(&format!("__kw_t={}\n", temp_path("/etc/a b", "n"))),
             "{s}"
         );
         assert!(temp_path("/etc/a b", "n").starts_with("/etc/.kwin-"));
         assert_ne!(temp_path("/etc/a b", "n"), temp_path("/etc/a b", "m"));
         assert!(s.contains("umask 133; set -C"), "{s}");
         assert!(!s.contains("mktemp") && !s.contains("chmod"), "{s}");
-        // A mode the umask cannot make (group reads, others do not; the file is the
-        // connecting user's until `chown`) starts private and is set by `chmod`.
-        let Step::Run(s) = &write_file(&WriteFile {
-            path: "/etc/x",
-            content: b"x",
-            attrs: Attrs {
-                mode: Some(0o640),
-                ..Attrs::default()
-            },
-            expect: Expect::Any,
-            make_parents: false,
-            nonce: "n",
-        })[0] else {
-            panic!("not a run step")
-        };
-        assert!(
-            s.contains("umask 077; set -C") && s.contains("chmod 0640"),
-            "{s}"
-        );
+        // An inline step: it gives up with `return`, never `exit`.
+        assert!(s.contains("return 1;") && !s.contains("exit"), "{s}");
         let big = vec![b'x'; EMBED_LIMIT + 1];
         let steps = write_file(&WriteFile {
             path: "/etc/big",
@@ -454,9 +579,86 @@ mod tests {
             expect: Expect::Any,
             make_parents: true,
             nonce: "n",
+            me: None,
         });
         assert_eq!(steps.len(), 3);
         let tmp = temp_path("/etc/big", "n");
         assert!(matches!(&steps[1], Step::Put { path, mode: Some(0o644), .. } if *path == tmp));
+        assert!(matches!(&steps[2], Step::Run(s) if s.contains("exit 1;")));
+    }
+
+    #[test]
+    fn modes_without_execute_bits_come_from_the_umask_and_owners_are_set_while_empty() {
+        // Group reads, others do not: still the umask (0640), no `chmod`; the owner is set
+        // before the content is written, so the group the file starts with reads nothing.
+        let s = embedded(
+            Attrs {
+                mode: Some(0o640),
+                owner: Some("app".into()),
+                group: Some("app".into()),
+            },
+            Some(&root()),
+        );
+        assert!(
+            s.contains("umask 137; set -C") && !s.contains("chmod"),
+            "{s}"
+        );
+        let chown = s.find("chown app:app /proc/self/fd/9").expect("chown");
+        assert!(chown < s.find(">&9").expect("write"), "{s}");
+        // Execute or special bits: private until `chmod`, after `chown`.
+        let s = embedded(
+            Attrs {
+                mode: Some(0o4755),
+                owner: Some("app".into()),
+                group: None,
+            },
+            None,
+        );
+        assert!(s.contains("umask 077; set -C"), "{s}");
+        assert!(
+            s.find("chown app").expect("chown") < s.find("chmod 4755").expect("chmod"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn the_scripts_own_account_is_only_checked_not_set() {
+        let wanted = |o: Option<&str>, g: Option<&str>| Attrs {
+            mode: Some(0o644),
+            owner: o.map(str::to_string),
+            group: g.map(str::to_string),
+        };
+        // Root writes a root:root file: `[ -O ]` and `[ -G ]` decide, a setgid directory's
+        // group still gets a `chown`.
+        for (o, g) in [("root", "root"), ("0", "0"), ("root", "0")] {
+            let s = embedded(wanted(Some(o), Some(g)), Some(&root()));
+            assert!(
+                s.contains(&format!(
+                    "[ -O /proc/self/fd/9 ] && [ -G /proc/self/fd/9 ] || chown {} /proc/self/fd/9",
+                    sh_quote(&format!("{o}:{g}"))
+                )),
+                "{s}"
+            );
+        }
+        let s = embedded(wanted(Some("root"), None), Some(&root()));
+        assert!(
+            s.contains("[ -O /proc/self/fd/9 ] || chown root /proc/self/fd/9"),
+            "{s}"
+        );
+        let s = embedded(wanted(None, Some("root")), Some(&root()));
+        assert!(
+            s.contains("[ -G /proc/self/fd/9 ] || chgrp root /proc/self/fd/9"),
+            "{s}"
+        );
+        // Another account, only one of the two, or an unknown one: `chown` as asked.
+        for (attrs, me) in [
+            (wanted(Some("app"), Some("root")), Some(root())),
+            (wanted(Some("root"), Some("app")), Some(root())),
+            (wanted(Some("root"), Some("root")), None),
+        ] {
+            let s = embedded(attrs, me.as_ref());
+            assert!(!s.contains("[ -O") && !s.contains("[ -G"), "{s}");
+            assert!(s.contains("chown"), "{s}");
+        }
     }
 }

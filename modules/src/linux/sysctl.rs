@@ -28,7 +28,7 @@ use super::diff::value_diff;
 use super::facts::file::FileFact;
 use super::facts::sysctl::{normalize_value, proc_path, SysctlFact};
 use super::managed::ensure_content;
-use super::script::{die, sha256_hex};
+use super::script::{fail, sha256_hex, Ends};
 use crate::paths::posix_abs;
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
@@ -203,9 +203,12 @@ impl Module for Sysctl {
                         Some(&format!("{} = {}", self.key, self.value)),
                     ),
                 );
+                // Builtins only, failures `return`: an inline step (no subshell). It is a
+                // step of its own, so the file write's `set -C` is undone before its `>`.
                 let pp = proc_path(&self.key);
-                steps.push(Step::Run(format!(
-                    "f={}\n[ -e \"$f\" ] || {}\nprintf '%s\\n' {} > \"$f\" || {}\n",
+                let die = |m: &str| fail(Ends::Return, "", m);
+                steps.push(Step::Inline(format!(
+                    "__kw_f={}\n[ -e \"$__kw_f\" ] || {}\nprintf '%s\\n' {} > \"$__kw_f\" || {}\n",
                     sh_quote(&pp),
                     die(&format!(
                         "sysctl {} does not exist on this kernel (is the kernel module providing it loaded?)",

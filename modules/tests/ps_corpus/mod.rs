@@ -25,7 +25,7 @@
 #![allow(dead_code)]
 
 use kwin_engine::fact::{FactOutput, Facts};
-use kwin_engine::module::{Ctx, Inputs, Module, Plan, Registry, Step};
+use kwin_engine::module::{Ctx, Inputs, Module, Plan, Registry};
 use kwin_engine::plan::model::Os;
 use kwin_engine::secret::Secret;
 use kwin_engine::transport::Shell;
@@ -190,9 +190,10 @@ fn module_scripts(
     };
     if let Ok(Plan::Change(c)) = m.plan(facts, &ctx) {
         for (i, s) in c.steps.iter().enumerate() {
-            if let Step::Run(script) = s {
+            if let Some(script) = s.script() {
                 out.push(
-                    Script::new(format!("{origin}: step {i}"), script.clone()).with_user_text(user),
+                    Script::new(format!("{origin}: step {i}"), script.to_string())
+                        .with_user_text(user),
                 );
             }
         }
@@ -288,8 +289,11 @@ pub fn kube_case_scripts_all_shells() -> Vec<Script> {
         };
         if let Ok(Plan::Change(c)) = m.plan(&facts, &ctx) {
             for (i, s) in c.steps.iter().enumerate() {
-                if let Step::Run(script) = s {
-                    out.push(Script::new(format!("{origin}: step {i}"), script.clone()));
+                if let Some(script) = s.script() {
+                    out.push(Script::new(
+                        format!("{origin}: step {i}"),
+                        script.to_string(),
+                    ));
                 }
             }
         }

@@ -31,7 +31,7 @@
 
 use super::{DepErr, InputErr, Pending, Policy, ReadAhead, Worker};
 use crate::event::{Event, TaskStatus};
-use crate::exec::batch::{Batch, Item, ItemResult, Section};
+use crate::exec::batch::{Batch, Item, ItemResult, Script, Section};
 use crate::exec::conn::{LogAs, LogStdout, Redact};
 use crate::exec::reboot::reboot;
 use crate::exec::text::last_lines;
@@ -58,15 +58,35 @@ impl Policy for Apply {
 }
 
 fn is_batchable(c: &Change) -> bool {
-    c.steps.iter().all(|s| matches!(s, Step::Run(_)))
+    c.steps.iter().all(|s| script_of(s).is_some())
 }
 
-fn run_scripts(c: &Change) -> Vec<String> {
-    c.steps
-        .iter()
+/// A `Run` or `Inline` step as the batch runs it.
+fn script_of(step: &Step) -> Option<Script> {
+    match step {
+        Step::Run(s) => Some(Script {
+            text: s.clone(),
+            inline: false,
+        }),
+        Step::Inline(s) => Some(Script {
+            text: s.clone(),
+            inline: true,
+        }),
+        Step::Put { .. } | Step::Reboot(_) => None,
+    }
+}
+
+/// The `Run` / `Inline` steps of a batchable change, moved out of it.
+fn take_scripts(c: &mut Change) -> Vec<Script> {
+    std::mem::take(&mut c.steps)
+        .into_iter()
         .filter_map(|s| match s {
-            Step::Run(s) => Some(s.clone()),
-            _ => None,
+            Step::Run(text) => Some(Script {
+                text,
+                inline: false,
+            }),
+            Step::Inline(text) => Some(Script { text, inline: true }),
+            Step::Put { .. } | Step::Reboot(_) => None,
         })
         .collect()
 }
@@ -354,21 +374,38 @@ impl Worker {
     async fn run_batch(&mut self, mut entries: Vec<Pending>, extra: Vec<usize>, ahead: ReadAhead) {
         let mut backoff = self.backoff();
         loop {
-            let changes: Vec<(usize, &Change)> = entries
-                .iter()
-                .filter_map(|p| p.change.as_ref().map(|c| (p.t, c)))
-                .collect();
-            let items: Vec<Item> = changes
-                .iter()
-                .enumerate()
-                .map(|(k, (t, c))| Item {
-                    steps: run_scripts(c),
-                    verify: self.tasks[*t].queries.clone(),
-                    // A later change of the batch could disturb the convergence check.
-                    verify_now: changes[k + 1..]
-                        .iter()
-                        .any(|(_, later)| later.touches.may_affect(&self.tasks[*t].reads)),
-                    sensitive: self.is_sensitive(*t),
+            // A later change of the batch could disturb a task's convergence check.
+            let verify_now: Vec<bool> = {
+                let changes: Vec<(usize, &Change)> = entries
+                    .iter()
+                    .filter_map(|p| p.change.as_ref().map(|c| (p.t, c)))
+                    .collect();
+                changes
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (t, own))| {
+                        let task = &self.tasks[*t];
+                        changes[k + 1..].iter().any(|(_, later)| {
+                            later.touches.may_disturb(
+                                &task.reads,
+                                &own.touches,
+                                task.reads_paths_only,
+                            )
+                        })
+                    })
+                    .collect()
+            };
+            // The steps move into the batch (no copy): after it, a change is its touches and
+            // its account; a retry plans again.
+            let items: Vec<Item> = entries
+                .iter_mut()
+                .filter_map(|p| p.change.as_mut().map(|c| (p.t, c)))
+                .zip(verify_now)
+                .map(|((t, c), now)| Item {
+                    steps: take_scripts(c),
+                    verify: self.tasks[t].queries.clone(),
+                    verify_now: now,
+                    sensitive: self.is_sensitive(t),
                 })
                 .collect();
             let last = entries.iter().map(|p| p.t).max().unwrap_or(0);
@@ -407,7 +444,7 @@ impl Worker {
                     timeout,
                     LogAs {
                         stdout: LogStdout::Yes,
-                        script: batch.hides_steps().then_some(batch.log_script.as_str()),
+                        script: batch.log_script.as_deref(),
                         output: batch
                             .may_hide_output(&sensitive)
                             .then_some(&redact as Redact),
@@ -678,7 +715,7 @@ impl Worker {
                 .steps
                 .iter()
                 .rev()
-                .take_while(|s| matches!(s, Step::Run(_)))
+                .take_while(|s| script_of(s).is_some())
                 .count();
             c.steps.len() - tail
         };
@@ -766,11 +803,11 @@ impl Worker {
         sensitive: bool,
     ) -> Result<(), StepErr> {
         let opts = self.sh.opts.clone();
-        let mut runs: Vec<String> = Vec::new();
+        let mut runs: Vec<Script> = Vec::new();
         let steps = change.steps.iter().map(Some).chain(std::iter::once(None));
         for step in steps {
-            if let Some(Step::Run(s)) = step {
-                runs.push(s.clone());
+            if let Some(script) = step.and_then(script_of) {
+                runs.push(script);
                 continue;
             }
             if !runs.is_empty() {
@@ -794,7 +831,7 @@ impl Worker {
                         opts.step_timeout,
                         LogAs {
                             stdout: LogStdout::Yes,
-                            script: batch.hides_steps().then_some(batch.log_script.as_str()),
+                            script: batch.log_script.as_deref(),
                             output: batch
                                 .may_hide_output(&|_| false)
                                 .then_some(&redact as Redact),

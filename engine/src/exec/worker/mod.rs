@@ -35,6 +35,8 @@ pub(crate) struct HTask {
     pub module: Result<Arc<dyn Module>, String>,
     pub queries: Vec<FactQuery>,
     pub reads: Vec<String>,
+    /// The facts read only the `reads` paths themselves (`Module::reads_paths_only`).
+    pub reads_paths_only: bool,
     /// Index into `executed` from which changes may have made this task's facts stale.
     pub fresh_since: usize,
     /// When this task's facts were last read.
@@ -106,9 +108,9 @@ impl Worker {
             .map(|n| {
                 let task = sh.graph.task(n);
                 let module = sh.modules[n.index()].clone();
-                let (queries, reads) = match &module {
-                    Ok(m) => (m.facts(shell), m.reads()),
-                    Err(_) => (Vec::new(), Vec::new()),
+                let (queries, reads, reads_paths_only) = match &module {
+                    Ok(m) => (m.facts(shell), m.reads(), m.reads_paths_only()),
+                    Err(_) => (Vec::new(), Vec::new(), false),
                 };
                 HTask {
                     node: n,
@@ -117,6 +119,7 @@ impl Worker {
                     module,
                     queries,
                     reads,
+                    reads_paths_only,
                     fresh_since: 0,
                     fresh_at: now,
                     started: None,

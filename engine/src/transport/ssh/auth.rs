@@ -171,7 +171,9 @@ fn try_key(
     } else {
         None
     };
-    match sess.userauth_pubkey_file(user, None, path, secret.as_ref().map(|s| s.expose())) {
+    // From the text read above, not the file again: libssh2 would hold it open while the
+    // server answers, one more open file per host connecting at the same time.
+    match sess.userauth_pubkey_memory(user, None, &text, secret.as_ref().map(|s| s.expose())) {
         Ok(()) if sess.authenticated() => Ok(()),
         Ok(()) => Err("refused".into()),
         Err(e) => {

@@ -9,10 +9,10 @@
 //! or its channel goes away, the pump closes its end and the target session sees its
 //! connection lost.
 
+use super::socket::Socket;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use ssh2::{BlockDirections, Channel, Session};
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ impl Tunnel {
     pub fn start(
         name: &str,
         sess: Session,
-        sock: OwnedFd,
+        sock: Socket,
         ch: Channel,
         local: UnixStream,
         keepalive: Option<Duration>,
@@ -42,7 +42,7 @@ const CHUNK: usize = 32 * 1024;
 
 fn pump(
     sess: &Session,
-    sock: &OwnedFd,
+    sock: &Socket,
     mut ch: Channel,
     local: &UnixStream,
     keepalive: Option<Duration>,

@@ -10,6 +10,7 @@
 use super::auth::{self, Credentials};
 use super::jump::Tunnel;
 use super::known_hosts::{self, Recorded, RecordedHostKey, Verdict};
+use super::socket::Socket;
 use crate::quote::{ps_quote, sh_quote};
 use crate::secret::Scrubber;
 use crate::transport::output::{Collector, Keep, Live, Stream};
@@ -18,7 +19,6 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use ssh2::{BlockDirections, ErrorCode, MethodType, Session, Sftp};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -78,8 +78,8 @@ pub(crate) struct Connected {
 
 pub(crate) struct Conn {
     sess: Session,
-    /// A second handle on the socket libssh2 owns, for `poll`.
-    sock: OwnedFd,
+    /// The socket libssh2 reads and writes, for `poll` (the same descriptor: no copy).
+    sock: Socket,
     sftp: Option<Sftp>,
     t: Target,
     /// The channel through the jump host, when there is one (dropped after the session).
@@ -135,25 +135,15 @@ impl Conn {
         let mut sess = Session::new().map_err(|e| TransportError::Local(e.to_string()))?;
         let mut recorded = Vec::new();
         let (sock, tunnel) = match t.jump.take() {
-            None => {
-                let stream = tcp_connect(&t)?;
-                let sock = stream
-                    .try_clone()
-                    .map_err(|e| connect_err(&t, io_reason(&e, t.connect_timeout)))?;
-                sess.set_tcp_stream(stream);
-                (OwnedFd::from(sock), None)
-            }
+            None => (Socket::new(tcp_connect(&t)?), None),
             Some(j) => {
                 let (jconn, info) = Conn::open(*j)?;
                 recorded.extend(info.recorded);
                 let (stream, tunnel) = jconn.tunnel_to(&t)?;
-                let sock = stream
-                    .try_clone()
-                    .map_err(|e| TransportError::Local(format!("socket pair: {e}")))?;
-                sess.set_tcp_stream(stream);
-                (OwnedFd::from(sock), Some(tunnel))
+                (Socket::new(stream), Some(tunnel))
             }
         };
+        sess.set_tcp_stream(sock.clone());
         Conn::handshake(t, sess, sock, tunnel, &known, recorded)
     }
 
@@ -189,7 +179,7 @@ impl Conn {
     fn handshake(
         t: Target,
         mut sess: Session,
-        sock: OwnedFd,
+        sock: Socket,
         tunnel: Option<Tunnel>,
         known: &[known_hosts::KnownKey],
         mut recorded: Vec<RecordedHostKey>,
@@ -765,7 +755,7 @@ pub(crate) fn retires(e: &TransportError) -> bool {
 /// Waits on the socket in non-blocking mode, bounded by a deadline.
 struct Waiter<'a> {
     sess: &'a Session,
-    sock: &'a OwnedFd,
+    sock: &'a Socket,
     deadline: Instant,
     limit: Duration,
     keepalive: Option<Duration>,

@@ -202,6 +202,48 @@ impl Fact for FileFact {
     }
 }
 
+/// The account the host's scripts run as (after `become`): the owner, and the group unless
+/// the directory says otherwise (setgid), of every file and directory they create. Asked
+/// only by writers that may then skip a `chown` (a process) when the owner and group wanted
+/// are this account's, which the step confirms on the host (`[ -O ]`, `[ -G ]`) before it
+/// leaves them as they are.
+///
+/// Read as the owner of `/proc/self/.` (the process directory of the probe's one `stat`,
+/// owned by its effective uid and gid) by the probe's path readers: no process of its own.
+/// `None` when that is not a directory (no `/proc`): the account is unknown and writers set
+/// every owner and group they are given, as without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdentityFact;
+
+/// The path [`IdentityFact`] reads.
+pub const SELF_DIR: &str = "/proc/self/.";
+
+impl Fact for IdentityFact {
+    type Output = Option<Meta>;
+
+    fn key(&self) -> String {
+        "identity".into()
+    }
+
+    fn path_query(&self) -> Option<PathQuery> {
+        Some(PathQuery {
+            path: SELF_DIR.into(),
+            read: PathRead::Meta,
+        })
+    }
+
+    fn command(&self, shell: Shell) -> String {
+        FileFact::meta(SELF_DIR).command(shell)
+    }
+
+    fn parse(&self, out: &FactOutput) -> Result<Option<Meta>, FactError> {
+        Ok(match parse_path_state(ok_stdout(out)?)? {
+            PathState::Dir { meta, .. } => Some(meta),
+            _ => None,
+        })
+    }
+}
+
 /// Parse the output of [`FileFact`]'s command.
 pub fn parse_path_state(text: &str) -> Result<PathState, FactError> {
     let kv = kv_lines(text)?;
@@ -276,6 +318,7 @@ pub fn samples() -> Vec<crate::table::FactSample> {
         FactSample::linux(FileFact::hash("/etc/motd")),
         FactSample::linux(FileFact::content("/etc/motd")),
         FactSample::linux(FileFact::content_unless("/etc/motd", "0".repeat(64))),
+        FactSample::linux(IdentityFact),
     ]
 }
 
@@ -287,6 +330,36 @@ mod tests {
     // Captured: the command under dash on Debian 12 (coreutils) for a file holding
     // "hello world\n".
     const HOSTNAME: &str = "type=file\nstat=644:0:root:0:root:12\nsha256=a948904f2f0f479b8f8197694b30184b0d2ed1c1cd2a1ec0fb85d299a192a447\ncontent=aGVsbG8gd29ybGQK\n";
+
+    #[test]
+    fn identity_is_the_owner_of_the_probe_process() {
+        let me = IdentityFact
+            .parse(&out("type=dir\nstat=555:1000:kwuser:1000:kwuser:0\n", 0))
+            .expect("parse")
+            .expect("known");
+        assert_eq!((me.uid, me.user.as_str(), me.gid), (1000, "kwuser", 1000));
+        assert!(me.owner_is("kwuser") && me.owner_is("1000") && me.group_is("kwuser"));
+        // No /proc: unknown.
+        assert_eq!(IdentityFact.parse(&out("type=absent\n", 0)), Ok(None));
+        // The real thing: this test's own uid.
+        let o = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(IdentityFact.command(Shell::Posix))
+            .output()
+            .expect("sh");
+        let got = IdentityFact
+            .parse(&out(&String::from_utf8_lossy(&o.stdout), 0))
+            .expect("parse")
+            .expect("known");
+        let uid = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .expect("id");
+        assert_eq!(
+            got.uid.to_string(),
+            String::from_utf8_lossy(&uid.stdout).trim()
+        );
+    }
 
     #[test]
     fn regular_file_with_content() {
