@@ -279,13 +279,44 @@ impl Cluster {
 
     /// The status stand-in's timeline rows at or after `since` that record a Node's
     /// schedulability (each with `epoch`, `node`, `unschedulable`, `ready`, `kubelet`).
+    ///
+    /// The stand-in samples the Nodes about once a second, so the rows can trail the API
+    /// server: this first waits (up to 30 s) until every Node's last row agrees with what
+    /// the API server reports now, so a change made just before the read (the last
+    /// uncordon of an apply) is in the rows.
     pub fn timeline(&self, since: f64) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.dir().join("timeline.log")).expect("timeline");
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|r| {
-                r["epoch"].as_f64().is_some_and(|t| t >= since) && r.get("unschedulable").is_some()
-            })
+        let read = || -> Vec<Value> {
+            let text = std::fs::read_to_string(self.dir().join("timeline.log")).expect("timeline");
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|r| r.get("unschedulable").is_some())
+                .collect()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let rows = loop {
+            let rows = read();
+            let now = self.nodes();
+            let lagging: Vec<&str> = now
+                .iter()
+                .filter(|n| {
+                    let last = rows.iter().rev().find(|r| r["node"] == n.name.as_str());
+                    !last.is_some_and(|r| {
+                        r["unschedulable"] == n.cordoned && r["kubelet"] == n.kubelet.as_str()
+                    })
+                })
+                .map(|n| n.name.as_str())
+                .collect();
+            if lagging.is_empty() {
+                break rows;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the timeline still trails the API server for {lagging:?} after 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        };
+        rows.into_iter()
+            .filter(|r| r["epoch"].as_f64().is_some_and(|t| t >= since))
             .collect()
     }
 }
