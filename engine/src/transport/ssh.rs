@@ -48,6 +48,7 @@
 //! [`TransportError::is_retryable`].
 
 mod auth;
+mod channel_io;
 mod config;
 mod jump;
 mod known_hosts;

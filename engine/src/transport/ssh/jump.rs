@@ -63,7 +63,10 @@ fn pump(
         // Jump host -> target session.
         if to_local.is_empty() && !remote_eof {
             match ch.read(&mut buf) {
-                Ok(0) => remote_eof = true,
+                Ok(0) => {
+                    remote_eof = true;
+                    progress = true;
+                }
                 Ok(n) => {
                     to_local.extend_from_slice(&buf[..n]);
                     progress = true;
@@ -115,7 +118,12 @@ fn pump(
         if remote_eof && local_shut && local_eof {
             break;
         }
-        if !progress {
+        // A write to the channel reads the socket too, and queues what it finds: when
+        // libssh2 already holds the jump host's data or end, polling would wait for the
+        // next packet instead (see `channel_io`).
+        let held =
+            to_local.is_empty() && !remote_eof && (ch.read_window().available > 0 || ch.eof());
+        if !progress && !held {
             let mut local_flags = PollFlags::empty();
             if to_remote.is_empty() && !local_eof {
                 local_flags |= PollFlags::IN;

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
-const LIBSSH2_ERROR_EAGAIN: i32 = -37;
+pub(crate) const LIBSSH2_ERROR_EAGAIN: i32 = -37;
 
 /// Key exchange: curve25519 first (the post-quantum default of recent OpenSSH costs about
 /// 90 ms more per connection), then NIST ECDH and large DH groups. libssh2 drops names it
@@ -378,68 +378,16 @@ impl Conn {
             Collector::new(keep, Stream::Stdout, Live::Lines),
             Collector::new(keep, Stream::Stderr, err_live),
         );
-        let mut written = 0usize;
-        let mut stdin_done = stdin.is_empty();
-        let mut eof_sent = false;
-        let (mut out_done, mut err_done) = (false, false);
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let mut progress = false;
-            if !stdin_done {
-                match ch.write(&stdin[written..]) {
-                    Ok(n) => {
-                        written += n;
-                        progress |= n > 0;
-                        stdin_done = written == stdin.len();
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    // The remote side stopped reading (the script exited early); its output
-                    // is still to be read. A dead connection shows in the reads below.
-                    Err(_) => stdin_done = true,
-                }
-            }
-            if stdin_done && !eof_sent {
-                match ch.send_eof() {
-                    Ok(()) => {
-                        eof_sent = true;
-                        progress = true;
-                    }
-                    Err(e) if is_code(&e, LIBSSH2_ERROR_EAGAIN) => {}
-                    Err(_) => eof_sent = true,
-                }
-            }
-            for (stream_id, done, sink) in [
-                (0, &mut out_done, &mut stdout),
-                (1, &mut err_done, &mut stderr),
-            ] {
-                while !*done {
-                    match ch.stream(stream_id).read(&mut buf) {
-                        Ok(0) => *done = true,
-                        Ok(n) => {
-                            sink.push(&buf[..n])?;
-                            progress = true;
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                            return Err(TransportError::Timeout(limit))
-                        }
-                        Err(e) => {
-                            return Err(TransportError::ConnectionLost(format!(
-                                "{}: {}",
-                                self.t.label,
-                                lower(&e.to_string())
-                            )))
-                        }
-                    }
-                }
-            }
-            if out_done && err_done {
-                break;
-            }
-            if !progress {
-                w.wait()?;
-            }
-        }
+        let label = &self.t.label;
+        super::channel_io::drive(
+            &mut ch,
+            stdin,
+            &mut stdout,
+            &mut stderr,
+            limit,
+            || w.wait(),
+            |e| TransportError::ConnectionLost(format!("{label}: {}", lower(&e.to_string()))),
+        )?;
         w.retry("close the channel", || ch.close())?;
         w.retry("close the channel", || ch.wait_close())?;
         let exit = match ch.exit_signal().ok().and_then(|s| s.exit_signal) {
