@@ -13,6 +13,9 @@ use crate::transport::TransportError;
 use std::io::ErrorKind;
 use std::time::Duration;
 
+/// libssh2's "would block" (`LIBSSH2_ERROR_EAGAIN`).
+pub(crate) const LIBSSH2_ERROR_EAGAIN: i32 = -37;
+
 /// What the loop needs of an exec channel.
 pub(crate) trait ChannelIo {
     /// Write some of `bytes` to the script's stdin.
@@ -33,11 +36,7 @@ impl ChannelIo for ssh2::Channel {
     fn send_eof(&mut self) -> Result<bool, ()> {
         match ssh2::Channel::send_eof(self) {
             Ok(()) => Ok(true),
-            Err(e)
-                if e.code() == ssh2::ErrorCode::Session(super::session::LIBSSH2_ERROR_EAGAIN) =>
-            {
-                Ok(false)
-            }
+            Err(e) if e.code() == ssh2::ErrorCode::Session(LIBSSH2_ERROR_EAGAIN) => Ok(false),
             Err(_) => Err(()),
         }
     }

@@ -8,6 +8,7 @@
 //! blocking mode with the session timeout as the longest tolerated silence.
 
 use super::auth::{self, Credentials};
+use super::channel_io::LIBSSH2_ERROR_EAGAIN;
 use super::jump::Tunnel;
 use super::known_hosts::{self, Recorded, RecordedHostKey, Verdict};
 use super::socket::Socket;
@@ -24,7 +25,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const LIBSSH2_ERROR_TIMEOUT: i32 = -9;
-pub(crate) const LIBSSH2_ERROR_EAGAIN: i32 = -37;
 
 /// Key exchange: curve25519 first (the post-quantum default of recent OpenSSH costs about
 /// 90 ms more per connection), then NIST ECDH and large DH groups. libssh2 drops names it
