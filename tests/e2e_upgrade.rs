@@ -68,19 +68,7 @@ fn upgrade_tasks(run: &kwin_testkit::kwin::Run) -> Vec<(String, String)> {
 
 /// kubeadm-config and h1's kube-apiserver mirror pod at `version`.
 fn assert_control_plane_at(c: &Cluster, version: &str) {
-    let config = c.kubectl(&[
-        "-n",
-        "kube-system",
-        "get",
-        "cm",
-        "kubeadm-config",
-        "-o",
-        "jsonpath={.data.ClusterConfiguration}",
-    ]);
-    assert!(
-        config.contains(&format!("kubernetesVersion: v{version}")),
-        "{config}"
-    );
+    assert_eq!(c.cluster_version(), format!("v{version}"), "kubeadm-config");
     let apiserver = c.kubectl(&[
         "-n",
         "kube-system",
@@ -126,11 +114,7 @@ fn flannel_upgrade_one_minor() {
     write_plan(&c, dir, "lab-cluster.toml", TO);
     let shown = kwin!(dir, &["plan", "plan.toml", "--output", "json"]);
     assert_eq!(shown.code, 0, "{shown}");
-    let section = shown
-        .events()
-        .into_iter()
-        .find(|e| e["event"] == "upgrade")
-        .unwrap_or_else(|| panic!("no upgrade section:\n{shown}"));
+    let section = shown.upgrade_section();
     assert_eq!((section["from"].as_str(), section["to"].as_str()), (Some(FROM), Some(TO)));
     let rows: Vec<(u64, &str, &str)> = section["steps"]
         .as_array()

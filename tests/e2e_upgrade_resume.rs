@@ -140,25 +140,6 @@ fn apiserver_image(c: &Cluster) -> String {
     ])
 }
 
-/// kubeadm-config's `kubernetesVersion`: what `kubeadm upgrade apply` last finished.
-fn cluster_version(c: &Cluster) -> String {
-    let config = c.kubectl(&[
-        "-n",
-        "kube-system",
-        "get",
-        "cm",
-        "kubeadm-config",
-        "-o",
-        "jsonpath={.data.ClusterConfiguration}",
-    ]);
-    config
-        .lines()
-        .find_map(|l| l.strip_prefix("kubernetesVersion: "))
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
 /// `r` failed on h2's drain to 1.33.1, blocked by app/guarded's budget, and said `uncordoned`;
 /// h1 is upgraded, h2 and h3 untouched (1.32.5, schedulable, unmarked), the pod still there.
 fn assert_blocked(c: &Cluster, r: &Run, uncordoned: &str) {
@@ -214,25 +195,35 @@ fn with_status(r: &Run, status: &str) -> Vec<String> {
         .collect()
 }
 
+/// A lab cluster `id` built at 1.31.4 with the `web` workload on h2 and h3, then an apply
+/// to 1.32.5 (with `step_timeout` seconds per step) running until h1 has drained h2: the
+/// cluster, the plan's directory, the running apply and when the upgrade started.
+fn upgrading_with_h2_drained(
+    id: &str,
+    step_timeout: u32,
+) -> (Cluster, tempfile::TempDir, Live, f64) {
+    let c = Cluster::up(id, 3);
+    let dir = c.lab.plan_dir("");
+    write_plan(dir.path(), &plan(&c, "1.31.4", 150));
+    let cold = apply(dir.path(), "cold apply at 1.31.4");
+    assert_eq!(cold.code, 0, "{cold}");
+    c.workload(&["h2", "h3"]);
+    let since = epoch();
+    write_plan(dir.path(), &plan(&c, "1.32.5", step_timeout));
+    let mut live = spawn_apply(dir.path());
+    live.wait_for(Duration::from_secs(180), "h2's drain", |e| {
+        finished(e, "h1", "upgrade-drain@h2", "changed")
+    });
+    (c, dir, live, since)
+}
+
 kwin_testkit::lab_test! {
 #[test]
 fn ctrl_c_and_a_budget_blocked_drain_and_each_time_apply_again_converges() {
     let t0 = Instant::now();
-    let c = Cluster::up("14", 3);
-    let dir_ = c.lab.plan_dir("");
-    let dir = dir_.path();
-    write_plan(dir, &plan(&c, "1.31.4", 150));
-    let cold = apply(dir, "cold apply at 1.31.4");
-    assert_eq!(cold.code, 0, "{cold}");
-    c.workload(&["h2", "h3"]);
-
     // 1.32.5, Ctrl-C once h2's drain has finished.
-    let since = epoch();
-    write_plan(dir, &plan(&c, "1.32.5", 150));
-    let mut live = spawn_apply(dir);
-    live.wait_for(Duration::from_secs(180), "h2's drain", |e| {
-        finished(e, "h1", "upgrade-drain@h2", "changed")
-    });
+    let (c, dir_, live, since) = upgrading_with_h2_drained("14", 150);
+    let dir = dir_.path();
     live.interrupt();
     let stopped = live.finish(Duration::from_secs(150));
     assert_eq!(stopped.code, 130, "{stopped}");
@@ -341,22 +332,10 @@ kwin_testkit::lab_test! {
 #[test]
 fn a_lost_worker_and_a_cut_off_upgrade_apply_and_each_time_apply_again_converges() {
     let t0 = Instant::now();
-    let c = Cluster::up("15", 3);
-    let dir_ = c.lab.plan_dir("");
-    let dir = dir_.path();
-    write_plan(dir, &plan(&c, "1.31.4", 150));
-    let cold = apply(dir, "cold apply at 1.31.4");
-    assert_eq!(cold.code, 0, "{cold}");
-    c.workload(&["h2", "h3"]);
-
     // 1.32.5; h2's link cut once its drain has finished. A lost host answers nothing: its
     // running step ends at `step_timeout` (40 s here).
-    let since = epoch();
-    write_plan(dir, &plan(&c, "1.32.5", 40));
-    let mut live = spawn_apply(dir);
-    live.wait_for(Duration::from_secs(180), "h2's drain", |e| {
-        finished(e, "h1", "upgrade-drain@h2", "changed")
-    });
+    let (c, dir_, live, since) = upgrading_with_h2_drained("15", 40);
+    let dir = dir_.path();
     c.lab.fault("cut", "h2");
     let cut = live.finish(Duration::from_secs(180));
     assert_eq!(cut.code, 1, "{cut}");
@@ -432,7 +411,7 @@ fn a_lost_worker_and_a_cut_off_upgrade_apply_and_each_time_apply_again_converges
     // Whatever was still running on h1 has ended by now.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
-        (apiserver_image(&c).rsplit(':').next().map(str::to_string), cluster_version(&c)),
+        (apiserver_image(&c).rsplit(':').next().map(str::to_string), c.cluster_version()),
         (Some("v1.33.1".to_string()), "v1.32.5".to_string()),
         "not an upgrade apply cut off half way (kube-apiserver at the target, kubeadm-config not)"
     );
@@ -441,11 +420,7 @@ fn a_lost_worker_and_a_cut_off_upgrade_apply_and_each_time_apply_again_converges
     // `kwin plan` shows h1's control plane as still to do, from what kubeadm recorded.
     let shown = kwin!(dir, &["plan", "plan.toml", "--output", "json"]);
     assert_eq!(shown.code, 0, "{shown}");
-    let section = shown
-        .events()
-        .into_iter()
-        .find(|e| e["event"] == "upgrade")
-        .unwrap_or_else(|| panic!("no upgrade section:\n{shown}"));
+    let section = shown.upgrade_section();
     assert_eq!(
         (section["from"].as_str(), section["to"].as_str()),
         (Some("1.32.5"), Some("1.33.1")),
@@ -467,7 +442,7 @@ fn a_lost_worker_and_a_cut_off_upgrade_apply_and_each_time_apply_again_converges
     assert_eq!(resumed.code, 0, "{resumed}");
     assert_eq!(resumed.task("h1", "cp-kubeadm-upgrade")["status"], "changed", "{resumed}");
     c.assert_upgraded(&HOSTS, "1.33.1");
-    assert_eq!(cluster_version(&c), "v1.33.1");
+    assert_eq!(c.cluster_version(), "v1.33.1");
     let calls = c.assert_kubeadm_in_order(&HOSTS, "h1", "1.33.1", since);
     let applies: Vec<&Value> = calls.iter().filter(|e| e["verb"] == "upgrade apply").collect();
     assert_eq!(applies.len(), 1, "{applies:?}");

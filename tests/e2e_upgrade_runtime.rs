@@ -126,11 +126,7 @@ fn a_containerd_release_change_drains_each_node_first() {
     write_plan(&c, dir, TO);
     let shown = kwin!(dir, &["plan", "plan.toml", "--output", "json"]);
     assert_eq!(shown.code, 0, "{shown}");
-    let section = shown
-        .events()
-        .into_iter()
-        .find(|e| e["event"] == "upgrade")
-        .unwrap_or_else(|| panic!("no upgrade section:\n{shown}"));
+    let section = shown.upgrade_section();
     assert_eq!(section["from"], section["to"], "{section}");
     let rows: Vec<(u64, String, String, String)> = section["steps"]
         .as_array()

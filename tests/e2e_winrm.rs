@@ -13,53 +13,10 @@
 
 use kwin_testkit::kwin;
 use kwin_testkit::kwin::walk;
-use kwin_testkit::winrm::{lab_file, python, Server};
+use kwin_testkit::winrm::TwoListeners;
 use std::path::Path;
-use std::process::Command;
 
 const PASSWORD: &str = "Stand-in-Passw0rd!";
-
-/// The kit's stand-in with HTTP (NTLM) and HTTPS (Basic, a self-signed certificate).
-struct StandIn {
-    _server: Server,
-    http_port: String,
-    https_port: String,
-    fingerprint: String,
-    _state: tempfile::TempDir,
-}
-
-fn start_stand_in() -> StandIn {
-    let state = tempfile::tempdir().expect("tmp");
-    let mut cmd = Command::new(python());
-    cmd.arg(lab_file("server.py"))
-        .args([
-            "--http",
-            "127.0.0.1:0",
-            "--https",
-            "127.0.0.1:0",
-            "--user",
-            "Administrator",
-        ])
-        .args([
-            "--password-env",
-            "KWIN_E2E_WINRM_PASSWORD",
-            "--auth",
-            "ntlm,basic",
-            "--state",
-        ])
-        .arg(state.path())
-        .env("KWIN_E2E_WINRM_PASSWORD", PASSWORD)
-        .stderr(std::process::Stdio::null());
-    let server = Server::spawn(cmd);
-    let sums = std::fs::read_to_string(state.path().join("cert.sha256")).expect("cert.sha256");
-    StandIn {
-        http_port: server.port("http="),
-        https_port: server.port("https="),
-        fingerprint: sums.lines().next().expect("fingerprint").trim().to_string(),
-        _server: server,
-        _state: state,
-    }
-}
 
 fn kwin(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let r = kwin!(dir)
@@ -77,35 +34,15 @@ fn summary(stdout: &str) -> serde_json::Value {
 kwin_testkit::lab_test! {
 #[test]
 fn windows_hosts_converge_over_winrm_and_the_second_apply_changes_nothing() {
-    let s = start_stand_in();
+    let s = TwoListeners::start("KWIN_E2E_WINRM_PASSWORD", PASSWORD);
     let dir = tempfile::tempdir().expect("tmp");
     let work = dir.path().join("hostfs");
     std::fs::create_dir_all(&work).expect("mkdir");
     let w = work.display();
     // Both "Windows hosts" are the same stand-in; each task writes under its own directory.
-    let plan = format!(
-        r#"
-[defaults.windows]
-transport = "winrm"
-user = "Administrator"
-password_env = "KWIN_E2E_WINRM_PASSWORD"
-
-[[hosts]]
-name = "ww1"
-address = "127.0.0.1"
-os = "windows"
-https = false
-port = {http}
-
-[[hosts]]
-name = "ww2"
-address = "127.0.0.1"
-os = "windows"
-https = true
-auth = "basic"
-port = {https}
-cert_fingerprint = "{fp}"
-
+    let plan = s.hosts_toml()
+        + &format!(
+            r#"
 [[tasks]]
 name = "prepare"
 module = "command"
@@ -117,11 +54,8 @@ module = "command"
 on = {{ hosts = ["ww1"] }}
 after = ["prepare"]
 params = {{ run = "printf 'managed by kwin' > {w}/ww1/marker", unless = "grep -qx 'managed by kwin' {w}/ww1/marker" }}
-"#,
-        http = s.http_port,
-        https = s.https_port,
-        fp = s.fingerprint,
-    );
+"#
+        );
     std::fs::write(dir.path().join("plan.toml"), plan).expect("plan");
 
     let (code, out, err) = kwin(dir.path(), &["validate", "plan.toml"]);
@@ -178,7 +112,7 @@ params = {{ run = "printf 'managed by kwin' > {w}/ww1/marker", unless = "grep -q
 kwin_testkit::lab_test! {
 #[test]
 fn a_wrong_certificate_pin_is_refused_for_that_host_only() {
-    let s = start_stand_in();
+    let s = TwoListeners::start("KWIN_E2E_WINRM_PASSWORD", PASSWORD);
     let dir = tempfile::tempdir().expect("tmp");
     let bad_pin = "00".repeat(32);
     let plan = format!(
@@ -207,8 +141,8 @@ name = "noop"
 module = "command"
 params = {{ run = "true", unless = "true" }}
 "#,
-        http = s.http_port,
-        https = s.https_port,
+        http = TwoListeners::port(&s.http),
+        https = TwoListeners::port(&s.https),
     );
     std::fs::write(dir.path().join("plan.toml"), plan).expect("plan");
     let (code, out, err) = kwin(dir.path(), &["apply", "plan.toml", "--output", "json"]);

@@ -126,6 +126,17 @@ fn every_code_through_the_binary() {
     }
 }
 
+/// `kwin apply --output json` in `d`, running, once its task `slow` has started.
+fn apply_until_slow_started(d: &Path) -> kwin_testkit::kwin::Live {
+    let mut live = kwin_testkit::kwin!(d)
+        .args(["apply", "plan.toml", "--output", "json"])
+        .spawn();
+    live.wait_for(Duration::from_secs(30), "`slow` started", |e| {
+        e["event"] == "task_started" && e["task"] == "slow"
+    });
+    live
+}
+
 /// SIGINT while a step runs: the step finishes, nothing new starts, the summary says
 /// `interrupted`, exit 130.
 #[test]
@@ -133,12 +144,7 @@ fn interrupted_is_130() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     local_plan(d, true);
-    let mut live = kwin_testkit::kwin!(d)
-        .args(["apply", "plan.toml", "--output", "json"])
-        .spawn();
-    live.wait_for(Duration::from_secs(30), "`slow` started", |e| {
-        e["event"] == "task_started" && e["task"] == "slow"
-    });
+    let live = apply_until_slow_started(d);
     // Let the batch with `slow` go out before the signal.
     std::thread::sleep(Duration::from_millis(500));
     live.interrupt();
@@ -162,12 +168,7 @@ fn a_second_interrupt_still_counts_what_ran() {
     local_plan(d, false);
     assert_eq!(run(d, &["apply", "plan.toml"]).code, 0);
     local_plan(d, true);
-    let mut live = kwin_testkit::kwin!(d)
-        .args(["apply", "plan.toml", "--output", "json"])
-        .spawn();
-    live.wait_for(Duration::from_secs(30), "`slow` started", |e| {
-        e["event"] == "task_started" && e["task"] == "slow"
-    });
+    let live = apply_until_slow_started(d);
     std::thread::sleep(Duration::from_millis(300));
     live.interrupt();
     std::thread::sleep(Duration::from_millis(300));

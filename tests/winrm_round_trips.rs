@@ -17,55 +17,11 @@
 #![allow(clippy::print_stderr)]
 
 use kwin_testkit::kwin;
-use kwin_testkit::winrm::{lab_file, python, Server};
+use kwin_testkit::winrm::TwoListeners;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 const PASSWORD: &str = "Stand-in-Passw0rd!";
-
-struct StandIn {
-    _server: Server,
-    http: String,
-    https: String,
-    fingerprint: String,
-    ops: std::path::PathBuf,
-    _state: tempfile::TempDir,
-}
-
-fn start_stand_in() -> StandIn {
-    let state = tempfile::tempdir().expect("tmp");
-    let ops = state.path().join("ops.jsonl");
-    let mut cmd = Command::new(python());
-    cmd.arg(lab_file("server.py"))
-        .args(["--http", "127.0.0.1:0", "--https", "127.0.0.1:0"])
-        .args([
-            "--user",
-            "Administrator",
-            "--password-env",
-            "KWIN_RT_WINRM_PASSWORD",
-        ])
-        .args(["--auth", "ntlm,basic", "--state"])
-        .arg(state.path())
-        .arg("--ops-log")
-        .arg(&ops)
-        .env("KWIN_RT_WINRM_PASSWORD", PASSWORD)
-        .stderr(std::process::Stdio::null());
-    let server = Server::spawn(cmd);
-    let sums = std::fs::read_to_string(state.path().join("cert.sha256")).expect("cert.sha256");
-    StandIn {
-        http: server.addr("http="),
-        https: server.addr("https="),
-        fingerprint: sums.lines().next().expect("fingerprint").trim().to_string(),
-        _server: server,
-        ops,
-        _state: state,
-    }
-}
-
-fn port(addr: &str) -> &str {
-    addr.rsplit_once(':').map(|(_, p)| p).expect("port")
-}
 
 /// What one host's listener saw: operations by name, and the Commands' executables.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -110,35 +66,9 @@ fn traffic(ops: &Path, from: usize) -> BTreeMap<String, Traffic> {
     by
 }
 
-fn plan(s: &StandIn, work: &Path) -> String {
+fn plan(s: &TwoListeners, work: &Path) -> String {
     let w = work.display();
-    let mut p = format!(
-        r#"
-[defaults.windows]
-transport = "winrm"
-user = "Administrator"
-password_env = "KWIN_RT_WINRM_PASSWORD"
-
-[[hosts]]
-name = "ww1"
-address = "127.0.0.1"
-os = "windows"
-https = false
-port = {http}
-
-[[hosts]]
-name = "ww2"
-address = "127.0.0.1"
-os = "windows"
-https = true
-auth = "basic"
-port = {https}
-cert_fingerprint = "{fp}"
-"#,
-        http = port(&s.http),
-        https = port(&s.https),
-        fp = s.fingerprint,
-    );
+    let mut p = s.hosts_toml();
     let root = format!("{w}/{{{{ host.name }}}}");
     for d in ["conf.d", "data", "state", "log"] {
         p.push_str(&format!(
@@ -175,7 +105,7 @@ fn apply(dir: &Path) -> serde_json::Value {
 kwin_testkit::lab_test! {
 #[test]
 fn a_windows_host_gets_one_probe_warm_and_one_probe_and_one_batch_cold() {
-    let s = start_stand_in();
+    let s = TwoListeners::start("KWIN_RT_WINRM_PASSWORD", PASSWORD);
     let dir = tempfile::tempdir().expect("tmp");
     let work = dir.path().join("hostfs");
     std::fs::create_dir_all(&work).expect("mkdir");

@@ -253,6 +253,26 @@ impl Cluster {
             .collect()
     }
 
+    /// kubeadm-config's `kubernetesVersion` (`v1.32.5`): what `kubeadm upgrade apply` (or
+    /// `kubeadm init`) last finished.
+    pub fn cluster_version(&self) -> String {
+        let config = self.kubectl(&[
+            "-n",
+            "kube-system",
+            "get",
+            "cm",
+            "kubeadm-config",
+            "-o",
+            "jsonpath={.data.ClusterConfiguration}",
+        ]);
+        config
+            .lines()
+            .find_map(|l| l.strip_prefix("kubernetesVersion: "))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
     /// What the kubelet stand-in of `host` logged as a skew or an undrained upgrade
     /// (`/var/lib/kubelet-stand-in/violations.log`; empty: none).
     pub fn violations(&self, host: &str) -> String {

@@ -296,6 +296,13 @@ impl Run {
             .find(|e| e["event"] == "task_finished" && e["host"] == host && e["task"] == task)
             .unwrap_or_else(|| panic!("no task_finished for {host}/{task}:\n{self}"))
     }
+    /// The `upgrade` event: the upgrade section of `kwin plan` / `kwin apply`.
+    pub fn upgrade_section(&self) -> Value {
+        self.events()
+            .into_iter()
+            .find(|e| e["event"] == "upgrade")
+            .unwrap_or_else(|| panic!("no upgrade section:\n{self}"))
+    }
     /// The `host_finished` event of `host`.
     pub fn host(&self, host: &str) -> Value {
         self.events()

@@ -5,6 +5,8 @@
 //!   (`lab/winrm-stand-in/setup.sh`); a failure fails the test.
 //! - [`Server`]: a stand-in process, started and read until it says it is ready; its
 //!   stdout lines (ready, rebooting) stay readable; killed on drop.
+//! - [`TwoListeners`]: one stand-in as two Windows hosts, `ww1` over HTTP (NTLM) and `ww2`
+//!   over HTTPS (Basic, a self-signed certificate), with its operations log.
 //! - [`StandInHost`] ([`start_stand_in`]): the stand-in as a Windows host with files of its
 //!   own, for end-to-end tests: `isolated-stand-in.sh` runs it in a mount namespace where
 //!   /etc and /var/lib are overlays writing into a temp dir and /run is a tmpfs, with the
@@ -281,5 +283,88 @@ pub fn start_stand_in(o: &Options<'_>) -> StandInHost {
         host_dir,
         state_dir,
         _dir: dir,
+    }
+}
+
+/// One stand-in (its state in a temp dir) listening on HTTP (NTLM, message encryption) and
+/// HTTPS (Basic, a self-signed certificate) for user `Administrator`, whose password it reads
+/// from `password_env`; every WinRM operation it serves is logged to [`TwoListeners::ops`].
+pub struct TwoListeners {
+    _server: Server,
+    /// `host:port` of each listener.
+    pub http: String,
+    pub https: String,
+    /// The HTTPS certificate's SHA-256 fingerprint.
+    pub fingerprint: String,
+    /// The operations log (`--ops-log`: one JSON line per operation).
+    pub ops: PathBuf,
+    password_env: String,
+    _state: tempfile::TempDir,
+}
+
+impl TwoListeners {
+    /// Start it with `password` in `password_env` (the plan names the same variable).
+    pub fn start(password_env: &str, password: &str) -> Self {
+        let state = tempfile::tempdir().expect("tmp");
+        let ops = state.path().join("ops.jsonl");
+        let mut cmd = Command::new(python());
+        cmd.arg(lab_file("server.py"))
+            .args(["--http", "127.0.0.1:0", "--https", "127.0.0.1:0"])
+            .args(["--user", "Administrator", "--password-env", password_env])
+            .args(["--auth", "ntlm,basic", "--state"])
+            .arg(state.path())
+            .arg("--ops-log")
+            .arg(&ops)
+            .env(password_env, password)
+            .stderr(Stdio::null());
+        let server = Server::spawn(cmd);
+        let sums = std::fs::read_to_string(state.path().join("cert.sha256")).expect("cert.sha256");
+        TwoListeners {
+            http: server.addr("http="),
+            https: server.addr("https="),
+            fingerprint: sums.lines().next().expect("fingerprint").trim().to_string(),
+            _server: server,
+            ops,
+            password_env: password_env.to_string(),
+            _state: state,
+        }
+    }
+
+    /// The port of `http` or `https`.
+    pub fn port(addr: &str) -> &str {
+        addr.rsplit_once(':').map(|(_, p)| p).expect("port")
+    }
+
+    /// The plan's `[defaults.windows]` and its two hosts: `ww1` over HTTP, `ww2` over HTTPS
+    /// with Basic and the certificate pinned.
+    pub fn hosts_toml(&self) -> String {
+        format!(
+            r#"
+[defaults.windows]
+transport = "winrm"
+user = "Administrator"
+password_env = "{env}"
+
+[[hosts]]
+name = "ww1"
+address = "127.0.0.1"
+os = "windows"
+https = false
+port = {http}
+
+[[hosts]]
+name = "ww2"
+address = "127.0.0.1"
+os = "windows"
+https = true
+auth = "basic"
+port = {https}
+cert_fingerprint = "{fp}"
+"#,
+            env = self.password_env,
+            http = Self::port(&self.http),
+            https = Self::port(&self.https),
+            fp = self.fingerprint,
+        )
     }
 }

@@ -212,35 +212,23 @@ impl KubeWait {
     /// `no NAME DETAIL`. No `range` inside: kubectl's watch stops at its first change when a
     /// template ranges over an object's lists (kubernetes/kubectl#913: `GetOptions.watch`
     /// returns nil on a print error, kubernetes/kubectl@5be1f71 pkg/cmd/get/get.go).
-    fn row(&self) -> (Vec<String>, &'static str) {
+    fn row(&self) -> (Vec<String>, String) {
         match &self.check {
-            Check::RolloutDaemonSet => (
-                vec![
-                    ".metadata.generation".into(),
-                    ".status.observedGeneration".into(),
-                    ".status.desiredNumberScheduled".into(),
-                    ".status.updatedNumberScheduled".into(),
-                    ".status.numberAvailable".into(),
+            Check::RolloutDaemonSet => rollout(
+                [
+                    ".status.desiredNumberScheduled",
+                    ".status.updatedNumberScheduled",
+                    ".status.numberAvailable",
                 ],
-                r#"gen = $3 + 0; obs = $4 + 0; want = $5 + 0; upd = $6 + 0; av = $7 + 0
-    if (obs < gen) print "no " $2 " " label $2 ": generation " gen " not observed yet"
-    else if (upd < want) print "no " $2 " " label $2 ": " upd " of " want " updated"
-    else if (av < want) print "no " $2 " " label $2 ": " av " of " want " ready"
-    else print "ok " $2"#,
+                "ready",
             ),
-            Check::RolloutDeployment => (
-                vec![
-                    ".metadata.generation".into(),
-                    ".status.observedGeneration".into(),
-                    ".spec.replicas".into(),
-                    ".status.updatedReplicas".into(),
-                    ".status.availableReplicas".into(),
+            Check::RolloutDeployment => rollout(
+                [
+                    ".spec.replicas",
+                    ".status.updatedReplicas",
+                    ".status.availableReplicas",
                 ],
-                r#"gen = $3 + 0; obs = $4 + 0; want = $5 + 0; upd = $6 + 0; av = $7 + 0
-    if (obs < gen) print "no " $2 " " label $2 ": generation " gen " not observed yet"
-    else if (upd < want) print "no " $2 " " label $2 ": " upd " of " want " updated"
-    else if (av < want) print "no " $2 " " label $2 ": " av " of " want " available"
-    else print "ok " $2"#,
+                "available",
             ),
             Check::Condition(c) => (
                 ["status", "reason", "message"]
@@ -252,10 +240,11 @@ impl KubeWait {
       why = ($4 != "") ? $4 : ("condition " cond " is " (($3 == "") ? "not reported" : $3))
       if ($5 != "") why = why ": " $5
       print "no " $2 " " label $2 " Not" cond ": " why
-    }"#,
+    }"#
+                .into(),
             ),
-            Check::Exists => (Vec::new(), r#"print "ok " $2"#),
-            Check::Healthy => (Vec::new(), ""),
+            Check::Exists => (Vec::new(), r#"print "ok " $2"#.into()),
+            Check::Healthy => (Vec::new(), String::new()),
         }
     }
 
@@ -481,4 +470,22 @@ impl Module for KubeWait {
             touches: Touches::Resources(vec![API_RESOURCE.to_string()]),
         }))
     }
+}
+
+/// A rollout's row: generation, observed generation, then `[wanted, updated, available]`
+/// (the kind's own fields), and the awk that says which is short, the last as `available`.
+fn rollout(fields: [&str; 3], available: &str) -> (Vec<String>, String) {
+    let mut f = vec![
+        ".metadata.generation".to_string(),
+        ".status.observedGeneration".to_string(),
+    ];
+    f.extend(fields.iter().map(|s| s.to_string()));
+    let awk = format!(
+        r#"gen = $3 + 0; obs = $4 + 0; want = $5 + 0; upd = $6 + 0; av = $7 + 0
+    if (obs < gen) print "no " $2 " " label $2 ": generation " gen " not observed yet"
+    else if (upd < want) print "no " $2 " " label $2 ": " upd " of " want " updated"
+    else if (av < want) print "no " $2 " " label $2 ": " av " of " want " {available}"
+    else print "ok " $2"#
+    );
+    (f, awk)
 }

@@ -76,18 +76,11 @@ fn script_of(step: &Step) -> Option<Script> {
     }
 }
 
-/// The `Run` / `Inline` steps of a batchable change, moved out of it.
+/// The `Run` / `Inline` steps of a batchable change, taken out of it.
 fn take_scripts(c: &mut Change) -> Vec<Script> {
     std::mem::take(&mut c.steps)
-        .into_iter()
-        .filter_map(|s| match s {
-            Step::Run(text) => Some(Script {
-                text,
-                inline: false,
-            }),
-            Step::Inline(text) => Some(Script { text, inline: true }),
-            Step::Put { .. } | Step::Reboot(_) => None,
-        })
+        .iter()
+        .filter_map(script_of)
         .collect()
 }
 
