@@ -60,9 +60,20 @@ recorded_pids() {
   return 0
 }
 
+# Node hosts: every process in a host's cgroup subtree (containers run in network namespaces
+# of their own, which ns_pids does not see).
+node_pids() {
+  [[ -f $LAB_DIR/nodes ]] || return 0
+  local d
+  for d in "$LAB_HOSTS_DIR"/h*; do
+    [[ -d $d ]] && lab_cgroup_pids "${d##*/}"
+  done
+  return 0
+}
+
 killed=0
 for attempt in 1 2 3 4 5 6 7 8 9 10; do
-  mapfile -t pids < <({ ns_pids; recorded_pids; } | sort -un)
+  mapfile -t pids < <({ ns_pids; recorded_pids; node_pids; } | sort -un)
   [[ ${#pids[@]} -gt 0 ]] || break
   kill -KILL "${pids[@]}" 2>/dev/null || true
   killed=$((killed + ${#pids[@]}))
@@ -128,6 +139,14 @@ if mountpoint -q /run/netns 2>/dev/null && [[ -z $(ls -A /run/netns 2>/dev/null)
   umount /run/netns 2>/dev/null || true
 fi
 
+# Node hosts: their cgroup subtrees (empty now), the forward filter.
+if [[ -f $LAB_DIR/nodes ]]; then
+  for d in "$LAB_HOSTS_DIR"/h*; do
+    [[ -d $d ]] && lab_cgroup_remove "${d##*/}"
+  done
+  nft delete table inet "kwin_lab$LAB_ID" 2>/dev/null || true
+fi
+
 left=""
 if [[ -n $(ip netns list 2>/dev/null | awk -v p="^${LAB_NS_PREFIX}[0-9]+$" '$1 ~ p') ]]; then left+=" netns"; fi
 if ip -o link show 2>/dev/null | grep -q " ${LAB_VETH_PREFIX}[0-9]*[@:]"; then left+=" veth"; fi
@@ -144,7 +163,7 @@ else
         hosts.toml hosts-delay.toml known_hosts ssh_config pids ip-root.batch verify \
         supervisor.pid supervisor.log supervisor.started \
         delay-proxy.pid delay-proxy.log delay-proxy.map delay-proxy.delay-ms \
-        delay-proxy.ready delay-proxy.ready.tmp
+        delay-proxy.ready delay-proxy.ready.tmp nodes
     )
     rmdir "$LAB_DIR" 2>/dev/null || true
   fi

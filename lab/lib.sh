@@ -5,6 +5,8 @@
 # Sourced by the lab scripts for names, paths and addresses. Also executed
 # directly for the long-running parts of the lab:
 #   lib.sh supervise N          the lab supervisor (child subreaper, parent of all hosts)
+#   lib.sh host-enter NAME I    (node hosts) joins the host's cgroups, then host-init in a
+#                               cgroup namespace too
 #   lib.sh host-init NAME I     runs inside a new netns+mount+uts namespace, builds the
 #                               host's private root and execs the holder
 #   lib.sh holder NAME          runs inside the host; owns that host's sshd
@@ -158,9 +160,14 @@ lab_supervise() {
     lab_wait_starting starting
     name="h$i"
     hd=$(lab_host_dir "$name")
-    ip netns exec "$LAB_NS_PREFIX$i" \
-      unshare --mount --uts --propagation private \
-      bash "$LAB_LIB" host-init "$name" "$i" </dev/null >"$hd/init.log" 2>&1 &
+    if [[ -f $LAB_DIR/nodes ]]; then
+      # A Kubernetes node: its own cgroup subtree and cgroup namespace (lab_host_enter).
+      bash "$LAB_LIB" host-enter "$name" "$i" </dev/null >"$hd/init.log" 2>&1 &
+    else
+      ip netns exec "$LAB_NS_PREFIX$i" \
+        unshare --mount --uts --propagation private \
+        bash "$LAB_LIB" host-init "$name" "$i" </dev/null >"$hd/init.log" 2>&1 &
+    fi
     echo "$!" >"$hd/holder.pid"
     pids+=("$!")
     starting+=("$i:$!")
@@ -211,6 +218,80 @@ lab_wait_starting() {
 }
 
 # ---------------------------------------------------------------------------
+# Cgroups of node hosts (`up.sh --nodes`). The machine mounts cgroup v1 hierarchies (LAB-NOTES:
+# its v2 hierarchy has no controllers). Each node host gets the directory kwin-lab<ID>/hN in
+# every v1 hierarchy, below the cgroup the lab runs in, and a cgroup namespace rooted there: in
+# the host, /proc/self/cgroup says "/" and the cgroup file systems it mounts show only its own
+# subtree, so its kubelet and containerd (cgroupfs driver) make /kubepods and the pods' cgroups
+# inside it, apart from every other host's. down.sh kills every process left in a host's subtree
+# (containers run in network namespaces of their own, out of reach of `ip netns pids`) and
+# removes it.
+
+# The v1 hierarchies mounted on this machine: "MOUNTPOINT OPTIONS" per line (options are the
+# controllers, or name=systemd).
+lab_cgroup_hierarchies() {
+  awk '{
+    for (s = 7; s <= NF && $s != "-"; s++) {}
+    if ($(s + 1) != "cgroup" || $5 !~ "^/sys/fs/cgroup/") next
+    n = split($(s + 3), o, ","); c = ""
+    for (i = 1; i <= n; i++) if (o[i] !~ /^(rw|ro|relatime|nosuid|nodev|noexec|clone_children|xattr)$/) c = c (c ? "," : "") o[i]
+    print $5, c
+  }' /proc/self/mountinfo
+}
+
+# The directory of host NAME in the hierarchy at MOUNTPOINT (for the process running this).
+lab_cgroup_dir() {
+  local mnt=$1 opts=$2 name=$3 cur
+  cur=$(awk -F: -v o="$opts" '$2 == o { print $3 }' /proc/self/cgroup)
+  printf '%s%s/kwin-lab%s/%s' "$mnt" "${cur%/}" "$LAB_TAG" "$name"
+}
+
+# host-enter: make and join the host's cgroups (here, in the machine's mount namespace: `ip
+# netns exec` mounts a sysfs of the netns over /sys, hiding the cgroup mounts), then the
+# host's netns and a cgroup namespace; host-init mounts the hierarchies listed in
+# LAB_CGROUP_HIERARCHIES.
+lab_host_enter() {
+  local name=$1 i=$2 mnt opts d parent hier=""
+  while read -r mnt opts; do
+    hier+="${mnt#/sys/fs/cgroup/}:$opts "
+    d=$(lab_cgroup_dir "$mnt" "$opts" "$name")
+    parent=${d%/*}
+    mkdir -p "$d"
+    if [[ $opts == cpuset ]]; then
+      # cpuset children start empty: copy the parent's CPUs and memory nodes down.
+      [[ -s $parent/cpuset.cpus ]] || cat "${parent%/*}/cpuset.cpus" >"$parent/cpuset.cpus"
+      [[ -s $parent/cpuset.mems ]] || cat "${parent%/*}/cpuset.mems" >"$parent/cpuset.mems"
+      [[ -s $d/cpuset.cpus ]] || cat "$parent/cpuset.cpus" >"$d/cpuset.cpus"
+      [[ -s $d/cpuset.mems ]] || cat "$parent/cpuset.mems" >"$d/cpuset.mems"
+    fi
+    echo $$ >"$d/cgroup.procs"
+  done < <(lab_cgroup_hierarchies)
+  [[ -n $hier ]] || lab_die "no cgroup v1 hierarchy is mounted under /sys/fs/cgroup"
+  LAB_CGROUP_HIERARCHIES=$hier exec ip netns exec "$LAB_NS_PREFIX$i" \
+    unshare --mount --uts --cgroup --propagation private bash "$LAB_LIB" host-init "$name" "$i"
+}
+
+# Every process in host NAME's cgroup subtree (any hierarchy: they are the same processes).
+lab_cgroup_pids() {
+  local name=$1 mnt opts d
+  read -r mnt opts < <(lab_cgroup_hierarchies | awk '$2 == "pids" || $2 == "freezer" { print; exit }')
+  [[ -n ${mnt:-} ]] || return 0
+  d=$(lab_cgroup_dir "$mnt" "$opts" "$name")
+  [[ -d $d ]] || return 0
+  find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null
+}
+
+# Remove host NAME's cgroup subtrees (deepest first; only empty cgroups can go).
+lab_cgroup_remove() {
+  local name=$1 mnt opts d
+  while read -r mnt opts; do
+    d=$(lab_cgroup_dir "$mnt" "$opts" "$name")
+    [[ -d $d ]] || continue
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done < <(lab_cgroup_hierarchies)
+}
+
+# ---------------------------------------------------------------------------
 # host-init: we are in the host's netns, in a fresh mount and UTS namespace with
 # private propagation (nothing here is visible in the root mount namespace and it
 # all disappears with the host's last process).
@@ -254,6 +335,25 @@ lab_host_init() {
   mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5,nosuid,noexec devpts "$m/dev/pts"
   # /root: minimal per-host home (the real /root's shell rc files are slow).
   mount --bind "$t/root" "$m/root"
+  local node=0
+  if [[ -f $LAB_DIR/nodes ]]; then
+    node=1
+    # A Kubernetes node: its cgroup subtree (the namespace's root) mounted as a VM's would be,
+    # and a file system for containerd's overlayfs snapshots (an overlayfs upper directory
+    # cannot be on overlayfs, the host's root; a VM has a disk there).
+    mount -t tmpfs -o mode=755,nosuid,nodev,noexec cgroup "$m/sys/fs/cgroup"
+    local h sub opts
+    for h in ${LAB_CGROUP_HIERARCHIES:?}; do
+      sub=${h%%:*}
+      opts=${h#*:}
+      mkdir -p "$m/sys/fs/cgroup/$sub"
+      if [[ $opts == name=* ]]; then opts="none,$opts"; fi
+      mount -t cgroup -o "nosuid,nodev,noexec,$opts" cgroup "$m/sys/fs/cgroup/$sub"
+    done
+    mount -o remount,ro,nosuid,nodev,noexec "$m/sys/fs/cgroup"
+    mkdir -p "$m/var/lib/containerd"
+    mount -t tmpfs -o mode=711 "$LAB_MOUNT_TAG-$name-containerd" "$m/var/lib/containerd"
+  fi
   # The host's lab dir (sshd config, host key, log, pids, a copy of this script) at
   # /run/kwin-lab, read-write to the real file system so up.sh/fault.sh see logs and
   # pids. A fixed path: the checkout itself may be hidden in the host (/tmp, /root).
@@ -264,6 +364,9 @@ lab_host_init() {
   pivot_root . .
   umount -l .
   cd /
+  # Node hosts: mounts propagate below / as on a systemd host (shared), which the kubelet's
+  # volume mounts and containerd's rootfs mounts expect.
+  if [[ $node == 1 ]]; then mount --make-rshared /; fi
   exec bash /run/kwin-lab/lib.sh holder "$name"
 }
 
@@ -307,8 +410,9 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   shift || true
   case $cmd in
     supervise) lab_supervise "$@" ;;
+    host-enter) lab_host_enter "$@" ;;
     host-init) lab_host_init "$@" ;;
     holder) lab_holder "$@" ;;
-    *) lab_die "usage: lib.sh supervise N | host-init NAME I | holder NAME (internal)" ;;
+    *) lab_die "usage: lib.sh supervise N | host-enter NAME I | host-init NAME I | holder NAME (internal)" ;;
   esac
 fi

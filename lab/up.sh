@@ -2,7 +2,7 @@
 # Start N local Linux test hosts h1..hN (real OpenSSH servers in network
 # namespaces, each with a private overlay of /). See lab/README.md.
 #
-#   lab/up.sh [N] [--delay-ms D] [--delay-port-base P] [--verify-all]
+#   lab/up.sh [N] [--delay-ms D] [--delay-port-base P] [--verify-all] [--nodes]
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -10,12 +10,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
   cat >&2 <<EOF
-usage: lab/up.sh [N] [--delay-ms D] [--delay-port-base P] [--verify-all]
+usage: lab/up.sh [N] [--delay-ms D] [--delay-port-base P] [--verify-all] [--nodes]
   N                    number of hosts (default 3, max $LAB_MAX_HOSTS)
   --delay-ms D         also start the delay proxy (+D ms each way) and write
                        target/lab/hosts-delay.toml (host i on 127.0.0.1:P+i)
   --delay-port-base P  first proxy port minus one (default $LAB_DELAY_PORT_BASE_DEFAULT)
   --verify-all         log in with ssh on every host (default: first and last)
+  --nodes              hosts that can be Kubernetes nodes: cgroups, /dev/kmsg, a disk for
+                       containerd, routes between the hosts (see lab/README.md)
 env: KWIN_LAB_KEY_PASSPHRASE (default kwin-lab-pass), KWIN_LAB_TMPFS_SIZE,
      KWIN_LAB_PROC_SYS_RW=1 (make all of /proc/sys writable inside hosts)
 EOF
@@ -26,6 +28,7 @@ N=3
 DELAY_MS=""
 PORT_BASE=$LAB_DELAY_PORT_BASE_DEFAULT
 VERIFY_ALL=0
+NODES=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --delay-ms) DELAY_MS=${2:?}; shift 2 ;;
@@ -33,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --delay-port-base) PORT_BASE=${2:?}; shift 2 ;;
     --delay-port-base=*) PORT_BASE=${1#*=}; shift ;;
     --verify-all) VERIFY_ALL=1; shift ;;
+    --nodes) NODES=1; shift ;;
     -h | --help) usage ;;
     [0-9]*) N=$1; shift ;;
     *) usage ;;
@@ -180,6 +184,12 @@ for d in sys.argv[1:]:
 ' "$u/dev" "$u/run" "$u/tmp"
 }
 make_base
+if [[ $NODES -eq 1 ]]; then
+  # Node hosts (lab_host_enter, lab_host_init): /dev/kmsg, which the kubelet's OOM watcher
+  # reads, like any VM's /dev.
+  mknod -m 640 "$LAB_DIR/seed/upper/dev/kmsg" c 1 11
+  touch "$LAB_DIR/nodes"
+fi
 phase base
 
 # --- per-host files -------------------------------------------------------------
@@ -237,6 +247,30 @@ raise_at_least net.ipv4.neigh.default.gc_thresh1 $((N + 128))
 raise_at_least net.ipv4.neigh.default.gc_thresh2 $((2 * N + 512))
 raise_at_least net.ipv4.neigh.default.gc_thresh3 $((4 * N + 1024))
 raise_at_least kernel.pid_max $((16 * N + 32768))
+if [[ $NODES -eq 1 ]]; then
+  # The kubelet sets these kernel tunables when it starts unless they already have the value
+  # it wants, and stops if it cannot (kubernetes pkg/kubelet/cm/container_manager_linux.go,
+  # setupKernelTunables: vm.overcommit_memory=1, vm.panic_on_oom=0, kernel.panic=10,
+  # kernel.panic_on_oops=1). They are not namespaced: a host cannot set them (its /proc/sys is
+  # read-only outside net.*), so the machine is given them here, once, for every node host.
+  for kv in vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1; do
+    sysctl -qw "$kv" || lab_die "cannot set $kv, which a kubelet on a lab host needs"
+  done
+  # Routes between the hosts: the root namespace forwards between lab addresses only (an
+  # nftables table of this lab drops anything else from or to its veths).
+  sysctl -qw net.ipv4.ip_forward=1
+  nft -f - <<NFT || lab_die "nft: cannot install the lab's forward filter"
+table inet kwin_lab$LAB_ID
+delete table inet kwin_lab$LAB_ID
+table inet kwin_lab$LAB_ID {
+  chain forward {
+    type filter hook forward priority 0; policy accept;
+    iifname "$LAB_VETH_PREFIX*" ip daddr != 10.$LAB_NET_OCTET.0.0/16 drop
+    oifname "$LAB_VETH_PREFIX*" ip saddr != 10.$LAB_NET_OCTET.0.0/16 drop
+  }
+}
+NFT
+fi
 phase limits
 
 # --- network ---------------------------------------------------------------------
@@ -252,8 +286,12 @@ phase limits
 ip -batch "$LAB_DIR/ip-root.batch" || lab_die "network setup failed (see $LAB_DIR/ip-root.batch)"
 host_net() {
   lab_addr "$1"
-  printf 'link set lo up\naddr add %s/30 dev eth0\nlink set eth0 up\n' "$LAB_ADDR_HOST" |
-    ip -n "$LAB_NS_PREFIX$1" -batch -
+  {
+    printf 'link set lo up\naddr add %s/30 dev eth0\nlink set eth0 up\n' "$LAB_ADDR_HOST"
+    # node hosts: a default route (kubeadm and the kubelet take the node's address from it),
+    # through the root namespace, which forwards only between lab hosts
+    if [[ $NODES -eq 1 ]]; then printf 'route add default via %s\n' "$LAB_ADDR_ROOT"; fi
+  } | ip -n "$LAB_NS_PREFIX$1" -batch -
 }
 lab_each "$N" host_net
 phase network

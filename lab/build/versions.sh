@@ -1,0 +1,47 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # read by the scripts that source this file
+# The exact versions of every real program the lab builds from its published Go module (see
+# build.sh). Sourced by build.sh, images.sh and the lab cluster scripts; tests read the same
+# file (testkit). Each version names the upstream source that decides it.
+#
+# Kubernetes: the newest minor kwin supports and the one before it (the upgrade test's
+# previous minor), at the patch releases the Go module proxy serves (k8s.io/kubernetes
+# v1.36.3, v1.37.2). The lab example plans use LAB_K8S_NEWEST.
+LAB_K8S_FULL="${LAB_K8S_FULL:-1.36.3 1.37.2}"
+LAB_K8S_NEWEST="1.37.2"
+LAB_K8S_PREVIOUS="1.36.3"
+# kube-apiserver only: every manifest kwin applies is checked by a real API server of each
+# of these minors too (tests/manifests_strict.rs), besides LAB_K8S_FULL.
+LAB_K8S_APISERVER_ONLY="1.34.4 1.35.4"
+
+# What kubeadm of each LAB_K8S_FULL version deploys (cmd/kubeadm/app/constants/constants.go
+# of k8s.io/kubernetes at that tag: DefaultEtcdVersion / SupportedEtcdVersion, CoreDNSVersion,
+# PauseVersion; the pause tag is also build/pause/Makefile's TAG):
+#   1.36.3: etcd 3.6.8-0, CoreDNS v1.14.2, pause 3.10.2
+#   1.37.2: etcd 3.7.0-0, CoreDNS v1.14.6, pause 3.10.2
+LAB_ETCD="3.6.8 3.7.0"
+LAB_COREDNS="1.14.2 1.14.6"
+LAB_PAUSE="3.10.2"
+
+# containerd: 2.3 is the LTS branch and 2.4 the newest (containerd RELEASES.md, "Current
+# State of containerd Releases" and the Kubernetes support table: 1.36 needs 2.2.0+/2.3.0+);
+# 1.7 for the move of an existing 1.7 node to 2.x (1.7 is supported by Kubernetes up to 1.35).
+LAB_CONTAINERD="1.7.29 2.3.7"
+# runc: containerd v2.3.4 pins v1.4.3 (script/setup/runc-version); the newest 1.4 patch served
+LAB_RUNC="1.4.4"
+# CNI reference plugins: containerd v2.3.4 tests with v1.9.1 (go.mod, script/setup/install-cni)
+LAB_CNI_PLUGINS="1.9.1"
+# flannel (flannel-io/flannel releases) and the manifest of that tag
+# (Documentation/kube-flannel.yml, shipped in the module).
+LAB_FLANNEL="0.28.10"
+# The flannel CNI plugin. flannel-io/cni-plugin is not served by the Go module proxy (403 for
+# every version and its list); its code was split out of containernetworking/plugins, whose
+# v0.9.1 still holds it (plugins/meta/flannel; v1.0.0 dropped it). The lab builds that source
+# and serves it under the image name kube-flannel.yml asks for.
+LAB_FLANNEL_CNI_SOURCE="0.9.1"
+# crictl (kubernetes-sigs/cri-tools: the release of the newest minor)
+LAB_CRICTL="1.37.0"
+# The lab's container registry (distribution/distribution v3) and crane
+# (google/go-containerregistry), which builds and pushes the images offline.
+LAB_REGISTRY="3.1.2"
+LAB_CRANE="0.22.1"
