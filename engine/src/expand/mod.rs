@@ -43,9 +43,10 @@ pub use recipe::RecipeSet;
 
 use crate::checksums::Checksums;
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location};
-use crate::plan::{LoadedPlan, ResolvedHost, Selector};
+use crate::plan::{kubeadm, LoadedPlan, ResolvedHost, Selector};
 use crate::task::{Guard, InputRef, Origin, Task, TaskId};
 use crate::template::{self, TemplateError, Tree, TreeError, Value};
+use minijinja::value::ViaDeserialize;
 use recipe::CompiledSerial;
 use recipe::{template_diag, CompiledRecipe, Recipe, RefKind, StepRefs};
 use refs::{Scope, Use};
@@ -99,6 +100,15 @@ pub fn expand_with(
     // `flag(component, '--name', value)` / `flag_supported(component, '--name')`: flags
     // checked against the per-version flag table (plan/versions.toml).
     context::add_flag_functions(&mut env, ctx.component_versions.clone());
+    // `kubeadm_init_config(host, cluster)`: kubeadm's init configuration, rendered by its one
+    // owner (`plan::kubeadm`), which the `kubeadm_join` module uses too.
+    env.add_function(
+        "kubeadm_init_config",
+        |host: ViaDeserialize<kubeadm::HostArg>, cluster: ViaDeserialize<kubeadm::ClusterArg>| {
+            kubeadm::init_config_of(host.0, cluster.0)
+                .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e))
+        },
+    );
     let mut diags = Diagnostics::default();
     let compiled: Vec<CompiledRecipe> = set
         .recipes

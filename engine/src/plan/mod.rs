@@ -17,6 +17,7 @@
 //! to the layer below (`transport::spec`); they are re-exported here.
 
 pub mod effective;
+pub mod kubeadm;
 pub mod limit;
 pub mod load;
 pub mod loaded;

@@ -183,8 +183,8 @@ pub struct Cni {
     /// hosts calico also takes "ipip" and "vxlan-cross-subnet".
     #[schemars(extend("default" = "vxlan"))]
     pub backend: Option<CniBackend>,
-    /// flannel vxlan: VXLAN network identifier. Default 4096 (the only VNI Windows flannel
-    /// supports).
+    /// VXLAN network identifier: flannel vxlan's `Backend.VNI`, Calico's Felix `vxlanVNI`
+    /// (unused by host-gw). Default 4096 (the only VNI Windows flannel supports).
     #[schemars(extend("default" = defaults::VXLAN_VNI), range(min = 1, max = 16_777_215))]
     pub vni: Option<u32>,
     /// VXLAN UDP port. Default 4789 (the only port Windows flannel supports).

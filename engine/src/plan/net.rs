@@ -198,7 +198,7 @@ pub fn dns_ip_problem(ip: Ipv4Addr, service: &Ipv4Net) -> Option<String> {
 pub struct CniSettings {
     pub plugin: CniPlugin,
     pub backend: CniBackend,
-    /// VXLAN network identifier (flannel vxlan).
+    /// VXLAN network identifier (flannel vxlan, Calico: [`CniSettings::uses_vni`]).
     pub vni: u32,
     /// VXLAN UDP port.
     pub port: u16,
@@ -217,6 +217,17 @@ impl CniSettings {
     /// Whether pod traffic between nodes is encapsulated (an overlay network).
     pub fn is_overlay(&self) -> bool {
         self.backend != CniBackend::HostGw
+    }
+
+    /// Whether the pod network reads `vni`: every VXLAN network kwin builds does. flannel's
+    /// vxlan backend takes it as net-conf.json `Backend.VNI` (recipe cni-flannel); Calico's
+    /// Felix as FelixConfiguration `vxlanVNI` (recipe cni-calico renders it for every Calico
+    /// backend, the VXLAN pool kwin makes), which the operator also gives Calico's Windows
+    /// dataplane (tigera/operator@40788b9b pkg/controller/installation/windows_controller.go:
+    /// `VXLANVNI: *felixConfiguration.Spec.VXLANVNI`, rendered as `VXLAN_VNI` by
+    /// pkg/render/windows.go). Only flannel host-gw has no VXLAN to read it.
+    pub fn uses_vni(&self) -> bool {
+        self.is_overlay()
     }
 }
 

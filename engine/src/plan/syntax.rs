@@ -228,28 +228,66 @@ pub fn kubelet_label_refusal(key: &str) -> Option<String> {
 
 pub const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
-/// A taint: `key=value:Effect` or `key:Effect`.
+/// A node taint as kwin writes it: `key=value:Effect` or `key:Effect`. The one parser of that
+/// format: validation ([`taint`]), the kubeadm configuration of init and join
+/// (`plan::kubeadm`) and the `kubeadm_join` module all read taints through [`Taint::parse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    /// `None` for `key:Effect`; `Some("")` for `key=:Effect`.
+    pub value: Option<String>,
+    /// One of [`TAINT_EFFECTS`].
+    pub effect: String,
+}
+
+impl Taint {
+    /// Parse and check `s`: the effect one of [`TAINT_EFFECTS`], the key a label key, the
+    /// value a label value.
+    pub fn parse(s: &str) -> Result<Taint, String> {
+        let Some((kv, effect)) = s.rsplit_once(':') else {
+            return Err(
+                "expected `key=value:Effect` (Effect: NoSchedule, PreferNoSchedule or NoExecute)"
+                    .into(),
+            );
+        };
+        if !TAINT_EFFECTS.contains(&effect) {
+            let hint = crate::diag::did_you_mean(effect, TAINT_EFFECTS.iter().copied())
+                .map(|e| format!(" (did you mean `{e}`?)"))
+                .unwrap_or_default();
+            return Err(format!(
+                "unknown effect `{effect}`{hint}: use NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+        let (key, value) = match kv.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (kv, None),
+        };
+        if key.is_empty() {
+            return Err("the key is empty".into());
+        }
+        label_key(key).map_err(|e| format!("key `{key}`: {e}"))?;
+        let v = value.unwrap_or("");
+        label_value(v).map_err(|e| format!("value `{v}`: {e}"))?;
+        Ok(Taint {
+            key: key.to_string(),
+            value: value.map(str::to_string),
+            effect: effect.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}={v}:{}", self.key, self.effect),
+            None => write!(f, "{}:{}", self.key, self.effect),
+        }
+    }
+}
+
+/// A taint: `key=value:Effect` or `key:Effect` ([`Taint::parse`]).
 pub fn taint(s: &str) -> Result<(), String> {
-    let Some((kv, effect)) = s.rsplit_once(':') else {
-        return Err(
-            "expected `key=value:Effect` (Effect: NoSchedule, PreferNoSchedule or NoExecute)"
-                .into(),
-        );
-    };
-    if !TAINT_EFFECTS.contains(&effect) {
-        let hint = crate::diag::did_you_mean(effect, TAINT_EFFECTS.iter().copied())
-            .map(|e| format!(" (did you mean `{e}`?)"))
-            .unwrap_or_default();
-        return Err(format!(
-            "unknown effect `{effect}`{hint}: use NoSchedule, PreferNoSchedule or NoExecute"
-        ));
-    }
-    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
-    if key.is_empty() {
-        return Err("the key is empty".into());
-    }
-    label_key(key).map_err(|e| format!("key `{key}`: {e}"))?;
-    label_value(value).map_err(|e| format!("value `{value}`: {e}"))
+    Taint::parse(s).map(|_| ())
 }
 
 /// A release version `x.y.z`, with a leading `v` when `v_ok`. A minor release (`1.31`,
@@ -488,6 +526,20 @@ mod tests {
             .contains("did you mean `NoSchedule`"));
         assert!(taint("=x:NoSchedule").is_err());
         assert!(taint("a=b c:NoSchedule").is_err());
+        let t = Taint::parse("example.com/gpu=true:PreferNoSchedule").expect("taint");
+        assert_eq!(
+            (t.key.as_str(), t.value.as_deref(), t.effect.as_str()),
+            ("example.com/gpu", Some("true"), "PreferNoSchedule")
+        );
+        assert_eq!(t.to_string(), "example.com/gpu=true:PreferNoSchedule");
+        assert_eq!(
+            Taint::parse("dedicated:NoExecute").map(|t| t.value),
+            Ok(None)
+        );
+        assert_eq!(
+            Taint::parse("a=:NoSchedule").map(|t| t.value),
+            Ok(Some(String::new()))
+        );
         assert!(label_key("node.kubernetes.io/windows-build").is_ok());
         assert!(label_key("Example.com/x").is_err());
         assert!(label_key("a/b/c").is_err());

@@ -28,10 +28,11 @@ use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
     Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
+use kwin_engine::plan::kubeadm::{self, ApiVersion};
+use kwin_engine::plan::syntax::Taint;
 use kwin_engine::quote::{ps_quote, sh_quote};
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -64,13 +65,6 @@ pub struct KubeadmJoinParams {
     ignore_preflight_errors: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Taint {
-    key: String,
-    value: Option<String>,
-    effect: String,
-}
-
 #[derive(Debug, Clone)]
 pub struct KubeadmJoin {
     shell: Shell,
@@ -101,32 +95,13 @@ fn label_ok(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-._/".contains(c))
 }
 
+/// A taint through the plan's one taint parser ([`Taint::parse`]).
 fn parse_taint(i: usize, t: &str) -> Result<Taint, ParamError> {
-    let bad = || {
+    Taint::parse(t).map_err(|why| {
         ParamError::at(
             format!("taints.{i}"),
-            format!("`{t}` is not key=value:Effect or key:Effect (Effect: NoSchedule, PreferNoSchedule, NoExecute)"),
+            format!("`{t}` is not key=value:Effect or key:Effect: {why}"),
         )
-    };
-    let (kv, effect) = t.rsplit_once(':').ok_or_else(bad)?;
-    if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-        return Err(bad());
-    }
-    let (key, value) = match kv.split_once('=') {
-        Some((k, v)) => (k, Some(v.to_string())),
-        None => (kv, None),
-    };
-    if !label_ok(key)
-        || value
-            .as_deref()
-            .is_some_and(|v| !v.is_empty() && !label_ok(v))
-    {
-        return Err(bad());
-    }
-    Ok(Taint {
-        key: key.to_string(),
-        value,
-        effect: effect.to_string(),
     })
 }
 
@@ -294,103 +269,39 @@ impl KubeadmJoin {
         }
     }
 
-    /// The JoinConfiguration for kubeadm's config API `version` (2, 3 or 4), as JSON (which
-    /// kubeadm reads as YAML). Holds the token: only for the step script.
-    pub fn join_config(&self, version: u8, inputs: &JoinInputs) -> String {
-        let mut reg = Map::new();
-        reg.insert("name".into(), self.node_name.clone().into());
-        if let Some(s) = &self.cri_socket {
-            reg.insert("criSocket".into(), s.clone().into());
+    /// The node's registration, as kubeadm's configuration has it (`plan::kubeadm`, the
+    /// renderer `kubeadm init`'s configuration comes from too).
+    fn node(&self) -> kubeadm::Node {
+        kubeadm::Node {
+            name: self.node_name.clone(),
+            cri_socket: self.cri_socket.clone(),
+            node_ip: self.node_ip.clone(),
+            labels: self.labels.clone(),
+            taints: self.taints.clone(),
+            control_plane: self.control_plane,
+            advertise_address: self.advertise_address.clone(),
+            ignore_preflight_errors: self.ignore_preflight_errors.clone(),
         }
-        let mut extra: Vec<(&str, String)> = Vec::new();
-        if let Some(ip) = &self.node_ip {
-            extra.push(("node-ip", ip.clone()));
-        }
-        if !self.labels.is_empty() {
-            extra.push((
-                "node-labels",
-                self.labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ));
-        }
-        if !extra.is_empty() {
-            let v = if version >= 4 {
-                Value::Array(
-                    extra
-                        .iter()
-                        .map(|(k, v)| json!({ "name": k, "value": v }))
-                        .collect(),
-                )
-            } else {
-                Value::Object(
-                    extra
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
-                        .collect(),
-                )
-            };
-            reg.insert("kubeletExtraArgs".into(), v);
-        }
-        // No taints given: kubeadm's default (none for workers, the control-plane taint for
-        // control planes). Given: exactly these, plus the control-plane taint for control planes.
-        if !self.taints.is_empty() {
-            let mut list = Vec::new();
-            if self.control_plane {
-                list.push(json!({ "key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule" }));
-            }
-            for t in &self.taints {
-                let mut o = Map::new();
-                o.insert("key".into(), t.key.clone().into());
-                if let Some(v) = &t.value {
-                    o.insert("value".into(), v.clone().into());
-                }
-                o.insert("effect".into(), t.effect.clone().into());
-                list.push(Value::Object(o));
-            }
-            reg.insert("taints".into(), Value::Array(list));
-        }
-        if !self.ignore_preflight_errors.is_empty() {
-            reg.insert(
-                "ignorePreflightErrors".into(),
-                self.ignore_preflight_errors.clone().into(),
-            );
-        }
-        let mut cfg = json!({
-            "apiVersion": format!("kubeadm.k8s.io/v1beta{version}"),
-            "kind": "JoinConfiguration",
-            "discovery": {
-                "bootstrapToken": {
-                    "apiServerEndpoint": inputs.api_endpoint,
-                    "token": inputs.token,
-                    "caCertHashes": [inputs.ca_cert_hash],
-                },
-            },
-            "nodeRegistration": reg,
-        });
-        if self.control_plane {
-            let mut cp = Map::new();
-            if let Some(a) = &self.advertise_address {
-                cp.insert("localAPIEndpoint".into(), json!({ "advertiseAddress": a }));
-            }
-            if let Some(k) = &inputs.certificate_key {
-                cp.insert("certificateKey".into(), k.clone().into());
-            }
-            cfg["controlPlane"] = Value::Object(cp);
-        }
-        let mut s = serde_json::to_string_pretty(&cfg).unwrap_or_default();
-        s.push('\n');
-        s
+    }
+
+    /// The JoinConfiguration for kubeadm's config API `api`, as JSON (which kubeadm reads
+    /// as YAML). Holds the token: only for the step script.
+    pub fn join_config(&self, api: ApiVersion, inputs: &JoinInputs) -> String {
+        let discovery = kubeadm::Discovery {
+            api_endpoint: &inputs.api_endpoint,
+            token: &inputs.token,
+            ca_cert_hash: &inputs.ca_cert_hash,
+            certificate_key: inputs.certificate_key.as_deref(),
+        };
+        kubeadm::join_config(&self.node(), api, &discovery)
     }
 
     /// The join step for this node's shell.
     pub fn join_script(&self, inputs: &JoinInputs) -> String {
         let (v4, v3, v2) = (
-            self.join_config(4, inputs),
-            self.join_config(3, inputs),
-            self.join_config(2, inputs),
+            self.join_config(ApiVersion::V1beta4, inputs),
+            self.join_config(ApiVersion::V1beta3, inputs),
+            self.join_config(ApiVersion::V1beta2, inputs),
         );
         match self.shell {
             Shell::Posix => {
@@ -476,10 +387,7 @@ impl KubeadmJoin {
                 "+ taints: {}\n",
                 self.taints
                     .iter()
-                    .map(|t| match &t.value {
-                        Some(v) => format!("{}={v}:{}", t.key, t.effect),
-                        None => format!("{}:{}", t.key, t.effect),
-                    })
+                    .map(Taint::to_string)
                     .collect::<Vec<_>>()
                     .join(",")
             ));
@@ -580,6 +488,7 @@ impl Module for KubeadmJoin {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
     fn inputs() -> JoinInputs {
         JoinInputs {
@@ -599,8 +508,10 @@ mod tests {
             Shell::Posix,
         )
         .expect("build");
-        let v4: Value = serde_json::from_str(&m.join_config(4, &inputs())).expect("json");
-        let v3: Value = serde_json::from_str(&m.join_config(3, &inputs())).expect("json");
+        let v4: Value =
+            serde_json::from_str(&m.join_config(ApiVersion::V1beta4, &inputs())).expect("json");
+        let v3: Value =
+            serde_json::from_str(&m.join_config(ApiVersion::V1beta3, &inputs())).expect("json");
         assert_eq!(
             v4["nodeRegistration"]["kubeletExtraArgs"],
             json!([{"name": "node-ip", "value": "10.0.0.12"}, {"name": "node-labels", "value": "a=b"}])

@@ -512,12 +512,12 @@ fn cni(v: &mut V<'_>) {
         _ => {}
     }
     let flannel_vxlan = s.plugin == CniPlugin::Flannel && s.backend == CniBackend::Vxlan;
-    if c.vni.is_some() && !flannel_vxlan {
+    if c.vni.is_some() && !s.uses_vni() {
         v.at_key(
             "cni.vni",
             Diagnostic::warning(
                 "cni-unused",
-                "`vni` is only used by flannel's vxlan backend; it is ignored here",
+                "`vni` is the VXLAN network identifier; the host-gw backend does not use it",
             ),
         );
     }

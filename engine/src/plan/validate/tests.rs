@@ -224,3 +224,20 @@ fn validation_and_expansion_accept_the_same_references() {
     }
     assert!(disagree.is_empty(), "{disagree:#?}");
 }
+
+/// Calico VXLAN reads `vni` (cni-calico renders it as FelixConfiguration `vxlanVNI`, which
+/// the operator hands to Calico's Windows dataplane too): no "ignored" warning there, while
+/// flannel host-gw, which has no VXLAN, still gets one.
+#[test]
+fn vni_is_unused_only_where_no_vxlan_reads_it() {
+    let calico = CLUSTER.replace("plugin = \"flannel\"", "plugin = \"calico\"\nvni = 5000");
+    assert_eq!(only_codes(&format!("{calico}{HOSTS}")), Vec::<&str>::new());
+    let linux_cp = &HOSTS[..HOSTS
+        .find("[[hosts]]\nname = \"ww1\"")
+        .unwrap_or(HOSTS.len())];
+    let host_gw = CLUSTER.replace(
+        "plugin = \"flannel\"",
+        "plugin = \"flannel\"\nbackend = \"host-gw\"\nvni = 5000",
+    );
+    assert_eq!(only_codes(&format!("{host_gw}{linux_cp}")), ["cni-unused"]);
+}
