@@ -487,6 +487,7 @@ fn every_code_is_documented_and_covered_by_a_case() {
         "recipe-ref",
         "recipe-library",
         "recipe-step",
+        "recipe-step-use",
         "recipe-serial",
     ];
     for (code, sev) in &documented {

@@ -130,13 +130,19 @@ pub struct TemplateError {
     pub message: String,
     /// 1-based line inside the template source, when known.
     pub line: Option<usize>,
+    /// The template file the error is in (`line` is then a line of that file), when it is
+    /// not the string itself but a file it includes ([`Snippet::compile`]).
+    pub template: Option<String>,
 }
 
 impl fmt::Display for TemplateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
-        if let Some(l) = self.line {
-            write!(f, " (template line {l})")?;
+        match (&self.template, self.line) {
+            (Some(t), Some(l)) => write!(f, " ({t} line {l})")?,
+            (Some(t), None) => write!(f, " (in {t})")?,
+            (None, Some(l)) => write!(f, " (template line {l})")?,
+            (None, None) => {}
         }
         Ok(())
     }
@@ -153,6 +159,13 @@ fn describe(e: &Error) -> String {
 
 impl TemplateError {
     fn from_minijinja(e: &Error, vars: &HashSet<String>, ctx: Option<&Value>) -> Self {
+        // An error inside an included template file comes wrapped ("could not render
+        // include"): report the innermost one, with its file and line.
+        let mut e = e;
+        while let Some(inner) = std::error::Error::source(e).and_then(|s| s.downcast_ref::<Error>())
+        {
+            e = inner;
+        }
         let mut message = describe(e);
         if e.kind() == ErrorKind::OutOfFuel {
             message = format!(
@@ -167,8 +180,15 @@ impl TemplateError {
         TemplateError {
             message,
             line: e.line(),
+            template: file_name(e),
         }
     }
+}
+
+/// The template file an error happened in: a name `Environment::add_template` gave, not
+/// minijinja's `<string>` / `<expression>` of a compiled string.
+fn file_name(e: &Error) -> Option<String> {
+    e.name().filter(|n| !n.starts_with('<')).map(str::to_string)
 }
 
 /// The first of `vars` (dotted paths, sorted) that does not resolve in `ctx`, with what
@@ -253,6 +273,86 @@ impl fmt::Debug for Snippet<'_, '_> {
     }
 }
 
+/// The tags of `src` that name another template (`include`, `import`, `from`, `extends`),
+/// as (byte offset of the tag, the name written, if it is one quoted string). `{% raw %}`
+/// blocks are skipped.
+fn template_refs(src: &str) -> Vec<(usize, Option<&str>)> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    let mut base = 0;
+    let mut raw = false;
+    while let Some(i) = rest.find("{%") {
+        let Some(end) = rest[i..].find("%}") else {
+            break;
+        };
+        let tag = rest[i + 2..i + end]
+            .trim_matches(|c: char| c == '-' || c == '+')
+            .trim();
+        let (word, args) = tag.split_once(char::is_whitespace).unwrap_or((tag, ""));
+        match word {
+            "raw" => raw = true,
+            "endraw" => raw = false,
+            "include" | "import" | "from" | "extends" if !raw => {
+                let args = args.trim_start();
+                let quoted = args.chars().next().filter(|c| *c == '"' || *c == '\'');
+                // One string, then nothing or a keyword (`ignore missing`, `with context`,
+                // `as x`, `import a`): not an expression that computes the name.
+                let name = quoted.and_then(|q| {
+                    let inner = &args[1..];
+                    let j = inner.find(q)?;
+                    let after = inner[j + 1..].trim_start();
+                    let next = after.split_whitespace().next().unwrap_or("");
+                    matches!(next, "" | "ignore" | "with" | "without" | "as" | "import")
+                        .then(|| &inner[..j])
+                });
+                out.push((base + i, name));
+            }
+            _ => {}
+        }
+        base += i + end + 2;
+        rest = &rest[i + end + 2..];
+    }
+    out
+}
+
+/// Add to `vars` and `roots` what the template files `src` includes or imports read, and
+/// what the files they name read, so [`Snippet::reads`] sees through includes (a render that
+/// reads `host` in an included file is per host). A template file must be named by one
+/// quoted string (`{% include "cni-flannel/windows.yaml.j2" %}`) that `env` knows: anything
+/// else is an error at compile time, naming the line.
+fn files_read(
+    env: &Environment<'_>,
+    src: &str,
+    vars: &mut HashSet<String>,
+    roots: &mut HashSet<String>,
+    seen: &mut HashSet<String>,
+) -> Result<(), TemplateError> {
+    for (at, name) in template_refs(src) {
+        let line = Some(src[..at].matches('\n').count() + 1);
+        let Some(name) = name else {
+            return Err(TemplateError {
+                message: "a template file is named by one quoted string: {% include \"<recipe>/<file>.j2\" %}".into(),
+                line,
+                template: None,
+            });
+        };
+        if !seen.insert(name.to_string()) {
+            continue;
+        }
+        let t = env.get_template(name).map_err(|_| TemplateError {
+            message: format!(
+                "no template file `{name}` (template files: `plans/<recipe>/<file>.j2`, named without `plans/`)"
+            ),
+            line,
+            template: None,
+        })?;
+        vars.extend(t.undeclared_variables(true));
+        roots.extend(t.undeclared_variables(false));
+        files_read(env, t.source(), vars, roots, seen)?;
+    }
+    Ok(())
+}
+
 /// Whether `s` contains template syntax.
 pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
@@ -273,6 +373,7 @@ impl<'env, 'src> Snippet<'env, 'src> {
         let err = |e: Error| TemplateError {
             message: describe(&e),
             line: e.line(),
+            template: file_name(&e),
         };
         if !is_template(src) {
             return Ok(Snippet {
@@ -290,8 +391,9 @@ impl<'env, 'src> Snippet<'env, 'src> {
             }
             None => {
                 let t = env.template_from_str(src).map_err(err)?;
-                let vars = t.undeclared_variables(true);
-                let roots = t.undeclared_variables(false);
+                let mut vars = t.undeclared_variables(true);
+                let mut roots = t.undeclared_variables(false);
+                files_read(env, src, &mut vars, &mut roots, &mut HashSet::new())?;
                 (Kind::Text(t), vars, roots)
             }
         };
@@ -318,6 +420,7 @@ impl<'env, 'src> Snippet<'env, 'src> {
                     None => "undefined value".into(),
                 },
                 line: Some(1),
+                template: None,
             }),
             Ok(v) => Ok(v),
             Err(e) => Err(TemplateError::from_minijinja(&e, &self.vars, Some(ctx))),
@@ -344,6 +447,8 @@ impl<'env, 'src> Snippet<'env, 'src> {
             _ => Err(TemplateError {
                 message: format!("expected true or false, got `{v}`"),
                 line: None,
+
+                template: None,
             }),
         }
     }
@@ -355,6 +460,7 @@ pub fn to_json(v: &Value) -> Result<serde_json::Value, TemplateError> {
         return Err(TemplateError {
             message: "undefined value".into(),
             line: None,
+            template: None,
         });
     }
     // Nested too: every item of every container counts.
@@ -385,10 +491,12 @@ pub fn to_json(v: &Value) -> Result<serde_json::Value, TemplateError> {
     walk(v, &mut MAX_ITEMS.clone()).map_err(|e| TemplateError {
         message: describe(&e),
         line: None,
+        template: None,
     })?;
     serde_json::to_value(v).map_err(|e| TemplateError {
         message: format!("cannot convert the value to JSON: {e}"),
         line: None,
+        template: None,
     })
 }
 

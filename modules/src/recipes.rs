@@ -12,7 +12,8 @@ macro_rules! recipe {
     };
 }
 
-/// A library: script text several recipes share (`{{ lib.<name> }}`, plans/README.md).
+/// A library: script text several recipes share (`{{ lib.<name> }}`), or the step library
+/// `steps.toml` (steps recipes take with `use`); plans/README.md.
 macro_rules! library {
     ($name:literal) => {
         (
@@ -22,9 +23,29 @@ macro_rules! library {
     };
 }
 
-/// (file name, text) of every recipe, and of the libraries they use.
+/// A template file, `plans/<recipe>/<name>.<ext>.j2`: a manifest or script a recipe's step
+/// includes (`{% include "<recipe>/<name>.<ext>.j2" %}`, plans/README.md).
+macro_rules! template {
+    ($name:literal) => {
+        (
+            concat!("plans/", $name),
+            include_str!(concat!("../../plans/", $name)),
+        )
+    };
+}
+
+/// (file name, text) of every recipe, and of the libraries and template files they use.
 pub const RECIPES: &[(&str, &str)] = &[
     library!("hns.ps1"),
+    library!("steps.toml"),
+    template!("cni-calico/installation.yaml.j2"),
+    template!("cni-flannel/cni-conf.json.j2"),
+    template!("cni-flannel/flanneld.ps1.j2"),
+    template!("cni-flannel/windows.yaml.j2"),
+    template!("kube-proxy-windows/daemonset.yaml.j2"),
+    template!("kube-proxy-windows/kube-proxy.ps1.j2"),
+    template!("runtime-class/runtime-classes.yaml.j2"),
+    template!("runtime-docker/cri-docker.service.j2"),
     recipe!("node-prereqs"),
     recipe!("runtime-containerd"),
     recipe!("runtime-docker"),
@@ -105,12 +126,16 @@ pub fn request(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kwin_engine::expand::recipe::{source_kind, SourceKind};
     use kwin_engine::expand::RecipeSet;
 
     #[test]
     fn every_recipe_parses_and_checks() {
         let set = RecipeSet::parse(RECIPES).unwrap_or_else(|d| panic!("{d}"));
-        let toml = RECIPES.iter().filter(|(f, _)| f.ends_with(".toml")).count();
+        let toml = RECIPES
+            .iter()
+            .filter(|(f, _)| source_kind(f) == SourceKind::Recipe)
+            .count();
         assert_eq!(set.recipes.len(), toml);
         let names = step_names();
         assert!(names.iter().any(|n| n == "kubeadm-init"), "{names:?}");
@@ -143,7 +168,7 @@ mod tests {
         let set = RecipeSet::parse(RESET_RECIPES).unwrap_or_else(|d| panic!("{d}"));
         let toml = RESET_RECIPES
             .iter()
-            .filter(|(f, _)| f.ends_with(".toml"))
+            .filter(|(f, _)| source_kind(f) == SourceKind::Recipe)
             .count();
         assert_eq!(set.recipes.len(), toml);
         for r in &set.recipes {
@@ -160,5 +185,42 @@ mod tests {
         // `apply` never expands them, and a user task cannot wait for them.
         let build = step_names();
         assert!(!build.iter().any(|n| n == "drain-nodes"), "{build:?}");
+    }
+
+    /// Every file under plans/ (but its README) is embedded: a file no list names would be
+    /// edited in vain, and an include of it would fail only when rendered.
+    #[test]
+    fn every_file_under_plans_is_embedded() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plans");
+        let mut on_disk = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("plans/").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if let Ok(rel) = path.strip_prefix(&root) {
+                    let rel = rel.to_string_lossy().replace('\\', "/");
+                    if rel != "README.md" {
+                        on_disk.push(format!("plans/{rel}"));
+                    }
+                }
+            }
+        }
+        let embedded: std::collections::BTreeSet<&str> = RECIPES
+            .iter()
+            .chain(RESET_RECIPES)
+            .map(|(f, _)| *f)
+            .chain(["plans/digests.toml"])
+            .collect();
+        let missing: Vec<&String> = on_disk
+            .iter()
+            .filter(|f| !embedded.contains(f.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not embedded (modules/src/recipes.rs): {missing:?}"
+        );
+        assert_eq!(embedded.len(), on_disk.len(), "{embedded:?} / {on_disk:?}");
     }
 }

@@ -99,6 +99,16 @@ fn the_corpus_covers_every_kind_of_script() {
             "only {n} scripts from `{what}` (expected {min} or more)"
         );
     }
+    // Every PowerShell template file is read whole, for every example plan.
+    for (file, _) in kwin_modules::recipes::RECIPES
+        .iter()
+        .filter(|(f, _)| f.ends_with(".ps1.j2"))
+    {
+        assert!(
+            count(&format!("{file} (")) >= ps_corpus::EXAMPLES.len(),
+            "{file} is not in the corpus"
+        );
+    }
     // Recipe tasks are planned against a fresh host, so their step scripts are there too.
     let steps = scripts
         .iter()

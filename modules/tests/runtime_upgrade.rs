@@ -34,8 +34,9 @@ fn package_plan() -> Vec<Task> {
     expand("examples/flannel.toml", &text)
 }
 
-/// The step `upgrade` of an upgrade recipe is the twin of the install step `install`: same
-/// module and params, opposite guards on the kubelet's kubeconfig.
+/// The step `upgrade` of an upgrade recipe is the twin of the install step `install` (one
+/// shared step of plans/lib/steps.toml): same module and params, opposite guards on the
+/// kubelet's kubeconfig.
 fn assert_twins(tasks: &[Task], host: &str, install: &str, upgrade: &str, conf: &str) {
     let i = task(tasks, host, install);
     let u = task(tasks, host, upgrade);

@@ -212,9 +212,10 @@ fn reboot_is_for_the_containers_feature_before_the_join_only() {
 }
 
 /// windows-worker's `kubelet` step (a fresh node) and upgrade-worker's
-/// `upgrade-kubelet-service` (a joined node, drained) are twins: the same service, binaries
-/// and flags for every minor, so an upgraded node ends where a fresh join at the version
-/// starts. Only their guards differ (`unless_exists` / `if_exists` the kubelet's kubeconfig).
+/// `upgrade-kubelet-service` (a joined node, drained) are twins, written once as the shared
+/// step `windows-kubelet-service` (plans/lib/steps.toml): the same service, binaries and
+/// flags for every minor, so an upgraded node ends where a fresh join at the version starts.
+/// Only their guards differ (`unless_exists` / `if_exists` the kubelet's kubeconfig).
 #[test]
 fn the_upgrade_kubelet_service_is_the_install_steps_twin() {
     let labels = [(

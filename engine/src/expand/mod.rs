@@ -6,7 +6,10 @@
 //! 2. Without `[cluster]` only the user's tasks expand. With it, [`RecipeSet::parse`] reads the
 //!    recipes (format: `recipe.rs`, plans/README.md) and every template is compiled once.
 //!    Libraries among the sources (script files, [`recipe::libraries`]) are template globals:
-//!    `{{ lib.hns }}` inserts `plans/lib/hns.ps1` as it is.
+//!    `{{ lib.hns }}` inserts `plans/lib/hns.ps1` as it is. Template files
+//!    (`plans/<recipe>/<name>.<ext>.j2`) are templates of the environment, named by their path
+//!    under `plans/`, for `{% include %}` and `{% import %}` ([`render_file`] renders one on
+//!    its own, for tests that read it whole).
 //! 3. Per host, in plan order: each recipe whose `applies` matches (roles, os,
 //!    `first_control_plane`, `when`) contributes its steps whose `when` holds, params rendered
 //!    with the host's context. Recipe order becomes `Task::order`. Templates that do not read
@@ -72,43 +75,7 @@ pub fn expand_with(
     } else {
         RecipeSet::default()
     };
-    let mut env = template::environment();
-    // `lib.<name>`: a library's text (`plans/lib/<name>.ps1`), inserted as it is.
-    env.add_global("lib", Value::from_serialize(recipe::libraries(recipes)?));
-    // `sha256_of('file-name', 'checksum-file-url', url='artifact-url', sha512='sha512-url')`:
-    // the artifact's checksum — the plan's pin, kwin's digest of that URL, one recorded from
-    // the upstream's checksum file or computed from the artifact (checked against its SHA-512
-    // file) — or none (see crate::checksums).
-    // `openpgp_of('key-file-name', 'key-url')`: a signing key's fingerprint, the plan's or kwin's.
-    // `sha256_pin('file-name')`: the plan's pin or none, for optional checksums.
-    let s = sums.clone();
-    env.add_function(
-        "sha256_of",
-        move |file: &str, sums_url: Option<&str>, kwargs: minijinja::value::Kwargs| {
-            let url: Option<&str> = kwargs.get("url")?;
-            let sha512: Option<&str> = kwargs.get("sha512")?;
-            kwargs.assert_all_used()?;
-            Ok::<_, minijinja::Error>(s.lookup(file, sums_url, url, sha512))
-        },
-    );
-    let s = sums.clone();
-    env.add_function("openpgp_of", move |file: &str, url: &str| {
-        s.fingerprint(file, url)
-    });
-    let s = sums.clone();
-    env.add_function("sha256_pin", move |file: &str| s.pin(file));
-    // `flag(component, '--name', value)` / `flag_supported(component, '--name')`: flags
-    // checked against the per-version flag table (plan/versions.toml).
-    context::add_flag_functions(&mut env, ctx.component_versions.clone());
-    // `kubeadm_init_config(host, cluster)`: kubeadm's init configuration, rendered by its one
-    // owner (`plan::kubeadm`), which the `kubeadm_join` module uses too.
-    env.add_function(
-        "kubeadm_init_config",
-        |host: ViaDeserialize<kubeadm::HostArg>, cluster: ViaDeserialize<kubeadm::ClusterArg>| {
-            kubeadm::init_config_of(host.0, cluster.0)
-                .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e))
-        },
-    );
+    let env = environment(recipes, sums, &ctx)?;
     let mut diags = Diagnostics::default();
     let compiled: Vec<CompiledRecipe> = set
         .recipes
@@ -185,6 +152,108 @@ pub fn expand_with(
         x.user_task(i, tree, refs, &contexts);
     }
     x.resolve(ctx.first_control_plane)
+}
+
+/// The template environment of `recipes` for a plan whose context is `ctx`: the libraries,
+/// the template files, and the functions (`sha256_of`, `openpgp_of`, `sha256_pin`, `flag`,
+/// `flag_supported`, `kubeadm_init_config`).
+fn environment<'src>(
+    recipes: &[(&'src str, &'src str)],
+    sums: &Checksums,
+    ctx: &RecipeContext,
+) -> Result<minijinja::Environment<'src>, Diagnostics> {
+    let mut env = template::environment();
+    // `lib.<name>`: a library's text (`plans/lib/<name>.ps1`), inserted as it is.
+    env.add_global("lib", Value::from_serialize(recipe::libraries(recipes)?));
+    // Template files (`plans/<recipe>/<file>.j2`): what `{% include %}` and `{% import %}`
+    // name, by their path under `plans/`.
+    let mut file_diags = Diagnostics::default();
+    for (file, text) in recipes
+        .iter()
+        .filter(|(f, _)| recipe::source_kind(f) == recipe::SourceKind::Template)
+    {
+        if let Err(e) = env.add_template(recipe::template_name(file), text) {
+            file_diags.push(
+                Diagnostic::error("template", format!("template file {file}: {e}")).at(Some(
+                    Location {
+                        file: file.into(),
+                        line: e.line().unwrap_or(1),
+                        col: 1,
+                    },
+                )),
+            );
+        }
+    }
+    if file_diags.has_errors() {
+        return Err(file_diags);
+    }
+    // `sha256_of('file-name', 'checksum-file-url', url='artifact-url', sha512='sha512-url')`:
+    // the artifact's checksum — the plan's pin, kwin's digest of that URL, one recorded from
+    // the upstream's checksum file or computed from the artifact (checked against its SHA-512
+    // file) — or none (see crate::checksums).
+    // `openpgp_of('key-file-name', 'key-url')`: a signing key's fingerprint, the plan's or kwin's.
+    // `sha256_pin('file-name')`: the plan's pin or none, for optional checksums.
+    let s = sums.clone();
+    env.add_function(
+        "sha256_of",
+        move |file: &str, sums_url: Option<&str>, kwargs: minijinja::value::Kwargs| {
+            let url: Option<&str> = kwargs.get("url")?;
+            let sha512: Option<&str> = kwargs.get("sha512")?;
+            kwargs.assert_all_used()?;
+            Ok::<_, minijinja::Error>(s.lookup(file, sums_url, url, sha512))
+        },
+    );
+    let s = sums.clone();
+    env.add_function("openpgp_of", move |file: &str, url: &str| {
+        s.fingerprint(file, url)
+    });
+    let s = sums.clone();
+    env.add_function("sha256_pin", move |file: &str| s.pin(file));
+    // `flag(component, '--name', value)` / `flag_supported(component, '--name')`: flags
+    // checked against the per-version flag table (plan/versions.toml).
+    context::add_flag_functions(&mut env, ctx.component_versions.clone());
+    // `kubeadm_init_config(host, cluster)`: kubeadm's init configuration, rendered by its one
+    // owner (`plan::kubeadm`), which the `kubeadm_join` module uses too.
+    env.add_function(
+        "kubeadm_init_config",
+        |host: ViaDeserialize<kubeadm::HostArg>, cluster: ViaDeserialize<kubeadm::ClusterArg>| {
+            kubeadm::init_config_of(host.0, cluster.0)
+                .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e))
+        },
+    );
+    Ok(env)
+}
+
+/// The template file `name` (`cni-flannel/windows.yaml.j2`) of `recipes`, rendered with the
+/// context of the plan's host `host` (index in `plan.hosts`): for tests that read a file
+/// whole (a YAML parser, the PowerShell 5.1 profile) in the context a recipe gives it.
+pub fn render_file(
+    plan: &LoadedPlan,
+    recipes: &[(&str, &str)],
+    sums: &Checksums,
+    name: &str,
+    host: usize,
+) -> Result<String, Diagnostics> {
+    let ctx = RecipeContext::from_plan(plan)?;
+    let env = environment(recipes, sums, &ctx)?;
+    let fail = |msg: String| {
+        let mut d = Diagnostics::default();
+        d.push(Diagnostic::error(
+            "template",
+            format!("template file {name}: {msg}"),
+        ));
+        d
+    };
+    let t = env.get_template(name).map_err(|e| fail(e.to_string()))?;
+    t.render(ctx.for_host(host)).map_err(|e| {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(inner) = src {
+            msg.push_str(&format!(": {inner}"));
+            src = inner.source();
+        }
+        fail(msg)
+    })
 }
 
 /// The hosts of a `serial` recipe, in plan order, cut into batches of `size` (at least one

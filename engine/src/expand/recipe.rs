@@ -37,9 +37,17 @@
 //! order; the first step of a recipe follows the last step of every recipe it `requires` that
 //! runs on the same host.
 //!
+//! Besides recipes, the sources hold ([`source_kind`]): template files
+//! (`plans/<recipe>/<name>.<ext>.j2`, what a step's template includes by its path under
+//! `plans/`; `expand` registers them), the step library (`plans/lib/steps.toml`: steps
+//! several recipes share; a step with `use = "<name>"` takes its module and params from it,
+//! filled in by [`RecipeSet::parse`], and their locations point into the library) and
+//! libraries (`plans/lib/<name>.ps1`, [`libraries`]).
+//!
 //! Static checks (before any host is looked at): unique recipe names, unique step names in a
 //! recipe, known `requires` without cycles, well-formed references that name a step some recipe
-//! defines, recipes never name plan hosts.
+//! defines, recipes never name plan hosts, `use` names a shared step and replaces `module` and
+//! `params`.
 
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location, SourceMap};
 use crate::plan::refs::{self, Ref, Scope};
@@ -50,6 +58,7 @@ use minijinja::Environment;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,7 +82,14 @@ pub struct AssertDef {
 #[serde(deny_unknown_fields)]
 pub struct StepDef {
     pub name: String,
+    /// The module; for a step with `use`, the shared step's (filled in by
+    /// [`RecipeSet::parse`]).
+    #[serde(default)]
     pub module: String,
+    /// `use = "<name>"`: the step's module and params are the shared step `<name>` of the
+    /// step library (`plans/lib/steps.toml`).
+    #[serde(rename = "use")]
+    pub uses: Option<String>,
     pub when: Option<String>,
     #[serde(default)]
     pub after: Vec<String>,
@@ -123,27 +139,42 @@ pub struct RecipeDef {
     pub steps: Vec<StepDef>,
 }
 
-/// One parsed recipe file.
+/// A TOML file of the recipe sources with what locates its values: a recipe or the step
+/// library.
 #[derive(Debug, Clone)]
-pub struct Recipe {
-    pub def: RecipeDef,
+pub struct TomlSource {
     text: String,
     source: SourceMap,
     spans: SpanIndex,
 }
 
-impl Recipe {
-    pub fn name(&self) -> &str {
-        &self.def.recipe
+impl TomlSource {
+    fn new(file: &str, text: &str) -> Result<TomlSource, Diagnostic> {
+        let source = SourceMap::new(Path::new(file), text);
+        let doc = toml::de::DeTable::parse(text).map_err(|e| {
+            Diagnostic::error("recipe-syntax", e.message().trim().to_string())
+                .at(source.span(e.span()))
+        })?;
+        let spans = SpanIndex::build(doc.get_ref());
+        Ok(TomlSource {
+            text: text.to_string(),
+            source,
+            spans,
+        })
     }
 
-    /// Location of the value at `path` (e.g. `steps[2].after[0]`).
-    pub fn loc(&self, path: &str) -> Option<Location> {
+    fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, Diagnostic> {
+        toml::from_str(&self.text).map_err(|e| {
+            Diagnostic::error("recipe-type", e.message().trim().to_string())
+                .at(self.source.span(e.span()))
+        })
+    }
+
+    fn loc(&self, path: &str) -> Option<Location> {
         self.source.span(self.spans.find(path))
     }
 
-    /// Location of line `line` (1-based) inside the template string at `path`.
-    pub fn loc_in_template(&self, path: &str, line: Option<usize>) -> Option<Location> {
+    fn loc_in_template(&self, path: &str, line: Option<usize>) -> Option<Location> {
         let span = self.spans.find(path)?;
         let mut loc = self.source.location(span.start);
         let Some(line) = line else { return Some(loc) };
@@ -160,6 +191,85 @@ impl Recipe {
     }
 }
 
+/// One parsed recipe file.
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    pub def: RecipeDef,
+    own: TomlSource,
+    /// Per step index with `use`: the step library and the shared step's name, where its
+    /// module and params are written.
+    shared: HashMap<usize, (Arc<TomlSource>, String)>,
+}
+
+impl Recipe {
+    pub fn name(&self) -> &str {
+        &self.def.recipe
+    }
+
+    /// Where the value at `path` of the recipe is written: in the recipe, or for the params
+    /// of a step with `use` in the step library.
+    fn source_of(&self, path: &str) -> (&TomlSource, String) {
+        for (j, (lib, name)) in &self.shared {
+            let prefix = format!("steps[{j}].");
+            if let Some(rest) = path.strip_prefix(&prefix) {
+                if rest == "module" || rest == "params" || rest.starts_with("params.") {
+                    return (lib, format!("{name}.{rest}"));
+                }
+            }
+        }
+        (&self.own, path.to_string())
+    }
+
+    /// Location of the value at `path` (e.g. `steps[2].after[0]`).
+    pub fn loc(&self, path: &str) -> Option<Location> {
+        let (src, path) = self.source_of(path);
+        src.loc(&path)
+    }
+
+    /// Location of line `line` (1-based) inside the template string at `path`.
+    pub fn loc_in_template(&self, path: &str, line: Option<usize>) -> Option<Location> {
+        let (src, path) = self.source_of(path);
+        src.loc_in_template(&path, line)
+    }
+}
+
+/// What a file among the recipe sources is, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// `plans/<name>.toml`.
+    Recipe,
+    /// The step library, `plans/lib/steps.toml`: steps several recipes share (`use`).
+    Steps,
+    /// A template file, `plans/<recipe>/<name>.<ext>.j2`: a manifest or script a recipe's
+    /// template includes (`{% include "<recipe>/<name>.<ext>.j2" %}`) or imports macros from.
+    Template,
+    /// A library, `plans/lib/<name>.ps1`: script text inserted as it is (`{{ lib.<name> }}`).
+    Library,
+}
+
+/// The kind of the recipe source `file`.
+pub fn source_kind(file: &str) -> SourceKind {
+    let in_lib = Path::new(file)
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d == "lib");
+    if file.ends_with(".j2") {
+        SourceKind::Template
+    } else if !file.ends_with(".toml") {
+        SourceKind::Library
+    } else if in_lib {
+        SourceKind::Steps
+    } else {
+        SourceKind::Recipe
+    }
+}
+
+/// The name templates use for the template file `file`: its path under `plans/`
+/// (`cni-flannel/windows.yaml.j2`).
+pub fn template_name(file: &str) -> &str {
+    file.strip_prefix("plans/").unwrap_or(file)
+}
+
 /// Every recipe, ordered so that each comes after the recipes it requires.
 #[derive(Debug, Clone, Default)]
 pub struct RecipeSet {
@@ -168,10 +278,10 @@ pub struct RecipeSet {
     pub step_names: HashSet<String>,
 }
 
-/// Whether a source of the recipe list is a library (a script file, `plans/lib/<name>.ps1`)
-/// rather than a recipe: anything not ending in `.toml`.
+/// Whether a source of the recipe list is something other than a recipe (a library, a
+/// template file, the step library: [`source_kind`]).
 pub fn is_library(file: &str) -> bool {
-    !file.ends_with(".toml")
+    source_kind(file) != SourceKind::Recipe
 }
 
 /// The libraries among `sources`, by name (the file name without directory and extension):
@@ -180,7 +290,10 @@ pub fn is_library(file: &str) -> bool {
 pub fn libraries(sources: &[(&str, &str)]) -> Result<BTreeMap<String, String>, Diagnostics> {
     let mut out = BTreeMap::new();
     let mut diags = Diagnostics::default();
-    for (file, text) in sources.iter().filter(|(f, _)| is_library(f)) {
+    for (file, text) in sources
+        .iter()
+        .filter(|(f, _)| source_kind(f) == SourceKind::Library)
+    {
         let name = Path::new(file)
             .file_stem()
             .and_then(|s| s.to_str())
@@ -213,10 +326,17 @@ impl RecipeSet {
     /// left to [`libraries`].
     pub fn parse(sources: &[(&str, &str)]) -> Result<RecipeSet, Diagnostics> {
         let mut diags = Diagnostics::default();
+        let shared = step_library(sources, &mut diags);
         let mut recipes = Vec::new();
-        for (file, text) in sources.iter().filter(|(f, _)| !is_library(f)) {
+        for (file, text) in sources
+            .iter()
+            .filter(|(f, _)| source_kind(f) == SourceKind::Recipe)
+        {
             match parse_one(file, text) {
-                Ok(r) => recipes.push(r),
+                Ok(mut r) => {
+                    use_shared_steps(&mut r, &shared, &mut diags);
+                    recipes.push(r)
+                }
                 Err(d) => diags.push(d),
             }
         }
@@ -243,20 +363,105 @@ impl RecipeSet {
 }
 
 fn parse_one(file: &str, text: &str) -> Result<Recipe, Diagnostic> {
-    let source = SourceMap::new(Path::new(file), text);
-    let doc = toml::de::DeTable::parse(text).map_err(|e| {
-        Diagnostic::error("recipe-syntax", e.message().trim().to_string()).at(source.span(e.span()))
-    })?;
-    let spans = SpanIndex::build(doc.get_ref());
-    let def: RecipeDef = toml::from_str(text).map_err(|e| {
-        Diagnostic::error("recipe-type", e.message().trim().to_string()).at(source.span(e.span()))
-    })?;
+    let own = TomlSource::new(file, text)?;
+    let def: RecipeDef = own.parse()?;
     Ok(Recipe {
         def,
-        text: text.to_string(),
-        source,
-        spans,
+        own,
+        shared: HashMap::new(),
     })
+}
+
+/// A step of the step library: the module and params of a step several recipes take with
+/// `use` (their `name`, `when`, `after`, `inputs` and guards stay their own).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedStepDef {
+    pub module: String,
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+/// The shared steps of the step libraries among `sources`, by name, with their source.
+fn step_library(
+    sources: &[(&str, &str)],
+    diags: &mut Diagnostics,
+) -> BTreeMap<String, (SharedStepDef, Arc<TomlSource>)> {
+    let mut out = BTreeMap::new();
+    for (file, text) in sources
+        .iter()
+        .filter(|(f, _)| source_kind(f) == SourceKind::Steps)
+    {
+        let parsed = TomlSource::new(file, text).and_then(|src| {
+            let steps: BTreeMap<String, SharedStepDef> = src.parse()?;
+            Ok((steps, Arc::new(src)))
+        });
+        match parsed {
+            Ok((steps, src)) => {
+                for (name, def) in steps {
+                    if out.contains_key(&name) {
+                        diags.push(
+                            Diagnostic::error(
+                                "recipe-step-use",
+                                format!("shared step `{name}` is defined twice"),
+                            )
+                            .at(src.loc(&name)),
+                        );
+                    }
+                    out.insert(name, (def, src.clone()));
+                }
+            }
+            Err(d) => diags.push(d),
+        }
+    }
+    out
+}
+
+/// Give every step of `r` with `use` its shared step's module and params; a step needs
+/// `module` or `use`, not both.
+fn use_shared_steps(
+    r: &mut Recipe,
+    shared: &BTreeMap<String, (SharedStepDef, Arc<TomlSource>)>,
+    diags: &mut Diagnostics,
+) {
+    for j in 0..r.def.steps.len() {
+        let s = &r.def.steps[j];
+        let err = |key: &str, msg: String| {
+            Diagnostic::error(
+                "recipe-step-use",
+                format!("recipe `{}` step `{}`: {msg}", r.name(), s.name),
+            )
+            .at(r.loc(&format!("steps[{j}].{key}")))
+        };
+        let Some(name) = s.uses.clone() else {
+            if s.module.is_empty() {
+                diags.push(err("name", "a step needs `module` (or `use`)".into()));
+            }
+            continue;
+        };
+        if !s.module.is_empty() || !s.params.is_empty() {
+            diags.push(err(
+                "use",
+                format!("`use = \"{name}\"` gives the step its module and params: leave out `module` and `params`"),
+            ));
+            continue;
+        }
+        let Some((def, src)) = shared.get(&name) else {
+            let mut d = err(
+                "use",
+                format!("`use = \"{name}\"`: the step library has no step `{name}`"),
+            );
+            if let Some(h) = did_you_mean(&name, shared.keys().map(String::as_str)) {
+                d = d.with_hint(format!("did you mean `{h}`?"));
+            }
+            diags.push(d);
+            continue;
+        };
+        let step = &mut r.def.steps[j];
+        step.module = def.module.clone();
+        step.params = def.params.clone();
+        r.shared.insert(j, (src.clone(), name));
+    }
 }
 
 fn check_names(recipes: &[Recipe], diags: &mut Diagnostics) {
@@ -546,11 +751,30 @@ pub fn template_diag(
 ) -> Diagnostic {
     let step = step.map(|s| format!(" step `{s}`")).unwrap_or_default();
     let on = host.map(|h| format!(" (host `{h}`)")).unwrap_or_default();
-    Diagnostic::error(
-        "template",
-        format!("recipe `{}`{step}: {what}: {}{on}", r.name(), e.message),
-    )
-    .at(r.loc_in_template(path, e.line))
+    match &e.template {
+        // An error inside a template file the string includes: located in that file.
+        Some(file) => {
+            let dir = r.own.source.file.parent().unwrap_or(Path::new(""));
+            Diagnostic::error(
+                "template",
+                format!(
+                    "recipe `{}`{step}: {what}: {} (in {file}){on}",
+                    r.name(),
+                    e.message
+                ),
+            )
+            .at(Some(Location {
+                file: dir.join(file),
+                line: e.line.unwrap_or(1),
+                col: 1,
+            }))
+        }
+        None => Diagnostic::error(
+            "template",
+            format!("recipe `{}`{step}: {what}: {}{on}", r.name(), e.message),
+        )
+        .at(r.loc_in_template(path, e.line)),
+    }
 }
 
 impl<'env, 'src> CompiledRecipe<'env, 'src> {

@@ -210,3 +210,173 @@ fn plan_tasks_name_a_delegated_step_as_step_at_host() {
         .to_string();
     assert!(err.contains("the plan has no host `w9`"), "{err}");
 }
+
+/// Template files (`plans/<recipe>/<file>.j2`) and the step library (`plans/lib/steps.toml`).
+mod files {
+    use super::*;
+
+    const NODES: &str = r#"
+recipe = "nodes"
+applies = { roles = ["worker"] }
+[[steps]]
+name = "node-file"
+module = "command"
+[steps.params]
+run = '''
+{%- set body -%}{% include "nodes/body.sh.j2" %}{%- endset -%}
+{{ body | trim }}'''
+"#;
+
+    #[test]
+    fn an_included_file_that_reads_host_renders_per_host() {
+        let p = plan(2, "");
+        let body = "echo {{ host.name | sh }}\n";
+        let ts = tasks(
+            &p,
+            &[
+                ("plans/nodes.toml", NODES),
+                ("plans/nodes/body.sh.j2", body),
+            ],
+        );
+        assert_eq!(find(&ts, "w1/node-file").params["run"], "echo w1");
+        assert_eq!(find(&ts, "w2/node-file").params["run"], "echo w2");
+    }
+
+    #[test]
+    fn an_error_in_an_included_file_points_at_its_line() {
+        let p = plan(1, "");
+        let body = "line one\necho {{ host.nmae }}\n";
+        let msg = expand(
+            &p,
+            &[
+                ("plans/nodes.toml", NODES),
+                ("plans/nodes/body.sh.j2", body),
+            ],
+        )
+        .expect_err("undefined value")
+        .to_string();
+        assert!(msg.contains("plans/nodes/body.sh.j2:2:"), "{msg}");
+        assert!(msg.contains("step `node-file`"), "{msg}");
+    }
+
+    #[test]
+    fn a_template_file_is_named_by_one_known_string() {
+        let p = plan(1, "");
+        let unknown = NODES.replace("nodes/body.sh.j2", "nodes/bdy.sh.j2");
+        let msg = expand(
+            &p,
+            &[
+                ("plans/nodes.toml", &unknown),
+                ("plans/nodes/body.sh.j2", "x\n"),
+            ],
+        )
+        .expect_err("unknown file")
+        .to_string();
+        assert!(msg.contains("no template file `nodes/bdy.sh.j2`"), "{msg}");
+        let computed = NODES.replace("\"nodes/body.sh.j2\"", "'nodes/' ~ host.name");
+        let msg = expand(
+            &p,
+            &[
+                ("plans/nodes.toml", &computed),
+                ("plans/nodes/body.sh.j2", "x\n"),
+            ],
+        )
+        .expect_err("computed name")
+        .to_string();
+        assert!(msg.contains("named by one quoted string"), "{msg}");
+        assert!(msg.contains("plans/nodes.toml:9:"), "{msg}");
+    }
+
+    #[test]
+    fn macros_of_a_template_file_are_imported() {
+        let p = plan(1, "");
+        let recipe = r#"
+recipe = "m"
+applies = { roles = ["worker"] }
+[[steps]]
+name = "greet"
+module = "command"
+[steps.params]
+run = '{% from "lib/words.j2" import hello %}{{ hello(host.name) }}'
+"#;
+        let words = "{% macro hello(who) %}echo hello {{ who | sh }}{% endmacro %}\n";
+        let ts = tasks(
+            &p,
+            &[("plans/m.toml", recipe), ("plans/lib/words.j2", words)],
+        );
+        assert_eq!(find(&ts, "w1/greet").params["run"], "echo hello w1");
+    }
+
+    const STEPS: &str = r#"
+# Shared steps.
+[say-name]
+module = "command"
+[say-name.params]
+run = "echo {{ host.name | sh }}"
+creates = "/tmp/{{ host.nme }}"
+"#;
+
+    #[test]
+    fn a_step_with_use_takes_the_shared_module_and_params() {
+        let p = plan(1, "");
+        let two = r#"
+recipe = "two"
+applies = { roles = ["worker"] }
+[[steps]]
+name = "first"
+use = "say-name"
+when = "{{ true }}"
+[[steps]]
+name = "again"
+use = "say-name"
+after = ["first"]
+"#;
+        let ok_steps = STEPS.replace("host.nme", "host.name");
+        let ts = tasks(
+            &p,
+            &[("plans/two.toml", two), ("plans/lib/steps.toml", &ok_steps)],
+        );
+        let (a, b) = (find(&ts, "w1/first"), find(&ts, "w1/again"));
+        assert_eq!(a.module, "command");
+        assert_eq!(a.params, b.params);
+        assert_eq!(a.params["run"], "echo w1");
+        // A template error in a shared step's params points into the step library.
+        let msg = expand(
+            &p,
+            &[("plans/two.toml", two), ("plans/lib/steps.toml", STEPS)],
+        )
+        .expect_err("undefined")
+        .to_string();
+        assert!(msg.contains("plans/lib/steps.toml:7:"), "{msg}");
+    }
+
+    #[test]
+    fn use_names_a_shared_step_and_replaces_module_and_params() {
+        let bad = r#"
+recipe = "bad"
+applies = {}
+[[steps]]
+name = "a"
+use = "say-nam"
+[[steps]]
+name = "b"
+use = "say-name"
+module = "command"
+[[steps]]
+name = "c"
+"#;
+        let msg = RecipeSet::parse(&[("plans/bad.toml", bad), ("plans/lib/steps.toml", STEPS)])
+            .expect_err("bad use")
+            .to_string();
+        assert!(
+            msg.contains("the step library has no step `say-nam`"),
+            "{msg}"
+        );
+        assert!(msg.contains("did you mean `say-name`?"), "{msg}");
+        assert!(msg.contains("leave out `module` and `params`"), "{msg}");
+        assert!(
+            msg.contains("step `c`: a step needs `module` (or `use`)"),
+            "{msg}"
+        );
+    }
+}

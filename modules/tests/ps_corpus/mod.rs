@@ -457,6 +457,39 @@ pub fn configmap_scripts() -> Vec<Script> {
     out
 }
 
+/// Every PowerShell template file of the recipes (`plans/<recipe>/<name>.ps1.j2`), read whole:
+/// rendered on its own, in the context of each example plan's first control plane (where
+/// the recipes that include them render them).
+pub fn template_file_scripts() -> Vec<Script> {
+    use kwin_engine::expand::recipe::{source_kind, template_name, SourceKind};
+    let mut out = Vec::new();
+    for example in EXAMPLES {
+        let plan = example_plan(example, None);
+        let cp = plan
+            .hosts
+            .iter()
+            .position(|h| h.role == Some(kwin_engine::plan::Role::ControlPlane))
+            .unwrap_or_else(|| panic!("{example}: no control plane"));
+        let sums = kwin_engine::checksums::Checksums::new(Default::default(), Default::default());
+        for (file, _) in kwin_modules::recipes::RECIPES
+            .iter()
+            .filter(|(f, _)| source_kind(f) == SourceKind::Template && f.ends_with(".ps1.j2"))
+        {
+            let name = template_name(file);
+            let text = kwin_engine::expand::render_file(
+                &plan,
+                kwin_modules::recipes::RECIPES,
+                &sums,
+                name,
+                cp,
+            )
+            .unwrap_or_else(|d| panic!("{file} ({example}): {d}"));
+            out.push(Script::new(format!("{file} ({example})"), text));
+        }
+    }
+    out
+}
+
 /// The engine's own PowerShell.
 pub fn engine_scripts() -> Vec<Script> {
     use kwin_engine::exec::reboot::{boot_id_script, trigger_script};
@@ -534,6 +567,7 @@ pub fn all() -> Vec<Script> {
     let mut v = module_case_scripts();
     v.extend(recipe_scripts());
     v.extend(configmap_scripts());
+    v.extend(template_file_scripts());
     v.extend(engine_scripts());
     v.extend(verify_scripts());
     v.extend(example_scripts());
