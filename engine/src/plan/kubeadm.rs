@@ -13,7 +13,11 @@
 //!
 //! Both documents are built by the functions below from one [`Node`] (the node's
 //! registration, shared by init and join) into one [`Doc`] tree, so a field is added once:
-//! one line in the function of its document. [`Doc::yaml`] writes kwin's constants bare and
+//! one line in the function of its document (a KubeletConfiguration setting such as
+//! `failCgroupV1` is one `.put("failCgroupV1", Doc::Bool(..))` in [`init_config`]; a node
+//! registration setting one line in `Node::registration`, which init and join share; the
+//! plan value behind it one field of [`HostArg`] / [`ClusterArg`] and of the `kubeadm_join`
+//! params). [`Doc::yaml`] writes kwin's constants bare and
 //! every value from the plan JSON-quoted (a YAML string whatever it holds: `"1.30"` stays
 //! text); [`Doc::json`] is the same tree as JSON.
 //!
@@ -350,6 +354,7 @@ pub enum Doc {
     /// A constant of kwin's (API versions, kinds, fixed settings): written as it is.
     Bare(&'static str),
     Int(i64),
+    Bool(bool),
     List(Vec<Doc>),
     Map(Vec<(String, Doc)>),
 }
@@ -382,6 +387,7 @@ impl Doc {
             Doc::Str(s) => Value::String(s.clone()),
             Doc::Bare(s) => Value::String(s.to_string()),
             Doc::Int(n) => Value::from(*n),
+            Doc::Bool(b) => Value::Bool(*b),
             Doc::List(items) => Value::Array(items.iter().map(Doc::json).collect()),
             Doc::Map(items) => {
                 Value::Object(items.iter().map(|(k, v)| (k.clone(), v.json())).collect())
@@ -422,6 +428,7 @@ fn scalar(d: &Doc) -> String {
         Doc::Str(s) => quote(s),
         Doc::Bare(s) => s.to_string(),
         Doc::Int(n) => n.to_string(),
+        Doc::Bool(b) => b.to_string(),
         Doc::List(_) => "[]".into(),
         Doc::Map(_) => "{}".into(),
     }
@@ -586,10 +593,12 @@ clusterDomain: "cluster.local"
         let d = Doc::map()
             .str("a", "1.30")
             .str("b", "say \"hi\"\n")
-            .put("c-d", Doc::Int(3));
+            .put("c-d", Doc::Int(3))
+            .put("e", Doc::Bool(false));
         assert_eq!(
             d.yaml(),
-            "a: \"1.30\"\nb: \"say \\\"hi\\\"\\n\"\n\"c-d\": 3\n"
+            "a: \"1.30\"\nb: \"say \\\"hi\\\"\\n\"\n\"c-d\": 3\ne: false\n"
         );
+        assert_eq!(d.json()["e"], serde_json::Value::Bool(false));
     }
 }

@@ -6,8 +6,9 @@
 //! Inputs (from `kube_join_data`, secrets): `token`, `ca_cert_hash`, `api_endpoint`, and
 //! `certificate_key` for control planes. They are asked for only when the node is not joined.
 //!
-//! No-op when `creates` exists. Changes: writes a JoinConfiguration (API version picked from
-//! `kubeadm version`: v1beta4 from 1.31, v1beta3 from 1.22, else v1beta2) to a private temporary
+//! No-op when `creates` exists. Changes: writes a JoinConfiguration (rendered by
+//! `kwin_engine::plan::kubeadm`, the owner of kubeadm's configuration for init and join; API
+//! version picked from `kubeadm version`: v1beta4 from 1.31, v1beta3 from 1.22, else v1beta2) to a private temporary
 //! file, runs `kubeadm join --config` and removes the file. The token appears only in that
 //! script, never in the plan's reason or diff. Files of an earlier failed join (which kubeadm's
 //! preflight refuses) fail the task with the advice to run `kubeadm reset -f`.
