@@ -251,8 +251,8 @@ pub struct InitArgs {
     /// How kwin reaches the Windows hosts: WinRM over HTTPS, or OpenSSH with PowerShell.
     #[arg(long, value_enum, default_value_t = WindowsTransportArg::Winrm)]
     pub windows_transport: WindowsTransportArg,
-    /// The cluster's Kubernetes release (x.y.z of a minor kwin knows); default: the release
-    /// kwin's examples use.
+    /// The cluster's Kubernetes release (x.y.z of a minor kwin knows); default: the newest
+    /// release of kwin's support matrix, the one kwin's examples use.
     #[arg(long, value_name = "X.Y.Z", value_parser = parse_kubernetes_version)]
     pub kubernetes_version: Option<String>,
 }
@@ -297,12 +297,17 @@ fn workers() -> clap::builder::RangedU64ValueParser {
     clap::value_parser!(u64).range(0..=starter::MAX_WORKERS as u64)
 }
 
-/// A full `x.y.z` of a Kubernetes minor kwin knows.
+/// A full `x.y.z` of a Kubernetes minor kwin knows, released (kwin's support matrix).
 fn parse_kubernetes_version(s: &str) -> Result<String, String> {
-    use kwin_engine::plan::versions;
+    use kwin_engine::plan::{support, versions};
     let v = kwin_engine::plan::syntax::version(s, false).map_err(|e| format!("`{s}`: {e}"))?;
     let minor = versions::Version(vec![v.major, v.minor]);
     if versions::known_minors().contains(&minor) {
+        support::patch_released(&versions::Version(vec![v.major, v.minor, v.patch])).map_err(
+            |latest| {
+                format!("`{s}` was never released: Kubernetes {minor} has {minor}.0 to {latest}")
+            },
+        )?;
         Ok(s.to_string())
     } else {
         Err(format!(
@@ -478,5 +483,6 @@ mod tests {
         assert!(parse_kubernetes_version("1.31").is_err());
         assert!(parse_kubernetes_version("v1.31.4").is_err());
         assert!(parse_kubernetes_version("1.99.0").is_err());
+        assert!(parse_kubernetes_version("1.37.99").is_err());
     }
 }

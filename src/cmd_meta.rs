@@ -7,8 +7,8 @@ use crate::output::Output;
 use anyhow::Context;
 use clap::CommandFactory;
 use kwin_engine::event::Outcome;
-use kwin_engine::plan::effective::defaults::{pinned, windows};
-use kwin_engine::plan::versions;
+use kwin_engine::plan::effective::defaults::windows;
+use kwin_engine::plan::{support, versions};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -29,11 +29,13 @@ pub fn short_version() -> String {
     )
 }
 
-/// The components kwin installs by default, each as (name, version, note): every pinned
-/// default of `defaults::pinned` and `defaults::windows`, the Kubernetes minors of the version
-/// table and kubeadm's pause image per minor.
+/// The components kwin installs by default, each as (name, version, note): the support
+/// matrix's pins (`versions.toml` `[matrix.defaults]`), the Windows constants of
+/// `defaults::windows`, the Kubernetes minors of the version table and kubeadm's pause image
+/// per minor.
 pub fn components() -> Vec<(&'static str, String, &'static str)> {
     let t = versions::table();
+    let pins = support::pins();
     let mut pause: Vec<String> = t
         .pause
         .minors
@@ -49,29 +51,21 @@ pub fn components() -> Vec<(&'static str, String, &'static str)> {
         ),
         (
             "kubernetes (kwin init)",
-            kwin_engine::plan::effective::defaults::STARTER_KUBERNETES_VERSION.to_string(),
-            "written into a starter plan",
+            support::newest_release(),
+            "written into a starter plan: the newest release of the support matrix",
         ),
-        (
-            "containerd",
-            pinned::CONTAINERD.to_string(),
-            "versions.containerd",
-        ),
-        (
-            "runc",
-            pinned::RUNC.to_string(),
-            "with a containerd release",
-        ),
-        ("flannel", pinned::FLANNEL.to_string(), "versions.flannel"),
-        ("calico", pinned::CALICO.to_string(), "versions.calico"),
+        ("containerd", pins.containerd.clone(), "versions.containerd"),
+        ("runc", pins.runc.clone(), "with a containerd release"),
+        ("flannel", pins.flannel.clone(), "versions.flannel"),
+        ("calico", pins.calico.clone(), "versions.calico"),
         (
             "cni-plugins",
-            pinned::CNI_PLUGINS.to_string(),
+            pins.cni_plugins.clone(),
             "versions.cni_plugins",
         ),
         (
             "cri-dockerd",
-            pinned::CRI_DOCKERD.to_string(),
+            pins.cri_dockerd.clone(),
             "versions.cri_dockerd",
         ),
         (
@@ -107,6 +101,37 @@ pub fn components() -> Vec<(&'static str, String, &'static str)> {
     ]
 }
 
+/// The support matrix in a few lines: per minor its status today, patch releases and the
+/// containerd it takes.
+pub fn matrix_lines() -> Vec<String> {
+    let t = versions::table();
+    let today = support::Day::today();
+    t.matrix
+        .minors
+        .iter()
+        .rev()
+        .map(|r| {
+            let minor = versions::Version::parse(&r.minor);
+            let status = match minor.as_ref().and_then(|m| support::status(m, today)) {
+                Some(support::Status::EndOfLife { since }) => format!("end of life since {since}"),
+                Some(support::Status::Supported { until }) => format!("supported until {until}"),
+                None => String::new(),
+            };
+            format!(
+                "{}  {status}; {}.0 to {}; containerd {}",
+                r.minor,
+                r.minor,
+                r.latest_patch,
+                r.containerd
+                    .iter()
+                    .map(|c| format!("{c}+"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect()
+}
+
 /// `kwin --version`: the short version, the pinned components, and what kwin's digests cover.
 pub fn long_version() -> String {
     let mut o = format!(
@@ -117,6 +142,14 @@ pub fn long_version() -> String {
     let w = rows.iter().map(|(n, _, _)| n.len()).max().unwrap_or(0);
     for (name, version, note) in &rows {
         let _ = writeln!(o, "  {name:<w$}  {version}  ({note})");
+    }
+    let _ = writeln!(
+        o,
+        "\nKubernetes support matrix (checked {}; docs/versions.md has every row and its source):",
+        versions::table().matrix.checked
+    );
+    for l in matrix_lines() {
+        let _ = writeln!(o, "  {l}");
     }
     let _ = writeln!(o, "\nSHA-256 digests kwin ships (plans/digests.toml):");
     for (file, versions) in digests() {

@@ -212,7 +212,7 @@ transport = "local"
         assert_eq!(get("cni.vni"), "4096");
         assert_eq!(
             get("versions.containerd"),
-            crate::plan::effective::defaults::pinned::CONTAINERD
+            crate::plan::support::pins().containerd
         );
         assert_eq!(get("windows.cni_bin_dir"), r"C:\opt\cni\bin");
         assert_eq!(get("windows.cni_conf_dir"), r"C:\etc\cni\net.d");

@@ -20,8 +20,10 @@ pub mod defaults;
 
 use super::net::{ClusterNet, CniSettings};
 use super::vars::VarValue;
-use super::{syntax, versions, LoadedPlan, ResolvedHost};
-use super::{CniBackend, CniPlugin, ContainerdSource, Os, PendingReboot, Role, RuntimeKind};
+use super::{support, syntax, versions, LoadedPlan, ResolvedHost};
+use super::{
+    CgroupDriver, CniBackend, CniPlugin, ContainerdSource, Os, PendingReboot, Role, RuntimeKind,
+};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::secret::Secret;
 use serde::{Serialize, Serializer};
@@ -97,6 +99,12 @@ pub struct ClusterEff {
     /// What to do about a reboot Windows waits for on a joined Windows worker: "report" or
     /// "drain".
     pub windows_pending_reboot: String,
+    /// Nodes on cgroup v1 may run the kubelet (its `failCgroupV1: false`, kubeadm's
+    /// SystemVerification preflight skipped): the plan's, default false.
+    pub allow_cgroup_v1: bool,
+    /// The kubelet refuses cgroup v1 by default from Kubernetes 1.35 (`failCgroupV1`,
+    /// kubernetes/kubernetes#134298): true when this cluster's minor does.
+    pub kubelet_fails_cgroup_v1: bool,
 }
 
 /// `cni`: pod network.
@@ -119,10 +127,20 @@ pub struct RuntimeEff {
     pub linux: String,
     pub windows: String,
     pub cri_dockerd: bool,
-    /// "package" | "release".
+    /// "package" | "release": the plan's, else "release" for a minor the distributions'
+    /// containerd 1.x packages cannot serve (1.36 and later), else "package".
     pub containerd_source: String,
     /// The plan's, else kubeadm's pause image for the cluster's minor.
     pub sandbox_image: String,
+    /// "systemd" | "cgroupfs": containerd's runc `SystemdCgroup` and the kubelet's
+    /// `cgroupDriver` on Linux nodes.
+    pub cgroup_driver: String,
+    /// The version of containerd's configuration file kwin writes on Linux nodes: 3 for the
+    /// containerd 2.x kwin installs (release source), 2 for a distribution's 1.x package
+    /// (containerd 2.x reads both; 1.x only 2).
+    pub containerd_config_linux: u32,
+    /// The same for Windows nodes, which always run `versions.containerd`.
+    pub containerd_config_windows: u32,
 }
 
 /// `versions`: component versions (the plan's, else kwin's pins).
@@ -397,6 +415,17 @@ fn backend_str(b: CniBackend) -> &'static str {
     }
 }
 
+/// containerd's configuration version for a containerd release: 3 from 2.0 (its native
+/// format; containerd/containerd@v2.4.2 docs/cri/config.md: "Version 3 (Recommended for
+/// containerd 2.x): Introduced in containerd 2.0"), else 2 ("Version 2 (Recommended for
+/// containerd 1.x)").
+fn config_version(containerd: &str) -> u32 {
+    match versions::Version::parse(containerd).and_then(|v| v.0.first().copied()) {
+        Some(major) if major >= 2 => 3,
+        _ => 2,
+    }
+}
+
 /// The CRI endpoint of a runtime on an OS.
 fn cri_socket(os: Os, runtime: RuntimeKind) -> &'static str {
     match (os, runtime) {
@@ -565,6 +594,11 @@ impl Effective {
             windows_runtime_classes: c
                 .windows_runtime_classes
                 .unwrap_or(defaults::WINDOWS_RUNTIME_CLASSES),
+            allow_cgroup_v1: c.allow_cgroup_v1.unwrap_or(defaults::ALLOW_CGROUP_V1),
+            kubelet_fails_cgroup_v1: support::kubelet_refuses_cgroup_v1(&versions::Version(vec![
+                version.major,
+                version.minor,
+            ])),
         };
 
         let cni = match &file.cni {
@@ -591,12 +625,35 @@ impl Effective {
             }
         };
 
+        let v = &file.versions;
+        let pins = support::pins();
+        let p = |x: &Option<String>, pin: &str| x.clone().unwrap_or_else(|| pin.to_string());
+        let versions = VersionsEff {
+            kubernetes: format!("v{}", cluster.kubernetes_version),
+            containerd: p(&v.containerd, &pins.containerd),
+            runc: pins.runc.clone(),
+            flannel: p(&v.flannel, &pins.flannel),
+            calico: p(&v.calico, &pins.calico),
+            cni_plugins: p(&v.cni_plugins, &pins.cni_plugins),
+            crictl: v.crictl.clone(),
+            cri_dockerd: p(&v.cri_dockerd, &pins.cri_dockerd),
+        };
+
         let r = &file.runtime;
+        let minor = versions::Version(vec![version.major, version.minor]);
+        let source = r
+            .containerd_source
+            .unwrap_or(if support::package_containerd_fits(&minor) {
+                ContainerdSource::Package
+            } else {
+                ContainerdSource::Release
+            });
+        let pinned_config = config_version(&versions.containerd);
         let runtime = RuntimeEff {
             linux: runtime_str(r.linux).into(),
             windows: runtime_str(r.windows).into(),
             cri_dockerd: r.cri_dockerd,
-            containerd_source: match r.containerd_source.unwrap_or_default() {
+            containerd_source: match source {
                 ContainerdSource::Package => "package".into(),
                 ContainerdSource::Release => "release".into(),
             },
@@ -604,19 +661,16 @@ impl Effective {
                 .sandbox_image
                 .clone()
                 .unwrap_or_else(|| versions::pause_image(&cluster.kubernetes_version)),
-        };
-
-        let v = &file.versions;
-        let p = |x: &Option<String>, pin: &str| x.clone().unwrap_or_else(|| pin.to_string());
-        let versions = VersionsEff {
-            kubernetes: format!("v{}", cluster.kubernetes_version),
-            containerd: p(&v.containerd, defaults::pinned::CONTAINERD),
-            runc: defaults::pinned::RUNC.into(),
-            flannel: p(&v.flannel, defaults::pinned::FLANNEL),
-            calico: p(&v.calico, defaults::pinned::CALICO),
-            cni_plugins: p(&v.cni_plugins, defaults::pinned::CNI_PLUGINS),
-            crictl: v.crictl.clone(),
-            cri_dockerd: p(&v.cri_dockerd, defaults::pinned::CRI_DOCKERD),
+            cgroup_driver: match r.cgroup_driver {
+                Some(CgroupDriver::Systemd) => "systemd".into(),
+                Some(CgroupDriver::Cgroupfs) => "cgroupfs".into(),
+                None => defaults::CGROUP_DRIVER.into(),
+            },
+            containerd_config_linux: match source {
+                ContainerdSource::Package => 2,
+                ContainerdSource::Release => pinned_config,
+            },
+            containerd_config_windows: pinned_config,
         };
 
         let proxy = match &file.proxy {

@@ -29,6 +29,7 @@ pub mod schema;
 pub mod spans;
 pub mod starter;
 pub mod structure;
+pub mod support;
 pub mod syntax;
 pub mod validate;
 pub mod vars;

@@ -94,9 +94,10 @@ pub struct Cluster {
     /// Cluster name (lowercase letters, digits and `-`); the kubeadm clusterName, the
     /// kubeconfig context and the file name `kwin kubeconfig` writes.
     pub name: String,
-    /// Kubernetes version, full `x.y.z` (e.g. "1.31.4"), of a minor kwin knows (1.29 to 1.37).
-    /// kubeadm, kubelet, kubectl and the Windows kubelet/kube-proxy binaries are all installed
-    /// at exactly this version.
+    /// Kubernetes version, full `x.y.z` (e.g. "1.37.2"), a release of a minor kwin knows
+    /// (1.29 to 1.37; docs/versions.md). kubeadm, kubelet, kubectl and the Windows
+    /// kubelet/kube-proxy binaries are all installed at exactly this version. An end-of-life
+    /// minor is a warning.
     pub kubernetes_version: String,
     /// Pod (cluster) CIDR, IPv4. Each node gets a /24 from it. Default 10.244.0.0/16.
     #[schemars(extend("default" = defaults::POD_CIDR))]
@@ -137,6 +138,12 @@ pub struct Cluster {
     /// Containers feature it installed.
     #[schemars(extend("default" = "report"))]
     pub windows_pending_reboot: Option<PendingReboot>,
+    /// Let Linux nodes on cgroup v1 run Kubernetes 1.35 and later: the kubelet is configured
+    /// with `failCgroupV1: false` and kubeadm skips its SystemVerification preflight check
+    /// (kubernetes/kubernetes#134298, CHANGELOG-1.35). Without it `kwin plan` refuses a
+    /// cgroup v1 host on those minors. Default false.
+    #[schemars(extend("default" = defaults::ALLOW_CGROUP_V1))]
+    pub allow_cgroup_v1: Option<bool>,
 }
 
 /// `cluster.windows_pending_reboot`.
@@ -232,24 +239,41 @@ pub struct Runtime {
     /// from the kubelet in 1.24). Default false.
     #[serde(default)]
     pub cri_dockerd: bool,
-    /// Where containerd comes from on Linux: "package" (default) or "release".
+    /// Where containerd comes from on Linux: "package" or "release". Default: "release" with
+    /// Kubernetes 1.36 and later (they support containerd 2.x only, and the distributions'
+    /// own packages are 1.x), else "package".
     pub containerd_source: Option<ContainerdSource>,
     /// Pause (sandbox) image pinned in the runtime config, e.g. "registry.k8s.io/pause:3.10".
     /// Default: the one kubeadm uses for the Kubernetes minor (kwin's version table).
     pub sandbox_image: Option<String>,
+    /// cgroup driver of containerd's runc (`SystemdCgroup`) and the kubelet
+    /// (`cgroupDriver`) on Linux nodes: "systemd" (default) or "cgroupfs" (hosts without
+    /// systemd).
+    #[schemars(extend("default" = defaults::CGROUP_DRIVER))]
+    pub cgroup_driver: Option<CgroupDriver>,
+}
+
+/// `runtime.cgroup_driver`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupDriver {
+    /// systemd manages the cgroups (hosts booted with systemd).
+    Systemd,
+    /// The runtime and the kubelet write cgroupfs themselves (hosts without systemd).
+    Cgroupfs,
 }
 
 /// `[versions]`: component versions. Unset: the version pinned by this kwin release.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Versions {
-    /// containerd release (e.g. "1.7.24").
+    /// containerd release (e.g. "2.3.7"), inside the support matrix for the Kubernetes minor.
     pub containerd: Option<String>,
-    /// flannel release (e.g. "v0.26.2").
+    /// flannel release (e.g. "v0.28.10").
     pub flannel: Option<String>,
-    /// Calico release (e.g. "v3.29.1").
+    /// Calico release (e.g. "v3.32.1").
     pub calico: Option<String>,
-    /// CNI plugins release (e.g. "v1.6.1").
+    /// CNI plugins release (e.g. "v1.10.0").
     pub cni_plugins: Option<String>,
     /// crictl release; unset: not installed on Windows.
     pub crictl: Option<String>,

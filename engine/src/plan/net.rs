@@ -252,6 +252,7 @@ mod tests {
             windows_taint: None,
             windows_runtime_classes: None,
             windows_pending_reboot: None,
+            allow_cgroup_v1: None,
             verify: None,
         }
     }

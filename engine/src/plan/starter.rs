@@ -45,7 +45,7 @@ impl Default for Starter {
             linux_workers: 1,
             windows_workers: 1,
             windows_transport: WindowsTransport::Winrm,
-            kubernetes_version: defaults::STARTER_KUBERNETES_VERSION.to_string(),
+            kubernetes_version: super::support::newest_release(),
         }
     }
 }
@@ -125,7 +125,7 @@ impl Starter {
         line(
             &mut o,
             &format!("kubernetes_version = \"{}\"", self.kubernetes_version),
-            "a full x.y.z; kwin installs kubeadm, kubelet and kubectl at it",
+            "a full x.y.z (docs/versions.md); kubeadm, kubelet, kubectl at it",
         );
         line(
             &mut o,

@@ -2,6 +2,7 @@
 //!
 //! Rules live by area: `validate/hosts.rs` (names, addresses, connections, labels, taints),
 //! `validate/cluster.rs` (roles, address plan, pod network, runtime, versions, settings),
+//! `validate/matrix.rs` (component versions and Windows builds against the support matrix),
 //! `validate/tasks.rs` (the user's `[[tasks]]`: names, selectors, module names, `after` and
 //! `inputs`), `validate/files.rs` (the files the plan names on this machine exist and can be
 //! opened). A plan without hosts is an error (`empty-plan`). A task's params are the build phase's (`module::build`): they are checked
@@ -16,6 +17,7 @@
 mod cluster;
 mod files;
 mod hosts;
+mod matrix;
 mod pass;
 mod tasks;
 
@@ -51,6 +53,7 @@ pub fn validate_with(plan: &LoadedPlan, known: Names<'_>, pruned: &Pruned) -> Di
     hosts::check(&mut v);
     files::check(&mut v);
     cluster::check(&mut v);
+    matrix::check(&mut v);
     tasks::check(&mut v, known.modules, known.recipe_steps);
     v.out
 }

@@ -22,6 +22,8 @@ pub const TABLE: &str = include_str!("versions.toml");
 pub struct Table {
     pub kubernetes: KubernetesRange,
     pub pause: Pause,
+    /// The support matrix (rules in `plan/support.rs`).
+    pub matrix: Matrix,
     /// Component → what versions it (`kubernetes`, `flannel`, `containerd`).
     pub components: BTreeMap<String, String>,
     pub flags: Vec<Flag>,
@@ -42,6 +44,113 @@ pub struct Pause {
     pub image: String,
     /// Minor ("1.31") → pause version ("3.10").
     pub minors: BTreeMap<String, String>,
+}
+
+/// `[matrix]`: what upstream supports with each Kubernetes minor, and kwin's default pins.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Matrix {
+    /// The day the rows were last read against their sources (`YYYY-MM-DD`).
+    pub checked: String,
+    pub release_source: String,
+    pub patch_source: String,
+    pub containerd_source: String,
+    /// The first minor whose kubelet refuses cgroup v1 by default.
+    pub cgroup_v1_refused_from: String,
+    pub cgroup_v1_source: String,
+    pub minors: Vec<MinorRow>,
+    pub containerd_branches: Vec<Branch>,
+    pub compat: Vec<Compat>,
+    pub windows_server: Vec<WindowsServer>,
+    pub linux: Vec<Distro>,
+    pub defaults: Pins,
+}
+
+/// One Kubernetes minor.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MinorRow {
+    /// "1.37".
+    pub minor: String,
+    /// `YYYY-MM-DD` of its `.0`.
+    pub released: String,
+    /// `YYYY-MM-DD` after which upstream publishes no more patches.
+    pub end_of_life: String,
+    /// The newest patch release ("1.37.2"): every patch from `.0` to it exists.
+    pub latest_patch: String,
+    /// containerd's lowest supported patch per branch ("2.3.0" covers 2.3.x from 2.3.0).
+    pub containerd: Vec<String>,
+}
+
+/// A containerd release branch and the day its support ends.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Branch {
+    pub branch: String,
+    pub end_of_life: String,
+}
+
+/// A component's support over a range of Kubernetes minors.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compat {
+    /// A `[versions]` key: `calico`, `runc`, `crictl`, `flannel`, `cni_plugins`,
+    /// `cri_dockerd`.
+    pub component: String,
+    /// The first minor the row covers (none: every minor up to `until`).
+    pub from: Option<String>,
+    /// The last minor the row covers (none: every minor from `from`).
+    pub until: Option<String>,
+    /// Lowest versions, one per branch (as `MinorRow::containerd`).
+    #[serde(default)]
+    pub min: Vec<String>,
+    /// The component's minor must be the Kubernetes minor (crictl).
+    #[serde(default)]
+    pub same_minor: bool,
+    /// The component does not work with these minors: why.
+    pub refused: Option<String>,
+    pub source: String,
+}
+
+/// A Windows Server release as its Node label names it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowsServer {
+    /// "2022".
+    pub name: String,
+    /// `major.minor.build` ("10.0.20348"), the prefix of `node.kubernetes.io/windows-build`.
+    pub build: String,
+    /// Listed by Kubernetes for its current releases.
+    pub supported: bool,
+    /// Calico supports it.
+    pub calico: bool,
+    pub source: String,
+}
+
+/// A Linux distribution kwin supports on its nodes (`/etc/os-release` `ID` and
+/// `VERSION_ID`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Distro {
+    pub id: String,
+    pub version: String,
+    pub name: String,
+    /// The containerd its own package installs.
+    pub containerd_package: String,
+    pub source: String,
+}
+
+/// `[matrix.defaults]`: the versions kwin installs where the plan's `[versions]` says nothing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pins {
+    pub containerd: String,
+    pub runc: String,
+    pub flannel: String,
+    pub calico: String,
+    pub cni_plugins: String,
+    pub cri_dockerd: String,
+    pub source: String,
 }
 
 /// One flag of one component.

@@ -31,10 +31,13 @@ pub const WINDOWS_TAINT: bool = true;
 pub const WINDOWS_RUNTIME_CLASSES: bool = false;
 /// `cluster.verify`: deploy the verification workloads after a clean apply.
 pub const VERIFY: bool = true;
-/// The Kubernetes release `kwin init` writes into a starter plan (`cluster.kubernetes_version`
-/// itself has no default: a plan names its release). The release kwin's example plans are
-/// built and checked with (`examples/*.toml`; `tests/init.rs` holds the two equal).
-pub const STARTER_KUBERNETES_VERSION: &str = "1.31.4";
+/// `cluster.allow_cgroup_v1`: hosts on cgroup v1 are refused with Kubernetes 1.35 and later.
+pub const ALLOW_CGROUP_V1: bool = false;
+/// `runtime.cgroup_driver`: the cgroup driver of containerd's runc and the kubelet.
+pub const CGROUP_DRIVER: &str = "systemd";
+// Component versions (containerd, runc, flannel, Calico, CNI plugins, cri-dockerd) and the
+// Kubernetes release `kwin init` writes are the support matrix's: `versions.toml`
+// `[matrix.defaults]` and its newest row (`crate::plan::support::{pins, newest_release}`).
 // The sandbox image follows kubeadm per minor: `crate::plan::versions::pause_image`.
 
 /// `[settings]`: the executor's knobs.
@@ -67,16 +70,6 @@ pub mod upgrade {
     pub const FORCE_DRAIN: bool = false;
 }
 
-/// Pinned component versions, written as upstream writes them in release asset names.
-pub mod pinned {
-    pub const CONTAINERD: &str = "1.7.29";
-    pub const RUNC: &str = "1.3.3";
-    pub const FLANNEL: &str = "v0.26.7";
-    pub const CALICO: &str = "v3.29.7";
-    pub const CNI_PLUGINS: &str = "v1.6.2";
-    pub const CRI_DOCKERD: &str = "0.3.17";
-}
-
 /// `windows`: what Windows nodes of every cluster share, one value for every recipe that names
 /// it (the pod network's files on the node, the image the Windows DaemonSets run on).
 pub mod windows {
@@ -95,7 +88,8 @@ pub mod windows {
     pub const HOST_PROCESS_IMAGE: &str =
         "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0";
     /// flannel's CNI plugin for Windows (flannel-io/cni-plugin; the version kube-flannel.yml
-    /// v0.26.7 runs on Linux).
+    /// v0.26.7 runs on Linux; flannel v0.28.10's kube-flannel.yml runs v1.9.1-flannel3, whose
+    /// Windows assets kwin has not read yet).
     pub const FLANNEL_CNI_PLUGIN: &str = "v1.6.2-flannel1";
     /// microsoft/windows-container-networking (sdnoverlay.exe, the delegate flannel's Windows
     /// CNI configuration names).

@@ -6,6 +6,7 @@ use crate::diag::Diagnostic;
 use crate::plan::model::{CniBackend, CniPlugin, Os, Role, RuntimeKind};
 use crate::plan::net::{self, ClusterNet, CniSettings};
 use crate::plan::spans::PlanPath;
+use crate::plan::support::{self, Status};
 use crate::plan::syntax;
 use crate::plan::versions;
 use std::net::{IpAddr, Ipv4Addr};
@@ -160,6 +161,48 @@ fn kubernetes_version(v: &mut V<'_>) {
                 "{range}; a newer kubelet may refuse a flag kwin passes (1.35 refused --pod-infra-container-image): use {newest}.x, or a kwin release that knows {}.{}",
                 version.major, version.minor
             )),
+        );
+    } else {
+        released(v, &version, &minor);
+    }
+}
+
+/// A known minor: the patch must have been released, and an end-of-life minor warns
+/// (`plan/support.rs`, the matrix's dates against today).
+fn released(v: &mut V<'_>, version: &semver::Version, minor: &versions::Version) {
+    let full = versions::Version(vec![version.major, version.minor, version.patch]);
+    if let Err(latest) = support::patch_released(&full) {
+        v.at(
+            "cluster.kubernetes_version",
+            Diagnostic::error(
+                "k8s-version-unreleased",
+                format!("Kubernetes {version} was never released: {minor} has {minor}.0 to {latest}"),
+            )
+            .with_hint(format!(
+                "use \"{latest}\", the newest {minor} patch (kwin's support matrix, checked {}; docs/versions.md); a patch released since needs a kwin that knows it",
+                versions::table().matrix.checked
+            )),
+        );
+        return;
+    }
+    let today = support::Day::today();
+    if let Some(Status::EndOfLife { since }) = support::status(minor, today) {
+        let supported = support::supported_minors(today);
+        let newest = support::newest_release();
+        v.at(
+            "cluster.kubernetes_version",
+            Diagnostic::warning(
+                "k8s-end-of-life",
+                format!("Kubernetes {minor} reached its end of life on {since}: upstream publishes no more fixes for it"),
+            )
+            .with_hint(if supported.is_empty() {
+                format!("every minor kwin knows has reached its end of life: use a kwin release that knows newer ones ({newest} is the newest this one knows)")
+            } else {
+                format!(
+                    "upstream supports {}: upgrade one minor at a time (kubeadm's rule), up to {newest}",
+                    supported.join(", ")
+                )
+            }),
         );
     }
 }

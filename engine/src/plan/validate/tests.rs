@@ -35,7 +35,7 @@ password_env = "PW"
 const CLUSTER: &str = r#"
 [cluster]
 name = "lab"
-kubernetes_version = "1.31.4"
+kubernetes_version = "1.37.2"
 
 [cni]
 plugin = "flannel"
@@ -126,7 +126,7 @@ fn plan_accessors_give_effective_values() {
         plan.first_control_plane().map(|h| h.name.as_str()),
         Some("cp1")
     );
-    assert_eq!(plan.kubernetes_version().map(|v| v.minor), Some(31));
+    assert_eq!(plan.kubernetes_version().map(|v| v.minor), Some(37));
     assert!(plan.has_windows());
     assert_eq!(plan.nodes().count(), 2);
 }
@@ -240,4 +240,85 @@ fn vni_is_unused_only_where_no_vxlan_reads_it() {
         "plugin = \"flannel\"\nbackend = \"host-gw\"\nvni = 5000",
     );
     assert_eq!(only_codes(&format!("{host_gw}{linux_cp}")), ["cni-unused"]);
+
+/// The plan of `CLUSTER` + `HOSTS` with `from` replaced by `to`.
+fn with(from: &str, to: &str) -> String {
+    let text = format!("{CLUSTER}{HOSTS}");
+    assert!(text.contains(from), "{from}");
+    text.replacen(from, to, 1)
+}
+
+#[test]
+fn a_patch_never_released_is_refused_with_the_ones_that_exist() {
+    let d = check_str(&with("1.37.2", "1.37.99"));
+    let e = d.0.iter().find(|d| d.code == "k8s-version-unreleased");
+    let e = e.unwrap_or_else(|| panic!("{d}"));
+    assert!(e.summary.contains("1.37.0 to 1.37.2"), "{e:?}");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("\"1.37.2\""),
+        "{e:?}"
+    );
+    assert_eq!(only_codes(&with("1.37.2", "1.36.5")), Vec::<&str>::new());
+}
+
+#[test]
+fn an_end_of_life_minor_warns_and_names_the_supported_ones() {
+    let d = check_str(&with("1.37.2", "1.31.4"));
+    let w = d.0.iter().find(|d| d.code == "k8s-end-of-life");
+    let w = w.unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(w.severity, crate::diag::Severity::Warning);
+    assert!(w.summary.contains("2025-10-28"), "{w:?}");
+    assert!(!d.has_errors(), "{d}");
+}
+
+#[test]
+fn containerd_1_x_is_refused_from_1_36_with_the_fix() {
+    // Windows runs versions.containerd.
+    let text = format!("{}\n[versions]\ncontainerd = \"1.7.29\"\n", with("", ""));
+    let d = check_str(&text);
+    let e = d.0.iter().find(|d| d.code == "containerd-version");
+    let e = e.unwrap_or_else(|| panic!("{d}"));
+    assert!(e.summary.contains("2.4.0+, 2.3.0+"), "{e:?}");
+    // The distribution's package cannot serve 1.36+.
+    let text = format!(
+        "{}\n[runtime]\ncontainerd_source = \"package\"\n",
+        with("", "")
+    );
+    assert_eq!(only_codes(&text), ["containerd-package"]);
+    // ... but can 1.35 (its row lists 1.7.28+).
+    let text = text.replace("1.37.2", "1.35.8");
+    assert_eq!(only_codes(&text), Vec::<&str>::new());
+}
+
+#[test]
+fn calico_is_refused_with_windows_server_2025_and_old_calico_from_1_36() {
+    let text = with("plugin = \"flannel\"", "plugin = \"calico\"")
+        + "labels = { \"node.kubernetes.io/windows-build\" = \"10.0.26100\" }\n";
+    assert_eq!(only_codes(&text), ["calico-windows-server"]);
+    let text = text.replace("10.0.26100", "10.0.20348");
+    assert!(!only_codes(&text).contains(&"calico-windows-server"));
+    let text = format!(
+        "{}\n[versions]\ncalico = \"v3.29.7\"\n",
+        with("plugin = \"flannel\"", "plugin = \"calico\"")
+    );
+    assert_eq!(only_codes(&text), ["component-version"]);
+}
+
+#[test]
+fn docker_is_refused_from_1_36_naming_the_cri_dockerd_issues() {
+    let text = format!(
+        "{}\n[runtime]\nlinux = \"docker\"\ncri_dockerd = true\n",
+        with("", "")
+    );
+    let d = check_str(&text);
+    let e = d.0.iter().find(|d| d.code == "docker-kubernetes");
+    let e = e.unwrap_or_else(|| panic!("{d}"));
+    assert!(
+        e.summary.contains("#560") && e.summary.contains("#569"),
+        "{e:?}"
+    );
+    assert_eq!(
+        only_codes(&text.replace("1.37.2", "1.35.8")),
+        Vec::<&str>::new()
+    );
 }
