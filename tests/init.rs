@@ -142,6 +142,10 @@ fn init_refuses_what_the_plan_could_not_hold() {
             &["init", "-o", "-", "--kubernetes-version", "1.99.0"][..],
             "kwin knows Kubernetes 1.29 to",
         ),
+        (
+            &["init", "-o", "-", "--kubernetes-version", "1.37.99"][..],
+            "never released: Kubernetes 1.37 has 1.37.0 to 1.37.2",
+        ),
         (&["init", "-o", "-", "--linux-workers", "21"][..], "21"),
         (&["init", "-o", "-", "--cni", "weave"][..], "weave"),
     ] {
@@ -158,7 +162,8 @@ fn init_refuses_what_the_plan_could_not_hold() {
     assert!(r.stdout.contains("kubernetes_version = \"1.33.2\""), "{r}");
 }
 
-/// The release a starter plan names is the one kwin's example plans are checked with.
+/// The release a starter plan names is the one kwin's example plans are checked with: the
+/// newest release of the support matrix.
 #[test]
 fn the_starter_kubernetes_version_is_the_examples_one() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -171,5 +176,9 @@ fn the_starter_kubernetes_version_is_the_examples_one() {
     assert_eq!(
         starter["cluster"]["kubernetes_version"],
         example["cluster"]["kubernetes_version"]
+    );
+    assert_eq!(
+        starter["cluster"]["kubernetes_version"].as_str(),
+        Some(kwin_engine::plan::support::newest_release().as_str())
     );
 }

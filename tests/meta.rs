@@ -33,36 +33,44 @@ fn subcommands() -> Vec<String> {
     names
 }
 
-/// The string constants of `mod <name> { ... }` in defaults.rs (`pub const X: &str = "v";`),
-/// and the top-level ones the command line shows.
+/// The string constants of `mod windows { ... }` in defaults.rs (`pub const X: &str = "v";`),
+/// and the support matrix's default pins (`versions.toml` `[matrix.defaults]`).
 fn pinned_in_source() -> Vec<(String, String)> {
     let src = std::fs::read_to_string(root().join("engine/src/plan/effective/defaults.rs"))
         .expect("defaults.rs");
     let ast = syn::parse_file(&src).expect("defaults.rs parses");
     let mut out = Vec::new();
-    let consts = |items: &[syn::Item], module: &str, out: &mut Vec<(String, String)>| {
-        for item in items {
-            if let syn::Item::Const(c) = item {
-                if let syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) = &*c.expr
-                {
-                    out.push((format!("{module}::{}", c.ident), s.value()));
+    for item in &ast.items {
+        if let syn::Item::Mod(m) = item {
+            if m.ident != "windows" {
+                continue;
+            }
+            for item in &m.content.as_ref().expect("inline module").1 {
+                if let syn::Item::Const(c) = item {
+                    if let syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(s),
+                        ..
+                    }) = &*c.expr
+                    {
+                        out.push((format!("windows::{}", c.ident), s.value()));
+                    }
                 }
             }
         }
-    };
-    for item in &ast.items {
-        match item {
-            syn::Item::Mod(m) if m.ident == "pinned" || m.ident == "windows" => {
-                let items = &m.content.as_ref().expect("inline module").1;
-                consts(items, &m.ident.to_string(), &mut out);
-            }
-            syn::Item::Const(c) if c.ident == "STARTER_KUBERNETES_VERSION" => {
-                consts(std::slice::from_ref(item), "defaults", &mut out)
-            }
-            _ => {}
+    }
+    let table: toml::Table = toml::from_str(
+        &std::fs::read_to_string(root().join("engine/src/plan/versions.toml")).expect("table"),
+    )
+    .expect("TOML");
+    for (k, v) in table["matrix"]["defaults"]
+        .as_table()
+        .expect("[matrix.defaults]")
+    {
+        if k != "source" {
+            out.push((
+                format!("matrix.defaults.{k}"),
+                v.as_str().unwrap_or("?").into(),
+            ));
         }
     }
     out
@@ -102,7 +110,7 @@ fn version_names_the_commit_and_every_pinned_default() {
     assert_eq!(short.stdout.trim(), first);
 
     let pinned = pinned_in_source();
-    // CNI/runtime versions and the Windows ones, and the starter's Kubernetes
+    // CNI/runtime versions and the Windows ones
     assert!(pinned.len() >= 11, "{pinned:?}");
     let missing: Vec<String> = pinned
         .iter()
@@ -127,6 +135,18 @@ fn version_names_the_commit_and_every_pinned_default() {
         let want = format!("{minor}: {}", v.as_str().unwrap_or("?"));
         assert!(r.stdout.contains(&want), "{want}: {r}");
     }
+    // the support matrix: each minor with its patch releases, and the starter's release
+    for row in table["matrix"]["minors"].as_array().expect("rows") {
+        let (minor, latest) = (row["minor"].as_str(), row["latest_patch"].as_str());
+        let want = format!("{}.0 to {}", minor.unwrap_or("?"), latest.unwrap_or("?"));
+        assert!(r.stdout.contains(&want), "{want}: {r}");
+    }
+    let newest = kwin_engine::plan::support::newest_release();
+    let init = r.stdout.lines().find(|l| l.contains("(kwin init)"));
+    assert!(
+        init.is_some_and(|l| l.split_whitespace().any(|w| w == newest)),
+        "{r}"
+    );
 
     // every artifact kwin ships digests of, with its newest version
     let digests: toml::Table = toml::from_str(

@@ -69,16 +69,6 @@ fn version(s: &str) -> Version {
         .unwrap_or_else(|| panic!("versions.toml: `{s}` is not a version (a bug in kwin)"))
 }
 
-/// The matrix row of a minor (`1.37`, or any version of it).
-pub fn minor_row(v: &Version) -> Option<&'static MinorRow> {
-    let m = v.minor();
-    versions::table()
-        .matrix
-        .minors
-        .iter()
-        .find(|r| version(&r.minor) == m)
-}
-
 /// Where a minor stands on a day.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
@@ -88,48 +78,29 @@ pub enum Status {
     EndOfLife { since: String },
 }
 
-/// The status of `minor` on `today`; none for a minor the matrix does not hold.
+/// The matrix row of a minor (`1.37`, or any version of it).
+pub fn minor_row(v: &Version) -> Option<&'static MinorRow> {
+    Support::builtin().minor_row(v)
+}
+
+/// The status of `minor` on `today` ([`Support::status`]).
 pub fn status(minor: &Version, today: Day) -> Option<Status> {
-    let r = minor_row(minor)?;
-    Some(if today > day(&r.end_of_life) {
-        Status::EndOfLife {
-            since: r.end_of_life.clone(),
-        }
-    } else {
-        Status::Supported {
-            until: r.end_of_life.clone(),
-        }
-    })
+    Support::builtin().status(minor, today)
 }
 
 /// The minors upstream supports on `today`, oldest first.
 pub fn supported_minors(today: Day) -> Vec<String> {
-    versions::table()
-        .matrix
-        .minors
-        .iter()
-        .filter(|r| today <= day(&r.end_of_life))
-        .map(|r| r.minor.clone())
-        .collect()
+    Support::builtin().supported_minors(today)
 }
 
-/// The newest Kubernetes release the matrix knows: the newest minor's newest patch. What
-/// `kwin init` writes and every example uses.
+/// The newest Kubernetes release kwin's matrix knows ([`Support::newest_release`]).
 pub fn newest_release() -> String {
-    let newest = versions::newest();
-    minor_row(&newest)
-        .map(|r| r.latest_patch.clone())
-        .unwrap_or_else(|| panic!("versions.toml has no matrix row for {newest} (a bug in kwin)"))
+    Support::builtin().newest_release()
 }
 
-/// Whether a Kubernetes release exists: `Err(latest patch of its minor)` for a patch newer
-/// than the newest the matrix knows; `Ok` also for a minor it does not hold (validation
-/// refuses those for that reason).
+/// Whether a Kubernetes release exists ([`Support::patch_released`]).
 pub fn patch_released(v: &Version) -> Result<(), String> {
-    match minor_row(v) {
-        Some(r) if *v > version(&r.latest_patch) => Err(r.latest_patch.clone()),
-        _ => Ok(()),
-    }
+    Support::builtin().patch_released(v)
 }
 
 /// Whether `v` is one of the versions `mins` allows: an entry of its own branch
@@ -175,15 +146,9 @@ fn plus(mins: &[String]) -> String {
         .join(", ")
 }
 
-/// containerd `v` with Kubernetes `minor` (its row; `Ok` for a minor the matrix lacks).
+/// containerd `v` with Kubernetes `minor` ([`Support::containerd_fits`]).
 pub fn containerd_fits(minor: &Version, v: &Version) -> Fit {
-    match minor_row(minor) {
-        Some(r) if !within(&r.containerd, v) => Fit::Outside {
-            allowed: plus(&r.containerd),
-            source: versions::table().matrix.containerd_source.clone(),
-        },
-        _ => Fit::Ok,
-    }
+    Support::builtin().containerd_fits(minor, v)
 }
 
 /// Whether the distributions' own containerd packages (all 1.x) can serve `minor`: its
@@ -270,181 +235,273 @@ pub fn pins() -> &'static versions::Pins {
     &versions::table().matrix.defaults
 }
 
-/// Everything a new Kubernetes minor needs before kwin can offer it, missing for `minor`:
-/// its matrix row, kubeadm's pause image, a place inside `[kubernetes]`, a containerd row
-/// the default containerd fits, and every flag the recipes render accepted or refused by the
-/// flag table (flags follow from `added`/`removed`; this lists the rows and pins only).
+/// What a new minor still lacks in kwin's matrix ([`Support::missing_for_minor`]).
 pub fn missing_for_minor(minor: &str) -> Vec<String> {
-    let t = versions::table();
-    let v = version(minor);
-    let mut missing = Vec::new();
-    let Some(row) = minor_row(&v) else {
-        missing.push(format!(
-            "[[matrix.minors]] minor = \"{minor}\": released, end_of_life, latest_patch, containerd (containerd RELEASES.md)"
-        ));
+    Support::builtin().missing_for_minor(minor)
+}
+
+/// kwin's matrix as Markdown: docs/versions.md ([`Support::markdown`]).
+pub fn markdown() -> String {
+    Support::builtin().markdown()
+}
+
+/// The support matrix of a version table: kwin's own ([`Support::builtin`]), or another one
+/// a test builds to show what a changed row changes.
+#[derive(Debug, Clone, Copy)]
+pub struct Support<'t>(pub &'t versions::Table);
+
+impl Support<'static> {
+    /// kwin's matrix (`versions.toml`, embedded).
+    pub fn builtin() -> Support<'static> {
+        Support(versions::table())
+    }
+}
+
+impl<'t> Support<'t> {
+    /// The matrix row of a minor (`1.37`, or any version of it).
+    pub fn minor_row(&self, v: &Version) -> Option<&'t MinorRow> {
+        let m = v.minor();
+        self.0.matrix.minors.iter().find(|r| version(&r.minor) == m)
+    }
+
+    /// The status of `minor` on `today`; none for a minor the matrix does not hold.
+    pub fn status(&self, minor: &Version, today: Day) -> Option<Status> {
+        let r = self.minor_row(minor)?;
+        Some(if today > day(&r.end_of_life) {
+            Status::EndOfLife {
+                since: r.end_of_life.clone(),
+            }
+        } else {
+            Status::Supported {
+                until: r.end_of_life.clone(),
+            }
+        })
+    }
+
+    /// The minors upstream supports on `today`, oldest first.
+    pub fn supported_minors(&self, today: Day) -> Vec<String> {
+        self.0
+            .matrix
+            .minors
+            .iter()
+            .filter(|r| today <= day(&r.end_of_life))
+            .map(|r| r.minor.clone())
+            .collect()
+    }
+
+    /// The newest Kubernetes release the matrix knows: the newest minor's newest patch. What
+    /// `kwin init` writes and every example uses.
+    pub fn newest_release(&self) -> String {
+        let newest = version(&self.0.kubernetes.newest).minor();
+        self.minor_row(&newest)
+            .map(|r| r.latest_patch.clone())
+            .unwrap_or_else(|| {
+                panic!("versions.toml has no matrix row for {newest} (a bug in kwin)")
+            })
+    }
+
+    /// Whether a Kubernetes release exists: `Err(latest patch of its minor)` for a patch newer
+    /// than the newest the matrix knows; `Ok` also for a minor it does not hold (validation
+    /// refuses those for that reason).
+    pub fn patch_released(&self, v: &Version) -> Result<(), String> {
+        match self.minor_row(v) {
+            Some(r) if *v > version(&r.latest_patch) => Err(r.latest_patch.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// containerd `v` with Kubernetes `minor` (its row; `Ok` for a minor the matrix lacks).
+    pub fn containerd_fits(&self, minor: &Version, v: &Version) -> Fit {
+        match self.minor_row(minor) {
+            Some(r) if !within(&r.containerd, v) => Fit::Outside {
+                allowed: plus(&r.containerd),
+                source: self.0.matrix.containerd_source.clone(),
+            },
+            _ => Fit::Ok,
+        }
+    }
+
+    /// Everything a new Kubernetes minor needs before kwin can offer it, missing for `minor`:
+    /// its matrix row, kubeadm's pause image, a place inside `[kubernetes]`, a containerd row
+    /// the default containerd fits, and every flag the recipes render accepted or refused by the
+    /// flag table (flags follow from `added`/`removed`; this lists the rows and pins only).
+    pub fn missing_for_minor(&self, minor: &str) -> Vec<String> {
+        let t = self.0;
+        let pins = &t.matrix.defaults;
+        let (oldest, newest) = (
+            version(&t.kubernetes.oldest).minor(),
+            version(&t.kubernetes.newest).minor(),
+        );
+        let v = version(minor);
+        let mut missing = Vec::new();
+        let Some(row) = self.minor_row(&v) else {
+            missing.push(format!(
+                "[[matrix.minors]] minor = \"{minor}\": released, end_of_life, latest_patch, containerd (containerd RELEASES.md)"
+            ));
+            if !t.pause.minors.contains_key(minor) {
+                missing.push(format!(
+                    "[pause.minors] \"{minor}\": kubeadm's PauseVersion (cmd/kubeadm/app/constants/constants.go)"
+                ));
+            }
+            if v > newest {
+                missing.push(format!(
+                    "[kubernetes] newest = \"{minor}\" with newest_source"
+                ));
+            }
+            return missing;
+        };
         if !t.pause.minors.contains_key(minor) {
             missing.push(format!(
                 "[pause.minors] \"{minor}\": kubeadm's PauseVersion (cmd/kubeadm/app/constants/constants.go)"
             ));
         }
-        if v > versions::newest() {
+        if v > newest || v < oldest {
+            missing.push(format!("[kubernetes] oldest..newest covering {minor}"));
+        }
+        if version(&row.latest_patch).minor() != v {
+            missing.push(format!("latest_patch of {minor} is not a {minor} release"));
+        }
+        if self.containerd_fits(&v, &version(&pins.containerd)) != Fit::Ok {
             missing.push(format!(
-                "[kubernetes] newest = \"{minor}\" with newest_source"
+                "[matrix.defaults] containerd {} is outside {minor}'s containerd row",
+                pins.containerd
             ));
         }
-        return missing;
-    };
-    if !t.pause.minors.contains_key(minor) {
-        missing.push(format!(
-            "[pause.minors] \"{minor}\": kubeadm's PauseVersion (cmd/kubeadm/app/constants/constants.go)"
-        ));
-    }
-    if v > versions::newest() || v < versions::oldest() {
-        missing.push(format!("[kubernetes] oldest..newest covering {minor}"));
-    }
-    if version(&row.latest_patch).minor() != v {
-        missing.push(format!("latest_patch of {minor} is not a {minor} release"));
-    }
-    if containerd_fits(&v, &version(&pins().containerd)) != Fit::Ok {
-        missing.push(format!(
-            "[matrix.defaults] containerd {} is outside {minor}'s containerd row",
-            pins().containerd
-        ));
-    }
-    for (component, pin) in [
-        ("calico", &pins().calico),
-        ("flannel", &pins().flannel),
-        ("cni_plugins", &pins().cni_plugins),
-        ("runc", &pins().runc),
-    ] {
-        if component_fits(component, &v, &version(pin)) != Fit::Ok {
-            missing.push(format!(
-                "[matrix.defaults] {component} {pin} is outside the [[matrix.compat]] rows of {minor}"
-            ));
+        for (component, pin) in [
+            ("calico", &pins.calico),
+            ("flannel", &pins.flannel),
+            ("cni_plugins", &pins.cni_plugins),
+            ("runc", &pins.runc),
+        ] {
+            if component_fits(component, &v, &version(pin)) != Fit::Ok {
+                missing.push(format!(
+                    "[matrix.defaults] {component} {pin} is outside the [[matrix.compat]] rows of {minor}"
+                ));
+            }
         }
+        missing
     }
-    missing
-}
 
-/// The matrix as Markdown: docs/versions.md (`tests/versions_matrix.rs` holds the file equal
-/// to it).
-pub fn markdown() -> String {
-    let t = versions::table();
-    let m = &t.matrix;
-    let today = day(&m.checked);
-    let mut o = String::new();
-    let _ = writeln!(o, "# Supported versions\n");
-    let _ = writeln!(
-        o,
-        "Generated from kwin's support matrix (`engine/src/plan/versions.toml`, `[matrix]`) by\n`KWIN_BLESS=1 cargo test --test versions_matrix`; do not edit by hand. Every row was read\nagainst the upstream source named with it on {}. `kwin validate` refuses what the matrix\ndoes not support and names the versions to use; `kwin plan` warns on an end-of-life minor.\n",
-        m.checked
-    );
-    let _ = writeln!(o, "## Kubernetes\n");
-    let _ = writeln!(
-        o,
-        "| minor | released | end of life | status on {} | patch releases | pause | containerd |",
-        m.checked
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
-    for r in m.minors.iter().rev() {
-        let st = match status(&version(&r.minor), today) {
-            Some(Status::EndOfLife { .. }) => "end of life",
-            _ => "supported",
-        };
-        let pause = t.pause.minors.get(&r.minor).map_or("?", String::as_str);
+    /// The matrix as Markdown: docs/versions.md (`tests/versions_matrix.rs` holds the file equal
+    /// to it).
+    pub fn markdown(&self) -> String {
+        let t = self.0;
+        let m = &t.matrix;
+        let today = day(&m.checked);
+        let mut o = String::new();
+        let _ = writeln!(o, "# Supported versions\n");
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {st} | {}.0 to {} | {}:{pause} | {} |",
-            r.minor,
-            r.released,
-            r.end_of_life,
-            r.minor,
-            r.latest_patch,
-            t.pause.image,
-            plus(&r.containerd)
+            "Generated from kwin's support matrix (`engine/src/plan/versions.toml`, `[matrix]`) by\n`KWIN_BLESS=1 cargo test --test versions_matrix`; do not edit by hand. Every row was read\nagainst the upstream source named with it on {}. `kwin validate` refuses what the matrix\ndoes not support and names the versions to use; `kwin plan` warns on an end-of-life minor.\n",
+            m.checked
         );
-    }
-    let _ = writeln!(
-        o,
-        "\nSources: {} (releases, end of life); {} (patches); {} (containerd); {} (pause).\n",
-        m.release_source, m.patch_source, m.containerd_source, t.pause.source
-    );
-    let _ = writeln!(o, "## Components\n");
-    let _ = writeln!(o, "| component | Kubernetes | versions | source |");
-    let _ = writeln!(o, "|---|---|---|---|");
-    for c in &m.compat {
-        let range = match (&c.from, &c.until) {
-            (Some(f), Some(u)) => format!("{f} to {u}"),
-            (Some(f), None) => format!("{f} and later"),
-            (None, Some(u)) => format!("up to {u}"),
-            (None, None) => "every minor".to_string(),
-        };
-        let what = if let Some(why) = &c.refused {
-            format!("refused: {why}")
-        } else if c.same_minor {
-            "the Kubernetes minor (vX.Y.z)".to_string()
-        } else {
-            plus(&c.min)
-        };
-        let _ = writeln!(o, "| {} | {range} | {what} | {} |", c.component, c.source);
-    }
-    let _ = writeln!(o, "\ncontainerd branches (end of support):\n");
-    for b in &m.containerd_branches {
-        let _ = writeln!(o, "- {}: {}", b.branch, b.end_of_life);
-    }
-    let _ = writeln!(o, "\n## Defaults\n");
-    let p = &m.defaults;
-    let _ = writeln!(
-        o,
-        "`kwin init` writes Kubernetes {}; where a plan's `[versions]` says nothing kwin installs:\n",
-        newest_release()
-    );
-    for (k, v) in [
-        ("containerd", &p.containerd),
-        ("runc", &p.runc),
-        ("flannel", &p.flannel),
-        ("calico", &p.calico),
-        ("cni_plugins", &p.cni_plugins),
-        ("cri_dockerd", &p.cri_dockerd),
-    ] {
-        let _ = writeln!(o, "- {k}: {v}");
-    }
-    let _ = writeln!(
-        o,
-        "\nWith Kubernetes 1.36 and later (containerd 2.x only) `runtime.containerd_source` defaults\nto `release`: the distributions' own containerd packages are 1.x.\n"
-    );
-    let _ = writeln!(o, "## Windows Server\n");
-    let _ = writeln!(
-        o,
-        "| release | build | Kubernetes lists it | Calico | source |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|");
-    for w in &m.windows_server {
-        let yn = |b: bool| if b { "yes" } else { "no" };
+        let _ = writeln!(o, "## Kubernetes\n");
         let _ = writeln!(
             o,
-            "| Windows Server {} | {} | {} | {} | {} |",
-            w.name,
-            w.build,
-            yn(w.supported),
-            yn(w.calico),
-            w.source
+            "| minor | released | end of life | status on {} | patch releases | pause | containerd |",
+            m.checked
         );
-    }
-    let _ = writeln!(o, "\n## Linux distributions\n");
-    let _ = writeln!(
-        o,
-        "| distribution | `/etc/os-release` | containerd package | source |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|");
-    for d in &m.linux {
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|");
+        for r in m.minors.iter().rev() {
+            let st = match self.status(&version(&r.minor), today) {
+                Some(Status::EndOfLife { .. }) => "end of life",
+                _ => "supported",
+            };
+            let pause = t.pause.minors.get(&r.minor).map_or("?", String::as_str);
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {st} | {}.0 to {} | {}:{pause} | {} |",
+                r.minor,
+                r.released,
+                r.end_of_life,
+                r.minor,
+                r.latest_patch,
+                t.pause.image,
+                plus(&r.containerd)
+            );
+        }
         let _ = writeln!(
             o,
-            "| {} | ID={} VERSION_ID={} | {} | {} |",
-            d.name, d.id, d.version, d.containerd_package, d.source
+            "\nSources: {} (releases, end of life); {} (patches); {} (containerd); {} (pause).\n",
+            m.release_source, m.patch_source, m.containerd_source, t.pause.source
         );
+        let _ = writeln!(o, "## Components\n");
+        let _ = writeln!(o, "| component | Kubernetes | versions | source |");
+        let _ = writeln!(o, "|---|---|---|---|");
+        for c in &m.compat {
+            let range = match (&c.from, &c.until) {
+                (Some(f), Some(u)) => format!("{f} to {u}"),
+                (Some(f), None) => format!("{f} and later"),
+                (None, Some(u)) => format!("up to {u}"),
+                (None, None) => "every minor".to_string(),
+            };
+            let what = if let Some(why) = &c.refused {
+                format!("refused: {why}")
+            } else if c.same_minor {
+                "the Kubernetes minor (vX.Y.z)".to_string()
+            } else {
+                plus(&c.min)
+            };
+            let _ = writeln!(o, "| {} | {range} | {what} | {} |", c.component, c.source);
+        }
+        let _ = writeln!(o, "\ncontainerd branches (end of support):\n");
+        for b in &m.containerd_branches {
+            let _ = writeln!(o, "- {}: {}", b.branch, b.end_of_life);
+        }
+        let _ = writeln!(o, "\n## Defaults\n");
+        let p = &m.defaults;
+        let _ = writeln!(
+            o,
+            "`kwin init` writes Kubernetes {}; where a plan's `[versions]` says nothing kwin installs:\n",
+            self.newest_release()
+        );
+        for (k, v) in [
+            ("containerd", &p.containerd),
+            ("runc", &p.runc),
+            ("flannel", &p.flannel),
+            ("calico", &p.calico),
+            ("cni_plugins", &p.cni_plugins),
+            ("cri_dockerd", &p.cri_dockerd),
+        ] {
+            let _ = writeln!(o, "- {k}: {v}");
+        }
+        let _ = writeln!(
+            o,
+            "\nWith Kubernetes 1.36 and later (containerd 2.x only) `runtime.containerd_source` defaults\nto `release`: the distributions' own containerd packages are 1.x.\n"
+        );
+        let _ = writeln!(o, "## Windows Server\n");
+        let _ = writeln!(
+            o,
+            "| release | build | Kubernetes lists it | Calico | source |"
+        );
+        let _ = writeln!(o, "|---|---|---|---|---|");
+        for w in &m.windows_server {
+            let yn = |b: bool| if b { "yes" } else { "no" };
+            let _ = writeln!(
+                o,
+                "| Windows Server {} | {} | {} | {} | {} |",
+                w.name,
+                w.build,
+                yn(w.supported),
+                yn(w.calico),
+                w.source
+            );
+        }
+        let _ = writeln!(o, "\n## Linux distributions\n");
+        let _ = writeln!(
+            o,
+            "| distribution | `/etc/os-release` | containerd package | source |"
+        );
+        let _ = writeln!(o, "|---|---|---|---|");
+        for d in &m.linux {
+            let _ = writeln!(
+                o,
+                "| {} | ID={} VERSION_ID={} | {} | {} |",
+                d.name, d.id, d.version, d.containerd_package, d.source
+            );
+        }
+        o
     }
-    o
 }
 
 #[cfg(test)]
