@@ -278,13 +278,14 @@ fn plan(dir: &Path, mirror: &str, extra: &str) -> PathBuf {
     plan_cni(dir, mirror, "calico", extra)
 }
 
-/// The same cluster with `cni` as its pod network (flannel at v0.26.2).
+/// The same cluster with `cni` as its pod network (flannel at v0.26.2, Calico at v3.29.7).
 fn plan_cni(dir: &Path, mirror: &str, cni: &str, extra: &str) -> PathBuf {
     let p = dir.join("plan.toml");
+    // A pod network version kwin has the manifest's digest of, inside the matrix for 1.31.
     let flannel = if cni == "flannel" {
         "flannel = \"v0.26.2\""
     } else {
-        ""
+        "calico = \"v3.29.7\""
     };
     std::fs::write(
         &p,

@@ -969,6 +969,13 @@ const PINS: &str = r#"
 "flannel-v0.26.2-windows-amd64.tar.gz" = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 "cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz" = "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
 "windows-container-networking-cni-amd64-v0.3.1.zip" = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+"containerd-2.3.7-linux-amd64.tar.gz" = "1111111111111111111111111111111111111111111111111111111111111112"
+"containerd-2.3.7-windows-amd64.tar.gz" = "2222222222222222222222222222222222222222222222222222222222222223"
+"cni-plugins-windows-amd64-v1.10.0.tgz" = "3333333333333333333333333333333333333333333333333333333333333334"
+"crictl-v1.37.0-windows-amd64.tar.gz" = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"
+"flannel-v0.28.10-windows-amd64.tar.gz" = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccd"
+"cri-dockerd-0.4.3.amd64.tgz" = "8888888888888888888888888888888888888888888888888888888888888889"
+"tigera-operator.yaml" = "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
 "#;
 
 /// `text` without its `[artifacts.sha256]` table (up to the next blank line): PINS replaces it.

@@ -71,7 +71,10 @@ fn a_changed_row_changes_the_rules_and_the_page() {
         Fit::Outside { allowed, .. } if allowed == "2.4.0+"
     ));
     assert!(changed.markdown().contains("| 2.4.0+ |"));
-    assert!(!changed.missing_for_minor("1.37").is_empty(), "the pin no longer fits");
+    assert!(
+        !changed.missing_for_minor("1.37").is_empty(),
+        "the pin no longer fits"
+    );
 }
 
 const PLAN: &str = r#"
@@ -128,7 +131,11 @@ fn the_newest_minor_has_everything_a_minor_needs() {
         missing.join("\n  ")
     );
     // What the list asks of a minor kwin does not know yet.
-    let next = format!("{}.{}", versions::newest().0[0], versions::newest().0[1] + 1);
+    let next = format!(
+        "{}.{}",
+        versions::newest().0[0],
+        versions::newest().0[1] + 1
+    );
     let todo = support::missing_for_minor(&next);
     assert!(
         todo.iter().any(|m| m.contains("[[matrix.minors]]"))
@@ -158,7 +165,10 @@ fn defaults_and_examples_sit_inside_the_matrix() {
     // its [versions] fit it.
     let mut seen = 0;
     for dir in ["examples", "examples/ci"] {
-        for e in std::fs::read_dir(root().join(dir)).expect("examples").flatten() {
+        for e in std::fs::read_dir(root().join(dir))
+            .expect("examples")
+            .flatten()
+        {
             let p = e.path();
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
             if p.extension().is_none_or(|x| x != "toml")
