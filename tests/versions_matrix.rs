@@ -214,3 +214,37 @@ fn defaults_and_examples_sit_inside_the_matrix() {
     }
     assert!(seen >= 3, "examples checked: {seen}");
 }
+
+/// The `node_check` step's params on cp1 for `text`.
+fn node_check_params(text: &str) -> serde_json::Value {
+    let plan =
+        kwin_engine::plan::load_str(Path::new("plan.toml"), text).unwrap_or_else(|d| panic!("{d}"));
+    let tasks = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RECIPES)
+        .unwrap_or_else(|d| panic!("{d}"));
+    tasks
+        .iter()
+        .find(|t| t.id.to_string() == "cp1/node-check")
+        .map(|t| (*t.params).clone())
+        .expect("cp1/node-check")
+}
+
+#[test]
+fn nodes_are_checked_against_the_matrix_and_cgroup_v1_follows_the_kubelet() {
+    let newest = support::newest_release();
+    let p = node_check_params(&PLAN.replace("VERSION", &newest));
+    let reason = p["refuse_cgroup_v1"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("failCgroupV1") && reason.contains("cluster.allow_cgroup_v1"),
+        "{p}"
+    );
+    let distros = p["distributions"].as_array().expect("distributions");
+    assert_eq!(distros.len(), versions::table().matrix.linux.len(), "{p}");
+    // Allowed by the plan: the kubelet is told so, and the node is not refused.
+    let allowed = PLAN
+        .replace("VERSION", &newest)
+        .replace("[cni]", "allow_cgroup_v1 = true\n\n[cni]");
+    assert!(node_check_params(&allowed)["refuse_cgroup_v1"].is_null());
+    // Before 1.35 the kubelet runs on cgroup v1 by default.
+    let old = PLAN.replace("VERSION", "1.34.12");
+    assert!(node_check_params(&old)["refuse_cgroup_v1"].is_null());
+}

@@ -105,6 +105,17 @@ pub struct ClusterEff {
     /// The kubelet refuses cgroup v1 by default from Kubernetes 1.35 (`failCgroupV1`,
     /// kubernetes/kubernetes#134298): true when this cluster's minor does.
     pub kubelet_fails_cgroup_v1: bool,
+    /// The Linux distributions kwin supports on its nodes (the support matrix's), for the
+    /// `node_check` step.
+    pub linux_distributions: Vec<DistroEff>,
+}
+
+/// A Linux distribution of the support matrix: os-release `ID`, `VERSION_ID`, its name.
+#[derive(Debug, Clone, Serialize)]
+pub struct DistroEff {
+    pub id: String,
+    pub version: String,
+    pub name: String,
 }
 
 /// `cni`: pod network.
@@ -599,6 +610,16 @@ impl Effective {
                 version.major,
                 version.minor,
             ])),
+            linux_distributions: versions::table()
+                .matrix
+                .linux
+                .iter()
+                .map(|d| DistroEff {
+                    id: d.id.clone(),
+                    version: d.version.clone(),
+                    name: d.name.clone(),
+                })
+                .collect(),
         };
 
         let cni = match &file.cni {

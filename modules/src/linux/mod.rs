@@ -24,6 +24,7 @@ pub mod download;
 pub mod file;
 pub mod kernel_module;
 pub mod line_in_file;
+pub mod node_check;
 pub mod package;
 pub mod reboot;
 pub mod service;
@@ -40,6 +41,7 @@ pub static MODULES: &[Row] = &[
     row::<file::File>(POSIX),
     row::<kernel_module::KernelModule>(POSIX),
     row::<line_in_file::LineInFile>(POSIX),
+    row::<node_check::NodeCheck>(POSIX),
     row::<package::Package>(POSIX),
     row::<reboot::Reboot>(POSIX),
     row::<service::Service>(POSIX),

@@ -8,6 +8,7 @@
 
 pub mod file;
 pub mod kmod;
+pub mod node;
 pub mod packages;
 pub mod probe;
 pub mod swaps;
