@@ -29,8 +29,16 @@ fn release_plan() -> Vec<Task> {
     expand("examples/flannel.toml", &text)
 }
 
+/// examples/flannel.toml with the distribution's containerd package on Linux (the default
+/// only before Kubernetes 1.36: the examples' 1.37 takes containerd's release).
 fn package_plan() -> Vec<Task> {
-    let text = plan_text("examples/flannel.toml", &[]);
+    let text = plan_text(
+        "examples/flannel.toml",
+        &[(
+            "linux = \"containerd\"",
+            "linux = \"containerd\"\ncontainerd_source = \"package\"",
+        )],
+    );
     expand("examples/flannel.toml", &text)
 }
 
@@ -70,6 +78,7 @@ fn linux_release_containerd_is_replaced_only_inside_the_drained_window() {
             "containerd-release",
             "runc",
             "containerd-unit",
+            "containerd-config",
             "containerd",
         ] {
             assert_twins(&tasks, host, step, &format!("{prefix}{step}"), CONF);
@@ -84,12 +93,22 @@ fn linux_release_containerd_is_replaced_only_inside_the_drained_window() {
             follows(&tasks, host, &format!("{prefix}containerd-release"), drain),
             "{host}: the release follows the drain"
         );
+        // the configuration (version 2 → 3 with containerd 2.x) before the restart
+        assert!(follows(
+            &tasks,
+            host,
+            &format!("{prefix}containerd-config"),
+            &format!("{prefix}containerd-unit")
+        ));
         assert!(follows(
             &tasks,
             host,
             &format!("{prefix}containerd"),
-            &format!("{prefix}containerd-unit")
+            &format!("{prefix}containerd-config")
         ));
+        let config = task(&tasks, host, &format!("{prefix}containerd-config"));
+        let content = config.params["content"].as_str().unwrap_or_default();
+        assert!(content.contains("version = 4"), "{content}");
     }
     // The drains and uncordons know the version the Node must report.
     for (host, drain, uncordon) in [
@@ -99,8 +118,8 @@ fn linux_release_containerd_is_replaced_only_inside_the_drained_window() {
     ] {
         for name in [drain, uncordon] {
             let t = task(&tasks, host, name);
-            assert_eq!(t.params["until"]["containerd"], "1.7.24", "{name}");
-            assert_eq!(t.params["until"]["kubelet"], "1.31.4", "{name}");
+            assert_eq!(t.params["until"]["containerd"], "2.3.7", "{name}");
+            assert_eq!(t.params["until"]["kubelet"], "1.37.2", "{name}");
         }
     }
 }
@@ -118,6 +137,26 @@ fn distribution_containerd_is_not_pinned_and_restarts_only_inside_the_window() {
     }
     assert_twins(&tasks, "cp1", "containerd", "cp-upgrade-containerd", CONF);
     assert_twins(&tasks, "lw1", "containerd", "upgrade-containerd", CONF);
+    assert_twins(
+        &tasks,
+        "cp1",
+        "containerd-config",
+        "cp-upgrade-containerd-config",
+        CONF,
+    );
+    assert_twins(
+        &tasks,
+        "lw1",
+        "containerd-config",
+        "upgrade-containerd-config",
+        CONF,
+    );
+    // containerd 1.x of the package reads configuration version 2.
+    let content = task(&tasks, "lw1", "containerd-config").params["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(content.contains("version = 2"), "{content}");
     // The package is unpinned: its version is not what the drain waits for; Windows
     // workers' containerd (a release there) still is.
     for name in [
@@ -132,7 +171,7 @@ fn distribution_containerd_is_not_pinned_and_restarts_only_inside_the_window() {
     }
     assert_eq!(
         task(&tasks, "cp1", "upgrade-drain@ww1").params["until"]["containerd"],
-        "1.7.24"
+        "2.3.7"
     );
 }
 
@@ -147,10 +186,23 @@ fn windows_containerd_service_is_replaced_only_inside_the_drained_window() {
             "upgrade-containerd-service",
             WIN_CONF,
         );
+        assert_twins(
+            &tasks,
+            host,
+            "containerd-config",
+            "upgrade-containerd-config-windows",
+            WIN_CONF,
+        );
         assert!(follows(
             &tasks,
             host,
             "upgrade-containerd-service",
+            "upgrade-containerd-config-windows"
+        ));
+        assert!(follows(
+            &tasks,
+            host,
+            "upgrade-containerd-config-windows",
             &format!("upgrade-drain@{host}")
         ));
         // The staging steps stay unguarded: they only put the version in the cache.
@@ -175,9 +227,16 @@ fn the_upgrade_gate_pins_containerd_where_the_recipes_do() {
             .map(|n| (n.name.clone(), n.containerd.clone()))
             .collect::<Vec<_>>()
     };
-    let v = Some("1.7.24".to_string());
+    let v = Some("2.3.7".to_string());
+    let package = plan_text(
+        "examples/flannel.toml",
+        &[(
+            "linux = \"containerd\"",
+            "linux = \"containerd\"\ncontainerd_source = \"package\"",
+        )],
+    );
     assert_eq!(
-        pinned(&plan_text("examples/flannel.toml", &[])),
+        pinned(&package),
         [
             ("cp1".to_string(), None),
             ("lw1".to_string(), None),

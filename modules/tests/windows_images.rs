@@ -350,7 +350,7 @@ fn problems_of(rel: &str, minor: u32, contracts: &[Contract]) -> (usize, Vec<Str
     let text = plan_text(
         rel,
         &[(
-            "kubernetes_version = \"1.31.4\"",
+            "kubernetes_version = \"1.37.2\"",
             &format!("kubernetes_version = \"1.{minor}.2\""),
         )],
     );

@@ -36,6 +36,12 @@ const PINS: &str = r#"
 "containerd-1.7.24-windows-amd64.tar.gz" = "7777777777777777777777777777777777777777777777777777777777777777"
 "cni-plugins-windows-amd64-v1.6.1.tgz" = "8888888888888888888888888888888888888888888888888888888888888888"
 "containerd-1.7.24-linux-amd64.tar.gz" = "9999999999999999999999999999999999999999999999999999999999999999"
+"flannel-v0.28.10-windows-amd64.tar.gz" = "1111111111111111111111111111111111111111111111111111111111111112"
+"containerd-2.3.7-windows-amd64.tar.gz" = "7777777777777777777777777777777777777777777777777777777777777778"
+"cni-plugins-windows-amd64-v1.10.0.tgz" = "8888888888888888888888888888888888888888888888888888888888888889"
+"containerd-2.3.7-linux-amd64.tar.gz" = "9999999999999999999999999999999999999999999999999999999999999990"
+"runc.amd64" = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+"crictl-v1.37.0-windows-amd64.tar.gz" = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 "#;
 
 /// `text` with its own `[artifacts.sha256]` table (up to the next blank line) replaced by PINS.
@@ -118,11 +124,12 @@ fn one_cni_directory_pair_everywhere() {
             .expect("containerd config")
             .to_string();
         let cfg: toml::Value = toml::from_str(&cfg).expect("containerd config is TOML");
-        let cni = &cfg["plugins"]["io.containerd.grpc.v1.cri"]["cni"];
+        // containerd 2.x's configuration version 3 (engine/src/plan/containerd.rs).
+        let cni = &cfg["plugins"]["io.containerd.cri.v1.runtime"]["cni"];
         assert_eq!(
-            cni["bin_dir"].as_str(),
+            cni["bin_dirs"][0].as_str(),
             Some(CNI_BIN_DIR),
-            "{rel}: containerd bin_dir"
+            "{rel}: containerd bin_dirs"
         );
         assert_eq!(
             cni["conf_dir"].as_str(),
@@ -210,7 +217,7 @@ fn windows_daemonsets_run_release_binaries_kwin_installed() {
         let version = format!("1.{minor}.3");
         let edit = format!("kubernetes_version = \"{version}\"");
         for rel in ["examples/flannel.toml", "examples/calico.toml"] {
-            let tasks = tasks_of(rel, &[("kubernetes_version = \"1.31.4\"", &edit)]);
+            let tasks = tasks_of(rel, &[("kubernetes_version = \"1.37.2\"", &edit)]);
             let objs = objects(&tasks);
             let node: Vec<&Task> = tasks.iter().filter(|t| t.id.host == "ww1").collect();
             let installed = |path: &str| -> Option<String> {
@@ -271,7 +278,7 @@ fn windows_daemonsets_run_release_binaries_kwin_installed() {
                     panic!("{rel} {version}: flanneld is not an installed binary: {programs:?}")
                 });
                 assert!(
-                    within(&fd, r"C:\k\flannel\v0.26.2") && fd.ends_with("flanneld.exe"),
+                    within(&fd, r"C:\k\flannel\v0.28.10") && fd.ends_with("flanneld.exe"),
                     "{fd}"
                 );
                 assert!(
@@ -311,8 +318,8 @@ fn flannel_artifacts_without_published_checksums_are_fetched_by_url() {
         from_artifact,
         [
             (
-                "flannel-v0.26.2-windows-amd64.tar.gz",
-                Some(format!("{gh}/flannel-io/flannel/releases/download/v0.26.2/flannel-v0.26.2-windows-amd64.tar.gz").as_str()),
+                "flannel-v0.28.10-windows-amd64.tar.gz",
+                Some(format!("{gh}/flannel-io/flannel/releases/download/v0.28.10/flannel-v0.28.10-windows-amd64.tar.gz").as_str()),
                 None
             ),
             (
@@ -335,7 +342,7 @@ fn flannel_artifacts_without_published_checksums_are_fetched_by_url() {
     };
     assert_eq!(
         with_url("kube-proxy.exe"),
-        "https://dl.k8s.io/v1.31.4/bin/windows/amd64/kube-proxy.exe.sha256"
+        "https://dl.k8s.io/v1.37.2/bin/windows/amd64/kube-proxy.exe.sha256"
     );
     assert_eq!(
         with_url("cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz"),
@@ -544,7 +551,7 @@ fn runtime_classes_name_the_handler_windows_containerd_defines() {
         let edit = format!("kubernetes_version = \"1.{minor}.3\"");
         let tasks = tasks_of(
             "examples/flannel.toml",
-            &[("kubernetes_version = \"1.31.4\"", &edit)],
+            &[("kubernetes_version = \"1.37.2\"", &edit)],
         );
         let config = task(&tasks, "ww1", "containerd-config").params["content"]
             .as_str()
@@ -559,9 +566,11 @@ fn runtime_classes_name_the_handler_windows_containerd_defines() {
         for rc in classes {
             let handler = rc["handler"].as_str().expect("handler");
             assert!(
-                config.contains(&format!(
+                (config.contains(&format!(
                     "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.{handler}]"
-                )) && config.contains(&format!("default_runtime_name = \"{handler}\"")),
+                )) || config.contains(&format!(
+                    "[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.{handler}]"
+                ))) && config.contains(&format!("default_runtime_name = \"{handler}\"")),
                 "1.{minor}: {} names handler {handler}, which containerd's config does not define:\n{config}",
                 rc["metadata"]["name"]
             );

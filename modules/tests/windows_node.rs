@@ -10,13 +10,13 @@ use kwin_engine::module::Registry;
 use kwin_engine::task::Task;
 use kwin_engine::transport::Shell;
 
-/// The minors kwin renders Windows workers for in this test (1.29 up to past the 1.34 switch
-/// of kube-log-runner).
-const MINORS: [u32; 7] = [29, 30, 31, 32, 33, 34, 35];
+/// The minors kwin renders Windows workers for in this test (1.29 to 1.37, across the 1.34
+/// switch of kube-log-runner).
+const MINORS: [u32; 9] = [29, 30, 31, 32, 33, 34, 35, 36, 37];
 
 fn tasks_for(minor: u32, extra: &[(&str, &str)]) -> Vec<Task> {
     let version = format!("kubernetes_version = \"1.{minor}.2\"");
-    let mut edits = vec![("kubernetes_version = \"1.31.4\"", version.as_str())];
+    let mut edits = vec![("kubernetes_version = \"1.37.2\"", version.as_str())];
     edits.extend_from_slice(extra);
     let text = plan_text("examples/flannel.toml", &edits);
     assert!(

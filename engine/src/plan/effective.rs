@@ -146,12 +146,23 @@ pub struct RuntimeEff {
     /// "systemd" | "cgroupfs": containerd's runc `SystemdCgroup` and the kubelet's
     /// `cgroupDriver` on Linux nodes.
     pub cgroup_driver: String,
-    /// The version of containerd's configuration file kwin writes on Linux nodes: 3 for the
-    /// containerd 2.x kwin installs (release source), 2 for a distribution's 1.x package
-    /// (containerd 2.x reads both; 1.x only 2).
+    /// The version of containerd's configuration file kwin writes on Linux nodes: that of
+    /// the containerd kwin installs (release source: 4 for 2.3+, 3 for 2.1/2.2,
+    /// `plan/containerd.rs`), 2 for a distribution's 1.x package (containerd 2.x reads every
+    /// one of them; 1.x only 2).
     pub containerd_config_linux: u32,
     /// The same for Windows nodes, which always run `versions.containerd`.
     pub containerd_config_windows: u32,
+    /// containerd's configuration file per OS (`plan/containerd.rs`), what the recipes
+    /// write to `/etc/containerd/config.toml` and `C:\Program Files\containerd\config.toml`.
+    pub containerd_config: ContainerdConfigEff,
+}
+
+/// `runtime.containerd_config`: the file's text for Linux and for Windows nodes.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerdConfigEff {
+    pub linux: String,
+    pub windows: String,
 }
 
 /// `versions`: component versions (the plan's, else kwin's pins).
@@ -426,15 +437,8 @@ fn backend_str(b: CniBackend) -> &'static str {
     }
 }
 
-/// containerd's configuration version for a containerd release: 3 from 2.0 (its native
-/// format; containerd/containerd@v2.4.2 docs/cri/config.md: "Version 3 (Recommended for
-/// containerd 2.x): Introduced in containerd 2.0"), else 2 ("Version 2 (Recommended for
-/// containerd 1.x)").
 fn config_version(containerd: &str) -> u32 {
-    match versions::Version::parse(containerd).and_then(|v| v.0.first().copied()) {
-        Some(major) if major >= 2 => 3,
-        _ => 2,
-    }
+    super::containerd::config_version(containerd)
 }
 
 /// The CRI endpoint of a runtime on an OS.
@@ -692,6 +696,36 @@ impl Effective {
                 ContainerdSource::Release => pinned_config,
             },
             containerd_config_windows: pinned_config,
+            containerd_config: ContainerdConfigEff {
+                linux: String::new(),
+                windows: String::new(),
+            },
+        };
+        let render = |node, version| {
+            super::containerd::render(
+                node,
+                &super::containerd::Inputs {
+                    version,
+                    sandbox_image: &runtime.sandbox_image,
+                    cgroup_driver: &runtime.cgroup_driver,
+                    windows_cni_bin_dir: defaults::windows::CNI_BIN_DIR,
+                    windows_cni_conf_dir: defaults::windows::CNI_CONF_DIR,
+                },
+            )
+        };
+        let containerd_config = ContainerdConfigEff {
+            linux: render(
+                super::containerd::Node::Linux,
+                runtime.containerd_config_linux,
+            ),
+            windows: render(
+                super::containerd::Node::Windows,
+                runtime.containerd_config_windows,
+            ),
+        };
+        let runtime = RuntimeEff {
+            containerd_config,
+            ..runtime
         };
 
         let proxy = match &file.proxy {

@@ -16,6 +16,7 @@
 //! Connection specs (`SshSpec`, `WinrmSpec`, `ConnSpec`, `SecretSource`, `WinrmAuth`) belong
 //! to the layer below (`transport::spec`); they are re-exported here.
 
+pub mod containerd;
 pub mod effective;
 pub mod kubeadm;
 pub mod limit;
