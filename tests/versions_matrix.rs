@@ -248,3 +248,60 @@ fn nodes_are_checked_against_the_matrix_and_cgroup_v1_follows_the_kubelet() {
     let old = PLAN.replace("VERSION", "1.34.12");
     assert!(node_check_params(&old)["refuse_cgroup_v1"].is_null());
 }
+
+/// Every task of `text` by id.
+fn params_of(text: &str, id: &str) -> serde_json::Value {
+    let plan =
+        kwin_engine::plan::load_str(Path::new("plan.toml"), text).unwrap_or_else(|d| panic!("{d}"));
+    let tasks = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RECIPES)
+        .unwrap_or_else(|d| panic!("{d}"));
+    tasks
+        .iter()
+        .find(|t| t.id.to_string() == id)
+        .map(|t| (*t.params).clone())
+        .unwrap_or_else(|| panic!("no task {id}"))
+}
+
+#[test]
+fn allowing_cgroup_v1_tells_the_kubelet_and_kubeadm_and_the_driver_reaches_both() {
+    let newest = support::newest_release();
+    let with_worker = PLAN.replace("VERSION", &newest).replace(
+        "[[hosts]]\nname = \"ww1\"",
+        "[[hosts]]\nname = \"lw1\"\naddress = \"192.168.56.11\"\nos = \"linux\"\nrole = \"worker\"\n\n[[hosts]]\nname = \"ww1\"",
+    );
+    let allowed = with_worker
+        .replace("[cni]", "allow_cgroup_v1 = true\n\n[cni]")
+        .replace(
+            "[defaults.windows]",
+            "[runtime]\ncgroup_driver = \"cgroupfs\"\n\n[defaults.windows]",
+        );
+    let config = params_of(&allowed, "cp1/kubeadm-config")["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(config.contains("\nfailCgroupV1: false\n"), "{config}");
+    assert!(config.contains("cgroupDriver: \"cgroupfs\""), "{config}");
+    for id in ["cp1/kubeadm-init", "lw1/kubeadm-join"] {
+        assert_eq!(
+            params_of(&allowed, id)["ignore_preflight_errors"],
+            serde_json::json!(["SystemVerification"]),
+            "{id}"
+        );
+    }
+    let containerd = params_of(&allowed, "cp1/containerd-config")["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(containerd.contains("SystemdCgroup = false"), "{containerd}");
+    // Not allowed (the default): the kubelet keeps its default and kubeadm checks.
+    let config = params_of(&with_worker, "cp1/kubeadm-config")["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!config.contains("failCgroupV1"), "{config}");
+    assert!(config.contains("cgroupDriver: \"systemd\""), "{config}");
+    assert_eq!(
+        params_of(&with_worker, "lw1/kubeadm-join")["ignore_preflight_errors"],
+        serde_json::json!([])
+    );
+}

@@ -108,6 +108,15 @@ pub struct ClusterEff {
     /// The Linux distributions kwin supports on its nodes (the support matrix's), for the
     /// `node_check` step.
     pub linux_distributions: Vec<DistroEff>,
+    /// kubeadm preflight checks kubeadm init and join skip on Linux nodes:
+    /// `SystemVerification` when the plan allows cgroup v1 on a minor whose kubeadm fails it
+    /// there (kubernetes/kubernetes CHANGELOG-1.35, #134744; as minikube does,
+    /// kubernetes/minikube@eb25dbc703701fa38c3f65c89a1896baa375e5ed
+    /// pkg/minikube/bootstrapper/kubeadm/kubeadm.go), else none.
+    pub preflight_ignore: Vec<String>,
+    /// The kubelet's `cgroupDriver`: `runtime.cgroup_driver` (read by the kubeadm
+    /// configuration, `plan/kubeadm.rs`, whose template function sees `cluster`).
+    pub kubelet_cgroup_driver: String,
 }
 
 /// A Linux distribution of the support matrix: os-release `ID`, `VERSION_ID`, its name.
@@ -536,6 +545,7 @@ impl Effective {
             return Ok(eff);
         };
 
+        let cgroup_v1_allowed = c.allow_cgroup_v1.unwrap_or(defaults::ALLOW_CGROUP_V1);
         let net = ClusterNet::from_cluster(c).map_err(|errors| {
             Diagnostics(
                 errors
@@ -614,6 +624,12 @@ impl Effective {
                 version.major,
                 version.minor,
             ])),
+            preflight_ignore: Vec::new(),
+            kubelet_cgroup_driver: match file.runtime.cgroup_driver {
+                Some(CgroupDriver::Cgroupfs) => "cgroupfs".into(),
+                Some(CgroupDriver::Systemd) => "systemd".into(),
+                None => defaults::CGROUP_DRIVER.into(),
+            },
             linux_distributions: versions::table()
                 .matrix
                 .linux
@@ -626,6 +642,10 @@ impl Effective {
                 .collect(),
         };
 
+        let mut cluster = cluster;
+        if cgroup_v1_allowed && cluster.kubelet_fails_cgroup_v1 {
+            cluster.preflight_ignore = vec!["SystemVerification".to_string()];
+        }
         let cni = match &file.cni {
             Some(n) => {
                 let s = CniSettings::from_cni(n);

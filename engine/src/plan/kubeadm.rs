@@ -185,6 +185,14 @@ pub struct Cluster {
     pub dns_domain: String,
     pub dns_service_ip: String,
     pub max_pods_per_node: u32,
+    /// The kubelet's `cgroupDriver` ("systemd" | "cgroupfs": the plan's
+    /// `runtime.cgroup_driver`).
+    pub cgroup_driver: String,
+    /// The kubelet's `failCgroupV1`, when kwin sets it: `Some(false)` where the plan allows
+    /// cgroup v1 on a minor whose kubelet refuses it by default (kubernetes/kubernetes
+    /// #134298; minikube does the same, kubernetes/minikube@eb25dbc7
+    /// pkg/minikube/bootstrapper/bsutil/kubeadm.go).
+    pub fail_cgroup_v1: Option<bool>,
 }
 
 /// The three documents of `kubeadm init --config` for the first control plane `node`
@@ -219,10 +227,14 @@ pub fn init_config(node: &Node, cluster: &Cluster) -> String {
                 .str("serviceSubnet", &cluster.service_cidr)
                 .str("dnsDomain", &cluster.dns_domain),
         );
-    let kubelet = Doc::map()
+    let mut kubelet = Doc::map()
         .bare("apiVersion", "kubelet.config.k8s.io/v1beta1")
         .bare("kind", "KubeletConfiguration")
-        .bare("cgroupDriver", "systemd")
+        .str("cgroupDriver", &cluster.cgroup_driver);
+    if let Some(fail) = cluster.fail_cgroup_v1 {
+        kubelet = kubelet.put("failCgroupV1", Doc::Bool(fail));
+    }
+    let kubelet = kubelet
         .put("maxPods", Doc::Int(i64::from(cluster.max_pods_per_node)))
         .put(
             "clusterDNS",
@@ -310,6 +322,11 @@ pub struct ClusterArg {
     dns_domain: String,
     dns_service_ip: String,
     max_pods_per_node: u32,
+    kubelet_cgroup_driver: String,
+    #[serde(default)]
+    allow_cgroup_v1: bool,
+    #[serde(default)]
+    kubelet_fails_cgroup_v1: bool,
 }
 
 /// `kubeadm_init_config(host, cluster)`: [`init_config`] of the template context's values.
@@ -341,6 +358,9 @@ pub fn init_config_of(host: HostArg, cluster: ClusterArg) -> Result<String, Stri
         dns_domain: cluster.dns_domain,
         dns_service_ip: cluster.dns_service_ip,
         max_pods_per_node: cluster.max_pods_per_node,
+        cgroup_driver: cluster.kubelet_cgroup_driver,
+        fail_cgroup_v1: (cluster.allow_cgroup_v1 && cluster.kubelet_fails_cgroup_v1)
+            .then_some(false),
     };
     Ok(init_config(&node, &cluster))
 }
@@ -504,6 +524,8 @@ mod tests {
             dns_domain: "cluster.local".into(),
             dns_service_ip: "10.96.0.10".into(),
             max_pods_per_node: 110,
+            cgroup_driver: "systemd".into(),
+            fail_cgroup_v1: None,
         }
     }
 
@@ -553,7 +575,7 @@ networking:
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-cgroupDriver: systemd
+cgroupDriver: "systemd"
 maxPods: 110
 clusterDNS:
   - "10.96.0.10"
