@@ -278,7 +278,7 @@ fn plan(lab: &Lab, linux: &[&str], windows: &[&str]) -> tempfile::TempDir {
         // fetches them to hash them (placeholders: these hosts are never connected to).
         text.push_str(&format!(
             "\n[artifacts.sha256]\n\"flannel-{}-windows-amd64.tar.gz\" = \"{}\"\n\"windows-container-networking-cni-amd64-{}.zip\" = \"{}\"\n",
-            kwin_engine::plan::effective::defaults::pinned::FLANNEL,
+            kwin_engine::plan::support::pins().flannel,
             "1".repeat(64),
             kwin_engine::plan::effective::defaults::windows::SDN_CNI,
             "2".repeat(64)
@@ -919,7 +919,7 @@ fn unreachable_plan() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::write(
         dir.path().join("plan.toml"),
-        "[cluster]\nname = \"far\"\nkubernetes_version = \"1.31.4\"\n\n[cni]\nplugin = \"flannel\"\n\n\
+        "[cluster]\nname = \"far\"\nkubernetes_version = \"1.35.8\"\n\n[cni]\nplugin = \"flannel\"\n\n\
          [settings]\nretries = 0\n\n\
          [[hosts]]\nname = \"cp1\"\naddress = \"127.0.0.1\"\nport = 1\nnode_ip = \"10.0.0.10\"\nos = \"linux\"\nrole = \"control-plane\"\nconnect_timeout = 2\n",
     )
