@@ -676,7 +676,7 @@ impl Effective {
         let versions = VersionsEff {
             kubernetes: format!("v{}", cluster.kubernetes_version),
             containerd: p(&v.containerd, &pins.containerd),
-            runc: pins.runc.clone(),
+            runc: p(&v.runc, &pins.runc),
             flannel: p(&v.flannel, &pins.flannel),
             calico: p(&v.calico, &pins.calico),
             cni_plugins: p(&v.cni_plugins, &pins.cni_plugins),

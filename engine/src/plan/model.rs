@@ -273,6 +273,9 @@ pub struct Versions {
     pub flannel: Option<String>,
     /// Calico release (e.g. "v3.32.1").
     pub calico: Option<String>,
+    /// runc release installed with containerd's release (`runtime.containerd_source =
+    /// "release"`), e.g. "1.5.3".
+    pub runc: Option<String>,
     /// CNI plugins release (e.g. "v1.10.0").
     pub cni_plugins: Option<String>,
     /// crictl release; unset: not installed on Windows.

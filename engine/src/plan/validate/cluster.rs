@@ -701,6 +701,7 @@ fn versions(v: &mut V<'_>) {
         ("containerd", &vs.containerd),
         ("flannel", &vs.flannel),
         ("calico", &vs.calico),
+        ("runc", &vs.runc),
         ("cni_plugins", &vs.cni_plugins),
         ("crictl", &vs.crictl),
         ("cri_dockerd", &vs.cri_dockerd),

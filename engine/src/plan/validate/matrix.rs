@@ -35,6 +35,7 @@ fn effective(v: &V<'_>, key: &str) -> Option<(String, bool)> {
         "flannel" => (&vs.flannel, Some(&pins.flannel)),
         "calico" => (&vs.calico, Some(&pins.calico)),
         "cni_plugins" => (&vs.cni_plugins, Some(&pins.cni_plugins)),
+        "runc" => (&vs.runc, Some(&pins.runc)),
         "cri_dockerd" => (&vs.cri_dockerd, Some(&pins.cri_dockerd)),
         "crictl" => (&vs.crictl, None),
         _ => return None,
@@ -155,6 +156,7 @@ fn components(v: &mut V<'_>, minor: &Version) {
         ("calico", plugin == Some(CniPlugin::Calico)),
         ("flannel", plugin == Some(CniPlugin::Flannel)),
         ("cni_plugins", true),
+        ("runc", true),
         ("crictl", true),
         ("cri_dockerd", docker),
     ] {
@@ -217,6 +219,7 @@ fn effective_pin(key: &str) -> Option<String> {
             "calico" => &p.calico,
             "flannel" => &p.flannel,
             "cni_plugins" => &p.cni_plugins,
+            "runc" => &p.runc,
             "cri_dockerd" => &p.cri_dockerd,
             _ => return None,
         }

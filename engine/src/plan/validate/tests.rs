@@ -322,3 +322,11 @@ fn docker_is_refused_from_1_36_naming_the_cri_dockerd_issues() {
         Vec::<&str>::new()
     );
 }
+
+#[test]
+fn a_plans_runc_is_checked_against_the_matrix() {
+    let text = format!("{}\n[versions]\nrunc = \"1.1.15\"\n", with("", ""));
+    assert_eq!(only_codes(&text), ["component-version"]);
+    let text = text.replace("1.1.15", "1.4.4");
+    assert_eq!(only_codes(&text), Vec::<&str>::new());
+}
