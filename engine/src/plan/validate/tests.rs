@@ -240,6 +240,7 @@ fn vni_is_unused_only_where_no_vxlan_reads_it() {
         "plugin = \"flannel\"\nbackend = \"host-gw\"\nvni = 5000",
     );
     assert_eq!(only_codes(&format!("{host_gw}{linux_cp}")), ["cni-unused"]);
+}
 
 /// The plan of `CLUSTER` + `HOSTS` with `from` replaced by `to`.
 fn with(from: &str, to: &str) -> String {
