@@ -39,7 +39,7 @@ fn ha_tasks(minor: u32, taints: &str) -> Vec<Task> {
         HA,
         &[
             (
-                "kubernetes_version = \"1.31.4\"",
+                "kubernetes_version = \"1.37.2\"",
                 &format!("kubernetes_version = \"1.{minor}.4\""),
             ),
             (
@@ -150,7 +150,7 @@ fn a_taint_is_read_by_one_parser_for_validation_init_and_join() {
                 "control_plane_endpoint": "10.0.0.10:6443", "api_server_port": 6443,
                 "pod_cidr": "10.244.0.0/16", "service_cidr": "10.96.0.0/12",
                 "dns_domain": "cluster.local", "dns_service_ip": "10.96.0.10",
-                "max_pods_per_node": 110
+                "max_pods_per_node": 110, "kubelet_cgroup_driver": "systemd"
             }))
             .expect("cluster"),
         );
