@@ -22,6 +22,8 @@ use std::path::Path;
 const LAB_ID: &str = "17";
 const FROM: &str = "1.7.24";
 const TO: &str = "1.7.27";
+/// The runc release the lab mirror serves beside them (lab/cluster-stand-in/mirror.sh).
+const RUNC: &str = "1.3.3";
 
 /// h1 and h2 of lab 17 and the stand-ins, the mirror serving Kubernetes 1.31.4 and both
 /// containerd releases.
@@ -56,7 +58,7 @@ fn write_plan(c: &Cluster, dir: &Path, containerd: &str) {
     let mut pins = vec![
         format!(
             "\"runc.amd64\" = \"{}\"",
-            c.served("github.com/opencontainers/runc/releases/download/v1.3.3/runc.amd64")
+            c.served(&format!("github.com/opencontainers/runc/releases/download/v{RUNC}/runc.amd64"))
         ),
         format!(
             "\"containerd.service\" = \"{}\"",
@@ -78,7 +80,7 @@ fn write_plan(c: &Cluster, dir: &Path, containerd: &str) {
         .replace(
             "linux = \"containerd\"",
             &format!(
-                "linux = \"containerd\"\ncontainerd_source = \"release\"\n\n[versions]\ncontainerd = \"{containerd}\""
+                "linux = \"containerd\"\ncontainerd_source = \"release\"\n\n[versions]\ncontainerd = \"{containerd}\"\nrunc = \"{RUNC}\""
             ),
         )
         .replace(
