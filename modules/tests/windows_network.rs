@@ -605,7 +605,8 @@ const MADE_BY_WHAT_KWIN_RUNS: &[&str] = &[
 /// Reset leaves nothing kwin made on a Windows node: for each example (with a proxy, so the
 /// machine variables are set), every directory, file, download and service binary
 /// windows-worker places is under a directory reset removes (or a file reset removes), every
-/// firewall rule, machine variable and PATH entry it adds is removed by name, and so is every
+/// firewall rule, machine variable, PATH entry and scheduled task it adds is removed by name,
+/// and so is every
 /// path in [`MADE_BY_WHAT_KWIN_RUNS`]; with flannel the metadata route its start script adds
 /// is removed too. Only the Containers feature stays (a Windows component).
 #[test]
@@ -696,6 +697,23 @@ fn reset_leaves_nothing_windows_worker_made() {
                         format!("{}: the machine variable {name}", t.id),
                         absent("env_var", "name").contains(&name),
                     );
+                }
+                "command" => {
+                    // A scheduled task the step registers is unregistered by reset.
+                    let run = s("run").unwrap_or_default();
+                    for part in run.split("Register-ScheduledTask -TaskName '").skip(1) {
+                        let name = part.split('\'').next().unwrap_or("");
+                        check(
+                            format!("{}: the scheduled task {name}", t.id),
+                            reset.iter().any(|r| {
+                                r.params["run"].as_str().is_some_and(|x| {
+                                    x.contains(&format!(
+                                        "Unregister-ScheduledTask -TaskName '{name}'"
+                                    ))
+                                })
+                            }),
+                        );
+                    }
                 }
                 "path_entry" => {
                     let path = s("path").unwrap_or_default();
