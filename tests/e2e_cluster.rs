@@ -408,14 +408,15 @@ fn calico_lab_cluster_converges_then_changes_nothing() {
     let dir = plan_from_example(&c, "lab-cluster-calico.toml");
     let (first, second) = apply_twice(dir.path());
     assert_nodes_ready(&c);
+    // The IP pool is the Installation's (the operator makes it; kwin applies none).
     let pool = c.kubectl(&[
         "get",
-        "ippools.crd.projectcalico.org",
-        "default-ipv4-ippool",
+        "installation",
+        "default",
         "-o",
-        "jsonpath={.spec.cidr} {.spec.vxlanMode} {.spec.ipipMode}",
+        "jsonpath={.spec.calicoNetwork.ipPools[0].cidr} {.spec.calicoNetwork.ipPools[0].encapsulation}",
     ]);
-    assert_eq!(pool, "192.168.0.0/16 Always Never");
+    assert_eq!(pool, "192.168.0.0/16 VXLAN");
     let ipam = c.kubectl(&[
         "get",
         "ipamconfigs.crd.projectcalico.org",

@@ -238,15 +238,15 @@ fn calico_upgrade_one_minor() {
     assert_control_plane_at(&c, TO);
     c.assert_kubeadm_in_order(&["h1", "h2", "h3"], "h1", TO, since);
     c.assert_rolled(since, 1, TO, &["h1", "h2", "h3"]);
-    // Still a Calico cluster: the IP pool kwin wrote is untouched by the upgrade.
+    // Still a Calico cluster: the Installation's IP pool is untouched by the upgrade.
     let pool = c.kubectl(&[
         "get",
-        "ippools.crd.projectcalico.org",
-        "default-ipv4-ippool",
+        "installation",
+        "default",
         "-o",
-        "jsonpath={.spec.vxlanMode} {.spec.ipipMode}",
+        "jsonpath={.spec.calicoNetwork.ipPools[0].encapsulation}",
     ]);
-    assert_eq!(pool, "Always Never");
+    assert_eq!(pool, "VXLAN");
 
     let (again, again_s) = apply(dir);
     assert_eq!(again.code, 0, "{again}");

@@ -30,9 +30,20 @@
 //! What the stand-in cannot express, so this test does not claim it: ww1 registers no Node
 //! (the API tier has no controller-manager to sign a kubelet certificate, and no kubelet runs
 //! on the stand-in), so there is nothing to drain or uncordon for it; it has no service
-//! control manager, so the kubelet service's stop → replace → start is not run here; and the
-//! recipes' Windows steps themselves (their order in upgrade-worker's chain) are checked by
-//! the graph goldens (tests/golden/*.txt), not run.
+//! control manager, so the kubelet and containerd services' stop → replace → start is not run
+//! here; and the recipes' Windows steps themselves (their order in upgrade-worker's chain) are
+//! checked by the graph goldens (tests/golden/*.txt), not run.
+//!
+//! A containerd change on a joined node whose pods' shims still run from
+//! `containerd-shim-runhcs-v1.exe` (the pods a drain leaves: kube-proxy, the CNI's DaemonSet
+//! pods) is therefore checked as data, by the tier-1 test
+//! `a_containerd_change_with_running_shims_waits_only_for_containerd_itself` below: the
+//! PowerShell of the real recipe step (upgrade-worker's `upgrade-containerd-service`, as kwin
+//! expands examples/flannel.toml for ww1, planned against a running containerd whose three
+//! binaries all differ from the staged release), parsed by the Windows PowerShell grammar. The
+//! stand-in could hold a process open on a file, but it runs `/bin/sh`, not that PowerShell,
+//! and Linux lets a running binary be replaced where Windows does not: a process held there
+//! would prove nothing about the step Windows runs.
 //!
 //! Lab 13 of its own (`lab/cluster-stand-in/up.sh` takes lab ids up to 19, as lab/lib.sh). A
 //! lab test (root, the API tier's binaries from `lab/apiserver/build.sh`, the stand-in's
@@ -286,4 +297,155 @@ fn a_windows_worker_runs_kubeadm_upgrade_node_after_the_control_planes_upgrade_a
     );
     eprintln!("second apply {again_s:.1}s");
 }
+}
+
+/// The tree-sitter nodes of `script` (PowerShell grammar) of the given kinds, as text.
+fn ps_nodes(script: &str, kinds: &[&str]) -> Vec<String> {
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&tree_sitter_powershell::LANGUAGE.into())
+        .expect("the PowerShell grammar");
+    let tree = parser.parse(script, None).expect("parsed");
+    let mut out = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if kinds.contains(&n.kind()) {
+            out.push(script[n.byte_range()].to_string());
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.children(&mut cursor));
+    }
+    out
+}
+
+/// The PowerShell a joined, drained Windows node gets when `versions.containerd` changes while
+/// its remaining pods' shims run from `containerd-shim-runhcs-v1.exe`: the recipe step as kwin
+/// expands it, planned against a running containerd whose binaries all differ from the staged
+/// release. It must stop containerd, wait for containerd's own process only (never for a
+/// process running from a replaced file: the shims outlive containerd, which reconnects to
+/// them), rename each running image aside before moving the new file in, and start containerd
+/// and the kubelet again. Before, the step waited up to 120 s for every process running from
+/// the replaced files, shims included, and threw with containerd and the kubelet stopped.
+#[test]
+fn a_containerd_change_with_running_shims_waits_only_for_containerd_itself() {
+    use kwin_engine::module::Registry;
+    use kwin_engine::transport::Shell;
+    let rel = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/flannel.toml");
+    let text = std::fs::read_to_string(&rel).expect("examples/flannel.toml");
+    let plan = kwin_engine::plan::load_str(&rel, &text).expect("the example loads");
+    let tasks = kwin_engine::expand::expand(&plan, kwin_modules::recipes::RECIPES)
+        .expect("the example expands");
+    let step = tasks
+        .iter()
+        .find(|t| t.id.host == "ww1" && t.id.name == "upgrade-containerd-service")
+        .expect("upgrade-worker's containerd step on ww1");
+    let params: Value = (*step.params).clone();
+    let m = kwin_modules::Builtin
+        .build(&step.module, Shell::PowerShell, &params)
+        .expect("builds");
+    let dests: Vec<String> = params["binaries"]
+        .as_array()
+        .expect("binaries")
+        .iter()
+        .map(|b| b["dest"].as_str().expect("dest").to_ascii_lowercase())
+        .collect();
+    assert!(
+        dests
+            .iter()
+            .any(|d| d.ends_with("\\containerd-shim-runhcs-v1.exe")),
+        "the step replaces the shim: {dests:?}"
+    );
+    let args: Vec<String> = params["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("arg").to_string())
+        .collect();
+    let image_path = kwin_modules::windows::service::image_path(
+        params["binary"].as_str().expect("binary"),
+        &args,
+    );
+    // A joined node: containerd registered as kwin registers it and running, each installed
+    // binary (the old release) differing from its staged copy.
+    let mut facts = serde_json::Map::new();
+    for q in m.facts(Shell::PowerShell) {
+        let answer = if q.key.starts_with("win.service:") {
+            serde_json::json!({
+                "state": "Running", "depends_on": [], "image_path": image_path, "exists": true,
+                "start": 2, "display_name": params["display_name"],
+            })
+        } else if q.key.starts_with("win.path:") {
+            let installed = dests.iter().any(|d| q.key.ends_with(d.as_str()));
+            let hash = if installed { "a" } else { "b" }.repeat(64);
+            serde_json::json!({"size": 1000, "exists": true, "dir": false, "content_b64": null, "sha256": hash})
+        } else {
+            panic!("a fact this test does not answer: {}", q.key)
+        };
+        facts.insert(q.key, serde_json::json!({ "stdout": answer.to_string() }));
+    }
+    let case: kwin_testkit::cases::Case = serde_json::from_value(serde_json::json!({
+        "params": params,
+        "facts": facts,
+        "expect": { "change": {
+            "action": "update",
+            "steps_in_order": [
+                "$kwinPid = [int](Get-CimInstance -ClassName Win32_Service -Filter 'Name=''containerd''').ProcessId",
+                "Stop-Service -Name 'containerd' -Force",
+                "$kwinProcess.WaitForExit(120000)",
+                "containerd-shim-runhcs-v1.exe'",
+                "Move-Item -LiteralPath $dst -Destination ($dst + '.kwin-old-'",
+                "Move-Item -LiteralPath ($dst + '.kwin-new') -Destination $dst",
+                "Start-Service -Name 'containerd'",
+                "foreach ($d in $kwinDependents) { Start-Service -Name $d }",
+            ],
+            "steps_lack": ["Stop-Process", "taskkill"],
+        }},
+    }))
+    .expect("case");
+    let mut produced = kwin_testkit::cases::Produced::default();
+    kwin_testkit::cases::run_case(
+        &kwin_modules::Builtin,
+        &step.module,
+        Shell::PowerShell,
+        &case,
+        &rel,
+        &mut produced,
+    )
+    .unwrap_or_else(|e| panic!("upgrade-containerd-service: {e}"));
+    let steps: Vec<&String> = produced
+        .scripts
+        .iter()
+        .filter(|(from, _)| from.ends_with(": step"))
+        .map(|(_, s)| s)
+        .collect();
+    assert!(!steps.is_empty(), "no step planned");
+    for script in steps {
+        // No loop reads processes: nothing waits for the shims.
+        for l in ps_nodes(
+            script,
+            &[
+                "while_statement",
+                "do_statement",
+                "for_statement",
+                "foreach_statement",
+            ],
+        ) {
+            assert!(
+                !l.contains("Get-Process") && !l.contains(".Path"),
+                "a loop reads processes:\n{l}"
+            );
+        }
+        // The one process the step looks up is containerd's, by the id the SCM gave it.
+        for c in ps_nodes(script, &["command"]) {
+            if c.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("get-process")
+            {
+                assert!(
+                    c.contains("-Id $kwinPid"),
+                    "a process looked up by something else than the service's id: {c}"
+                );
+            }
+        }
+    }
 }

@@ -46,6 +46,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     template!("kube-proxy-windows/kube-proxy.ps1.j2"),
     template!("runtime-class/runtime-classes.yaml.j2"),
     template!("runtime-docker/cri-docker.service.j2"),
+    template!("windows-worker/containerd-log.ps1.j2"),
     recipe!("node-prereqs"),
     recipe!("runtime-containerd"),
     recipe!("runtime-docker"),

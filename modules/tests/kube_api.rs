@@ -1267,7 +1267,6 @@ fn calico(host: &Host, tier: &Tier, cache: &Path) {
     for name in [
         "calico-services-endpoint",
         "calico-installation",
-        "calico-ippool",
         "calico-ipam",
         "calico-felix",
         "kube-proxy-windows",
@@ -1294,13 +1293,17 @@ fn calico(host: &Host, tier: &Tier, cache: &Path) {
     assert_eq!(net["ipPools"][0]["encapsulation"], "VXLAN");
     assert_eq!(net["ipPools"][0]["cidr"], "192.168.0.0/16");
     assert_eq!(inst["spec"]["serviceCIDRs"], json!(["10.96.0.0/12"]));
-    let pool = get_json(
-        tier,
-        &["ippools.crd.projectcalico.org", "default-ipv4-ippool"],
+    // kwin applies no IP pool (the Installation's pool is the operator's, which this tier
+    // does not run): none exists.
+    assert!(
+        kubectl(
+            tier,
+            &["get", "ippools.crd.projectcalico.org", "-o", "name"]
+        )
+        .trim()
+        .is_empty(),
+        "an IP pool exists though no operator made one"
     );
-    assert_eq!(pool["spec"]["ipipMode"], "Never");
-    assert_eq!(pool["spec"]["vxlanMode"], "Always");
-    assert_eq!(pool["spec"]["cidr"], "192.168.0.0/16");
     let felix = get_json(
         tier,
         &["felixconfigurations.crd.projectcalico.org", "default"],
@@ -1322,31 +1325,78 @@ fn calico(host: &Host, tier: &Tier, cache: &Path) {
     assert_eq!(ep["data"]["KUBERNETES_SERVICE_HOST"], "10.0.56.10"); // cp1 in examples/calico.toml
     assert_eq!(ep["data"]["KUBERNETES_SERVICE_PORT"], "6443");
 
-    // Someone edits the pool to IP-in-IP: kwin puts VXLAN back, the rest of the object stays.
+    // The hand-over of the pool an earlier kwin applied (field manager `kwin`, no label): its
+    // step labels it for the operator, once; a pool someone else made is left alone.
+    let owner_step = task(&tasks, "cp1", "calico-ippool-owner");
+    let mut p = (*owner_step.params).clone();
+    for key in ["onlyif", "run"] {
+        let text = p[key].as_str().expect("script").replace(
+            "/etc/kubernetes/admin.conf",
+            &tier.kubeconfig().display().to_string(),
+        );
+        p[key] = json!(text);
+    }
+    let owner = build("command", &p);
+    assert!(
+        host.plan(owner.as_ref(), &Inputs::new())
+            .is_ok_and(|p| p.is_noop()),
+        "the hand-over ran without a pool"
+    );
+    let old_pool = "apiVersion: crd.projectcalico.org/v1\nkind: IPPool\nmetadata:\n  name: default-ipv4-ippool\nspec:\n  cidr: 192.168.0.0/16\n  blockSize: 26\n  ipipMode: Never\n  vxlanMode: Always\n  natOutgoing: true\n  nodeSelector: all()\n";
     kubectl(
         tier,
         &[
-            "patch",
-            "ippools.crd.projectcalico.org",
-            "default-ipv4-ippool",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"ipipMode":"Always","vxlanMode":"Never","disabled":false}}"#,
+            "apply",
+            "--server-side",
+            "--field-manager=someone",
+            "-f",
+            &write_temp(old_pool),
         ],
     );
-    host.converge("calico-ippool drift", m("calico-ippool").as_ref());
+    assert!(
+        host.plan(owner.as_ref(), &Inputs::new())
+            .is_ok_and(|p| p.is_noop()),
+        "the hand-over took a pool kwin did not make"
+    );
+    kubectl(
+        tier,
+        &[
+            "delete",
+            "ippools.crd.projectcalico.org",
+            "default-ipv4-ippool",
+        ],
+    );
+    kubectl(
+        tier,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=kwin",
+            "-f",
+            &write_temp(old_pool),
+        ],
+    );
+    host.converge("calico-ippool-owner", owner.as_ref());
     let pool = get_json(
         tier,
         &["ippools.crd.projectcalico.org", "default-ipv4-ippool"],
     );
     assert_eq!(
-        (
-            pool["spec"]["ipipMode"].clone(),
-            pool["spec"]["vxlanMode"].clone()
-        ),
-        (json!("Never"), json!("Always"))
+        pool["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "tigera-operator"
     );
-    assert_eq!(pool["spec"]["disabled"], false);
+    assert_eq!(
+        pool["spec"]["vxlanMode"], "Always",
+        "the spec is the operator's to change"
+    );
+    kubectl(
+        tier,
+        &[
+            "delete",
+            "ippools.crd.projectcalico.org",
+            "default-ipv4-ippool",
+        ],
+    );
 
     // cni-ready waits for the operator's TigeraStatus `calico` (no operator here: made by hand).
     let ready = m("cni-ready");

@@ -280,8 +280,17 @@ fn rendered_manifests_say_what_windows_needs() {
     ] {
         assert!(inst.contains(want), "Installation lacks `{want}`:\n{inst}");
     }
-    let pool = get("calico--cp1--calico-ippool.yaml");
-    assert!(pool.contains("ipipMode: Never") && pool.contains("vxlanMode: Always"));
+    // The IP pool is the Installation's (encapsulation VXLAN: the operator renders
+    // `vxlanMode: Always`, `ipipMode: Never`): kwin applies none of its own, which the operator
+    // would adopt only if it equalled its defaulted pool field for field (tigera/operator
+    // pkg/controller/ippool/pool_controller.go) and would otherwise refuse to manage.
+    assert!(inst.contains("- name: default-ipv4-ippool") && inst.contains("blockSize: 26"));
+    for (name, text) in all.iter().filter(|(n, _)| n.starts_with("calico--")) {
+        assert!(
+            !text.lines().any(|l| l.trim() == "kind: IPPool"),
+            "{name} applies an IP pool of kwin's own:\n{text}"
+        );
+    }
     assert!(get("calico--cp1--calico-felix.yaml").contains("ipipEnabled: false"));
     assert!(get("calico--cp1--calico-ipam.yaml").contains("strictAffinity: true"));
     let join = get("flannel-vxlan--ww1--kubeadm-join.ps1");

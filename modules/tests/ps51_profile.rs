@@ -343,3 +343,50 @@ fn the_cmdlet_table_names_its_sources_and_is_current() {
         );
     }
 }
+
+/// Every run of `kubeadm.exe` in a script kwin sends lets kubeadm write to stderr without
+/// ending the script: `$ErrorActionPreference = 'Continue'` around it and its stderr merged
+/// into its output (`2>&1 | ForEach-Object { [string]$_ }`) or dropped (`2>$null`), its exit
+/// code checked after. Windows PowerShell 5.1 turns each stderr line of a native program into
+/// an error record, which the steps' `$ErrorActionPreference = 'Stop'` makes terminating (see
+/// `kwin_modules::kube::kubeadm_upgrade`): kubeadm logs warnings there (klog), so `kubeadm
+/// reset`, `join` or `upgrade node` would stop halfway on a warning. join and upgrade node
+/// had this pattern; reset-windows did not.
+#[test]
+fn kubeadm_exe_stderr_never_ends_a_script() {
+    let scripts = ps_corpus::all();
+    let mut runs = 0;
+    let mut failures = Vec::new();
+    for s in &scripts {
+        let mut preference = "Stop";
+        for (i, line) in s.text.lines().enumerate() {
+            let t = line.trim();
+            if let Some(rest) = t.strip_prefix("$ErrorActionPreference = '") {
+                preference = rest.split('\'').next().unwrap_or("");
+            }
+            let runs_kubeadm = t.contains("& $kubeadm ")
+                || (t.contains("& '") && t.to_ascii_lowercase().contains("kubeadm.exe' "));
+            if !runs_kubeadm || s.is_user_line(i + 1) {
+                continue;
+            }
+            runs += 1;
+            let handled =
+                t.contains("2>&1 | ForEach-Object { [string]$_ }") || t.contains("2>$null");
+            if preference != "Continue" || !handled {
+                failures.push(format!(
+                    "{} line {} (ErrorActionPreference {preference}): {t}",
+                    s.origin,
+                    i + 1
+                ));
+            }
+        }
+    }
+    failures.sort();
+    failures.dedup();
+    assert!(runs >= 4, "only {runs} runs of kubeadm.exe in the corpus");
+    assert!(
+        failures.is_empty(),
+        "kubeadm.exe runs whose stderr would end the script:\n{}",
+        failures.join("\n")
+    );
+}

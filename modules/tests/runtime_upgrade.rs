@@ -70,6 +70,29 @@ fn follows(tasks: &[Task], host: &str, later: &str, earlier: &str) -> bool {
     t.order.iter().any(|f| f.name == earlier)
 }
 
+/// `later` comes after `earlier` in the host's step order, directly or through steps between
+/// them (a delegated step of the host is named `name@host` in its order).
+fn comes_after(tasks: &[Task], host: &str, later: &str, earlier: &str) -> bool {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![later.to_string()];
+    while let Some(name) = todo.pop() {
+        let Some(t) = tasks.iter().find(|t| {
+            (t.id.host == host || t.id.name.ends_with(&format!("@{host}"))) && t.id.name == name
+        }) else {
+            continue;
+        };
+        for f in &t.order {
+            if f.name == earlier {
+                return true;
+            }
+            if seen.insert(f.name.clone()) {
+                todo.push(f.name.clone());
+            }
+        }
+    }
+    false
+}
+
 #[test]
 fn linux_release_containerd_is_replaced_only_inside_the_drained_window() {
     let tasks = release_plan();
@@ -199,7 +222,7 @@ fn windows_containerd_service_is_replaced_only_inside_the_drained_window() {
             "upgrade-containerd-service",
             "upgrade-containerd-config-windows"
         ));
-        assert!(follows(
+        assert!(comes_after(
             &tasks,
             host,
             "upgrade-containerd-config-windows",
@@ -252,4 +275,66 @@ fn the_upgrade_gate_pins_containerd_where_the_recipes_do() {
         )],
     );
     assert!(pinned(&release).iter().all(|(_, c)| c == &v));
+}
+
+/// A changed containerd configuration on a joined Windows worker is written, and containerd
+/// restarted, only inside a drained window, and the node is drained for it though it already
+/// runs the versions `until` names (the Node does not report its runtime's configuration):
+/// windows-worker's `containerd-config` leaves joined nodes alone and says in its output
+/// `differs` whether the file is the plan's; upgrade-worker's `upgrade-drain-runtime` drains
+/// while it is not; the twin writes it after that drain and before the service step, whose
+/// `restart_on` restarts containerd. Before, the install step rewrote the file on a joined
+/// node at any apply, and the service step restarted containerd and the kubelet behind a
+/// drain that was a no-op (the node ran the versions).
+#[test]
+fn windows_containerd_configuration_changes_only_inside_a_drained_window() {
+    let tasks = package_plan();
+    for host in ["ww1", "ww2"] {
+        assert_twins(
+            &tasks,
+            host,
+            "containerd-config",
+            "upgrade-containerd-config-windows",
+            WIN_CONF,
+        );
+        let drain = task(&tasks, "cp1", &format!("upgrade-drain-runtime@{host}"));
+        assert_eq!(drain.module, "kube_drain");
+        assert_eq!(drain.params["only_if"], "runtime_config", "{host}");
+        let input = drain
+            .inputs
+            .get("runtime_config")
+            .unwrap_or_else(|| panic!("{host}: the runtime drain reads no input"));
+        assert!(
+            format!("{input:?}").contains("containerd-config")
+                && format!("{input:?}").contains("differs"),
+            "{host}: {input:?}"
+        );
+        for later in [
+            "upgrade-containerd-config-windows",
+            "upgrade-containerd-service",
+        ] {
+            assert!(
+                comes_after(
+                    &tasks,
+                    host,
+                    later,
+                    &format!("upgrade-drain-runtime@{host}")
+                ),
+                "{host}: {later} before the runtime drain"
+            );
+        }
+        assert!(follows(
+            &tasks,
+            host,
+            "upgrade-containerd-service",
+            "upgrade-containerd-config-windows"
+        ));
+        let svc = task(&tasks, host, "upgrade-containerd-service");
+        assert!(
+            svc.params["restart_on"].as_array().is_some_and(|r| r
+                .iter()
+                .any(|p| p == "C:\\Program Files\\containerd\\config.toml")),
+            "{host}: the service restarts for its configuration"
+        );
+    }
 }

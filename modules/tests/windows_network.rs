@@ -578,3 +578,169 @@ fn runtime_classes_name_the_handler_windows_containerd_defines() {
         }
     }
 }
+
+/// What a Windows node holds after an apply that kwin made, or that the programs kwin runs
+/// made, and that no task of windows-worker names: Calico's host paths (the operator's
+/// calico-node-windows DaemonSet: /var/lib/calico, /var/run/calico, /var/run/nodeagent and
+/// /var/log/calico as DirectoryOrCreate, /run/xtables.lock as FileOrCreate; tigera/operator
+/// pkg/render/windows.go at v1.36.0 and v1.42.0), the kubelet's pod logs (podLogsDir's default
+/// /var/log/pods, DefaultContainerLogsDir /var/log/containers: kubernetes pkg/kubelet), the
+/// start scripts' directories (cni-flannel/flanneld.ps1.j2, kube-proxy-windows/kube-proxy.ps1.j2)
+/// and containerd's root and state (its configuration's `root` and `state`).
+const MADE_BY_WHAT_KWIN_RUNS: &[&str] = &[
+    r"C:\var\lib\calico",
+    r"C:\var\run\calico",
+    r"C:\var\run\nodeagent",
+    r"C:\var\log\calico",
+    r"C:\run\xtables.lock",
+    r"C:\var\log\pods",
+    r"C:\var\log\containers",
+    r"C:\etc\kube-flannel",
+    r"C:\run\flannel",
+    r"C:\sourcevip",
+    r"C:\var\lib\cni",
+    r"C:\ProgramData\containerd",
+];
+
+/// Reset leaves nothing kwin made on a Windows node: for each example (with a proxy, so the
+/// machine variables are set), every directory, file, download and service binary
+/// windows-worker places is under a directory reset removes (or a file reset removes), every
+/// firewall rule, machine variable, PATH entry and scheduled task it adds is removed by name,
+/// and so is every
+/// path in [`MADE_BY_WHAT_KWIN_RUNS`]; with flannel the metadata route its start script adds
+/// is removed too. Only the Containers feature stays (a Windows component).
+#[test]
+fn reset_leaves_nothing_windows_worker_made() {
+    let proxy = "\n[proxy]\nhttp = \"http://proxy.lab:3128\"\nhttps = \"http://proxy.lab:3128\"\n";
+    for rel in ["examples/flannel.toml", "examples/calico.toml"] {
+        let text = with_pins(&plan_text(rel, &[])) + proxy;
+        let apply: Vec<Task> = expand(rel, &text)
+            .into_iter()
+            .filter(|t| t.id.host == "ww1")
+            .collect();
+        let mut plan =
+            kwin_engine::plan::load_str(&root().join(rel), &text).unwrap_or_else(|d| panic!("{d}"));
+        plan.file.tasks.clear();
+        let reset: Vec<Task> =
+            kwin_engine::expand::expand(&plan, kwin_modules::recipes::RESET_RECIPES)
+                .unwrap_or_else(|d| panic!("{d}"))
+                .into_iter()
+                .filter(|t| t.id.host == "ww1")
+                .collect();
+        let absent = |module: &str, key: &str| -> Vec<String> {
+            reset
+                .iter()
+                .filter(|t| t.module == module && t.params["state"] == "absent")
+                .filter_map(|t| t.params[key].as_str().map(str::to_string))
+                .collect()
+        };
+        let removed_dirs = absent("directory", "path");
+        let removed_files = absent("file", "path");
+        let removed = |path: &str| {
+            removed_dirs.iter().any(|d| within(path, d))
+                || removed_files.iter().any(|f| ci(f, path))
+        };
+        let mut left = Vec::new();
+        let mut check = |what: String, ok: bool| {
+            if !ok {
+                left.push(what);
+            }
+        };
+        for t in &apply {
+            let p = &t.params;
+            let s = |k: &str| p[k].as_str().map(str::to_string);
+            match t.module.as_str() {
+                "directory" | "file" | "download" => {
+                    let key = if t.module == "download" {
+                        "dest"
+                    } else {
+                        "path"
+                    };
+                    if let Some(path) = s(key) {
+                        check(format!("{}: {path}", t.id), removed(&path));
+                    }
+                }
+                "archive" => {
+                    if let Some(path) = s("dest") {
+                        check(format!("{}: {path}", t.id), removed(&path));
+                    }
+                }
+                "service" => {
+                    for b in p["binaries"].as_array().into_iter().flatten() {
+                        for k in ["src", "dest"] {
+                            if let Some(path) = b[k].as_str() {
+                                check(format!("{}: {path}", t.id), removed(path));
+                            }
+                        }
+                    }
+                    let name = s("name").unwrap_or_default();
+                    let services = reset
+                        .iter()
+                        .find(|t| t.id.name == "windows-services")
+                        .and_then(|t| t.params["run"].as_str())
+                        .unwrap_or("");
+                    check(
+                        format!("{}: the service {name}", t.id),
+                        services.contains(&format!("'{name}'")),
+                    );
+                }
+                "firewall_rule" => {
+                    let name = s("name").unwrap_or_default();
+                    check(
+                        format!("{}: the firewall rule {name}", t.id),
+                        absent("firewall_rule", "name").contains(&name),
+                    );
+                }
+                "env_var" => {
+                    let name = s("name").unwrap_or_default();
+                    check(
+                        format!("{}: the machine variable {name}", t.id),
+                        absent("env_var", "name").contains(&name),
+                    );
+                }
+                "command" => {
+                    // A scheduled task the step registers is unregistered by reset.
+                    let run = s("run").unwrap_or_default();
+                    for part in run.split("Register-ScheduledTask -TaskName '").skip(1) {
+                        let name = part.split('\'').next().unwrap_or("");
+                        check(
+                            format!("{}: the scheduled task {name}", t.id),
+                            reset.iter().any(|r| {
+                                r.params["run"].as_str().is_some_and(|x| {
+                                    x.contains(&format!(
+                                        "Unregister-ScheduledTask -TaskName '{name}'"
+                                    ))
+                                })
+                            }),
+                        );
+                    }
+                }
+                "path_entry" => {
+                    let path = s("path").unwrap_or_default();
+                    check(
+                        format!("{}: the PATH entry {path}", t.id),
+                        absent("path_entry", "path").iter().any(|x| ci(x, &path)),
+                    );
+                }
+                _ => {}
+            }
+        }
+        for path in MADE_BY_WHAT_KWIN_RUNS {
+            check(format!("{path}"), removed(path));
+        }
+        if rel.contains("flannel") {
+            let route = reset.iter().any(|t| {
+                t.module == "command"
+                    && t.params["run"].as_str().is_some_and(|r| {
+                        r.contains("Remove-NetRoute") && r.contains("'169.254.169.254/32'")
+                    })
+            });
+            check("the persistent 169.254.169.254 route".into(), route);
+        }
+        assert!(
+            left.is_empty(),
+            "{rel}: reset leaves what kwin made:\n{}",
+            left.join("\n")
+        );
+    }
+}

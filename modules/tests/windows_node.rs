@@ -252,3 +252,62 @@ fn the_upgrade_kubelet_service_is_the_install_steps_twin() {
         }
     }
 }
+
+/// containerd's log is rotated on the node: containerd writes its `--log-file` and rotates
+/// nothing (cmd/containerd/command/service_windows.go at v2.3.7: `os.OpenFile(logFileFlag,
+/// os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0644)`), so a scheduled task runs a script that
+/// empties exactly that file once it reaches the kubelet's rotation size and removes rotated
+/// copies after the kubelet's age (kube-log-runner's `-log-file-size=10Mi`,
+/// `-log-file-age=168h`), every hour, on every node the recipe makes or keeps (no guard: a node
+/// joined before the task existed gets it on the next apply). Reset unregisters the task.
+#[test]
+fn containerd_log_is_rotated_by_a_scheduled_task() {
+    let tasks = tasks_for(31, &[]);
+    let svc = task(&tasks, "ww1", "containerd");
+    let log = svc.params["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str()?.strip_prefix("--log-file="))
+        .next()
+        .expect("containerd's --log-file")
+        .to_string();
+    let script_step = task(&tasks, "ww1", "containerd-log-script");
+    let script_path = s(script_step, "path");
+    let script = s(script_step, "content");
+    assert!(
+        script.contains(&format!("$log = '{log}'")),
+        "the script rotates another file than {log}:\n{script}"
+    );
+    assert!(script.contains("-ge 10485760") && script.contains("AddDays(-7)"));
+    assert!(
+        script.contains("[IO.FileShare]::ReadWrite") && script.contains("SetLength(0)"),
+        "containerd holds the file open without FILE_SHARE_DELETE: it is copied and emptied, never renamed"
+    );
+    let reg = task(&tasks, "ww1", "containerd-log-rotation");
+    let run = s(reg, "run");
+    assert!(
+        run.contains("Register-ScheduledTask -TaskName 'kwin-containerd-log'")
+            && run.contains(&format!("-File {script_path}'"))
+            && run.contains("-RepetitionInterval (New-TimeSpan -Hours 1)")
+            && run.contains("-UserId 'SYSTEM'"),
+        "{run}"
+    );
+    assert!(reg.guard.is_none(), "the task is for joined nodes too");
+    let unless = s(reg, "unless");
+    assert!(
+        unless.contains(&format!("-File {script_path}'")),
+        "{unless}"
+    );
+    // The script is written before the task that runs it is registered.
+    let order: Vec<&str> = tasks
+        .iter()
+        .filter(|t| t.id.host == "ww1")
+        .map(|t| t.id.name.as_str())
+        .collect();
+    let at = |n: &str| order.iter().position(|x| *x == n).unwrap_or(usize::MAX);
+    assert!(
+        at("containerd-log-script") < at("containerd-log-rotation"),
+        "{order:?}"
+    );
+}

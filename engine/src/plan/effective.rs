@@ -194,8 +194,9 @@ pub struct ProxyEff {
     /// The URLs as the plan writes them (never with credentials).
     pub http: Option<String>,
     pub https: Option<String>,
-    /// The plan's list plus localhost, the pod and service CIDRs, the cluster domain and every
-    /// host's address.
+    /// The plan's list plus localhost, the pod and service CIDRs, the cluster domain, every
+    /// host's address and node IP (every control plane's among them) and the control-plane
+    /// endpoint's host.
     pub no_proxy: Vec<String>,
     /// Whether the plan names proxy credentials (`credentials_env` / `credentials_file`).
     pub credentials: bool,
@@ -770,6 +771,14 @@ impl Effective {
                         push_unique(&mut no_proxy, ip);
                     }
                 }
+                // The control-plane endpoint's host (a load balancer's name or address in an
+                // HA plan): kubeadm join, the kubelet and, on Windows, every HostProcess pod
+                // (its environment block is CreateEnvironmentBlock's for the container's token,
+                // the machine variables among them: hcsshim internal/jobcontainers/env.go,
+                // defaultEnvBlock) talk to the API server through it, never through the
+                // proxy. After the hosts,
+                // so a plan whose endpoint is the first control plane's address keeps its list.
+                push_unique(&mut no_proxy, &cluster.api_server_host);
                 // Read like every secret: from the environment or a file the plan names.
                 let creds = plan.proxy_credentials().and_then(|(src, key)| {
                     super::proxy::ProxyCredentials::read(&src)
@@ -959,6 +968,43 @@ transport = "local"
         assert_eq!(
             (c.api_server_host.as_str(), c.api_server_port),
             ("api.lab", 6443)
+        );
+    }
+
+    #[test]
+    fn no_proxy_names_the_endpoint_host_and_every_control_plane() {
+        let text = format!(
+            "{}[[hosts]]\nname = \"cp2\"\naddress = \"192.168.1.11\"\nnode_ip = \"10.0.0.11\"\nos = \"linux\"\nrole = \"control-plane\"\ntransport = \"local\"\n\
+             [proxy]\nhttps = \"http://proxy:3128\"\nno_proxy = [\".corp\"]\n",
+            CLUSTER.replace(
+                "service_cidr = \"10.100.0.0/16\"",
+                "control_plane_endpoint = \"api.lab:6443\"",
+            )
+        );
+        let e = Effective::build(&plan(&text)).expect("effective");
+        let px = e.proxy.as_ref().expect("proxy");
+        for want in [
+            ".corp",
+            "api.lab",
+            "192.168.1.10",
+            "192.168.1.11",
+            "10.0.0.11",
+        ] {
+            assert!(
+                px.no_proxy.iter().any(|x| x == want),
+                "{want} missing from {:?}",
+                px.no_proxy
+            );
+        }
+        // An endpoint that is a host's address is named once.
+        let text = format!("{CLUSTER}[proxy]\nhttps = \"http://proxy:3128\"\n");
+        let e = Effective::build(&plan(&text)).expect("effective");
+        let px = e.proxy.as_ref().expect("proxy");
+        assert_eq!(
+            px.no_proxy.iter().filter(|x| *x == "192.168.1.10").count(),
+            1,
+            "{:?}",
+            px.no_proxy
         );
     }
 

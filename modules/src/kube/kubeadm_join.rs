@@ -330,8 +330,11 @@ impl KubeadmJoin {
                     "$ErrorActionPreference = 'Stop'\n\
                      $ProgressPreference = 'SilentlyContinue'\n\
                      $kubeadm = {k}\n\
-                     $ver = [string](& $kubeadm version -o short)\n\
-                     if ($LASTEXITCODE -ne 0 -or $ver -notmatch '^v1\\.(\\d+)\\.') {{ throw \"cannot tell the kubeadm version ($kubeadm version -o short: $ver)\" }}\n\
+                     $ErrorActionPreference = 'Continue'\n\
+                     $ver = [string](& $kubeadm version -o short 2>$null)\n\
+                     $rc = $LASTEXITCODE\n\
+                     $ErrorActionPreference = 'Stop'\n\
+                     if ($rc -ne 0 -or $ver -notmatch '^v1\\.(\\d+)\\.') {{ throw \"cannot tell the kubeadm version ($kubeadm version -o short: $ver)\" }}\n\
                      $minor = [int]$Matches[1]\n\
                      if ($minor -ge 31) {{\n\
                      $text = @'\n{v4}'@\n\

@@ -7,6 +7,8 @@
 //! and renames it over (atomic on NTFS); creates missing parent directories.
 //! With the task's `sensitive = true`, the probe reads the file's hash only and diffs show
 //! `sha256:… (sensitive)` for both sides (Windows has no mode bits to make it the default).
+//! Output (read from the probe, also under a guard): `differs` = `true` when the file is not
+//! the content (missing or another), else `false`; none with `state = "absent"`.
 //!
 //! ```toml
 //! [[tasks]]
@@ -126,6 +128,27 @@ impl Module for File {
 
     fn mark_sensitive(&mut self) {
         self.sensitive = true;
+    }
+
+    /// `differs`: whether the file on the host is not the content this step writes (`true`
+    /// when it is missing or another file), read from the probe: what an upgrade recipe's
+    /// drain asks before a twin of this step rewrites the file inside the drained window
+    /// (upgrade-worker's `upgrade-drain-runtime` reads windows-worker's `containerd-config`,
+    /// whose own guard leaves joined nodes alone). A guarded step gives it too (`Guarded`
+    /// passes its module's fact outputs through). None for `state = "absent"`.
+    fn fact_outputs(&self, facts: &Facts) -> Option<std::collections::BTreeMap<String, String>> {
+        if !matches!(self.state, State::Present) {
+            return None;
+        }
+        let content = self.content.as_ref()?;
+        let st: PathState = facts.get(&self.fact()).ok()?;
+        let want = hex::encode(Sha256::digest(content));
+        let differs = !(st.exists && !st.dir && st.sha256.as_deref() == Some(want.as_str()));
+        Some(
+            [("differs".to_string(), differs.to_string())]
+                .into_iter()
+                .collect(),
+        )
     }
 
     fn sensitive(&self, _facts: &Facts) -> bool {

@@ -23,11 +23,14 @@
 //! then `Win32_Service.Change` through `Invoke-CimMethod` for a changed configuration.
 //!
 //! Binaries: a `dest` that differs from its `src` is replaced with the service stopped — stop
-//! (if it runs) → wait until nothing runs from the `dest` files → replace each (the old file is
-//! renamed aside: Windows lets a running image be renamed, not overwritten) → start again if it
-//! was running (`state = "unchanged"`) or if it should run (`state = "running"`). A binary
-//! change therefore always restarts a running service; kubelet, containerd, kube-proxy or
-//! flanneld upgrades are the same step with another `src`.
+//! (if it runs) → wait until the service's own process has exited → replace each (the old file
+//! is renamed aside: Windows lets a running image be renamed, not overwritten) → start again if
+//! it was running (`state = "unchanged"`) or if it should run (`state = "running"`). Other
+//! processes running from a replaced file are not waited for and keep the renamed copy:
+//! containerd's shims of the pods a drain leaves running, which outlive containerd and to which
+//! it reconnects (`service_script::stop_for_replace`). A binary change therefore always
+//! restarts a running service; kubelet and containerd upgrades are the same step with another
+//! `src`.
 //!
 //! `state = "unchanged"` registers and configures the service but leaves its running state
 //! alone: a new service is created and not started, a stopped one is not started, a running
@@ -381,8 +384,7 @@ impl Module for Service {
         // 1. Binaries: stop, replace.
         let replaced = !replace.is_empty();
         if replaced {
-            let dests: Vec<&str> = replace.iter().map(|r| r.dest).collect();
-            script.push_str(&script::stop_for_replace(&self.name, st.exists, &dests));
+            script.push_str(&script::stop_for_replace(&self.name, st.exists));
             for r in &replace {
                 why.push(match &r.have {
                     Some(_) => format!("{} differs from {}", r.dest, r.src),

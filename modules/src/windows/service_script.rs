@@ -99,39 +99,53 @@ pub(super) fn start_dependents() -> &'static str {
     "foreach ($d in $kwinDependents) { Start-Service -Name $d }\n"
 }
 
-/// Stop the service if it runs (remembering it in `$kwinWasRunning`) and wait until no
-/// process runs from one of `dests` any more (the SCM reports Stopped when the service
-/// process says so; a wrapper such as kube-log-runner exits just after its child).
-pub(super) fn stop_for_replace(name: &str, exists: bool, dests: &[&str]) -> String {
+/// Stop the service if it runs (remembering it in `$kwinWasRunning`) and wait until the
+/// service's own process has exited: the process id the SCM reports for it
+/// (`Win32_Service.ProcessId`), read before the stop, its handle taken then, so the wait
+/// never lands on another process that got the id later. Stop-Service returns when the SCM
+/// reports Stopped, which the service process says just before it exits; a wrapper such as
+/// kube-log-runner exits after its child (it waits for it: `cmd.Wait()`,
+/// k8s.io/component-base@v0.34.0 logs/kube-log-runner/kube-log-runner.go).
+///
+/// Nothing else running from a file about to be replaced is waited for. containerd's shims
+/// (`containerd-shim-runhcs-v1.exe`, one per pod sandbox) are processes of their own that
+/// outlive containerd: it reconnects to them when it starts again ("This is also used when
+/// containerd boots and reconnects to shims", containerd docs/runtime-v2.md at v2.3.7;
+/// `loadShims`, core/runtime/v2/shim_load.go). The pods the drain leaves running
+/// (`--ignore-daemonsets`) keep theirs until they end, so waiting for them never ends. Their
+/// image is renamed aside by [`replace`] instead, as Microsoft documents for a library in use
+/// ("Dynamic-Link Library Updates", learn.microsoft.com/windows/win32/dlls/dynamic-link-library-updates:
+/// rename it with MoveFileEx on the same volume, copy the new file in; every new process
+/// uses the new one): running pods keep the old shim, new pods start the new one.
+pub(super) fn stop_for_replace(name: &str, exists: bool) -> String {
     let mut s = String::from("$kwinWasRunning = $false\n$kwinDependents = @()\n");
     if exists {
         s.push_str(&capture_dependents(name));
         s.push_str(&format!(
             "$s = Get-Service -Name {n} -ErrorAction SilentlyContinue\n\
-             if ($s -and $s.Status -ne 'Stopped') {{ $kwinWasRunning = $true; Stop-Service -Name {n} -Force }}\n",
-            n = ps_quote(name)
+             if ($s -and $s.Status -ne 'Stopped') {{\n\
+             \x20 $kwinWasRunning = $true\n\
+             \x20 $kwinProcess = $null\n\
+             \x20 $kwinPid = [int](Get-CimInstance -ClassName Win32_Service -Filter {filter}).ProcessId\n\
+             \x20 if ($kwinPid -gt 0) {{ $kwinProcess = Get-Process -Id $kwinPid -ErrorAction SilentlyContinue }}\n\
+             \x20 if ($kwinProcess) {{ $null = $kwinProcess.Handle }}\n\
+             \x20 Stop-Service -Name {n} -Force\n\
+             \x20 if ($kwinProcess -and -not $kwinProcess.WaitForExit(120000)) {{ throw ('the process of the service ' + {n} + ' (id ' + $kwinPid + ') still runs 120 s after the service stopped') }}\n\
+             }}\n",
+            n = ps_quote(name),
+            filter = ps_quote(&format!("Name='{name}'")),
         ));
     }
-    let list = dests
-        .iter()
-        .map(|d| ps_quote(d))
-        .collect::<Vec<_>>()
-        .join(",");
-    s.push_str(&format!(
-        "$kwinDests = @({list})\n\
-         $deadline = (Get-Date).AddSeconds(120)\n\
-         while (@(Get-Process | Where-Object {{ $_.Path -and ($kwinDests -contains $_.Path) }}).Count -gt 0) {{\n\
-         \x20 if ((Get-Date) -gt $deadline) {{ throw ('still running from ' + ($kwinDests -join ', ') + ' 120 s after the service stopped') }}\n\
-         \x20 Start-Sleep -Milliseconds 500\n\
-         }}\n"
-    ));
     s
 }
 
 /// Replace `dest` by `src` after checking `src` still has the hash the plan saw. The new file
-/// is copied next to `dest` first; an existing `dest` is renamed aside (Windows lets a file
-/// in use be renamed, not overwritten or deleted), then the copy moved in; renamed-aside
-/// files are removed when nothing holds them any more.
+/// is copied next to `dest` first; an existing `dest` is renamed aside to
+/// `<dest>.kwin-old-<time>` in its own directory (Windows lets an image in use be renamed,
+/// not overwritten or deleted: "Dynamic-Link Library Updates", see [`stop_for_replace`]),
+/// then the copy moved in. Renamed-aside files nothing runs from any more are removed; one a
+/// process still runs from (a running pod's shim) stays until a later replacement or reset
+/// finds it free.
 pub(super) fn replace(src: &str, dest: &str, sha256: &str) -> String {
     format!(
         "$src = {s}\n$dst = {d}\n\

@@ -1,8 +1,11 @@
 $ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'
 $kubeadm = 'C:\k\kubeadm.exe'
-$ver = [string](& $kubeadm version -o short)
-if ($LASTEXITCODE -ne 0 -or $ver -notmatch '^v1\.(\d+)\.') { throw "cannot tell the kubeadm version ($kubeadm version -o short: $ver)" }
+$ErrorActionPreference = 'Continue'
+$ver = [string](& $kubeadm version -o short 2>$null)
+$rc = $LASTEXITCODE
+$ErrorActionPreference = 'Stop'
+if ($rc -ne 0 -or $ver -notmatch '^v1\.(\d+)\.') { throw "cannot tell the kubeadm version ($kubeadm version -o short: $ver)" }
 $minor = [int]$Matches[1]
 if ($minor -ge 31) {
 $text = @'
