@@ -591,7 +591,7 @@ params = {{ path = \"/etc/kubernetes/audit.yaml\", content = \"# {{{{ cluster.na
 name = \"after-init\"
 module = \"command\"
 on = {{ roles = [\"worker\"] }}
-after = [\"@first_control_plane:kubeadm-init\", \"kubeadm-init\"]
+after = [\"@first_control_plane:kubeadm-init\"]
 params = {{ run = \"true\", creates = \"/tmp/done\" }}
 "
     ));
@@ -604,13 +604,30 @@ params = {{ run = \"true\", creates = \"/tmp/done\" }}
         "cp1/audit-policy",
         EdgeKind::After
     ));
-    // `kubeadm-init` does not run on w1: the same-host reference is dropped, the
-    // first-control-plane one is kept.
+    // The first control plane's step, on the worker.
     let deps: Vec<String> = g
         .dependencies(node(&g, "w1/after-init"))
         .map(|(d, _)| g.task(d).id.to_string())
         .collect();
     assert_eq!(deps, ["cp1/kubeadm-init"]);
+    // `kubeadm-init` does not run on w1: a same-host reference to it is refused, never
+    // dropped (the task would start on w1 before anything it waits for).
+    let plan = load_str(&format!(
+        "{CLUSTER}
+[[tasks]]
+name = \"after-init\"
+module = \"command\"
+after = [\"kubeadm-init\"]
+params = {{ run = \"true\", creates = \"/tmp/done\" }}
+"
+    ));
+    let d = expand(&plan).map(|_| ()).expect_err("refused");
+    assert!(
+        d.0.iter()
+            .any(|d| d.code == "task-after"
+                && d.summary.contains("@first_control_plane:kubeadm-init")),
+        "{d}"
+    );
 }
 
 #[test]

@@ -326,6 +326,24 @@ pub trait Module: Send + Sync + fmt::Debug {
     fn fact_outputs(&self, _facts: &Facts) -> Option<BTreeMap<String, String>> {
         None
     }
+    /// The keys of this task's outputs (what [`Module::output`] prints, what
+    /// [`Module::fact_outputs`] gives), so the build phase checks every consumer's `inputs`
+    /// before anything runs (`task-inputs`). `None`: not declared, not checked. Default: no
+    /// outputs, unless the module has an output script (then not declared); a module with
+    /// outputs declares them.
+    fn output_keys(&self, shell: Shell) -> Option<Vec<&'static str>> {
+        match self.output(shell) {
+            Some(_) => None,
+            None => Some(Vec::new()),
+        }
+    }
+    /// The paths this task manages on its host: a path whose whole state it decides (a file's
+    /// content, a directory, a download) or part of it (a line of a file). Two tasks of one
+    /// host managing the same path, one of them whole, would undo each other on every apply:
+    /// the build phase refuses them (`task-conflict`). Default: none.
+    fn manages(&self) -> Vec<Managed> {
+        Vec::new()
+    }
     /// The task asks for `sensitive = true` (called once, before anything else). A module that
     /// writes or reads content then keeps it out of its facts where it can and shows it in
     /// diffs as [`sensitive_hash`]es. Default: nothing (the engine still hides the task's
@@ -336,6 +354,26 @@ pub trait Module: Send + Sync + fmt::Debug {
     /// the host has (empty before the probe: then what the params say). Default: `false`.
     fn sensitive(&self, _facts: &Facts) -> bool {
         false
+    }
+}
+
+/// A path a task manages ([`Module::manages`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Managed {
+    /// Its whole state: content, mode, existence.
+    Whole(String),
+    /// Part of it (a line of a file): several tasks may each manage a part.
+    Part(String),
+}
+
+impl Managed {
+    pub fn path(&self) -> &str {
+        match self {
+            Managed::Whole(p) | Managed::Part(p) => p,
+        }
+    }
+    pub fn is_whole(&self) -> bool {
+        matches!(self, Managed::Whole(_))
     }
 }
 

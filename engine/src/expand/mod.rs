@@ -27,8 +27,10 @@
 //! `cp1:<step>@<host>`. A step's guard (`if_exists` / `unless_exists`) is copied to
 //! `Task::guard`.
 //!
-//! Reference rules: a same-host or `@all` reference to a name that some recipe step or user task
-//! has, but that does not run on this host, is dropped (e.g. a step skipped by `when`); a name
+//! Reference rules: a recipe step's same-host reference, and any `@all` reference, to a name
+//! that some recipe step or user task has, but that does not run on this host, is dropped
+//! (e.g. a step skipped by `when`); a plan task's same-host reference to it is an error
+//! (`task-after`, naming where it runs and the reference that waits for it there); a name
 //! nobody has is an error. A reference to a named host or `@first_control_plane` must find the
 //! task there. An input must always find its producer.
 //!
@@ -819,6 +821,12 @@ impl<'a> Expander<'a> {
                 Some(t) => Ok(vec![t]),
                 None if !self.known(&r.name) => Err(unknown()),
                 None if matches!(kind, RefKind::Input(_)) => Err(absent(p.host)),
+                // A plan task waits for what it names on every host it runs on: dropping the
+                // wait where the step does not run would let it start before anything it
+                // needs (recipes' own steps skip a step another `when` left out).
+                None if matches!(p.author, Author::User { .. }) => {
+                    Err(self.absent_for_user(&what, r, look))
+                }
                 None => Ok(Vec::new()),
             },
             Scope::Host(h) => match look.host_index.get(h.as_str()) {
@@ -836,6 +844,42 @@ impl<'a> Expander<'a> {
                 .unwrap_or_default()),
             Scope::All => Err(unknown()),
         }
+    }
+
+    /// Why a plan task's same-host reference to `r` fails (on some host it runs on): where
+    /// the step does run, and the references that would name it there. The same text on
+    /// every such host, so it is reported once.
+    fn absent_for_user(&self, what: &str, r: &refs::Ref, look: &Lookup<'_>) -> String {
+        let mut hosts: Vec<&str> = look
+            .by_name
+            .get(r.name.as_str())
+            .map(|v| {
+                v.iter()
+                    .map(|&t| self.host(self.pending[t].host).name.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let name = &r.name;
+        let mut msg = format!(
+            "{what}: `{name}` does not run on every host this task runs on, and a task waits for what its `after` names on each of them"
+        );
+        let first_cp = look.first_cp.map(|i| self.host(i).name.as_str());
+        match hosts.as_slice() {
+            [] => msg.push_str(&format!(" (`{name}` runs on no host of this plan)")),
+            [one] if Some(*one) == first_cp => msg.push_str(&format!(
+                "; it runs on `{one}` only: write \"@first_control_plane:{name}\" to wait for it there, or narrow the task's hosts with `on`"
+            )),
+            [one] => msg.push_str(&format!(
+                "; it runs on `{one}` only: write \"{one}:{name}\" to wait for it there, or narrow the task's hosts with `on`"
+            )),
+            many => msg.push_str(&format!(
+                "; it runs on {}: write \"@all:{name}\" to wait for it wherever it runs, or narrow the task's hosts with `on`",
+                many.iter().map(|h| format!("`{h}`")).collect::<Vec<_>>().join(", ")
+            )),
+        }
+        msg
     }
 
     fn resolve(mut self, first_cp: Option<usize>) -> Result<Vec<Task>, Diagnostics> {

@@ -86,6 +86,36 @@ pub fn build_all(
     graph: &TaskGraph,
     registry: &dyn Registry,
 ) -> Result<Modules, Diagnostics> {
+    let (built, out) = build_some(plan, graph, registry, &|_| true);
+    if !out.0.is_empty() {
+        return Err(out.sorted());
+    }
+    Ok(built.into_iter().flatten().collect::<Vec<_>>().into())
+}
+
+/// The checks of [`build_all`] for the tasks `final_params` accepts, and what can be
+/// checked of the others' relations, with no module kept: for `kwin validate` (and every
+/// command that does not fetch) while a download's checksum is not known offline — the
+/// params that render it are not final, every other task's are, and are checked in every
+/// plan. Every problem found.
+pub fn check_params(
+    plan: &LoadedPlan,
+    graph: &TaskGraph,
+    registry: &dyn Registry,
+    final_params: &dyn Fn(&Task) -> bool,
+) -> Diagnostics {
+    build_some(plan, graph, registry, final_params).1.sorted()
+}
+
+/// The module of every task `wanted` accepts (`None` for the others and for those that
+/// could not be built), and every problem: params, `inputs` naming an output the producer
+/// does not give, two tasks managing one path.
+fn build_some(
+    plan: &LoadedPlan,
+    graph: &TaskGraph,
+    registry: &dyn Registry,
+    wanted: &dyn Fn(&Task) -> bool,
+) -> (Vec<Option<Arc<dyn Module>>>, Diagnostics) {
     let shell_of = |t: &Task| {
         plan.host(&t.id.host)
             .map_or(Shell::Posix, |h| h.conn.script_shell())
@@ -94,7 +124,7 @@ pub fn build_all(
     let empty = serde_json::Value::Object(Default::default());
     type Key<'g> = (usize, &'g str, Shell, bool, Option<&'g crate::task::Guard>);
     let mut memo: HashMap<Key<'_>, Option<Arc<dyn Module>>> = HashMap::new();
-    let mut built: Vec<Arc<dyn Module>> = Vec::with_capacity(graph.len());
+    let mut built: Vec<Option<Arc<dyn Module>>> = Vec::with_capacity(graph.len());
     let mut out = Diagnostics::default();
     let mut reported = BTreeSet::new();
     let mut report = |task: &Task, key: String, d: Diagnostic, out: &mut Diagnostics| {
@@ -105,6 +135,10 @@ pub fn build_all(
     };
     for n in graph.graph.node_indices() {
         let task = graph.task(n);
+        if !wanted(task) {
+            built.push(None);
+            continue;
+        }
         let shell = shell_of(task);
         let key = (
             Arc::as_ptr(&task.params) as *const () as usize,
@@ -114,9 +148,7 @@ pub fn build_all(
             task.guard.as_ref(),
         );
         if let Some(m) = memo.get(&key) {
-            if let Some(m) = m {
-                built.push(m.clone());
-            }
+            built.push(m.clone());
             continue;
         }
         let params = if task.params.is_null() {
@@ -131,9 +163,7 @@ pub fn build_all(
                 if task.sensitive {
                     m.mark_sensitive();
                 }
-                let m = guarded(task, Arc::from(m));
-                built.push(m.clone());
-                Some(m)
+                Some(guarded(task, Arc::from(m)))
             }
             Err(problems) => {
                 for (k, d) in problems {
@@ -142,12 +172,182 @@ pub fn build_all(
                 None
             }
         };
+        built.push(module.clone());
         memo.insert(key, module);
     }
-    if out.0.is_empty() {
-        Ok(built.into())
-    } else {
-        Err(out.sorted())
+    for (k, d) in inputs_problems(plan, graph, &built, &shell_of) {
+        if reported.insert((String::new(), k)) {
+            out.push(d);
+        }
+    }
+    out.extend(conflicts(plan, graph, &built, &shell_of));
+    (built, out)
+}
+
+/// Every `inputs` entry naming an output key its producer's module does not declare
+/// ([`Module::output_keys`]): (dedup key, diagnostic).
+fn inputs_problems(
+    plan: &LoadedPlan,
+    graph: &TaskGraph,
+    built: &[Option<Arc<dyn Module>>],
+    shell_of: &dyn Fn(&Task) -> Shell,
+) -> Vec<(String, Diagnostic)> {
+    let mut out = Vec::new();
+    for n in graph.graph.node_indices() {
+        let task = graph.task(n);
+        for (name, input) in &task.inputs {
+            let Some(p) = graph.node(&input.from) else {
+                continue;
+            };
+            let Some(Some(producer)) = built.get(p.index()) else {
+                continue;
+            };
+            let from = graph.task(p);
+            let Some(keys) = producer.output_keys(shell_of(from)) else {
+                continue;
+            };
+            if keys.contains(&input.key.as_str()) {
+                continue;
+            }
+            let at = Where::of(plan, task);
+            let written = match &at {
+                Where::User { .. } => format!("`{}`", input_written(plan, task, name)),
+                Where::Recipe { .. } => format!("`{}.{}`", from.id.name, input.key),
+            };
+            let given = if keys.is_empty() {
+                format!(
+                    "`{}` (module `{}`) gives no outputs",
+                    from.id.name, from.module
+                )
+            } else {
+                format!("`{}` gives no output `{}`", from.id.name, input.key)
+            };
+            let mut d = Diagnostic::error(
+                "task-inputs",
+                format!("{}: input `{name}` ({written}): {given}", at.what()),
+            );
+            if !keys.is_empty() {
+                d = d.with_hint(match did_you_mean(&input.key, keys.iter().copied()) {
+                    Some(k) => format!("did you mean `{}.{k}`?", from.id.name),
+                    None => format!("its outputs: {}", keys.join(", ")),
+                });
+            }
+            let path = match &at {
+                Where::User { index, .. } => PlanPath::root()
+                    .key("tasks")
+                    .index(*index)
+                    .key("inputs")
+                    .key(name),
+                Where::Recipe { .. } => PlanPath::root(),
+            };
+            let loc = match &at {
+                Where::User { plan, .. } => plan.loc(&path.to_string()),
+                Where::Recipe { at, .. } => at.clone(),
+            };
+            out.push((format!("{:?} {name}", task.origin), d.at(loc)));
+        }
+    }
+    out
+}
+
+/// The reference a plan task wrote for its input `name`, as written.
+fn input_written(plan: &LoadedPlan, task: &Task, name: &str) -> String {
+    match &task.origin {
+        Origin::User { index } => plan
+            .file
+            .tasks
+            .get(*index)
+            .and_then(|t| t.inputs.get(name))
+            .cloned()
+            .unwrap_or_default(),
+        Origin::Recipe { .. } => String::new(),
+    }
+}
+
+/// Two tasks of one host managing the same path, at least one of them a task of the plan and
+/// one of them managing it whole ([`Module::manages`]): each apply would undo the other's
+/// change. One diagnostic per pair of plan tasks (or plan task and recipe step) and path,
+/// naming every host. Recipe steps among themselves are kwin's (twins for fresh and joined
+/// nodes manage the same path behind opposite guards).
+fn conflicts(
+    plan: &LoadedPlan,
+    graph: &TaskGraph,
+    built: &[Option<Arc<dyn Module>>],
+    shell_of: &dyn Fn(&Task) -> Shell,
+) -> Diagnostics {
+    use std::collections::BTreeMap;
+    // (host, path) → every (task, whole).
+    let mut by_path: BTreeMap<(String, String), Vec<(NodeIndex, bool)>> = BTreeMap::new();
+    for n in graph.graph.node_indices() {
+        let Some(Some(m)) = built.get(n.index()) else {
+            continue;
+        };
+        let task = graph.task(n);
+        let shell = shell_of(task);
+        for managed in m.manages() {
+            let path = normal_path(managed.path(), shell);
+            by_path
+                .entry((task.id.host.clone(), path))
+                .or_default()
+                .push((n, managed.is_whole()));
+        }
+    }
+    // (first origin, second origin, path) → (hosts, the two tasks on the first host).
+    type Pair = (Vec<String>, NodeIndex, NodeIndex);
+    let mut pairs: BTreeMap<(String, String, String), Pair> = BTreeMap::new();
+    for ((host, path), tasks) in &by_path {
+        for (i, (a, a_whole)) in tasks.iter().enumerate() {
+            for (b, b_whole) in &tasks[i + 1..] {
+                let (ta, tb) = (graph.task(*a), graph.task(*b));
+                let user = |t: &Task| matches!(t.origin, Origin::User { .. });
+                if !(*a_whole || *b_whole) || !(user(ta) || user(tb)) || ta.origin == tb.origin {
+                    continue;
+                }
+                let key = (
+                    format!("{:?}", ta.origin),
+                    format!("{:?}", tb.origin),
+                    path.clone(),
+                );
+                let e = pairs.entry(key).or_insert_with(|| (Vec::new(), *a, *b));
+                e.0.push(host.clone());
+            }
+        }
+    }
+    let mut out = Diagnostics::default();
+    for ((_, _, path), (hosts, a, b)) in pairs {
+        let (ta, tb) = (graph.task(a), graph.task(b));
+        let (wa, wb) = (Where::of(plan, ta), Where::of(plan, tb));
+        // At the plan task (the later one when both are).
+        let here = match (&tb.origin, &ta.origin) {
+            (Origin::User { index }, _) | (_, Origin::User { index }) => *index,
+            _ => continue,
+        };
+        let d = Diagnostic::error(
+            "task-conflict",
+            format!(
+                "{} and {} both manage `{path}` on {}: each apply would undo the other's change",
+                wa.what(),
+                wb.what(),
+                hosts.join(", ")
+            ),
+        )
+        .with_hint(
+            "manage each path with one task (merge them), or give the tasks hosts that do not overlap (`on`)",
+        )
+        .at(plan.loc(&format!("tasks[{here}].name")));
+        out.push(d);
+    }
+    out
+}
+
+/// A path as a host's file system compares it: without trailing separators; on Windows
+/// with `\` and case-insensitive.
+fn normal_path(p: &str, shell: Shell) -> String {
+    let trimmed = p.trim_end_matches(['/', '\\']);
+    let p = if trimmed.is_empty() { p } else { trimmed };
+    match shell {
+        Shell::Posix => p.to_string(),
+        Shell::PowerShell => p.replace('/', "\\").to_lowercase(),
     }
 }
 

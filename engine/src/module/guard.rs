@@ -78,6 +78,14 @@ impl Module for Guarded {
         self.inner.fact_outputs(facts)
     }
 
+    fn output_keys(&self, shell: Shell) -> Option<Vec<&'static str>> {
+        self.inner.output_keys(shell)
+    }
+
+    fn manages(&self) -> Vec<super::Managed> {
+        self.inner.manages()
+    }
+
     fn mark_sensitive(&mut self) {
         // The inner module is shared (`Arc`); the build phase marks it before wrapping.
     }

@@ -39,7 +39,7 @@ use crate::event::{EventSink, Mode};
 use crate::exec::{Cancel, RunSummary};
 use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
-use crate::module::build::{build_all, Modules};
+use crate::module::build::{build_all, check_params, Modules};
 use crate::plan::effective::Effective;
 use crate::plan::LoadedPlan;
 use std::sync::Arc;
@@ -88,7 +88,7 @@ impl Outcome {
 /// sorted. The network is used only to fetch missing checksums ([`ChecksumMode::Fetch`]).
 pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
     // 1–2. Read and parse the plan once; validate it. `--limit` chooses among its hosts.
-    let (mut plan, warnings) = phase::load_and_validate(req)?;
+    let (mut plan, warnings) = phase::load_and_validate_all(req)?;
     let fail = |mut d: Diagnostics| {
         d.extend(warnings.clone());
         d.sorted()
@@ -101,10 +101,16 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
             c.verify = false;
         }
     }
-    // 4. Tasks, with every artifact's checksum.
-    let expanded = phase::expand(req, &plan).await.map_err(fail)?;
-    // 5. The graph.
-    let graph = Arc::new(TaskGraph::build(expanded.tasks).map_err(fail)?);
+    // 4. Tasks, with every artifact's checksum. 5. The graph. Their errors come with the
+    //    problems of the plan's own tasks that do not depend on them.
+    let with_tasks = |mut d: Diagnostics| {
+        if !d.0.iter().any(|d| d.code == "task-params") {
+            d.extend(phase::user_task_problems(req, &plan));
+        }
+        fail(d.dedup())
+    };
+    let expanded = phase::expand(req, &plan).await.map_err(with_tasks)?;
+    let graph = Arc::new(TaskGraph::build(expanded.tasks).map_err(with_tasks)?);
     // 5b. What `--limit` leaves in the run: the chosen hosts' tasks, what they need (read
     //     only), nothing else.
     let scope = match &plan.limit {
@@ -113,10 +119,18 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
     };
     // 6. Every task's module from its rendered params, before any connection. A checksum
     //    left to fetch (validate, graph, reset) leaves the params that need it unfinished:
-    //    they are built once it is known.
+    //    they are built once it is known; every other task's are checked now.
     let modules = if expanded.complete {
         Some(build_all(&plan, &graph, req.registry).map_err(fail)?)
     } else {
+        // Every task whose params do not wait for a checksum is checked all the same.
+        let unfinished = &expanded.unfinished;
+        let problems = check_params(&plan, &graph, req.registry, &|t| {
+            !unfinished.contains(&t.origin)
+        });
+        if problems.has_errors() {
+            return Err(fail(problems));
+        }
         None
     };
     Ok(Prepared {

@@ -84,9 +84,12 @@ pub struct Fetched {
 /// Time allowed for fetching every missing checksum file.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Phases 1–2: the plan read and parsed once, then validated. `Ok`: the plan and its
-/// warnings; `Err`: every diagnostic (errors and warnings), sorted.
-pub(super) fn load_and_validate(
+/// Phases 1–2: the plan read and parsed once, then validated (`Ok`: the plan and its
+/// warnings; `Err`: every diagnostic, sorted), and with errors every problem of the plan's own
+/// `[[tasks]]` that does not depend on them ([`user_task_problems`]), so one run reports
+/// the structural, host and cluster problems with the tasks' params, conflicts and
+/// templates.
+pub(super) fn load_and_validate_all(
     req: &Request<'_>,
 ) -> Result<(LoadedPlan, Diagnostics), Diagnostics> {
     let modules = req.registry.names();
@@ -94,8 +97,77 @@ pub(super) fn load_and_validate(
         modules: &modules,
         recipe_steps: req.recipe_steps,
     };
-    crate::plan::validate::load_and_validate_with_vars(req.plan, known, req.vars.clone())
-        .into_result()
+    let checked =
+        crate::plan::validate::load_and_validate_with_vars(req.plan, known, req.vars.clone());
+    match checked.plan {
+        Some(plan) if !checked.diags.has_errors() => Ok((plan, checked.diags)),
+        Some(plan) => {
+            let mut d = checked.diags;
+            // Not again where validation found something (an undeclared variable's use).
+            let seen: Vec<_> = d.0.iter().filter_map(|d| d.location.clone()).collect();
+            let more = user_task_problems(req, &plan);
+            d.0.extend(
+                more.0
+                    .into_iter()
+                    .filter(|m| m.location.as_ref().is_none_or(|l| !seen.contains(l))),
+            );
+            Err(d.dedup().sorted())
+        }
+        None => Err(checked.diags),
+    }
+}
+
+/// The problems of the plan's own `[[tasks]]` that can be told without the rest of the plan
+/// being right: each task expanded alone (no recipes, no `after` or `inputs`), its params
+/// checked against its module (`task-params`), two tasks managing one path
+/// (`task-conflict`), its templates (`template`). For a plan whose validation, expansion or
+/// graph found errors: those stop the command, and these are reported with them instead
+/// of after the next run. A task whose params ask for a checksum kwin does not know offline
+/// is left out, as in `kwin validate`.
+pub(super) fn user_task_problems(req: &Request<'_>, plan: &LoadedPlan) -> Diagnostics {
+    if req.user_tasks == UserTasks::Leave || plan.file.tasks.is_empty() {
+        return Diagnostics::default();
+    }
+    let mut alone = plan.clone();
+    for t in &mut alone.file.tasks {
+        t.after.clear();
+        t.inputs.clear();
+    }
+    let keep = |d: &Diagnostic| matches!(d.code, "task-params" | "task-conflict" | "template");
+    let known = match Known::parse(req.digests) {
+        Ok(k) => Arc::new(k),
+        Err(_) => return Diagnostics::default(),
+    };
+    let recorded = checksums::load_record(&checksums::record_path(&plan.base_dir.join(".kwin")))
+        .unwrap_or_default();
+    let sums = Checksums::for_plan(&alone.file, recorded, known);
+    let tasks = match crate::expand::expand_with(&alone, &[], &sums) {
+        Ok(t) => t,
+        Err(d) if d.0.iter().any(keep) => {
+            return Diagnostics(d.0.into_iter().filter(keep).collect())
+        }
+        // The cluster's own errors leave no template context: the tasks alone, if none of
+        // their templates reads the cluster.
+        Err(_) => {
+            alone.file.cluster = None;
+            match crate::expand::expand_with(&alone, &[], &sums) {
+                Ok(t) => t,
+                Err(_) => return Diagnostics::default(),
+            }
+        }
+    };
+    let unfinished: std::collections::BTreeSet<crate::task::Origin> = sums
+        .wanted()
+        .iter()
+        .flat_map(|w| sums.needed_by(w))
+        .collect();
+    let Ok(graph) = crate::graph::TaskGraph::build(tasks) else {
+        return Diagnostics::default();
+    };
+    let d = crate::module::build::check_params(&alone, &graph, req.registry, &|t| {
+        !unfinished.contains(&t.origin)
+    });
+    Diagnostics(d.0.into_iter().filter(keep).collect())
 }
 
 /// What phase 4 gives.
@@ -106,6 +178,9 @@ pub(super) struct Expanded {
     /// Every checksum is known, so every task's params are final. `false` only with
     /// [`ChecksumMode::Known`] and a checksum left to fetch.
     pub complete: bool,
+    /// The recipe steps and plan tasks whose params asked for a checksum left to fetch (their
+    /// params are not final; every other task's are).
+    pub unfinished: std::collections::BTreeSet<crate::task::Origin>,
 }
 
 /// Phase 4: the tasks of `plan`, every artifact checksum known (fetched if `req` allows).
@@ -133,6 +208,7 @@ pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expan
             tasks,
             fetched,
             complete: true,
+            unfinished: Default::default(),
         });
     }
     // Every checksum that cannot be had over https, all at once.
@@ -158,10 +234,12 @@ pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expan
         return Err(refused);
     }
     if req.checksums == ChecksumMode::Known {
+        let unfinished = wanted.iter().flat_map(|w| sums.needed_by(w)).collect();
         return Ok(Expanded {
             tasks,
             fetched,
             complete: false,
+            unfinished,
         });
     }
     let client = Arc::new(crate::transport::http::Client::new(FETCH_TIMEOUT));
@@ -207,6 +285,7 @@ pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expan
         tasks,
         fetched,
         complete: true,
+        unfinished: Default::default(),
     })
 }
 

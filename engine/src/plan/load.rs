@@ -193,6 +193,7 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
         };
     }
     structure::prune(doc.get_mut(), &findings);
+    literal_modes(doc.get_mut());
 
     let file = match PlanFile::deserialize(doc.into_deserializer()) {
         Ok(f) => f,
@@ -269,6 +270,47 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
         diags,
         pruned,
         masked: Vec::new(),
+    }
+}
+
+/// A task's `mode` written as TOML's octal (`0o644`), hex or binary literal means the bits
+/// that literal's value is (`0o644` is 0644), while a decimal one's digits are read as octal
+/// (`644` is 0644, the form the modules document). Both reach a module as one integer, so the
+/// literal's form is kept here, where it is still known: such a `mode` anywhere in a task's
+/// params becomes the string of its octal digits (`"0644"`).
+fn literal_modes(doc: &mut toml::de::DeTable<'_>) {
+    use toml::de::DeValue;
+    fn walk(v: &mut DeValue<'_>) {
+        match v {
+            DeValue::Table(t) => {
+                for (k, v) in t.iter_mut() {
+                    let v = v.get_mut();
+                    if k.get_ref() == "mode" {
+                        if let DeValue::Integer(n) = &*v {
+                            let digits = n.as_str().replace('_', "");
+                            if n.radix() != 10 {
+                                if let Ok(bits) = u64::from_str_radix(&digits, n.radix()) {
+                                    *v = DeValue::String(format!("{bits:04o}").into());
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                    walk(v);
+                }
+            }
+            DeValue::Array(items) => items.iter_mut().for_each(|i| walk(i.get_mut())),
+            _ => {}
+        }
+    }
+    if let Some(DeValue::Array(tasks)) = doc.get_mut("tasks").map(|t| t.get_mut()) {
+        for t in tasks.iter_mut() {
+            if let DeValue::Table(t) = t.get_mut() {
+                if let Some(p) = t.get_mut("params") {
+                    walk(p.get_mut());
+                }
+            }
+        }
     }
 }
 

@@ -374,12 +374,14 @@ impl<'s> Walker<'s> {
             .or_else(|| s.get("oneOf"))
             .and_then(Value::as_array)
         {
-            self.branches(v, branches, path, target);
+            let instead = s.get("x-kwin-instead").and_then(Value::as_object);
+            self.branches(v, branches, path, target, instead);
             return;
         }
         if let Some(allowed) = s.get("enum").and_then(Value::as_array) {
             let allowed: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
-            self.one_of_strings(&view, &allowed, path, target);
+            let instead = s.get("x-kwin-instead").and_then(Value::as_object);
+            self.one_of_strings_in(&view, &allowed, path, target, instead);
             return;
         }
         if let Some(c) = s.get("const").and_then(Value::as_str) {
@@ -486,6 +488,19 @@ impl<'s> Walker<'s> {
         path: &PlanPath,
         t: &Target,
     ) {
+        self.one_of_strings_in(v, allowed, path, t, None)
+    }
+
+    /// [`Walker::one_of_strings`] with the schema's `x-kwin-instead` (what a word other
+    /// tools use means here) for its hint.
+    fn one_of_strings_in<D: ?Sized>(
+        &mut self,
+        v: &View<'_, D>,
+        allowed: &[&str],
+        path: &PlanPath,
+        t: &Target,
+        instead: Option<&Map<String, Value>>,
+    ) {
         let View::String(got) = v else {
             self.wrong_type(v, "a string", path, t);
             return;
@@ -494,9 +509,13 @@ impl<'s> Walker<'s> {
             return;
         }
         let quoted: Vec<String> = allowed.iter().map(|a| format!("\"{a}\"")).collect();
-        let hint = match did_you_mean(got, allowed.iter().copied()) {
-            Some(s) => format!("did you mean \"{s}\"?"),
-            None => format!("expected one of {}", quoted.join(", ")),
+        let hint = match (
+            instead.and_then(|m| m.get(*got)).and_then(Value::as_str),
+            did_you_mean(got, allowed.iter().copied()),
+        ) {
+            (Some(why), _) => format!("{why}; expected one of {}", quoted.join(", ")),
+            (None, Some(s)) => format!("did you mean \"{s}\"?"),
+            (None, None) => format!("expected one of {}", quoted.join(", ")),
         };
         let d = Diagnostic::error(
             "unknown-value",
@@ -512,6 +531,7 @@ impl<'s> Walker<'s> {
         branches: &'s [Value],
         path: &PlanPath,
         t: &Target,
+        instead: Option<&'s Map<String, Value>>,
     ) {
         let live: Vec<&'s Value> = branches
             .iter()
@@ -521,12 +541,19 @@ impl<'s> Walker<'s> {
         if let [only] = live.as_slice() {
             return self.value(v, only, path, t);
         }
-        let consts: Option<Vec<&str>> = live
+        // Branches that are each one string or a list of strings (a documented variant
+        // becomes a `const` branch of its own beside the others' `enum`): one list.
+        let consts: Option<Vec<Vec<&str>>> = live
             .iter()
-            .map(|b| b.get("const").and_then(Value::as_str))
+            .map(|b| match (b.get("const"), b.get("enum")) {
+                (Some(Value::String(c)), _) => Some(vec![c.as_str()]),
+                (_, Some(Value::Array(e))) => e.iter().map(Value::as_str).collect(),
+                _ => None,
+            })
             .collect();
         if let Some(consts) = consts {
-            return self.one_of_strings(&v.view(), &consts, path, t);
+            let all: Vec<&str> = consts.into_iter().flatten().collect();
+            return self.one_of_strings_in(&v.view(), &all, path, t, instead);
         }
         if live.iter().any(|b| !self.silent_errors(v, b)) {
             return;
@@ -572,7 +599,10 @@ impl<'s> Walker<'s> {
                 continue;
             }
             match s.get("additionalProperties") {
-                Some(Value::Bool(false)) => self.unknown_key(key, props, path, &child),
+                Some(Value::Bool(false)) => {
+                    let instead = s.get("x-kwin-instead").and_then(Value::as_object);
+                    self.unknown_key(key, props, instead, path, &child)
+                }
                 Some(extra @ Value::Object(_)) => {
                     let t = Target {
                         path: child.clone(),
@@ -602,6 +632,7 @@ impl<'s> Walker<'s> {
         &mut self,
         key: &str,
         props: &Map<String, Value>,
+        instead: Option<&Map<String, Value>>,
         table: &PlanPath,
         child: &PlanPath,
     ) {
@@ -621,8 +652,11 @@ impl<'s> Walker<'s> {
             return;
         }
         let names: Vec<&str> = props.keys().map(String::as_str).collect();
-        let hint = match did_you_mean(key, names.iter().copied()) {
-            Some(s) => format!("did you mean `{s}`?"),
+        let said = instead.and_then(|m| m.get(key)).and_then(Value::as_str);
+        let hint = match said.map(str::to_string).or_else(|| {
+            did_you_mean(key, names.iter().copied()).map(|s| format!("did you mean `{s}`?"))
+        }) {
+            Some(h) => h,
             None => match self.home_of(key) {
                 Some(section) => format!("`{key}` is a key of {section}"),
                 None => format!("expected one of: {}", names.join(", ")),

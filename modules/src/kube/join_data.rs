@@ -169,6 +169,16 @@ impl JoinData {
 }
 
 impl Module for JoinData {
+    /// What the output script prints (`certificate_key` with `upload_certs`).
+    fn output_keys(&self, shell: Shell) -> Option<Vec<&'static str>> {
+        self.output(shell)?;
+        let mut keys = vec!["token", "ca_cert_hash", "api_endpoint"];
+        if self.upload_certs {
+            keys.push("certificate_key");
+        }
+        Some(keys)
+    }
+
     fn facts(&self, _shell: Shell) -> Vec<FactQuery> {
         Vec::new()
     }

@@ -95,6 +95,21 @@ impl Attrs {
         d
     }
 
+    /// `+ what value` lines for a path about to be created with these attributes (a plan
+    /// shows the mode a new file gets, not only its content).
+    pub fn created_diff(&self) -> String {
+        let mut s = String::new();
+        if let Some(m) = self.mode {
+            s.push_str(&format!("+ mode {}\n", mode_str(m)));
+        }
+        for (what, v) in [("owner", &self.owner), ("group", &self.group)] {
+            if let Some(v) = v {
+                s.push_str(&format!("+ {what} {v}\n"));
+            }
+        }
+        s
+    }
+
     /// Only the attributes that differ from `meta`.
     pub fn only_differing(&self, meta: &Meta) -> Attrs {
         let diffs = self.differences(meta);

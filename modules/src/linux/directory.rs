@@ -136,6 +136,18 @@ impl Directory {
 }
 
 impl Module for Directory {
+    /// The directory itself when it sets mode, owner or group or removes it; one that only
+    /// has to exist is part of what others may manage.
+    fn manages(&self) -> Vec<kwin_engine::module::Managed> {
+        use kwin_engine::module::Managed;
+        let whole = self.attrs != Attrs::default() || self.state == State::Absent;
+        vec![if whole {
+            Managed::Whole(self.path.clone())
+        } else {
+            Managed::Part(self.path.clone())
+        }]
+    }
+
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         let mut v = vec![FactQuery::of(&self.fact(), shell)];
         if self.asks_identity() {

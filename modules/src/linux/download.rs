@@ -127,6 +127,10 @@ impl Download {
 }
 
 impl Module for Download {
+    fn manages(&self) -> Vec<kwin_engine::module::Managed> {
+        vec![kwin_engine::module::Managed::Whole(self.dest.clone())]
+    }
+
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         vec![
             FactQuery::of(&self.fact(), shell),

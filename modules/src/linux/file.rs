@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | `path` | string | required | absolute path |
 //! | `content` | string | none | the whole content; without it only existence and attributes are managed |
-//! | `mode` | `"0644"` or `644` | `0644` for new files, else unchanged | permission bits |
+//! | `mode` | `"0644"`, `644` or `0o644` | `0644` for new files, else unchanged | permission bits |
 //! | `owner` | string | unchanged (new files: the connecting user) | user name or uid |
 //! | `group` | string | unchanged | group name or gid |
 //! | `state` | `"present"` / `"absent"` | `"present"` | whether the file exists |
@@ -150,6 +150,19 @@ impl File {
 }
 
 impl Module for File {
+    /// The whole file when it sets content, mode, owner or group or removes the file; a file
+    /// that only has to exist is part of what others may manage.
+    fn manages(&self) -> Vec<kwin_engine::module::Managed> {
+        use kwin_engine::module::Managed;
+        let whole =
+            self.content.is_some() || self.attrs != Attrs::default() || self.state == State::Absent;
+        vec![if whole {
+            Managed::Whole(self.path.clone())
+        } else {
+            Managed::Part(self.path.clone())
+        }]
+    }
+
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         let mut v = vec![FactQuery::of(&self.fact(), shell)];
         if self.asks_identity() {
@@ -207,6 +220,7 @@ impl Module for File {
                 let content = self.content.as_deref().unwrap_or_default();
                 let mut attrs = self.attrs.clone();
                 attrs.mode = attrs.mode.or(Some(0o644));
+                let created = attrs.created_diff();
                 let steps = write_file(&WriteFile {
                     path: &self.path,
                     content,
@@ -216,13 +230,9 @@ impl Module for File {
                     nonce: ctx.nonce,
                     me: me.as_ref(),
                 });
-                Ok(self.change_steps(
-                    Action::Create,
-                    "missing".into(),
-                    self.diff(sensitive, None, content),
-                    steps,
-                    Vec::new(),
-                ))
+                let mut diff = self.diff(sensitive, None, content);
+                diff.push_str(&created);
+                Ok(self.change_steps(Action::Create, "missing".into(), diff, steps, Vec::new()))
             }
             (State::Present, PathState::File(info)) => {
                 let diffs = self.attrs.differences(&info.meta);

@@ -189,6 +189,10 @@ impl LineInFile {
 }
 
 impl Module for LineInFile {
+    fn manages(&self) -> Vec<kwin_engine::module::Managed> {
+        vec![kwin_engine::module::Managed::Part(self.path.clone())]
+    }
+
     /// The file, and who the scripts run as: a file of that account is rewritten without a
     /// `chown` (its owner and group are kept).
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {

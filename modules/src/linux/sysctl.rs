@@ -50,6 +50,12 @@ pub enum RawValue {
 /// Params of `sysctl`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("x-kwin-instead" = {
+    "name": "kwin's `sysctl` names the kernel parameter `key` (Ansible's `name`)",
+    "sysctl_file": "write `file` (Ansible's `sysctl_file`)",
+    "reload": "kwin always sets the running value, and persists it unless `persist = false`",
+    "sysctl_set": "kwin always sets the running value"
+}))]
 pub struct SysctlParams {
     /// Kernel parameter name.
     pub key: String,

@@ -6,6 +6,11 @@ use kwin_engine::module::ParamError;
 /// Params of `command`.
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("x-kwin-instead" = {
+    "cmd": "kwin's `command` takes the command in `run` (Ansible's `cmd`)",
+    "argv": "write the command line in `run`",
+    "chdir": "change directory in `run` itself: run = \"cd /dir && ...\""
+}))]
 pub struct CommandParams {
     /// The command (sh on Linux, PowerShell on Windows).
     #[schemars(extend("x-kwin-code" = true))]

@@ -20,15 +20,21 @@ pub mod service;
 /// `present` (default) or `absent`, the common `state` parameter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(extend("x-kwin-instead" = {
+    "installed": "write \"present\"",
+    "removed": "write \"absent\"",
+    "latest": "kwin never upgrades a package on its own: write \"present\" and pin the one you want in `version`",
+    "started": "`state` here is \"present\" or \"absent\"; a service's is in the `service` module"
+}))]
 pub enum State {
     #[default]
     Present,
     Absent,
 }
 
-/// A file mode as written in a plan: a string of octal digits (`"0644"`, recommended) or an
-/// integer whose decimal digits are read as octal (`644`). TOML's `0o644` is the integer 420
-/// and would mean `0420`, so strings are safer.
+/// A file mode as written in a plan: a string of octal digits (`"0644"`, recommended;
+/// `"0o644"` too), an integer whose decimal digits are read as octal (`644`), or TOML's octal
+/// literal (`0o644`, read as the mode it spells: the plan loader keeps its form).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RawMode {
@@ -40,7 +46,11 @@ impl RawMode {
     /// The permission bits, or a param error at `path`.
     pub fn bits(&self, path: &str) -> Result<u32, ParamError> {
         let digits = match self {
-            RawMode::Text(s) => s.trim().to_string(),
+            // `"0o644"`: TOML's octal literal, quoted.
+            RawMode::Text(s) => {
+                let s = s.trim();
+                s.strip_prefix("0o").unwrap_or(s).to_string()
+            }
             RawMode::Number(n) => n.to_string(),
         };
         let ok = !digits.is_empty()

@@ -1,9 +1,15 @@
 //! Params of `service` (Linux: `linux/service.rs`, a systemd unit; Windows:
 //! `windows/service.rs`, a service the SCM registers from `binary` and `args`).
 
-/// Whether the service should run.
+/// Whether the service should run. Ansible's words are pointed at kwin's (`x-kwin-instead`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(extend("x-kwin-instead" = {
+    "started": "\"started\" is Ansible's word: kwin's is \"running\"",
+    "restarted": "kwin restarts a service when a file of its `restart_on` changed (a state would restart it on every apply): write \"running\" and list the files in `restart_on`",
+    "reloaded": "kwin restarts a service when a file of its `restart_on` changed: write \"running\" and list the files in `restart_on`",
+    "enabled": "start at boot is `enabled = true` (Linux) or `start_mode` (Windows), not a state"
+}))]
 pub enum RunState {
     Running,
     Stopped,

@@ -60,6 +60,16 @@ impl Directory {
 }
 
 impl Module for Directory {
+    /// Removing the directory is its whole state; one that only has to exist is part.
+    fn manages(&self) -> Vec<kwin_engine::module::Managed> {
+        use kwin_engine::module::Managed;
+        vec![if self.state == State::Absent {
+            Managed::Whole(self.path.clone())
+        } else {
+            Managed::Part(self.path.clone())
+        }]
+    }
+
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         vec![FactQuery::of(&self.fact(), shell)]
     }

@@ -118,6 +118,17 @@ pub(crate) fn content_diff(path: &str, old: Option<&[u8]>, new: &[u8]) -> String
 }
 
 impl Module for File {
+    /// The whole file when it sets content or removes the file.
+    fn manages(&self) -> Vec<kwin_engine::module::Managed> {
+        use kwin_engine::module::Managed;
+        let whole = self.content.is_some() || self.state == State::Absent;
+        vec![if whole {
+            Managed::Whole(self.path.clone())
+        } else {
+            Managed::Part(self.path.clone())
+        }]
+    }
+
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         vec![FactQuery::of(&self.fact(), shell)]
     }

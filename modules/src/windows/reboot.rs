@@ -151,6 +151,16 @@ impl Reboot {
 }
 
 impl Module for Reboot {
+    /// `pending` (its [`Module::fact_outputs`]), for a step that names the joined node's
+    /// kubelet.conf.
+    fn output_keys(&self, _shell: Shell) -> Option<Vec<&'static str>> {
+        Some(if self.joined.is_some() {
+            vec!["pending"]
+        } else {
+            Vec::new()
+        })
+    }
+
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         let mut v = vec![FactQuery::of(&RebootPendingFact, shell)];
         if let Some(f) = self.feature_fact() {

@@ -207,6 +207,15 @@ fn released(v: &mut V<'_>, version: &semver::Version, minor: &versions::Version)
     }
 }
 
+/// Whether another host of the plan is reached through host `name` (`proxy_jump`).
+fn is_jump_host(plan: &crate::plan::LoadedPlan, name: &str) -> bool {
+    use crate::transport::spec::{ConnSpec, ProxyJump};
+    plan.hosts.iter().any(|h| {
+        matches!(&h.conn, ConnSpec::Ssh(s)
+            if matches!(&s.proxy_jump, Some(ProxyJump::Host { name: n, .. }) if n == name))
+    })
+}
+
 fn roles(v: &mut V<'_>) {
     let plan = v.plan;
     let mut control_planes = 0;
@@ -216,13 +225,15 @@ fn roles(v: &mut V<'_>) {
         let os = plan.hosts.get(i).map(|rh| rh.os);
         match h.role {
             None if v.pruned.contains(&format!("hosts[{i}].role")) => missing_role_cut = true,
+            // A jump host (bastion) other hosts are reached through need not be a node.
+            None if is_jump_host(plan, &h.name) => {}
             None => v.at(
                 &format!("hosts[{i}].name"),
                 Diagnostic::error(
                     "host-role",
                     format!("host `{}` has no role", h.name),
                 )
-                .with_hint("with [cluster] every host is a node: add role = \"control-plane\" or role = \"worker\""),
+                .with_hint("with [cluster] every host is a node, except a jump host other hosts name in proxy_jump: add role = \"control-plane\" or role = \"worker\""),
             ),
             Some(Role::ControlPlane) => {
                 control_planes += 1;

@@ -340,12 +340,29 @@ fn transports(v: &mut V<'_>) {
 }
 
 /// A `proxy_jump` that names a plan host but was not resolved to it (`plan::load`): say why.
+/// One that is almost a plan host's name (`bastoin`) is taken as an address: warn.
 fn jump_to_plan_host(v: &mut V<'_>, rh: &ResolvedHost, a: &JumpAddress) {
     if a.user.is_some() || a.port.is_some() {
         return;
     }
     let plan = v.plan;
     let Some(target) = plan.hosts.iter().find(|h| h.name == a.host) else {
+        let names = plan.hosts.iter().map(|h| h.name.as_str());
+        let near = crate::diag::did_you_mean(&a.host, names);
+        if let (Some(near), false) = (near, a.host.contains('.')) {
+            let p = source_of(v, rh.index, rh.os, "proxy_jump");
+            v.at(
+                &p,
+                Diagnostic::warning(
+                    "proxy-jump-address",
+                    format!(
+                        "host `{}`: proxy_jump \"{}\" is not a host of the plan, so kwin looks it up as an address (DNS name)",
+                        rh.name, a.host
+                    ),
+                )
+                .with_hint(format!("did you mean the plan's host `{near}`? write proxy_jump = \"{near}\"")),
+            );
+        }
         return;
     };
     let why = if target.name == rh.name {
