@@ -195,13 +195,18 @@ pub enum Event {
         tasks: usize,
     },
     /// A connection attempt failed with an error worth retrying; the next one follows after
-    /// `delay_ms`.
+    /// `delay_ms`. While kwin waits for a host that does not answer yet
+    /// (`settings.wait_for_hosts`): how long it has waited and will wait at most.
     ConnectRetry {
         host: String,
         /// The attempt that failed (1 is the first).
         attempt: u32,
         error: String,
         delay_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        waited_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
     },
     HostConnected {
         host: String,

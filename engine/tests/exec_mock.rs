@@ -1192,9 +1192,13 @@ async fn lost_connection_during_a_batch_reprobes_instead_of_rerunning() {
                 Err(TransportError::ConnectionLost("reset by peer".into()))
             }),
     );
+    // The first connect works; the reconnect after the loss is refused once (a reconnect
+    // is retried, refused or not), then works.
+    h1.ok_connects(1);
     h1.fail_connects(1, || TransportError::Connect {
         address: "h1:22".into(),
         reason: "refused".into(),
+        kind: kwin_engine::transport::ConnectKind::Refused,
     });
     h1.expect(
         Expect::run("re-probe after reconnect")
@@ -1214,6 +1218,74 @@ async fn lost_connection_during_a_batch_reprobes_instead_of_rerunning() {
     assert_eq!(h1.runs(), 2 + 1);
 }
 
+/// A refused port on the first connection: the host is up and nothing listens there, so it
+/// fails at once, not after `retries` like a host that does not answer.
+#[tokio::test]
+async fn a_refused_first_connection_is_not_retried() {
+    let d = tempfile::tempdir().expect("tmp");
+    let h1 = mock("h1");
+    h1.fail_connects(3, || TransportError::Connect {
+        address: "10.0.0.1:22".into(),
+        reason: "connection refused".into(),
+        kind: kwin_engine::transport::ConnectKind::Refused,
+    });
+    let o = run(
+        vec![file("h1", "a", &d.path().join("a"), "a")],
+        &[("h1", &h1)],
+        Mode::Apply,
+        d.path(),
+    )
+    .await;
+    assert_eq!(h1.connects(), 1, "tried once");
+    assert!(
+        o.host_error("h1").is_some_and(
+            |e| e.contains("connection refused") && e.contains("settings.wait_for_hosts")
+        ),
+        "{:?}",
+        o.host_error("h1")
+    );
+}
+
+/// With `settings.wait_for_hosts` a host that refuses, then does not answer, then answers
+/// is tried until it does (within the wait), whatever its retries.
+#[tokio::test]
+async fn a_host_still_starting_is_waited_for() {
+    let d = tempfile::tempdir().expect("tmp");
+    let h1 = mock("h1");
+    h1.fail_connects(3, || TransportError::Connect {
+        address: "10.0.0.1:22".into(),
+        reason: "connection refused".into(),
+        kind: kwin_engine::transport::ConnectKind::Refused,
+    });
+    h1.fail_connects(3, || TransportError::Connect {
+        address: "10.0.0.1:22".into(),
+        reason: "no answer within 10s".into(),
+        kind: kwin_engine::transport::ConnectKind::NoAnswer,
+    });
+    h1.expect(probe());
+    h1.expect(Expect::run("converge").sh());
+    let hosts: Vec<(&str, Arc<dyn Transport>)> =
+        vec![("h1", Arc::new(h1.clone()) as Arc<dyn Transport>)];
+    let mut o = opts(Mode::Apply, &d.path().join(".kwin"));
+    o.retries = 0;
+    o.retry_delay = Duration::from_millis(1);
+    o.wait_for_hosts = Duration::from_secs(60);
+    let out = run_with(
+        vec![file("h1", "a", &d.path().join("a"), "a")],
+        &hosts,
+        o,
+        Scrubber::new(),
+    )
+    .await;
+    h1.finish().expect("h1");
+    assert_eq!(
+        h1.connects(),
+        7,
+        "six failures waited through, then connected"
+    );
+    assert_eq!(out.status("h1", "a").0, TaskStatus::Changed);
+}
+
 #[tokio::test]
 async fn unreachable_host_fails_alone_with_the_transport_message() {
     let d = tempfile::tempdir().expect("tmp");
@@ -1221,6 +1293,7 @@ async fn unreachable_host_fails_alone_with_the_transport_message() {
     h1.fail_connects(3, || TransportError::Connect {
         address: "10.0.0.1:22".into(),
         reason: "no route to host".into(),
+        kind: kwin_engine::transport::ConnectKind::Unreachable,
     });
     h2.expect(probe());
     h2.expect(Expect::run("h2 converges").sh());
@@ -1235,7 +1308,7 @@ async fn unreachable_host_fails_alone_with_the_transport_message() {
     assert_eq!(h1.connects(), 3, "one try and two retries");
     assert_eq!(
         o.host_error("h1").as_deref(),
-        Some("cannot connect to 10.0.0.1:22: no route to host")
+        Some("cannot connect to 10.0.0.1:22: no route to host (for a host that is still starting, set settings.wait_for_hosts, e.g. \"10m\")")
     );
     assert_eq!(
         o.status("h1", "a"),
@@ -1300,14 +1373,18 @@ async fn reboot_waits_down_then_up_with_a_new_boot_id_and_reprobes() {
                 })
             }),
     );
-    // Down: the first connect fails; up: one more failure, then it answers with a new id.
+    // Down: the first connect after the trigger fails; up: one more failure, then it
+    // answers with a new id. (The run's first connect works.)
+    h1.ok_connects(1);
     h1.fail_connects(1, || TransportError::Connect {
         address: "h1:22".into(),
         reason: "refused".into(),
+        kind: kwin_engine::transport::ConnectKind::Refused,
     });
     h1.fail_connects(1, || TransportError::Connect {
         address: "h1:22".into(),
         reason: "refused".into(),
+        kind: kwin_engine::transport::ConnectKind::Refused,
     });
     h1.expect(
         Expect::run("boot id")

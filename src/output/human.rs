@@ -74,6 +74,23 @@ fn secs(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
 
+/// `1h5m`, `10m`, `1m30s`, `40s`: a wait as a person reads it (whole seconds).
+fn span(ms: u64) -> String {
+    let s = ms / 1000;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
 fn indent(text: &str, by: &str) -> String {
     text.lines()
         .map(|l| format!("{by}{l}"))
@@ -202,6 +219,31 @@ impl Human {
                 attempt,
                 error,
                 delay_ms,
+                waited_ms: Some(waited),
+                wait_ms: Some(wait),
+            } => {
+                let l = format!(
+                    "{host}: waiting for the host to answer, {} of {} (settings.wait_for_hosts), next try in {}: {error}",
+                    span(waited),
+                    span(wait),
+                    span(delay_ms)
+                );
+                self.line(l);
+                if let Some(pb) = self.bar(&host) {
+                    pb.set_message(format!(
+                        "waiting for the host, {} of {} (attempt {} next)",
+                        span(waited),
+                        span(wait),
+                        attempt + 1
+                    ));
+                }
+            }
+            Event::ConnectRetry {
+                host,
+                attempt,
+                error,
+                delay_ms,
+                ..
             } => {
                 let l = format!(
                     "{host}: cannot connect (attempt {attempt}): {error}; retrying in {}",

@@ -32,19 +32,32 @@ pub struct Conn {
     verbose: bool,
 }
 
-/// Remaining retries of one operation and the next delay.
+/// Remaining retries of one operation and the next delay; for a first connection, how long
+/// to wait for a host that does not answer yet (`settings.wait_for_hosts`).
 #[derive(Debug, Clone)]
 pub struct Backoff {
     left: u32,
     delay: Duration,
+    wait: Duration,
 }
+
+/// Between two attempts to reach a host kwin waits for: `retry_delay`, within these bounds.
+const WAIT_INTERVAL: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(10));
 
 impl Backoff {
     pub fn new(retries: u32, delay: Duration) -> Self {
         Backoff {
             left: retries,
             delay,
+            wait: Duration::ZERO,
         }
+    }
+
+    /// The same, and a first connection keeps trying, whatever the connect failure (refused,
+    /// no answer, unreachable), for up to `wait`.
+    pub fn waiting(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
     }
     /// The delay before the next attempt, if one is left.
     pub fn next_delay(&self) -> Option<Duration> {
@@ -60,6 +73,24 @@ impl Backoff {
         tokio::time::sleep(self.delay).await;
         self.delay = self.delay.saturating_mul(2);
         true
+    }
+}
+
+/// A first connection that failed without `settings.wait_for_hosts`: say it can wait.
+fn not_waited(e: TransportError, backoff: &Backoff) -> TransportError {
+    match e {
+        TransportError::Connect {
+            address,
+            reason,
+            kind,
+        } if backoff.wait.is_zero() => TransportError::Connect {
+            address,
+            reason: format!(
+                "{reason} (for a host that is still starting, set settings.wait_for_hosts, e.g. \"10m\")"
+            ),
+            kind,
+        },
+        e => e,
     }
 }
 
@@ -131,6 +162,8 @@ impl Conn {
                 attempt,
                 error: self.log.scrubber().scrub(&e.to_string()),
                 delay_ms: delay.as_millis() as u64,
+                waited_ms: None,
+                wait_ms: None,
             });
         }
     }
@@ -202,21 +235,57 @@ impl Conn {
         r
     }
 
-    /// Connect, retrying retryable failures per the policy.
+    /// Connect, retrying per the policy: within the backoff's wait (`settings.wait_for_hosts`)
+    /// every connect failure is tried again, each told (`connect_retry` with the time waited);
+    /// after it, a refused port fails at once (the host is up and nothing listens: retrying
+    /// like a timeout only delays the message) and other retryable failures are retried
+    /// `retries` times.
     pub async fn connect_retrying(&self, mut backoff: Backoff) -> Result<(), TransportError> {
+        let started = Instant::now();
         let mut attempt = 0;
         loop {
             attempt += 1;
             match self.connect().await {
                 Ok(()) => return Ok(()),
+                Err(e @ TransportError::Connect { .. }) if started.elapsed() < backoff.wait => {
+                    let left = backoff.wait.saturating_sub(started.elapsed());
+                    let pause = backoff
+                        .delay
+                        .clamp(WAIT_INTERVAL.0, WAIT_INTERVAL.1)
+                        .min(left);
+                    self.tell_waiting(attempt, &e, pause, started.elapsed(), backoff.wait);
+                    tokio::time::sleep(pause).await;
+                }
+                Err(e) if e.is_refused() => return Err(not_waited(e, &backoff)),
                 Err(e) if e.is_retryable() => {
                     self.tell_retry(attempt, &e, &backoff);
                     if !backoff.wait().await {
-                        return Err(e);
+                        return Err(not_waited(e, &backoff));
                     }
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Tell that the host does not answer yet and kwin goes on waiting for it.
+    fn tell_waiting(
+        &self,
+        attempt: u32,
+        e: &TransportError,
+        pause: Duration,
+        waited: Duration,
+        wait: Duration,
+    ) {
+        if let Some(events) = &self.events {
+            events.send(Event::ConnectRetry {
+                host: self.host.clone(),
+                attempt,
+                error: self.log.scrubber().scrub(&e.to_string()),
+                delay_ms: pause.as_millis() as u64,
+                waited_ms: Some(waited.as_millis() as u64),
+                wait_ms: Some(wait.as_millis() as u64),
+            });
         }
     }
 

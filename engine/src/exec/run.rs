@@ -24,6 +24,9 @@ pub struct RunOptions {
     pub step_timeout: Duration,
     pub retries: u32,
     pub retry_delay: Duration,
+    /// How long a first connection keeps trying a host that does not answer yet
+    /// (`settings.wait_for_hosts`; zero: not at all).
+    pub wait_for_hosts: Duration,
     pub accept_new_host_keys: bool,
     /// `.kwin/` next to the plan: logs, journal, lock, kwin-owned known_hosts.
     pub state_dir: PathBuf,
@@ -58,6 +61,7 @@ impl RunOptions {
             step_timeout: Duration::from_secs(600),
             retries: 3,
             retry_delay: Duration::from_secs(2),
+            wait_for_hosts: Duration::ZERO,
             accept_new_host_keys: false,
             state_dir,
             run_id: crate::fs::new_run_id(),

@@ -87,6 +87,8 @@ pub struct HostRemote {
     pub(crate) cancel: Cancel,
     pub(crate) retries: u32,
     pub(crate) retry_delay: Duration,
+    /// `settings.wait_for_hosts`, for the first connection.
+    pub(crate) wait_for_hosts: Duration,
 }
 
 impl HostRemote {
@@ -102,7 +104,9 @@ impl Remote for HostRemote {
     }
 
     async fn connect(&self) -> Result<(), String> {
-        let connected = self.conn.connect_retrying(self.backoff());
+        let connected = self
+            .conn
+            .connect_retrying(self.backoff().waiting(self.wait_for_hosts));
         tokio::select! {
             r = connected => r.map_err(|e| self.scrubber.scrub(&e.to_string())),
             () = self.cancel.cancelled() => Err("interrupted".into()),
@@ -189,6 +193,7 @@ mod tests {
             cancel,
             retries: 0,
             retry_delay: Duration::from_millis(1),
+            wait_for_hosts: Duration::ZERO,
         };
         (r, canceller)
     }

@@ -75,6 +75,7 @@ fn options(settings: &SettingsEff, flags: &Flags, mode: Mode, state_dir: PathBuf
         step_timeout_secs,
         retries,
         retry_delay_secs,
+        wait_for_hosts_secs,
         allow_reboot,
         output_budget_bytes,
         keep_runs,
@@ -85,6 +86,7 @@ fn options(settings: &SettingsEff, flags: &Flags, mode: Mode, state_dir: PathBuf
     o.step_timeout = Duration::from_secs(step_timeout_secs);
     o.retries = retries;
     o.retry_delay = Duration::from_secs(retry_delay_secs);
+    o.wait_for_hosts = Duration::from_secs(wait_for_hosts_secs);
     o.allow_reboot = allow_reboot;
     o.output_budget = output_budget_bytes;
     o.retention = Retention {
@@ -288,6 +290,7 @@ impl Session {
             cancel: self.cancel.clone(),
             retries: self.settings.retries,
             retry_delay: self.settings.retry_delay(),
+            wait_for_hosts: self.settings.wait_for_hosts(),
         }
     }
 

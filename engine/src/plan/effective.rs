@@ -277,6 +277,8 @@ pub struct SettingsEff {
     pub step_timeout_secs: u64,
     pub retries: u32,
     pub retry_delay_secs: u64,
+    /// How long a first connection keeps trying a host that does not answer yet.
+    pub wait_for_hosts_secs: u64,
     pub allow_reboot: bool,
     /// Bytes of step output one run keeps, all hosts together.
     pub output_budget_bytes: u64,
@@ -372,6 +374,7 @@ impl SettingsEff {
             step_timeout_secs: s.step_timeout.unwrap_or(d::STEP_TIMEOUT_SECS),
             retries: s.retries.unwrap_or(d::RETRIES),
             retry_delay_secs: s.retry_delay.unwrap_or(d::RETRY_DELAY_SECS),
+            wait_for_hosts_secs: s.wait_for_hosts.unwrap_or(d::WAIT_FOR_HOSTS_SECS),
             allow_reboot: s.allow_reboot.unwrap_or(d::ALLOW_REBOOT),
             output_budget_bytes: s
                 .output_budget_mib
@@ -391,6 +394,10 @@ impl SettingsEff {
 
     pub fn retry_delay(&self) -> Duration {
         Duration::from_secs(self.retry_delay_secs)
+    }
+
+    pub fn wait_for_hosts(&self) -> Duration {
+        Duration::from_secs(self.wait_for_hosts_secs)
     }
 }
 

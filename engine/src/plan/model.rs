@@ -532,6 +532,14 @@ pub struct Settings {
     #[serde(default, deserialize_with = "duration_opt")]
     #[schemars(with = "Option<DurationOrZero>", extend("default" = defaults::settings::RETRY_DELAY_SECS))]
     pub retry_delay: Option<u64>,
+    /// How long to keep trying to reach a host that does not answer yet (a cloud VM still
+    /// booting, a Windows VM still running its preparation script): every connect failure,
+    /// a refused port too, is tried again until then, and told as it goes. Seconds, or a
+    /// duration like "10m". Default 0: a host that refuses fails at once, one that does not
+    /// answer after `retries`.
+    #[serde(default, deserialize_with = "duration_opt")]
+    #[schemars(with = "Option<DurationOrZero>", extend("default" = defaults::settings::WAIT_FOR_HOSTS_SECS))]
+    pub wait_for_hosts: Option<u64>,
     /// Allow reboots (the Windows Containers feature needs one). Default true.
     #[schemars(extend("default" = defaults::settings::ALLOW_REBOOT))]
     pub allow_reboot: Option<bool>,

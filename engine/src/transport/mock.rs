@@ -196,6 +196,16 @@ impl MockTransport {
         self
     }
 
+    /// The next `n` connects (after those queued before) succeed.
+    pub fn ok_connects(&self, n: usize) -> &Self {
+        let mut st = self.lock();
+        for _ in 0..n {
+            st.connects.push_back(None);
+        }
+        drop(st);
+        self
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.lock().calls.clone()
     }

@@ -28,7 +28,7 @@ pub mod spec;
 pub mod ssh;
 pub mod winrm;
 
-pub use error::TransportError;
+pub use error::{connect_reason, ConnectKind, TransportError};
 
 /// A connection to one host.
 #[async_trait]

@@ -237,11 +237,17 @@ impl SshTransport {
         let limit = self.connect_timeout() * 3 + GRACE;
         let connected = match tokio::time::timeout(limit, ready_rx).await {
             Ok(Ok(r)) => r?,
-            Ok(Err(_)) => return Err(self.connect_failed("the connection thread ended")),
+            Ok(Err(_)) => {
+                return Err(self.connect_failed(
+                    crate::transport::ConnectKind::Other,
+                    "the connection thread ended",
+                ))
+            }
             Err(_) => {
-                return Err(
-                    self.connect_failed(&format!("no ssh session within {}s", limit.as_secs()))
-                )
+                return Err(self.connect_failed(
+                    crate::transport::ConnectKind::NoAnswer,
+                    &format!("no ssh session within {}s", limit.as_secs()),
+                ))
             }
         };
         {
@@ -262,11 +268,12 @@ impl SshTransport {
         Duration::from_secs(self.settings.spec.connect_timeout_secs.max(1))
     }
 
-    fn connect_failed(&self, reason: &str) -> TransportError {
-        TransportError::Connect {
-            address: format!("{}:{}", self.settings.spec.address, self.settings.spec.port),
-            reason: reason.to_string(),
-        }
+    fn connect_failed(&self, kind: crate::transport::ConnectKind, reason: &str) -> TransportError {
+        TransportError::connect(
+            format!("{}:{}", self.settings.spec.address, self.settings.spec.port),
+            kind,
+            reason,
+        )
     }
 
     /// Forget the current connection (after the async side gave up on it).

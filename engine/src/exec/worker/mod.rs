@@ -360,7 +360,7 @@ impl Worker {
     pub async fn connect(&mut self) -> Result<(), String> {
         let t = Instant::now();
         self.conn
-            .connect_retrying(self.backoff())
+            .connect_retrying(self.backoff().waiting(self.sh.opts.wait_for_hosts))
             .await
             .map_err(|e| e.to_string())?;
         self.out.reached = true;

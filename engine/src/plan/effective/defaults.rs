@@ -50,6 +50,8 @@ pub mod settings {
     pub const RETRIES: u32 = 3;
     /// `settings.retry_delay`, seconds (doubling).
     pub const RETRY_DELAY_SECS: u64 = 2;
+    /// `settings.wait_for_hosts`, seconds (0: do not wait).
+    pub const WAIT_FOR_HOSTS_SECS: u64 = 0;
     /// `settings.allow_reboot`.
     pub const ALLOW_REBOOT: bool = true;
     /// `settings.output_budget_mib`.

@@ -15,7 +15,7 @@ use super::socket::Socket;
 use crate::quote::{ps_quote, sh_quote};
 use crate::secret::Scrubber;
 use crate::transport::output::{Collector, Keep, Live, Stream};
-use crate::transport::{Output, Shell, TransportError, MAX_OUTPUT};
+use crate::transport::{ConnectKind, Output, Shell, TransportError, MAX_OUTPUT};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use ssh2::{BlockDirections, ErrorCode, MethodType, Session, Sftp};
 use std::io::{Read, Write};
@@ -86,11 +86,8 @@ pub(crate) struct Conn {
     _tunnel: Option<Tunnel>,
 }
 
-fn connect_err(t: &Target, reason: impl Into<String>) -> TransportError {
-    TransportError::Connect {
-        address: addr_label(&t.host, t.port),
-        reason: reason.into(),
-    }
+fn connect_err(t: &Target, kind: ConnectKind, reason: impl Into<String>) -> TransportError {
+    TransportError::connect(addr_label(&t.host, t.port), kind, reason)
 }
 
 fn addr_label(host: &str, port: u16) -> String {
@@ -98,25 +95,6 @@ fn addr_label(host: &str, port: u16) -> String {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
-    }
-}
-
-fn io_reason(e: &std::io::Error, timeout: Duration) -> String {
-    use std::io::ErrorKind as K;
-    match e.kind() {
-        K::ConnectionRefused => "connection refused".into(),
-        K::TimedOut | K::WouldBlock => format!("no answer within {}s", timeout.as_secs()),
-        K::HostUnreachable => "host unreachable".into(),
-        K::NetworkUnreachable => "network unreachable".into(),
-        K::ConnectionReset => "connection reset".into(),
-        _ => {
-            let s = e.to_string();
-            let mut c = s.chars();
-            match c.next() {
-                Some(f) => f.to_lowercase().collect::<String>() + c.as_str(),
-                None => s,
-            }
-        }
     }
 }
 
@@ -137,7 +115,19 @@ impl Conn {
         let (sock, tunnel) = match t.jump.take() {
             None => (Socket::new(tcp_connect(&t)?), None),
             Some(j) => {
-                let (jconn, info) = Conn::open(*j)?;
+                let (jconn, info) = Conn::open(*j).map_err(|e| match e {
+                    // Say it was the jump host that could not be reached, not the host.
+                    TransportError::Connect {
+                        address,
+                        reason,
+                        kind,
+                    } => TransportError::Connect {
+                        address: format!("jump host {address} (on the way to {})", t.label),
+                        reason,
+                        kind,
+                    },
+                    other => other,
+                })?;
                 recorded.extend(info.recorded);
                 let (stream, tunnel) = jconn.tunnel_to(&t)?;
                 (Socket::new(stream), Some(tunnel))
@@ -163,6 +153,7 @@ impl Conn {
                 };
                 connect_err(
                     t,
+                    ConnectKind::Other,
                     format!("{} could not open a connection to it: {why}", self.t.label),
                 )
             })?;
@@ -201,19 +192,24 @@ impl Conn {
             if is_code(&e, LIBSSH2_ERROR_TIMEOUT) {
                 connect_err(
                     &t,
+                    ConnectKind::NoAnswer,
                     format!(
                         "ssh handshake: no answer within {}s",
                         t.connect_timeout.as_secs()
                     ),
                 )
             } else {
-                connect_err(&t, format!("ssh handshake: {}", lower(e.message())))
+                connect_err(
+                    &t,
+                    ConnectKind::Other,
+                    format!("ssh handshake: {}", lower(e.message())),
+                )
             }
         })?;
 
         let (blob, _) = sess
             .host_key()
-            .ok_or_else(|| connect_err(&t, "the server sent no host key"))?;
+            .ok_or_else(|| connect_err(&t, ConnectKind::Other, "the server sent no host key"))?;
         let blob = blob.to_vec();
         recorded.extend(check_host_key(&t, known, &blob)?);
         let fingerprint = known_hosts::fingerprint(&blob);
@@ -248,7 +244,13 @@ impl Conn {
 fn tcp_connect(t: &Target) -> Result<TcpStream, TransportError> {
     let addrs: Vec<_> = (t.host.as_str(), t.port)
         .to_socket_addrs()
-        .map_err(|e| connect_err(t, format!("cannot resolve: {e}")))?
+        .map_err(|e| {
+            connect_err(
+                t,
+                ConnectKind::Resolve,
+                format!("cannot resolve the name: {e}"),
+            )
+        })?
         .collect();
     let mut last = None;
     for a in &addrs {
@@ -260,11 +262,10 @@ fn tcp_connect(t: &Target) -> Result<TcpStream, TransportError> {
             Err(e) => last = Some(e),
         }
     }
-    let reason = match last {
-        Some(e) => io_reason(&e, t.connect_timeout),
-        None => "the name resolved to no address".into(),
-    };
-    Err(connect_err(t, reason))
+    Err(match last {
+        Some(e) => TransportError::connect_io(addr_label(&t.host, t.port), &e, t.connect_timeout),
+        None => connect_err(t, ConnectKind::Resolve, "the name resolved to no address"),
+    })
 }
 
 impl Conn {

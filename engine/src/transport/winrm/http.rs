@@ -23,7 +23,7 @@
 use super::auth::{self, NtlmClient};
 use super::{crypt, soap, tls};
 use crate::transport::spec::{SecretSource, WinrmAuth, WinrmSpec};
-use crate::transport::TransportError;
+use crate::transport::{ConnectKind, TransportError};
 use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -182,11 +182,8 @@ impl Client {
         }
     }
 
-    fn connect_error(&self, reason: impl Into<String>) -> TransportError {
-        TransportError::Connect {
-            address: self.address.clone(),
-            reason: reason.into(),
-        }
+    fn connect_error(&self, kind: ConnectKind, reason: impl Into<String>) -> TransportError {
+        TransportError::connect(self.address.clone(), kind, reason)
     }
 
     /// Open a new connection and authenticate it, replacing any current one.
@@ -241,8 +238,13 @@ impl Client {
         )
         .await
         {
-            Err(_) => return Err(self.connect_error(format!("timed out after {limit:?}"))),
-            Ok(Err(e)) => return Err(self.connect_error(e.to_string())),
+            Err(_) => {
+                return Err(self.connect_error(
+                    ConnectKind::NoAnswer,
+                    format!("no answer within {}s", limit.as_secs()),
+                ))
+            }
+            Ok(Err(e)) => return Err(TransportError::connect_io(self.address.clone(), &e, limit)),
             Ok(Ok(s)) => s,
         };
         let _ = tcp.set_nodelay(true);
@@ -256,9 +258,10 @@ impl Client {
                 .await
                 {
                     Err(_) => {
-                        return Err(
-                            self.connect_error(format!("tls handshake timed out after {limit:?}"))
-                        )
+                        return Err(self.connect_error(
+                            ConnectKind::NoAnswer,
+                            format!("no TLS handshake within {}s", limit.as_secs()),
+                        ))
                     }
                     Ok(Err(e)) => return Err(tls::handshake_error(&self.address, &e, &t.seen)),
                     Ok(Ok(s)) => s,
@@ -280,7 +283,7 @@ impl Client {
     {
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
-            .map_err(|e| self.connect_error(format!("http handshake: {e}")))?;
+            .map_err(|e| self.connect_error(ConnectKind::Other, format!("http handshake: {e}")))?;
         let driver = tokio::spawn(async move {
             // The connection ends when the server closes it or the Conn is dropped; its
             // error, if any, surfaces on the next request.
@@ -378,7 +381,10 @@ impl Client {
             Ok(r) => Ok(r),
             Err(SendError::TimedOut) => {
                 self.conn = None;
-                Err(self.connect_error(format!("no reply within {limit:?}")))
+                Err(self.connect_error(
+                    ConnectKind::NoAnswer,
+                    format!("no reply within {}s", limit.as_secs()),
+                ))
             }
             Err(SendError::NotSent(e) | SendError::Lost(e)) => {
                 self.conn = None;

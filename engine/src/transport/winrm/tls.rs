@@ -201,6 +201,26 @@ pub fn client_config(
     Ok((Arc::new(config), seen))
 }
 
+/// Why a certificate is not trusted, in words (rustls' own for most; never its `Debug`).
+fn untrusted(e: &CertificateError) -> String {
+    match e {
+        CertificateError::UnknownIssuer => {
+            "it is issued by no authority this machine trusts (a self-signed certificate, as prepare-windows.ps1 makes, is one)".to_string()
+        }
+        CertificateError::BadSignature => "its signature does not verify".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// `ab:cd:…`: a fingerprint as prepare-windows.ps1 prints it, to compare by eye.
+fn colon_hex(hex: &str) -> String {
+    hex.as_bytes()
+        .chunks(2)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// Turn a failed TLS handshake into the error the user sees.
 pub fn handshake_error(address: &str, err: &std::io::Error, seen: &Seen) -> TransportError {
     let tls = err
@@ -208,10 +228,11 @@ pub fn handshake_error(address: &str, err: &std::io::Error, seen: &Seen) -> Tran
         .and_then(|inner| inner.downcast_ref::<rustls::Error>());
     let Some(tls) = tls else {
         // not a TLS verdict: the connection broke during the handshake
-        return TransportError::Connect {
-            address: address.to_string(),
-            reason: format!("tls handshake: {err}"),
-        };
+        return TransportError::connect(
+            address,
+            crate::transport::ConnectKind::Other,
+            format!("tls handshake: {err}"),
+        );
     };
     if let rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(other))) = tls {
         if let Some(m) = other.downcast_ref::<PinMismatch>() {
@@ -222,10 +243,16 @@ pub fn handshake_error(address: &str, err: &std::io::Error, seen: &Seen) -> Tran
         }
     }
     match (tls, seen.get()) {
-        (rustls::Error::InvalidCertificate(e), Some(fp)) => TransportError::Tls(format!(
-            "certificate of {address} is not trusted ({e:?}); its sha256 fingerprint is {fp}: \
-             pin it with cert_fingerprint = \"{fp}\" or name its ca in ca_file"
-        )),
+        (rustls::Error::InvalidCertificate(e), Some(fp)) => {
+            let fp = colon_hex(&fp);
+            TransportError::Tls(format!(
+                "certificate of {address} is not trusted: {}; its SHA-256 fingerprint is {fp}. \
+                 Compare it with the `kwin-cert-fingerprint:` line examples/real-vms/prepare-windows.ps1 \
+                 printed on that host; only if they are the same, pin it with cert_fingerprint = \"{fp}\" \
+                 (or name its CA in ca_file)",
+                untrusted(e),
+            ))
+        }
         (e, _) => TransportError::Tls(format!("tls handshake with {address} failed: {e}")),
     }
 }
@@ -311,6 +338,31 @@ mod tests {
         assert_eq!(
             end_point_hash(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]).len(),
             32
+        );
+    }
+
+    /// An untrusted certificate is said in words (no `Debug` dump), with its fingerprint in
+    /// the form prepare-windows.ps1 prints, to compare before pinning.
+    #[test]
+    fn an_untrusted_certificate_is_compared_with_what_prepare_windows_printed() {
+        let seen = Seen::default();
+        seen.set("ab".repeat(32));
+        let err = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        let m = handshake_error("10.0.0.21:5986", &err, &seen).to_string();
+        let colon = vec!["ab"; 32].join(":");
+        assert!(!m.contains("UnknownIssuer"), "{m}");
+        assert!(
+            m.contains("issued by no authority this machine trusts"),
+            "{m}"
+        );
+        assert!(m.contains(&format!("fingerprint is {colon}.")), "{m}");
+        assert!(m.contains("kwin-cert-fingerprint:"), "{m}");
+        assert!(
+            m.contains(&format!("cert_fingerprint = \"{colon}\"")),
+            "{m}"
         );
     }
 
