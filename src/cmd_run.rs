@@ -55,13 +55,19 @@ pub fn run_prepared(
 ) -> anyhow::Result<Outcome> {
     let (outcome, refused) = drive::stage(out, Render::Run(mode, what), |ctl| async move {
         let mut s = Session::open(p, &run.flags(), mode, ctl)?;
+        let mut warned = None;
         if gate {
-            if let Some(stop) = upgrade_gate(&mut s, p).await {
-                return Ok((stop, s.notes()));
+            match upgrade_gate(&mut s, p).await {
+                Gate::Go => {}
+                Gate::Warn(w) => warned = Some(w),
+                Gate::Stop(outcome, d) => return Ok(((outcome, d), s.notes())),
             }
         }
         let summary = pipeline::run(&mut s, p).await?;
-        Ok(((Outcome::of(&summary, detailed_exitcode), None), s.notes()))
+        Ok((
+            (Outcome::of(&summary, detailed_exitcode), warned),
+            s.notes(),
+        ))
     })?;
     if let Some(d) = refused {
         out.diagnostics(&d);
@@ -69,27 +75,46 @@ pub fn run_prepared(
     Ok(outcome)
 }
 
-/// The upgrade gate of a plan with a `[cluster]`: `None` to go on, else how the command ends
-/// and the diagnostics that say why.
-async fn upgrade_gate(s: &mut Session, p: &Prepared) -> Option<(Outcome, Option<Diagnostics>)> {
-    let spec = GateSpec::for_plan(&p.eff, &p.plan)?;
-    let cp = p.eff.first_control_plane(&p.plan)?;
+/// What the upgrade gate says of a run.
+enum Gate {
+    Go,
+    /// Go on, and print these warnings with the run's end.
+    Warn(Diagnostics),
+    /// End the command so, with the diagnostics that say why.
+    Stop(Outcome, Option<Diagnostics>),
+}
+
+/// The upgrade gate of a plan with a `[cluster]`.
+async fn upgrade_gate(s: &mut Session, p: &Prepared) -> Gate {
+    let (Some(spec), Some(cp)) = (
+        GateSpec::for_plan(&p.eff, &p.plan),
+        p.eff.first_control_plane(&p.plan),
+    ) else {
+        return Gate::Go;
+    };
     // `--limit` that neither chooses nor needs the control plane (hosts without a role):
     // nothing of the cluster runs, and no host outside the run is connected to.
     if !p.scope.has_host(&cp.name) {
-        return None;
+        return Gate::Go;
     }
     let remote = s.remote_logged(cp, &format!("{}.gate", cp.name));
     match gate::check(&remote, &spec).await {
         Ok(Verdict::Upgrade(u)) => {
             kwin_engine::pipeline::Remote::emit(&remote, gate::section(&spec, &u));
-            None
+            Gate::Go
         }
-        Ok(_) => None,
-        Err(GateError::Interrupted) => Some((Outcome::Interrupted, None)),
-        Err(e) => Some((
+        Ok(_) => Gate::Go,
+        Err(GateError::Interrupted) => Gate::Stop(Outcome::Interrupted, None),
+        // A plan changes nothing: say so and plan the other hosts (the first control plane
+        // fails as a host of the run).
+        Err(GateError::Unreachable(why)) if s.mode() == Mode::Plan => {
+            let mut d = Diagnostics::default();
+            d.push(gate::unreachable_warning(&why, &p.plan, &cp.name));
+            Gate::Warn(d)
+        }
+        Err(e) => Gate::Stop(
             Outcome::Failed,
             Some(gate::error_diagnostics(&e, &p.plan, &cp.name)),
-        )),
+        ),
     }
 }

@@ -174,9 +174,71 @@ fn ssh_and_winrm_name_a_refused_port_alike() {
             .unwrap_or_else(|| panic!("no error for {h}:\n{}", r.stdout))
     };
     let (l1, w1) = (error("l1"), error("w1"));
-    let words = "connection refused: the host answers, but nothing listens on that port (yet)";
+    let words = "connection refused: the host is up, but nothing listens on that port yet";
     for (h, e) in [("l1", &l1), ("w1", &w1)] {
         assert!(e.contains(words), "{h}: {e}");
         assert!(!e.contains("os error"), "{h}: {e}");
     }
+}
+
+/// The first `kwin plan` of a cluster whose first control plane is down: a warning that it
+/// cannot be reached (not an upgrade refusal about a cluster that may not exist), and the
+/// other hosts are planned; `kwin apply` still changes nothing and says why.
+#[test]
+fn a_plan_with_the_first_control_plane_down_plans_the_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let port = closed_port();
+    let plan = format!(
+        "[settings]\nretries = 0\n\n\
+         [cluster]\nname = \"lab\"\nkubernetes_version = \"1.31.4\"\n\n[cni]\nplugin = \"flannel\"\n\n\
+         [[hosts]]\nname = \"cp1\"\naddress = \"127.0.0.1\"\nport = {port}\nnode_ip = \"10.0.0.1\"\nos = \"linux\"\nuser = \"root\"\nrole = \"control-plane\"\n\n\
+         [[hosts]]\nname = \"lw1\"\nnode_ip = \"10.0.0.2\"\nos = \"linux\"\ntransport = \"local\"\nrole = \"worker\"\n"
+    );
+    std::fs::write(d.join("plan.toml"), plan).expect("plan");
+    let r = run(d, &["plan", "plan.toml", "--output", "json"]);
+    let events = kwin_testkit::kwin::events(&r.stdout);
+    let codes: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "diagnostic")
+        .filter_map(|e| e["code"].as_str())
+        .collect();
+    assert_eq!(codes, ["upgrade-unchecked"], "{}", r.stdout);
+    let w = events
+        .iter()
+        .find(|e| e["event"] == "diagnostic")
+        .and_then(|e| e["summary"].as_str())
+        .unwrap_or_default();
+    assert!(
+        w.contains("`cp1` cannot be reached") && w.contains("connection refused"),
+        "{w}"
+    );
+    // lw1 is planned: connected and probed, its tasks planned.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "host_probed" && e["host"] == "lw1"),
+        "{}",
+        r.stdout
+    );
+    let lw1 = events
+        .iter()
+        .find(|e| e["event"] == "host_finished" && e["host"] == "lw1")
+        .expect("lw1 finished");
+    assert!(lw1["error"].is_null(), "{lw1}");
+    // apply refuses before any host changes, and says the host cannot be reached.
+    let r = run(d, &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let events = kwin_testkit::kwin::events(&r.stdout);
+    let e = events
+        .iter()
+        .find(|e| e["event"] == "diagnostic" && e["code"] == "upgrade-unreachable")
+        .and_then(|e| e["summary"].as_str())
+        .unwrap_or_default();
+    assert!(e.contains("`cp1` cannot be reached"), "{}", r.stdout);
+    assert!(
+        !events.iter().any(|e| e["event"] == "task_started"),
+        "apply ran tasks: {}",
+        r.stdout
+    );
 }

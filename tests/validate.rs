@@ -480,6 +480,7 @@ fn every_code_is_documented_and_covered_by_a_case() {
         "upgrade-kubelet-newer",
         "upgrade-kubelet-too-old",
         "upgrade-unreachable",
+        "upgrade-unchecked",
         "upgrade-not-kubeadm",
         "plan-type",
         "internal",

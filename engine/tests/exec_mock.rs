@@ -1308,7 +1308,7 @@ async fn unreachable_host_fails_alone_with_the_transport_message() {
     assert_eq!(h1.connects(), 3, "one try and two retries");
     assert_eq!(
         o.host_error("h1").as_deref(),
-        Some("cannot connect to 10.0.0.1:22: no route to host (for a host that is still starting, set settings.wait_for_hosts, e.g. \"10m\")")
+        Some("cannot connect to 10.0.0.1:22: no route to host; to wait for a host that is still starting, set settings.wait_for_hosts (e.g. \"10m\")")
     );
     assert_eq!(
         o.status("h1", "a"),

@@ -86,7 +86,7 @@ fn not_waited(e: TransportError, backoff: &Backoff) -> TransportError {
         } if backoff.wait.is_zero() => TransportError::Connect {
             address,
             reason: format!(
-                "{reason} (for a host that is still starting, set settings.wait_for_hosts, e.g. \"10m\")"
+                "{reason}; to wait for a host that is still starting, set settings.wait_for_hosts (e.g. \"10m\")"
             ),
             kind,
         },

@@ -117,7 +117,7 @@ pub fn connect_reason(e: &std::io::Error, timeout: Duration) -> (ConnectKind, St
     match e.kind() {
         K::ConnectionRefused => (
             ConnectKind::Refused,
-            "connection refused: the host answers, but nothing listens on that port (yet)".into(),
+            "connection refused: the host is up, but nothing listens on that port yet".into(),
         ),
         K::TimedOut | K::WouldBlock => (
             ConnectKind::NoAnswer,

@@ -77,7 +77,10 @@ impl GateSpec {
 pub enum GateError {
     /// The policy refuses the plan's version.
     Refused(Vec<Refusal>),
-    /// The first control plane could not be asked (connection, script, parse): the error,
+    /// The first control plane could not be reached at all: the connection's error,
+    /// scrubbed. Nothing is known of the cluster (it may not exist yet).
+    Unreachable(String),
+    /// The first control plane was reached but could not tell (script, parse): the error,
     /// scrubbed.
     Unknown(String),
     Interrupted,
@@ -91,7 +94,7 @@ pub async fn check(remote: &dyn Remote, spec: &GateSpec) -> Result<Verdict, Gate
             "cannot read the cluster's versions from {host}: {why}; kwin changes nothing it cannot check against the version skew policy"
         ))
     };
-    remote.connect().await.map_err(unknown)?;
+    remote.connect().await.map_err(GateError::Unreachable)?;
     let out = remote
         .run(
             "upgrade gate: the cluster's versions",
@@ -254,6 +257,23 @@ pub fn section(spec: &GateSpec, u: &UpgradePlan) -> Event {
 pub fn error_diagnostics(e: &GateError, plan: &LoadedPlan, first_cp: &str) -> Diagnostics {
     match e {
         GateError::Refused(r) => diagnostics(r, plan),
+        GateError::Unreachable(why) => {
+            let at = plan
+                .host(first_cp)
+                .and_then(|h| plan.loc(&format!("hosts[{}].name", h.index)));
+            let mut d = Diagnostics::default();
+            d.push(
+                Diagnostic::error(
+                    "upgrade-unreachable",
+                    format!(
+                        "the first control plane `{first_cp}` cannot be reached ({why}): kwin changes no host until it can read there which Kubernetes version the cluster runs, if any (version skew policy)"
+                    ),
+                )
+                .with_hint("check that the host is up and reachable (settings.wait_for_hosts waits for one still starting); `kwin plan` plans the other hosts meanwhile")
+                .at(at),
+            );
+            d
+        }
         GateError::Unknown(why) => {
             let at = plan
                 .host(first_cp)
@@ -268,6 +288,25 @@ pub fn error_diagnostics(e: &GateError, plan: &LoadedPlan, first_cp: &str) -> Di
         }
         GateError::Interrupted => Diagnostics::default(),
     }
+}
+
+/// `kwin plan` with the first control plane unreachable: a warning, and the other hosts are
+/// planned (nothing changes in a plan). Nothing is known of the cluster, so nothing is said of
+/// an upgrade.
+pub fn unreachable_warning(why: &str, plan: &LoadedPlan, first_cp: &str) -> Diagnostic {
+    let at = plan
+        .host(first_cp)
+        .and_then(|h| plan.loc(&format!("hosts[{}].name", h.index)));
+    Diagnostic::warning(
+        "upgrade-unchecked",
+        format!(
+            "the first control plane `{first_cp}` cannot be reached ({why}): this plan cannot tell whether the cluster exists or would be upgraded; the other hosts are planned"
+        ),
+    )
+    .with_hint(format!(
+        "`kwin apply` changes nothing until `{first_cp}` answers (it reads the cluster's versions there first)"
+    ))
+    .at(at)
 }
 
 /// The refusals as diagnostics at the plan's `cluster.kubernetes_version` or the host's
