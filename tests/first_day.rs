@@ -242,3 +242,157 @@ fn a_plan_with_the_first_control_plane_down_plans_the_others() {
         r.stdout
     );
 }
+
+fn plan_with(dir: &Path, file: &str, tasks: &str) {
+    let plan = format!("[settings]\nretries = 0\n\n{}{tasks}", local_host("l1"));
+    std::fs::write(dir.join(file), plan).expect("plan");
+}
+
+fn lock_of_a_live_run(path: &Path) {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let lock = serde_json::json!({
+        "pid": std::process::id(),
+        "hostname": hostname,
+        "started": "2026-01-01T00:00:00Z",
+        "run_id": "20260101T000000Z-000000",
+    });
+    std::fs::create_dir_all(path.parent().expect("dir")).expect(".kwin");
+    std::fs::write(path, lock.to_string()).expect("lock");
+}
+
+/// Two plans in one directory (parallel CI jobs of one checkout): each has its own lock, and
+/// `kwin show` tells each plan's own last run. The lock error is said once.
+#[test]
+fn plans_of_one_directory_keep_their_own_lock_and_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let task = |name: &str| {
+        format!(
+            "[[tasks]]\nname = \"{name}\"\nmodule = \"file\"\nparams = {{ path = \"{}/{name}\", content = \"hi\\n\" }}\n",
+            d.display()
+        )
+    };
+    plan_with(d, "a.toml", &task("from-a"));
+    plan_with(d, "b.toml", &task("from-b"));
+    // An apply of b.toml holds its lock: a.toml's apply goes on.
+    lock_of_a_live_run(&d.join(".kwin/b.toml.lock"));
+    let a = run(d, &["apply", "a.toml"]);
+    assert_eq!(a.code, 0, "{}{}", a.stdout, a.stderr);
+    // b.toml's second apply refuses, and says why once.
+    let b = run(d, &["apply", "b.toml"]);
+    assert_eq!(b.code, 1, "{}{}", b.stdout, b.stderr);
+    let all = format!("{}{}", b.stdout, b.stderr);
+    assert_eq!(
+        all.matches("another kwin run holds").count(),
+        1,
+        "the lock error is not said once:\n{all}"
+    );
+    std::fs::remove_file(d.join(".kwin/b.toml.lock")).expect("unlock");
+    let b = run(d, &["plan", "b.toml"]);
+    assert_eq!(b.code, 0, "{}{}", b.stdout, b.stderr);
+    // Each plan's last run: a.toml's apply, b.toml's plan (the newer run of the directory).
+    let shown = run(d, &["show", "a.toml"]);
+    assert!(
+        shown.stdout.contains("from-a") || shown.stdout.contains("1 changed"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown.stdout.contains("apply: 1 host"),
+        "show a.toml told another run:\n{}",
+        shown.stdout
+    );
+    let shown = run(d, &["show", "b.toml"]);
+    assert!(
+        shown.stdout.contains("plan: 1 host"),
+        "show b.toml told another run:\n{}",
+        shown.stdout
+    );
+}
+
+/// `--limit failed`: the hosts that did not finish cleanly in the plan's last run, from its
+/// journal; none recorded, or none failed, is a `limit` error.
+#[test]
+fn limit_failed_reruns_the_hosts_the_last_run_did_not_finish() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let port = closed_port();
+    let plan = format!(
+        "[settings]\nretries = 0\n\n{}{}\
+         [[hosts]]\nname = \"gone\"\naddress = \"127.0.0.1\"\nport = {port}\nos = \"linux\"\nuser = \"root\"\n\n\
+         [[tasks]]\nname = \"ok\"\nmodule = \"file\"\non = {{ hosts = [\"l1\"] }}\nparams = {{ path = \"{p}/ok\", content = \"x\" }}\n\n\
+         [[tasks]]\nname = \"fails\"\nmodule = \"command\"\non = {{ hosts = [\"l2\"] }}\nparams = {{ run = \"test -e {p}/go\", creates = \"{p}/done\" }}\n\n\
+         [[tasks]]\nname = \"motd\"\nmodule = \"file\"\non = {{ hosts = [\"gone\"] }}\nparams = {{ path = \"/tmp/never\", content = \"x\" }}\n",
+        local_host("l1"),
+        local_host("l2"),
+        p = d.display()
+    );
+    std::fs::write(d.join("plan.toml"), plan).expect("plan");
+    // No earlier run.
+    let r = run(
+        d,
+        &[
+            "apply",
+            "plan.toml",
+            "--limit",
+            "failed",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("\"code\":\"limit\"") && r.stdout.contains("no earlier run"),
+        "{}",
+        r.stdout
+    );
+    // l2's task fails, `gone` cannot be reached, l1 is fine.
+    let r = run(d, &["apply", "plan.toml"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    // The rerun chooses l2 and gone only.
+    let r = run(
+        d,
+        &["plan", "plan.toml", "--limit", "failed", "--output", "json"],
+    );
+    let planned: std::collections::BTreeSet<String> = kwin_testkit::kwin::events(&r.stdout)
+        .iter()
+        .filter(|e| e["event"] == "host_finished")
+        .filter_map(|e| e["host"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        planned.into_iter().collect::<Vec<_>>(),
+        ["gone", "l2"],
+        "{}",
+        r.stdout
+    );
+    // Fixed (l2 can go on; gone is left out of the plan): every host finishes, and
+    // `--limit failed` then has nothing to choose.
+    std::fs::write(d.join("go"), "").expect("go");
+    let text = std::fs::read_to_string(d.join("plan.toml")).expect("plan");
+    let without_gone = text
+        .replace(&format!("[[hosts]]\nname = \"gone\"\naddress = \"127.0.0.1\"\nport = {port}\nos = \"linux\"\nuser = \"root\"\n\n"), "")
+        .replace("on = { hosts = [\"gone\"] }", "on = { hosts = [\"l1\"] }")
+        .replace("path = \"/tmp/never\"", &format!("path = \"{}/motd\"", d.display()));
+    std::fs::write(d.join("plan.toml"), without_gone).expect("plan");
+    let r = run(d, &["apply", "plan.toml", "--limit", "failed"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = run(
+        d,
+        &[
+            "apply",
+            "plan.toml",
+            "--limit",
+            "failed",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("every host finished cleanly"),
+        "{}",
+        r.stdout
+    );
+}

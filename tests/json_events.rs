@@ -289,7 +289,7 @@ fn failures_end_with_the_summary_too() {
         "started": "2025-01-01T00:00:00Z",
         "run_id": "20250101T000000Z-000000",
     });
-    std::fs::write(d.join(".kwin/lock"), lock.to_string()).expect("lock");
+    std::fs::write(d.join(".kwin/plan.toml.lock"), lock.to_string()).expect("lock");
     let r = run(d, &["apply", "plan.toml", "--output", "json"]);
     check_stream("lock held", &r);
     assert_eq!(r.code, 1, "{r}");
@@ -299,7 +299,7 @@ fn failures_end_with_the_summary_too() {
             .is_some_and(|e| e.contains("holds")),
         "{r}"
     );
-    std::fs::remove_file(d.join(".kwin/lock")).expect("unlock");
+    std::fs::remove_file(d.join(".kwin/plan.toml.lock")).expect("unlock");
 
     for (what, args) in [
         (

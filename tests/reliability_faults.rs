@@ -369,7 +369,7 @@ fn sigint_mid_apply_finishes_running_steps_records_it_and_the_next_apply_converg
         assert_eq!(status("counter"), "skipped", "{h}: journal {}", j[0]);
     }
     // The lock was released; the next apply converges.
-    assert!(!dir.path().join(".kwin/lock").exists(), "lock left behind");
+    assert!(!dir.path().join(".kwin/plan.toml.lock").exists(), "lock left behind");
     let r2 = kwin!(dir.path(), &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(r2.code, 0, "{r2}");
     for h in &hosts {
@@ -392,7 +392,7 @@ fn a_second_apply_of_the_same_plan_refuses_naming_the_holder_and_a_stale_lock_is
     ));
     let first = spawn_apply(dir.path());
     let first_pid = first.pid();
-    let lock = dir.path().join(".kwin/lock");
+    let lock = dir.path().join(".kwin/plan.toml.lock");
     let t0 = Instant::now();
     while !lock.exists() {
         assert!(

@@ -1,4 +1,4 @@
-//! `.kwin/lock` under contention: however many runs try to take it at the same moment, at
+//! A plan's lock (`.kwin/plan.toml.lock`) under contention: however many runs try to take it at the same moment, at
 //! most one holds it at any time. (The end-to-end refusal of a second `kwin apply` and the
 //! take-over of a dead process's lock are in `reliability_faults.rs`.)
 
@@ -29,7 +29,9 @@ fn racing_acquirers_never_hold_the_lock_together() {
             std::thread::spawn(move || {
                 for round in 0..ROUNDS {
                     barrier.wait();
-                    if let Ok((lock, _warning)) = Lock::acquire(&state, &format!("r{round}-t{t}")) {
+                    if let Ok((lock, _warning)) =
+                        Lock::acquire(&state, "plan.toml.lock", &format!("r{round}-t{t}"))
+                    {
                         let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
                         taken.fetch_add(1, Ordering::SeqCst);
@@ -40,7 +42,7 @@ fn racing_acquirers_never_hold_the_lock_together() {
                     barrier.wait();
                     // Whoever held it released it: the next round starts from no lock file,
                     // as the next apply after a finished one does.
-                    let _ = std::fs::remove_file(state.join("lock"));
+                    let _ = std::fs::remove_file(state.join("plan.toml.lock"));
                     barrier.wait();
                 }
             })
@@ -54,7 +56,7 @@ fn racing_acquirers_never_hold_the_lock_together() {
     assert_eq!(
         most.load(Ordering::SeqCst),
         1,
-        "two runs held .kwin/lock at once ({taken} acquisitions in {ROUNDS} rounds): a lock \
+        "two runs held the plan's lock at once ({taken} acquisitions in {ROUNDS} rounds): a lock \
          file that is created but not yet written reads as unreadable and is taken over as stale"
     );
 }
@@ -91,10 +93,12 @@ fn racing_takers_of_a_stale_lock_never_hold_it_together() {
             std::thread::spawn(move || {
                 for round in 0..ROUNDS {
                     if t == 0 {
-                        std::fs::write(state.join("lock"), &stale).expect("stale lock");
+                        std::fs::write(state.join("plan.toml.lock"), &stale).expect("stale lock");
                     }
                     barrier.wait();
-                    if let Ok((lock, _)) = Lock::acquire(&state, &format!("r{round}-t{t}")) {
+                    if let Ok((lock, _)) =
+                        Lock::acquire(&state, "plan.toml.lock", &format!("r{round}-t{t}"))
+                    {
                         let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
                         std::thread::sleep(Duration::from_micros(200));
@@ -102,7 +106,7 @@ fn racing_takers_of_a_stale_lock_never_hold_it_together() {
                         drop(lock);
                     }
                     barrier.wait();
-                    let _ = std::fs::remove_file(state.join("lock"));
+                    let _ = std::fs::remove_file(state.join("plan.toml.lock"));
                     barrier.wait();
                 }
             })
@@ -114,7 +118,7 @@ fn racing_takers_of_a_stale_lock_never_hold_it_together() {
     assert_eq!(
         most.load(Ordering::SeqCst),
         1,
-        "two runs held .kwin/lock at once after taking over a stale lock: each removes \
+        "two runs held the plan's lock at once after taking over a stale lock: each removes \
          the path after reading it as stale, which can remove the lock another run has \
          just taken"
     );

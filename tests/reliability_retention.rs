@@ -1,7 +1,7 @@
 //! `.kwin/logs` and `.kwin/runs` do not grow without end: when a run starts, runs beyond the
 //! last `settings.keep_runs` (default 50) are deleted, then the oldest until both folders fit
 //! in `settings.logs_limit_mib` (default 1024) — never the run that starts, never the run
-//! named in `.kwin/lock`, never anything that is not a run's log folder or journal. Through
+//! named in a plan's lock (`.kwin/plan.toml.lock`), never anything that is not a run's log folder or journal. Through
 //! the binary, on a `local` host.
 
 use kwin_testkit::kwin;
@@ -120,7 +120,7 @@ fn the_size_cap_deletes_the_oldest_but_never_the_run_holding_the_lock() {
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     std::fs::write(
-        state.join("lock"),
+        state.join("plan.toml.lock"),
         serde_json::json!({
             "pid": std::process::id(),
             "hostname": hostname,

@@ -1,35 +1,16 @@
-//! `kwin show [plan.toml]`: the last run's summary, read from its journal
-//! (`.kwin/runs/<run-id>.json` next to the plan, written by `exec::journal` from the events
+//! `kwin show [plan.toml]`: the last run of that plan, read from its journal
+//! (`.kwin/runs/<run-id>.json` next to the plan, the newest whose plan is this file;
+//! `exec::journal::last_of`), written by `exec::journal` from the events
 //! the run showed): the same table and last line the run printed, every failure, and its
 //! host logs' folder; with `--output json` the same as events (`host_finished`, `task_finished`
 //! of the failures, `run_finished`, `logs`) and the summary.
 
 use super::{human::Human, json::Json, Output, Sink};
 use crate::OutputFormat;
-use anyhow::Context;
 use kwin_engine::event::{Counts, Event, Mode, Outcome, TaskStatus};
-use kwin_engine::exec::retention::is_run_id;
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// A journal is small; this bounds what is read of one.
-const MAX_JOURNAL: u64 = 64 << 20;
-
-/// The newest run journal under `state_dir/runs` (the last written: run ids of the same
-/// second do not sort by time).
-fn last_journal(state_dir: &Path) -> Option<PathBuf> {
-    let rd = std::fs::read_dir(state_dir.join("runs")).ok()?;
-    rd.flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let id = name.strip_suffix(".json")?;
-            let written = e.metadata().and_then(|m| m.modified()).ok()?;
-            is_run_id(id).then(|| (written, name, e.path()))
-        })
-        .max()
-        .map(|(_, _, p)| p)
-}
 
 fn status(v: &Value) -> Option<TaskStatus> {
     Some(match v.as_str()? {
@@ -118,16 +99,14 @@ pub fn show(plan: &Path, out: &Output) -> anyhow::Result<Outcome> {
     };
     let base = std::path::absolute(&base).unwrap_or(base);
     let state_dir = base.join(".kwin");
-    let Some(path) = last_journal(&state_dir) else {
+    // The newest run of this plan: the directory's other plans keep theirs there too.
+    let Some((_, j)) = kwin_engine::exec::journal::last_of(&state_dir, plan) else {
         anyhow::bail!(
-            "no run recorded in {}: run `kwin plan` or `kwin apply` first",
+            "no run of {} recorded in {}: run `kwin plan` or `kwin apply` first",
+            plan.display(),
             state_dir.join("runs").display()
         );
     };
-    let bytes = kwin_engine::fs::read_bounded(&path, MAX_JOURNAL)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let j: Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not a run journal", path.display()))?;
     let (mode, events) = events(&j, &state_dir);
     let what = match mode {
         Mode::Plan => "plan",

@@ -56,6 +56,57 @@ pub struct JournalTask {
     pub duration_ms: Option<u64>,
 }
 
+/// A journal is small; this bounds what is read of one.
+const MAX_JOURNAL: u64 = 64 << 20;
+
+/// The newest journal under `state_dir/runs` of the plan at `plan` (its file name: the
+/// directory's other plans keep theirs there too), by when it was written (run ids of one
+/// second do not sort by time): its path and content. `None`: no run of that plan.
+pub fn last_of(state_dir: &Path, plan: &Path) -> Option<(PathBuf, serde_json::Value)> {
+    let name = plan.file_name()?;
+    let rd = std::fs::read_dir(state_dir.join("runs")).ok()?;
+    let mut runs: Vec<(std::time::SystemTime, String, PathBuf)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let id = file.strip_suffix(".json")?;
+            let written = e.metadata().and_then(|m| m.modified()).ok()?;
+            super::retention::is_run_id(id).then(|| (written, file, e.path()))
+        })
+        .collect();
+    runs.sort();
+    runs.into_iter().rev().find_map(|(_, _, path)| {
+        let bytes = crate::fs::read_bounded(&path, MAX_JOURNAL).ok()?;
+        let j: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let of = j["plan"].as_str().map(Path::new)?.file_name()?.to_owned();
+        (of == name).then_some((path, j))
+    })
+}
+
+/// The hosts of a journal that did not finish cleanly: the host failed (cannot connect, a
+/// lost connection), or a task of it failed, was skipped (its host or a task it needs
+/// failed) or never finished (an interrupted run). What `--limit failed` reruns.
+pub fn unfinished_hosts(j: &serde_json::Value) -> Vec<String> {
+    let Some(hosts) = j["hosts"].as_object() else {
+        return Vec::new();
+    };
+    hosts
+        .iter()
+        .filter(|(_, h)| {
+            !h["error"].is_null()
+                || h["tasks"].as_array().is_some_and(|ts| {
+                    ts.iter().any(|t| {
+                        !matches!(
+                            t["status"].as_str(),
+                            Some("ok" | "changed" | "would_change")
+                        )
+                    })
+                })
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
 impl Journal {
     pub fn new(run_id: &str, plan: &Path, mode: Mode) -> Self {
         Journal {

@@ -1,4 +1,6 @@
-//! `.kwin/lock`: one apply of a plan at a time.
+//! `.kwin/<plan file>.lock` (`plan.toml.lock`): one apply of a plan at a time. Each plan of a
+//! directory has its own, so CI jobs applying different plans from one checkout do not wait
+//! for each other ([`lock_name`]).
 //!
 //! The lock file (0600) holds the holder's pid, hostname, start time and run id. A second run
 //! refuses and names the holder. A lock left by a process that is no longer alive on this
@@ -45,11 +47,30 @@ fn pid_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// The lock file of the plan at `plan` in its state directory: `<file name>.lock`.
+pub fn lock_name(plan: &Path) -> String {
+    let name = plan
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plan".into());
+    format!("{name}.lock")
+}
+
+/// Whether `name` (a file of a state directory) is a lock: a plan's, or the one lock of
+/// kwin before locks were per plan (`lock`).
+pub fn is_lock_name(name: &str) -> bool {
+    name == "lock" || (name.ends_with(".lock") && name.len() > ".lock".len())
+}
+
 impl Lock {
-    /// Take `state_dir/lock` for `run_id`. `Ok((lock, Some(warning)))` when a stale lock was
-    /// taken over.
-    pub fn acquire(state_dir: &Path, run_id: &str) -> Result<(Lock, Option<String>), LockError> {
-        let path = state_dir.join("lock");
+    /// Take `state_dir/<name>` ([`lock_name`]) for `run_id`. `Ok((lock, Some(warning)))` when
+    /// a stale lock was taken over.
+    pub fn acquire(
+        state_dir: &Path,
+        name: &str,
+        run_id: &str,
+    ) -> Result<(Lock, Option<String>), LockError> {
+        let path = state_dir.join(name);
         let io = |e: std::io::Error| LockError::Io {
             path: path.clone(),
             reason: e.to_string(),
@@ -114,9 +135,9 @@ impl Lock {
                             None => format!("taking over unreadable lock {}", path.display()),
                         });
                         // Only one run replaces a stale lock: the take-over is itself guarded by
-                        // `lock.takeover`, created whole like the lock, and replaces the lock only
+                        // `<name>.takeover`, created whole like the lock, and replaces the lock only
                         // if it still holds what was judged stale.
-                        let guard = state_dir.join("lock.takeover");
+                        let guard = state_dir.join(format!("{name}.takeover"));
                         match std::fs::hard_link(&tmp, &guard) {
                             Ok(()) => {
                                 let still = std::fs::read(&path).ok().as_deref() == Some(&seen[..]);
@@ -188,9 +209,9 @@ mod tests {
     #[test]
     fn second_run_refuses_naming_the_holder_and_stale_is_taken_over() {
         let d = tempfile::tempdir().expect("tmp");
-        let (lock, warn) = Lock::acquire(d.path(), "run-a").expect("first");
+        let (lock, warn) = Lock::acquire(d.path(), "p.toml.lock", "run-a").expect("first");
         assert!(warn.is_none());
-        let err = Lock::acquire(d.path(), "run-b").expect_err("held");
+        let err = Lock::acquire(d.path(), "p.toml.lock", "run-b").expect_err("held");
         let msg = err.to_string();
         assert!(
             msg.contains(&format!("pid {}", std::process::id())),
@@ -198,7 +219,7 @@ mod tests {
         );
         assert!(msg.contains("run-a"), "{msg}");
         drop(lock);
-        assert!(!d.path().join("lock").exists());
+        assert!(!d.path().join("p.toml.lock").exists());
 
         // A lock of a dead process on this machine.
         let dead = LockInfo {
@@ -208,11 +229,11 @@ mod tests {
             run_id: "run-old".into(),
         };
         std::fs::write(
-            d.path().join("lock"),
+            d.path().join("p.toml.lock"),
             serde_json::to_vec(&dead).expect("json"),
         )
         .expect("write");
-        let (_lock, warn) = Lock::acquire(d.path(), "run-c").expect("takeover");
+        let (_lock, warn) = Lock::acquire(d.path(), "p.toml.lock", "run-c").expect("takeover");
         assert!(warn.expect("warning").contains("run-old"));
 
         // Another machine's lock is never taken over.
@@ -222,10 +243,20 @@ mod tests {
             ..dead
         };
         std::fs::write(
-            d.path().join("lock"),
+            d.path().join("p.toml.lock"),
             serde_json::to_vec(&other).expect("json"),
         )
         .expect("write");
-        assert!(Lock::acquire(d.path(), "run-d").is_err());
+        assert!(Lock::acquire(d.path(), "p.toml.lock", "run-d").is_err());
+        // Another plan of the directory has its own lock.
+        let (_other, warn) = Lock::acquire(d.path(), "q.toml.lock", "run-e").expect("own lock");
+        assert!(warn.is_none());
+    }
+
+    #[test]
+    fn a_plan_s_lock_is_named_after_its_file() {
+        assert_eq!(lock_name(Path::new("ci/plan.toml")), "plan.toml.lock");
+        assert!(is_lock_name("plan.toml.lock") && is_lock_name("lock"));
+        assert!(!is_lock_name(".lock") && !is_lock_name("plan.toml.lock.takeover"));
     }
 }

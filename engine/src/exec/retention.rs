@@ -2,8 +2,9 @@
 //!
 //! When a run starts ([`prune`]), runs beyond the newest `keep_runs` are deleted (the run
 //! that starts counts as one of them), then the oldest remaining ones until both folders
-//! together fit in `max_bytes`. Never deleted: the run that starts, the run named in
-//! `.kwin/lock` (an apply in progress while a `kwin plan` starts), and anything whose name is
+//! together fit in `max_bytes`. The runs of every plan of the directory share them (run ids
+//! never clash). Never deleted: the run that starts, the runs named in the plans' locks
+//! (`.kwin/<plan>.lock`: an apply in progress while a `kwin plan` starts), and anything whose name is
 //! not a run id (`YYYYMMDDTHHMMSSZ-xxxxxx`) — kwin deletes only what it wrote. Run ids sort
 //! by time, so "newest" is the greatest name.
 
@@ -59,11 +60,19 @@ fn size_of(p: &Path) -> u64 {
     }
 }
 
-/// The run the lock file names, if it can be read.
-fn locked_run(state_dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(state_dir.join("lock")).ok()?;
-    let info: super::lock::LockInfo = serde_json::from_str(&text).ok()?;
-    Some(info.run_id)
+/// The runs the lock files name (every plan's of the directory), those that can be read.
+fn locked_runs(state_dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| super::lock::is_lock_name(&e.file_name().to_string_lossy()))
+        .filter_map(|e| {
+            let text = crate::fs::read_bounded(&e.path(), 64 << 10).ok()?;
+            let info: super::lock::LockInfo = serde_json::from_slice(&text).ok()?;
+            Some(info.run_id)
+        })
+        .collect()
 }
 
 /// Delete old runs as `r` says; `current` is the run that starts. Returns a message for each
@@ -94,7 +103,7 @@ pub fn prune(state_dir: &Path, r: &Retention, current: &str) -> Vec<String> {
         }
     }
     let protected: Vec<String> = std::iter::once(current.to_string())
-        .chain(locked_run(state_dir))
+        .chain(locked_runs(state_dir))
         .collect();
     // Newest first; the run that starts takes one of the `keep_runs` places.
     let mut kept: Vec<(String, u64)> = Vec::new();

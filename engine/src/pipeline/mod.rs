@@ -9,7 +9,7 @@
 //! gate         (plan, apply with [cluster]) the cluster's versions checked against the
 //!              version skew policy on the first control plane (kwin-modules, called by
 //!              the CLI through Session::remote_logged); a refusal ends the command here
-//! run       6  lock     .kwin/lock (apply, reset)
+//! run       6  lock     .kwin/<plan file>.lock (apply, reset)
 //!           7  connect  a transport per host (the TCP connect happens in each host's worker)
 //!           8  execute  one worker per host: probe, plan, batches, re-probe
 //! then      9  verify   after a clean apply: kwin_modules::kube::verify over a session's Remote
@@ -93,7 +93,8 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
         d.extend(warnings.clone());
         d.sorted()
     };
-    plan.limit = crate::plan::limit::select(&plan, &req.limit).map_err(fail)?;
+    let failed = || last_run_unfinished(&plan);
+    plan.limit = crate::plan::limit::select_with(&plan, &req.limit, &failed).map_err(fail)?;
     // 3. Effective values.
     let mut eff = Effective::build(&plan).map_err(fail)?;
     if req.no_verify {
@@ -142,6 +143,31 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
         warnings,
         fetched: expanded.fetched,
     })
+}
+
+/// `--limit failed`: the hosts that did not finish cleanly in the plan's last run, from its
+/// journal (`.kwin/runs/`, the newest of this plan).
+fn last_run_unfinished(plan: &LoadedPlan) -> Result<Vec<String>, String> {
+    let state = plan.base_dir.join(".kwin");
+    let name = plan
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let Some((_, j)) = crate::exec::journal::last_of(&state, &plan.path) else {
+        return Err(format!(
+            "no earlier run of {name} is recorded in {}",
+            state.join("runs").display()
+        ));
+    };
+    let hosts = crate::exec::journal::unfinished_hosts(&j);
+    if hosts.is_empty() {
+        return Err(format!(
+            "every host finished cleanly in the last run of {name} ({}): nothing to run again",
+            j["run_id"].as_str().unwrap_or("?")
+        ));
+    }
+    Ok(hosts)
 }
 
 /// `kwin checksums`: [`prepare`] with the missing checksums fetched and recorded (`req` asks

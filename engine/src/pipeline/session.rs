@@ -44,7 +44,7 @@ pub struct Flags {
 pub enum SessionError {
     #[error("cannot create {path}: {reason}")]
     StateDir { path: PathBuf, reason: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Lock(#[from] crate::exec::lock::LockError),
     #[error("every checksum of the recipes must be known before a run, and one is not: run `kwin plan` first")]
     ChecksumsUnknown,
@@ -169,10 +169,11 @@ impl Session {
         self.cancel.is_cancelled()
     }
 
-    /// Take `.kwin/lock` for this run (one apply at a time); a stale lock taken over is a
-    /// warning.
+    /// Take the plan's lock, `.kwin/<plan file>.lock`, for this run (one apply of a plan at a
+    /// time); a stale lock taken over is a warning.
     pub fn lock(&mut self) -> Result<(), SessionError> {
-        let (lock, warning) = Lock::acquire(&self.opts.state_dir, &self.opts.run_id)?;
+        let name = crate::exec::lock::lock_name(&self.opts.plan);
+        let (lock, warning) = Lock::acquire(&self.opts.state_dir, &name, &self.opts.run_id)?;
         if let Some(w) = warning {
             self.events.send(Event::Warning {
                 host: None,

@@ -4,7 +4,8 @@
 //! roles: `control-plane`, `worker`) or `os:O` (`linux`, `windows`); repeated `--limit`
 //! options and the items of one are united. An item that names nothing the plan has, or
 //! matches no host, is a `limit` error naming the candidates (the closest first) — all of
-//! them at once, before anything connects. What the chosen hosts need from the others (the
+//! them at once, before anything connects. `failed` chooses the hosts that did not finish
+//! cleanly in the plan's last run ([`select_with`]). What the chosen hosts need from the others (the
 //! hosts that are read, not changed) is the task graph's business: `graph::scope`.
 
 use super::model::{Os, Role};
@@ -17,6 +18,19 @@ pub fn select(
     plan: &LoadedPlan,
     selectors: &[String],
 ) -> Result<Option<BTreeSet<String>>, Diagnostics> {
+    select_with(plan, selectors, &|| {
+        Err("kwin knows no earlier run of this plan here".into())
+    })
+}
+
+/// [`select`], where the item `failed` (unless a host has that name) is every host that did
+/// not finish cleanly in the plan's last run, as `failed` gives them (the pipeline reads
+/// them from the run's journal): Ansible's retry file, without a file.
+pub fn select_with(
+    plan: &LoadedPlan,
+    selectors: &[String],
+    failed: &dyn Fn() -> Result<Vec<String>, String>,
+) -> Result<Option<BTreeSet<String>>, Diagnostics> {
     if selectors.is_empty() {
         return Ok(None);
     }
@@ -24,6 +38,20 @@ pub fn select(
     let mut diags = Diagnostics::default();
     for sel in selectors {
         for item in sel.split(',').map(str::trim) {
+            if item == FAILED && plan.host(FAILED).is_none() {
+                match failed() {
+                    // Hosts the plan no longer has are not chosen.
+                    Ok(hosts) => {
+                        chosen.extend(hosts.into_iter().filter(|h| plan.host(h).is_some()))
+                    }
+                    Err(why) => diags.push(
+                        Diagnostic::error("limit", format!("--limit failed: {why}")).with_hint(
+                            "`kwin show` tells the last run; name hosts, role:R or os:O instead",
+                        ),
+                    ),
+                }
+                continue;
+            }
             match matches(plan, item) {
                 Ok(hosts) => chosen.extend(hosts),
                 Err(d) => diags.push(d),
@@ -35,6 +63,9 @@ pub fn select(
     }
     Ok(Some(chosen))
 }
+
+/// The selector item for the hosts that did not finish cleanly in the last run.
+pub const FAILED: &str = "failed";
 
 /// Why `kwin reset --limit` must not run: it chose the first control plane while other
 /// nodes of the plan stay (their cluster would lose its API server and etcd under them).
