@@ -171,6 +171,11 @@ pub enum Command {
         /// Where to write it (mode 0600). Default: <cluster name>.kubeconfig next to the plan.
         #[arg(short = 'o', long)]
         out: Option<PathBuf>,
+        /// The API server's address in the kubeconfig, instead of the cluster's
+        /// control_plane_endpoint: how this machine reaches it (a public IP, a load
+        /// balancer). The API server's certificate must name HOST (cluster.api_server_sans).
+        #[arg(long, value_name = "HOST[:PORT]")]
+        address: Option<String>,
     },
     /// Deploy test workloads and check nodes, pod and service networking, DNS and egress.
     Verify {

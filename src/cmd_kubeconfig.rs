@@ -1,20 +1,31 @@
-//! `kwin kubeconfig plan.toml [-o FILE]`: the cluster's admin kubeconfig, read on the first
-//! control plane over a session's connection (host keys as for apply, the run logged — its
-//! stdout never: it holds the admin key; `kwin_modules::kube::kubeconfig`), written with mode
-//! 0600 through a new, randomly named file and a rename (`fs::write_private`). Default
-//! file: `<cluster name>.kubeconfig` next to the plan. Only the path, context and server are
-//! reported.
+//! `kwin kubeconfig plan.toml [-o FILE] [--address HOST[:PORT]]`: the cluster's admin
+//! kubeconfig, read on the first control plane over a session's connection (host keys as for
+//! apply, the run logged — its stdout never: it holds the admin key;
+//! `kwin_modules::kube::kubeconfig`), written with mode 0600 through a new, randomly named
+//! file and a rename (`fs::write_private`). Default file: `<cluster name>.kubeconfig` next to
+//! the plan. Only the path, context and server are reported. The server is
+//! `https://<control_plane_endpoint>`, or with `--address` the address this machine reaches
+//! the API server on (a CI runner outside the nodes' network: a public IP, a load balancer),
+//! the port the endpoint's unless given (as k0sctl's `kubeconfig --address`); an address the
+//! API server's certificate does not name (`Effective::api_server_cert_covers`) is a warning
+//! naming `cluster.api_server_sans`, before anything connects.
 
 use crate::args::{request, Recipes, RunArgs};
 use crate::drive::{self, Render};
 use crate::output::{KubeconfigWritten, Output};
+use kwin_engine::diag::{Diagnostic, Diagnostics};
 use kwin_engine::event::Mode;
 use kwin_engine::pipeline::{ChecksumMode, Outcome, Session};
 use kwin_modules::kube::kubeconfig::{fetch, FetchError};
 use kwin_modules::kube::ADMIN_CONF;
 use std::path::PathBuf;
 
-pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow::Result<Outcome> {
+pub fn kubeconfig(
+    run: &RunArgs,
+    file: Option<PathBuf>,
+    address: Option<&str>,
+    out: &Output,
+) -> anyhow::Result<Outcome> {
     if !run.limit.is_empty() {
         anyhow::bail!(
             "--limit does not apply to `kwin kubeconfig`: it reads the first control plane only"
@@ -32,7 +43,31 @@ pub fn kubeconfig(run: &RunArgs, file: Option<PathBuf>, out: &Output) -> anyhow:
     let Some(cp) = p.eff.first_control_plane(&p.plan) else {
         anyhow::bail!("the plan has no host with role = \"control-plane\"");
     };
-    let server = format!("https://{}", cluster.control_plane_endpoint);
+    let server = match address {
+        None => format!("https://{}", cluster.control_plane_endpoint),
+        Some(a) => {
+            let (host, port) = kwin_engine::plan::syntax::endpoint(a)
+                .map_err(|why| anyhow::anyhow!("--address {a} is not HOST[:PORT]: {why}"))?;
+            if !p.eff.api_server_cert_covers(&host) {
+                out.warnings(&Diagnostics(vec![Diagnostic::warning(
+                    "kubeconfig-address",
+                    format!(
+                        "--address {a}: the API server's certificate does not name `{host}`, so kubectl will refuse the connection"
+                    ),
+                )
+                .with_hint(format!(
+                    "add \"{host}\" to cluster.api_server_sans before the cluster is first applied (kubeadm writes the certificate once), or use an address it names: {}",
+                    p.eff.api_server_cert_names().join(", ")
+                ))]));
+            }
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host
+            };
+            format!("https://{host}:{}", port.unwrap_or(cluster.api_server_port))
+        }
+    };
     let yaml = drive::stage(out, Render::Quiet, |ctl| async {
         let mut s = Session::open(&p, &run.flags(), Mode::Apply, ctl)?;
         let yaml = fetch(&s.remote(cp), &cluster.name, &server).await;

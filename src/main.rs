@@ -69,7 +69,11 @@ fn main() -> ExitCode {
             check,
             no_verify,
         } => cmd_run::apply(&run, check, no_verify, &out),
-        Command::Kubeconfig { run, out: file } => cmd_kubeconfig::kubeconfig(&run, file, &out),
+        Command::Kubeconfig {
+            run,
+            out: file,
+            address,
+        } => cmd_kubeconfig::kubeconfig(&run, file, address.as_deref(), &out),
         Command::Verify { run, verify } => cmd_verify::verify(&run, &verify, &out),
         Command::Reset { run, yes } => cmd_reset::reset(&run, yes, &out),
         Command::Exec { run, command } => cmd_exec::exec(&run, &command, &out),

@@ -396,3 +396,70 @@ fn limit_failed_reruns_the_hosts_the_last_run_did_not_finish() {
         r.stdout
     );
 }
+
+/// `kwin kubeconfig --address HOST[:PORT]`: an address the API server's certificate does not
+/// name (kubeadm's names, `cluster.api_server_sans`) is a warning naming the setting, before
+/// anything connects; one it names is not; a malformed one is refused.
+#[test]
+fn kubeconfig_address_is_checked_against_the_api_server_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let port = closed_port();
+    let write = |sans: &str| {
+        let plan = format!(
+            "[settings]\nretries = 0\n\n[cluster]\nname = \"lab\"\nkubernetes_version = \"1.31.4\"\n{sans}\n\n[cni]\nplugin = \"flannel\"\n\n\
+             [[hosts]]\nname = \"cp1\"\naddress = \"127.0.0.1\"\nport = {port}\nnode_ip = \"10.10.1.4\"\nos = \"linux\"\nuser = \"root\"\nrole = \"control-plane\"\n"
+        );
+        std::fs::write(d.join("plan.toml"), plan).expect("plan");
+    };
+    let warned = |r: &Run| -> Option<String> {
+        kwin_testkit::kwin::events(&r.stdout)
+            .iter()
+            .find(|e| e["event"] == "diagnostic" && e["code"] == "kubeconfig-address")
+            .map(|e| format!("{} {}", e["summary"], e["hint"]))
+    };
+    let kubeconfig = |address: &str| {
+        run(
+            d,
+            &[
+                "kubeconfig",
+                "plan.toml",
+                "--address",
+                address,
+                "--output",
+                "json",
+            ],
+        )
+    };
+    write("");
+    let r = kubeconfig("203.0.113.10");
+    let w = warned(&r).unwrap_or_else(|| panic!("no warning:\n{}", r.stdout));
+    assert!(
+        w.contains("203.0.113.10") && w.contains("cluster.api_server_sans"),
+        "{w}"
+    );
+    // kubeadm names the node IP; the public address once it is a SAN of the plan.
+    let r = kubeconfig("10.10.1.4:6443");
+    assert_eq!(warned(&r), None, "{}", r.stdout);
+    write("api_server_sans = [\"203.0.113.10\"]");
+    let r = kubeconfig("203.0.113.10");
+    assert_eq!(warned(&r), None, "{}", r.stdout);
+    // Either way the first control plane is read (here: it cannot be reached).
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let r = run(
+        d,
+        &[
+            "kubeconfig",
+            "plan.toml",
+            "--address",
+            "https://203.0.113.10",
+        ],
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("--address https://203.0.113.10 is not HOST[:PORT]"),
+        "{}",
+        r.stderr
+    );
+}

@@ -481,6 +481,7 @@ fn every_code_is_documented_and_covered_by_a_case() {
         "upgrade-kubelet-too-old",
         "upgrade-unreachable",
         "upgrade-unchecked",
+        "kubeconfig-address",
         "upgrade-not-kubeadm",
         "plan-type",
         "internal",

@@ -83,6 +83,9 @@ pub struct ClusterEff {
     pub api_server_host: String,
     /// Port part of `control_plane_endpoint`.
     pub api_server_port: u16,
+    /// `cluster.api_server_sans`: extra names of the API server's certificate
+    /// (kubeadm's ClusterConfiguration `apiServer.certSANs`).
+    pub api_server_sans: Vec<String>,
     pub dns_domain: String,
     /// Deploy the verification workloads (default true).
     pub verify: bool,
@@ -608,6 +611,7 @@ impl Effective {
             control_plane_endpoint: endpoint,
             api_server_host,
             api_server_port,
+            api_server_sans: c.api_server_sans.clone(),
             dns_domain: net.dns_domain.clone(),
             verify: c.verify.unwrap_or(defaults::VERIFY),
             windows_pending_reboot: match c.windows_pending_reboot.unwrap_or_default() {
@@ -894,6 +898,61 @@ impl Effective {
         self.first_cp.and_then(|i| plan.hosts.get(i))
     }
 
+    /// The names and addresses the API server's certificate holds, as kubeadm makes it: each
+    /// control plane's node name and advertise address (its node IP, else its address),
+    /// `kubernetes`, `kubernetes.default`, `kubernetes.default.svc`,
+    /// `kubernetes.default.svc.<dns_domain>`, the kubernetes Service's IP (the first address
+    /// of the service CIDR), the host of `control_plane_endpoint`, and `api_server_sans`
+    /// (kubernetes/kubernetes `cmd/kubeadm/app/util/pkiutil/pki_helpers.go`,
+    /// `GetAPIServerAltNames`, v1.37.2). Empty without `[cluster]`.
+    pub fn api_server_cert_names(&self) -> Vec<String> {
+        let Some(c) = &self.cluster else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = self
+            .hosts
+            .iter()
+            .filter(|h| h.is_control_plane)
+            .flat_map(|h| {
+                [
+                    h.name.clone(),
+                    h.node_ip.clone().unwrap_or_else(|| h.address.clone()),
+                ]
+            })
+            .collect();
+        names.extend(
+            ["kubernetes", "kubernetes.default", "kubernetes.default.svc"].map(String::from),
+        );
+        names.push(format!("kubernetes.default.svc.{}", c.dns_domain));
+        if let Ok(net) = c.service_cidr.parse::<ipnet::Ipv4Net>() {
+            names.push(super::net::nth(&net, 1).to_string());
+        }
+        names.push(c.api_server_host.clone());
+        names.extend(c.api_server_sans.iter().cloned());
+        names
+    }
+
+    /// Whether the API server's certificate names `host` ([`Effective::api_server_cert_names`];
+    /// a `*.` wildcard stands for one label).
+    pub fn api_server_cert_covers(&self, host: &str) -> bool {
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        self.api_server_cert_names().iter().any(|n| {
+            let n = n.to_ascii_lowercase();
+            match n.strip_prefix("*.") {
+                Some(rest) => host
+                    .split_once('.')
+                    .is_some_and(|(first, tail)| !first.is_empty() && tail == rest),
+                None => match (n.parse::<IpAddr>(), host.parse::<IpAddr>()) {
+                    (Ok(a), Ok(b)) => a == b,
+                    _ => n == host,
+                },
+            }
+        })
+    }
+
     /// Whether any Linux host is a worker (else the verify workloads run on the control
     /// plane).
     pub fn has_linux_workers(&self) -> bool {
@@ -951,6 +1010,39 @@ transport = "local"
         assert_eq!(e.settings, SettingsEff::default());
         assert_eq!(e.settings.retries, defaults::settings::RETRIES);
         assert!(e.secrets().is_empty());
+    }
+
+    /// What the API server's certificate names, as kubeadm makes it (pki_helpers.go,
+    /// GetAPIServerAltNames), and `api_server_sans` with a wildcard.
+    #[test]
+    fn the_api_server_certificate_names_what_kubeadm_and_the_plan_give_it() {
+        let e = Effective::build(&plan(CLUSTER)).expect("effective");
+        for covered in [
+            "cp1",
+            "192.168.1.10",
+            "kubernetes.default.svc.cluster.local",
+            "10.100.0.1",
+        ] {
+            assert!(e.api_server_cert_covers(covered), "{covered}");
+        }
+        for not in ["w1", "w1.lab", "203.0.113.10", "api.lab.example.com"] {
+            assert!(!e.api_server_cert_covers(not), "{not}");
+        }
+        let text = CLUSTER.replace(
+            "service_cidr = \"10.100.0.0/16\"",
+            "api_server_sans = [\"203.0.113.10\", \"*.lab.example.com\"]",
+        );
+        let e = Effective::build(&plan(&text)).expect("effective");
+        assert!(e.api_server_cert_covers("203.0.113.10"));
+        assert!(e.api_server_cert_covers("api.lab.example.com"));
+        assert!(
+            !e.api_server_cert_covers("lab.example.com"),
+            "a wildcard is one label"
+        );
+        assert!(
+            !e.api_server_cert_covers("a.b.lab.example.com"),
+            "a wildcard is one label"
+        );
     }
 
     #[test]

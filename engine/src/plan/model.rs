@@ -115,6 +115,15 @@ pub struct Cluster {
     /// Required with more than one control plane. Default: the first control plane's
     /// address, port 6443.
     pub control_plane_endpoint: Option<String>,
+    /// Extra names and addresses the API server's certificate is valid for, besides those
+    /// kubeadm always gives it (each control plane's node name and node IP,
+    /// control_plane_endpoint, the kubernetes Service's names and IP): the address a CI
+    /// runner or a laptop reaches the API server on when it is not the nodes' own (a public
+    /// IP, a load balancer's name), for `kwin kubeconfig --address`. IP addresses or
+    /// lowercase DNS names (`*.` wildcards allowed). kubeadm writes the certificate when the
+    /// first control plane is set up: set them before the first apply.
+    #[serde(default)]
+    pub api_server_sans: Vec<String>,
     /// Cluster DNS domain. Default cluster.local.
     #[schemars(extend("default" = defaults::DNS_DOMAIN))]
     pub dns_domain: Option<String>,

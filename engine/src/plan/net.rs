@@ -248,6 +248,7 @@ mod tests {
             dns_service_ip: None,
             max_pods_per_node: None,
             control_plane_endpoint: None,
+            api_server_sans: Vec::new(),
             dns_domain: None,
             windows_taint: None,
             windows_runtime_classes: None,

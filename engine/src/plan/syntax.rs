@@ -80,6 +80,33 @@ pub fn dns_name(s: &str) -> Result<(), String> {
     })
 }
 
+/// An extra name of the API server's certificate as kubeadm takes it: an IP address, a
+/// DNS-1123 subdomain (lowercase) or one with a `*.` wildcard first; kubeadm leaves anything
+/// else out of the certificate with only a warning in its log (kubernetes/kubernetes
+/// `cmd/kubeadm/app/util/pkiutil/pki_helpers.go`, `appendSANsToAltNames`, v1.37.2).
+pub fn cert_san(s: &str) -> Result<(), String> {
+    if s.parse::<IpAddr>().is_ok() {
+        return Ok(());
+    }
+    if s.contains(':') || s.contains('/') {
+        return Err("it is neither an IP address nor a DNS name (no port or scheme)".into());
+    }
+    if s.chars().any(|c| c.is_ascii_uppercase()) {
+        return Err("DNS names in a certificate are lowercase".into());
+    }
+    let name = s.strip_prefix("*.").unwrap_or(s);
+    if name.ends_with('.') {
+        return Err("it ends with a dot".into());
+    }
+    if name
+        .split('.')
+        .all(|p| p.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err("it is not a valid IPv4 address".into());
+    }
+    dns_name(name).map_err(|e| format!("it is neither an IP address nor a DNS name: {e}"))
+}
+
 /// An IP address or a DNS name.
 pub fn address(s: &str) -> Result<(), String> {
     if s.parse::<IpAddr>().is_ok() {

@@ -43,6 +43,7 @@ pub(super) fn check(v: &mut V<'_>) {
         }
     }
     kubernetes_version(v);
+    api_server_sans(v);
     roles(v);
     if let Some(net) = address_plan(v) {
         hosts_outside_cidrs(v, &net);
@@ -460,6 +461,26 @@ fn cidr_holding(net: &ClusterNet, ip: Ipv4Addr) -> Option<String> {
         Some(format!("service_cidr {}", net.service_cidr))
     } else {
         None
+    }
+}
+
+/// `cluster.api_server_sans`: each an IP address or a DNS name kubeadm puts in the
+/// certificate (it leaves anything else out with only a log line).
+fn api_server_sans(v: &mut V<'_>) {
+    let Some(c) = v.plan.file.cluster.as_ref() else {
+        return;
+    };
+    for (i, san) in c.api_server_sans.iter().enumerate() {
+        if let Err(why) = syntax::cert_san(san) {
+            v.at(
+                &format!("cluster.api_server_sans[{i}]"),
+                Diagnostic::error(
+                    "bad-api-server-san",
+                    format!("api_server_sans \"{san}\" is not valid: {why}"),
+                )
+                .with_hint("write an IP address (\"203.0.113.10\") or a lowercase DNS name (\"api.lab.example.com\", \"*.lab.example.com\")"),
+            );
+        }
     }
 }
 
