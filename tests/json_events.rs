@@ -351,6 +351,13 @@ fn failures_end_with_the_summary_too() {
     check_stream("usage error", &usage);
     assert_eq!(usage.code, 64, "{usage}");
     assert_eq!(usage.summary()["outcome"], "usage_error");
+    // The summary says what was wrong, as the human form does.
+    assert!(
+        usage.summary()["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("unexpected argument '--bogus' found")),
+        "{usage}"
+    );
 }
 
 /// `-v`: every script and its output are events (`script`, `output`), as the host log has

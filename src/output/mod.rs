@@ -191,13 +191,19 @@ impl Output {
     /// logs (human: stderr; JSON: in the summary), and with `--output json` the one
     /// `summary` line. Returns the outcome, for the exit code.
     pub fn finish(&self, result: anyhow::Result<Outcome>) -> Outcome {
-        let (mut outcome, error) = match result {
+        let (outcome, error) = match result {
             Ok(o) => (o, None),
             Err(e) => {
                 self.error(&e);
                 (Outcome::Failed, Some(format!("{e:#}")))
             }
         };
+        self.finish_as(outcome, error)
+    }
+
+    /// [`Output::finish`] with the outcome and the error (already shown) decided.
+    fn finish_as(&self, outcome: Outcome, error: Option<String>) -> Outcome {
+        let mut outcome = outcome;
         let t = self.tally();
         if t.interrupted && outcome == Outcome::Success {
             outcome = Outcome::Interrupted;
@@ -243,10 +249,21 @@ impl Output {
 
     /// A command line clap refused (exit 64): its message on stderr, and with
     /// `--output json` among the arguments, the summary line.
+    /// A command line clap refused: its message on stderr, and with `--output json` a
+    /// summary whose `error` is that message (what was wrong, without the usage lines).
     pub fn usage_error(e: &clap::Error, json: bool) {
         let _ = e.print();
         if json {
-            Output::new(OutputFormat::Json, None).finish(Ok(Outcome::UsageError));
+            let text = e.render().to_string();
+            let said: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            let said = said.join(" ");
+            let said = said.strip_prefix("error: ").unwrap_or(&said).to_string();
+            Output::new(OutputFormat::Json, None).finish_as(Outcome::UsageError, Some(said));
         }
     }
 
