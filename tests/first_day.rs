@@ -463,3 +463,28 @@ fn kubeconfig_address_is_checked_against_the_api_server_certificate() {
         r.stderr
     );
 }
+
+/// The Windows Server 2022 NodePort warning of a plan with Windows nodes does not recommend
+/// flannel's host-gw backend, which kwin refuses with Windows nodes.
+#[test]
+fn a_windows_plan_is_not_told_to_use_host_gw() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let r = kwin_testkit::kwin!(&root)
+        .args([
+            "validate",
+            "tests/plans/bad/windows-nodeport.toml",
+            "--output",
+            "json",
+        ])
+        .env("HOME", root.join("tests/plans/home"))
+        .run();
+    let events = kwin_testkit::kwin::events(&r.stdout);
+    let hint = events
+        .iter()
+        .find(|e| e["event"] == "diagnostic" && e["code"] == "windows-nodeport")
+        .and_then(|e| e["hint"].as_str())
+        .unwrap_or_else(|| panic!("no windows-nodeport warning:\n{}", r.stdout))
+        .to_string();
+    assert!(!hint.contains("use host-gw"), "{hint}");
+    assert!(hint.contains("externalTrafficPolicy: Local"), "{hint}");
+}

@@ -676,7 +676,7 @@ fn windows_2022_overlay(v: &mut V<'_>) {
                     h.name
                 ),
             )
-            .with_hint("a known Windows Server 2022 overlay issue (Kubernetes docs, \"Networking on Windows\"); use host-gw or set externalTrafficPolicy: Local"),
+            .with_hint("a known Windows Server 2022 overlay issue (Kubernetes docs, \"Networking on Windows\"): set externalTrafficPolicy: Local on those Services (flannel's host-gw backend avoids the overlay, but kwin refuses it with Windows nodes: flannel-windows-host-gw)"),
         );
     }
 }
