@@ -302,12 +302,23 @@ async fn pinned_host_key_is_checked() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 
+    // The pin of the host's other key (ECDSA, while kwin asks for ed25519 first) is the
+    // host's too: kwin asks for that type and connects.
+    spec.host_key = Some(lab.host_ecdsa_fp.clone());
+    SshTransport::new("h1", &spec, lab.opts())
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("the pinned ECDSA key is the host's: {e}"));
+
     let other = fingerprint(&lab.path("id_wrong.pub"));
     spec.host_key = Some(other.clone());
     match SshTransport::new("h1", &spec, lab.opts()).connect().await {
         Err(e @ TransportError::HostKeyMismatch { .. }) => {
             let m = e.to_string();
+            // Every key the host showed, each with its type.
             assert!(m.contains(&other) && m.contains(&lab.host_fp), "{m}");
+            assert!(m.contains(&format!("{} (ecdsa-sha2-nistp256)", lab.host_ecdsa_fp)), "{m}");
+            assert!(m.contains(&format!("{} (ssh-ed25519)", lab.host_fp)), "{m}");
             assert!(!e.is_retryable());
         }
         other => panic!("expected a host key mismatch, got {other:?}"),

@@ -125,6 +125,8 @@ pub struct Sshd {
     child: Option<Child>,
     /// The host key's `SHA256:...` fingerprint.
     pub host_fp: String,
+    /// The host's second key, ECDSA (kwin asks for ed25519 first): its fingerprint.
+    pub host_ecdsa_fp: String,
 }
 
 impl Sshd {
@@ -146,6 +148,10 @@ impl Sshd {
         let d = dir.path().to_path_buf();
         mkdir(&d, 0o755);
         keygen(&d.join("host_ed25519"), "");
+        sh(&format!(
+            "rm -f {k} {k}.pub && ssh-keygen -q -t ecdsa -b 256 -N '' -f {k}",
+            k = d.join("host_ecdsa").display()
+        ));
         keygen(&d.join("id_ed25519"), "");
         keygen(&d.join("id_pass"), PASSPHRASE);
         keygen(&d.join("id_wrong"), "");
@@ -216,7 +222,7 @@ impl Sshd {
         write(
             &d.join("sshd_config"),
             &format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_ed25519\n\
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_ed25519\nHostKey {d}/host_ecdsa\n\
                  PidFile none\nAuthorizedKeysFile {d}/auth/%u\nUsePAM no\nStrictModes no\n\
                  UseDNS no\nPermitRootLogin prohibit-password\nPasswordAuthentication yes\n\
                  KbdInteractiveAuthentication no\nMaxStartups 200:30:400\nMaxSessions 100\n\
@@ -226,11 +232,13 @@ impl Sshd {
             0o644,
         );
         let host_fp = fingerprint(&d.join("host_ed25519.pub"));
+        let host_ecdsa_fp = fingerprint(&d.join("host_ecdsa.pub"));
         let mut s = Sshd {
             dir,
             port,
             child: None,
             host_fp,
+            host_ecdsa_fp,
         };
         s.spawn();
         s

@@ -685,6 +685,7 @@ fn resolve_one(cfg: &SshConfig, host_name: &str, spec: &SshSpec, opts: &SshOptio
         io_timeout: opts.io_timeout.max(Duration::from_secs(1)),
         keepalive: (opts.keepalive_secs > 0)
             .then(|| Duration::from_secs(u64::from(opts.keepalive_secs))),
+        shown_key_types: Vec::new(),
         scrubber: opts.scrubber.clone(),
     }
 }

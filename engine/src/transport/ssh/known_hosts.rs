@@ -208,7 +208,31 @@ pub(crate) fn verify(known: &[KnownKey], blob: &[u8]) -> Verdict {
 /// Host key algorithms in the order kwin asks for them: the types already known for this
 /// host first (so a host known by its RSA key is not reported as changed because it also has
 /// an ed25519 key), then ed25519, ECDSA, RSA with SHA-2.
+#[cfg(test)]
 pub(crate) fn hostkey_prefs(known: &[KnownKey]) -> String {
+    hostkey_prefs_except(known, &[])
+}
+
+/// The algorithms of a key type as a server offers it (`ssh-rsa` keys sign with SHA-2).
+fn algorithms_of(key_type: &str) -> Vec<&str> {
+    match key_type {
+        "ssh-rsa" => vec!["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"],
+        t => vec![t],
+    }
+}
+
+/// [`hostkey_prefs`] without the algorithms of the key types in `skip` (keys the host has
+/// shown already); empty when none is left.
+pub(crate) fn hostkey_prefs_except(known: &[KnownKey], skip: &[String]) -> String {
+    let skipped: Vec<&str> = skip.iter().flat_map(|t| algorithms_of(t)).collect();
+    all_hostkey_prefs(known)
+        .into_iter()
+        .filter(|a| !skipped.contains(a))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn all_hostkey_prefs(known: &[KnownKey]) -> Vec<&'static str> {
     const DEFAULT: [&str; 6] = [
         "ssh-ed25519",
         "ecdsa-sha2-nistp256",
@@ -240,7 +264,7 @@ pub(crate) fn hostkey_prefs(known: &[KnownKey]) -> String {
     for alg in DEFAULT {
         push(alg, &mut out);
     }
-    out.join(",")
+    out
 }
 
 static WRITE_LOCK: Mutex<()> = Mutex::new(());
@@ -396,6 +420,12 @@ mod tests {
             "{p}"
         );
         assert_eq!(p.matches("rsa-sha2-512").count(), 1);
+        // The key types a host has shown are not asked for again.
+        let p = hostkey_prefs_except(&[], &["ssh-ed25519".into(), "ssh-rsa".into()]);
+        assert_eq!(
+            p,
+            "ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521"
+        );
     }
 
     #[test]

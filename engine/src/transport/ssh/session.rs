@@ -66,6 +66,9 @@ pub(crate) struct Target {
     pub io_timeout: Duration,
     pub keepalive: Option<Duration>,
     pub scrubber: Option<Scrubber>,
+    /// Host key types the host has already shown in this connect and that did not match the
+    /// pin: not asked for again.
+    pub shown_key_types: Vec<String>,
 }
 
 /// Facts about a fresh connection, for the async side.
@@ -102,9 +105,68 @@ fn is_code(e: &ssh2::Error, code: i32) -> bool {
     e.code() == ErrorCode::Session(code)
 }
 
+/// A host's key that does not match the plan's pin: its type and fingerprint.
+struct Unpinned {
+    kind: String,
+    fingerprint: String,
+}
+
+/// How one connection attempt ended without a connection.
+enum Attempt {
+    /// The host offered a key of a type, not the pinned one: worth asking for another type.
+    Unpinned(Unpinned),
+    Failed(TransportError),
+}
+
+impl From<TransportError> for Attempt {
+    fn from(e: TransportError) -> Self {
+        Attempt::Failed(e)
+    }
+}
+
 impl Conn {
     /// TCP connect (bounded by the connect timeout), handshake, host key check, auth.
-    pub fn open(mut t: Target) -> Result<(Conn, Connected), TransportError> {
+    ///
+    /// A host has one key per type, and the plan's pin (a SHA-256 fingerprint) does not say
+    /// which: when the key the host offers does not match it, kwin connects again asking for
+    /// the host's other key types, until one matches (the pin authenticates the host either
+    /// way) or none is left; then the error lists every key the host showed.
+    pub fn open(t: Target) -> Result<(Conn, Connected), TransportError> {
+        let mut shown: Vec<Unpinned> = Vec::new();
+        loop {
+            let mut attempt = t.clone();
+            attempt.shown_key_types = shown.iter().map(|u| u.kind.clone()).collect();
+            let last = match Conn::open_once(attempt) {
+                Err(Attempt::Unpinned(u)) => u,
+                // Asked only for types the host does not have: the keys it showed are all.
+                Err(Attempt::Failed(_)) if !shown.is_empty() => break,
+                Err(Attempt::Failed(e)) => return Err(e),
+                Ok(c) => return Ok(c),
+            };
+            shown.push(last);
+            let kinds: Vec<String> = shown.iter().map(|u| u.kind.clone()).collect();
+            if known_hosts::hostkey_prefs_except(&[], &kinds).is_empty() {
+                break;
+            }
+        }
+        let keys: Vec<String> = shown
+            .iter()
+            .map(|u| format!("{} ({})", u.fingerprint, u.kind))
+            .collect();
+        Err(TransportError::HostKeyMismatch {
+            host: t.label.clone(),
+            expected: format!(
+                "{} (pinned in the plan)",
+                t.pinned.as_deref().map(str::trim).unwrap_or_default()
+            ),
+            actual: format!(
+                "{}: none of the host's keys is the pinned one (its key types each have their own fingerprint: `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host prints its ed25519 key's), so this is not the host that was pinned",
+                keys.join(", ")
+            ),
+        })
+    }
+
+    fn open_once(mut t: Target) -> Result<(Conn, Connected), Attempt> {
         let known = if t.pinned.is_some() {
             Vec::new()
         } else {
@@ -174,11 +236,14 @@ impl Conn {
         tunnel: Option<Tunnel>,
         known: &[known_hosts::KnownKey],
         mut recorded: Vec<RecordedHostKey>,
-    ) -> Result<(Conn, Connected), TransportError> {
+    ) -> Result<(Conn, Connected), Attempt> {
         sess.set_timeout(millis(t.connect_timeout));
         let prefs = [
             (MethodType::Kex, KEX_PREFS.to_string()),
-            (MethodType::HostKey, known_hosts::hostkey_prefs(known)),
+            (
+                MethodType::HostKey,
+                known_hosts::hostkey_prefs_except(known, &t.shown_key_types),
+            ),
             (MethodType::CryptCs, CIPHER_PREFS.to_string()),
             (MethodType::CryptSc, CIPHER_PREFS.to_string()),
             (MethodType::MacCs, MAC_PREFS.to_string()),
@@ -211,6 +276,13 @@ impl Conn {
             .host_key()
             .ok_or_else(|| connect_err(&t, ConnectKind::Other, "the server sent no host key"))?;
         let blob = blob.to_vec();
+        if let Some(pin) = &t.pinned {
+            let fingerprint = known_hosts::fingerprint(&blob);
+            if !known_hosts::pinned_matches(pin, &fingerprint) {
+                let kind = known_hosts::key_type_of(&blob).unwrap_or_else(|| "unknown type".into());
+                return Err(Attempt::Unpinned(Unpinned { kind, fingerprint }));
+            }
+        }
         recorded.extend(check_host_key(&t, known, &blob)?);
         let fingerprint = known_hosts::fingerprint(&blob);
 
