@@ -73,6 +73,14 @@ fn the_first_screen_has_install_the_lab_the_real_vm_path_and_the_tests() {
         screen.contains(&format!("Rust {rust} or newer")),
         "README's first screen must name Rust {rust}:\n{screen}"
     );
+    // what building needs besides Rust (libssh2 links OpenSSL), and the way from Windows
+    for needed in ["libssl-dev", "pkg-config", "WSL2"] {
+        assert!(screen.contains(needed), "README's install names no {needed}:\n{screen}");
+    }
+    assert!(
+        read("docs/real-vms.md").contains("\n## The controller on Windows (WSL2)\n"),
+        "the WSL2 section README links"
+    );
     let blocks = sh_blocks(&screen);
     // the lab: ONE command line that sets up the lab and runs kwin's main job on it
     let lab = blocks
