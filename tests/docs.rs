@@ -75,7 +75,10 @@ fn the_first_screen_has_install_the_lab_the_real_vm_path_and_the_tests() {
     );
     // what building needs besides Rust (libssh2 links OpenSSL), and the way from Windows
     for needed in ["libssl-dev", "pkg-config", "WSL2"] {
-        assert!(screen.contains(needed), "README's install names no {needed}:\n{screen}");
+        assert!(
+            screen.contains(needed),
+            "README's install names no {needed}:\n{screen}"
+        );
     }
     assert!(
         read("docs/real-vms.md").contains("\n## The controller on Windows (WSL2)\n"),

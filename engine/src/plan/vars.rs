@@ -16,7 +16,8 @@
 //! the declared type (`variable-type`, naming where the value came from).
 //!
 //! Where variables are used: `[[hosts]]` and `[defaults.*]` string values (`address`, `user`,
-//! `node_ip`, `host_key`, `private_key`, …) are substituted while the plan loads, before any
+//! `node_ip`, `host_key`, `private_key`, …), and `[cluster]`'s `control_plane_endpoint` and
+//! `api_server_sans` items (the addresses a cloud gives), are substituted while the plan loads, before any
 //! rule sees them, so a substituted value is checked by the same rules as a written one (an
 //! address must be an address: nothing reaches a shell that validation did not accept); a value
 //! that is exactly `"{{ var.name }}"` takes the variable's type (`port = "{{ var.ssh_port }}"`
@@ -298,6 +299,8 @@ pub fn substitutions(
         false
     };
     let mut tables: Vec<&DeTable<'_>> = Vec::new();
+    // Values substituted besides the tables' own: `[cluster]`'s addresses.
+    let mut more: Vec<&toml::Spanned<DeValue<'_>>> = Vec::new();
     for (k, v) in doc.iter() {
         match (k.get_ref().as_ref(), v.get_ref()) {
             ("hosts", DeValue::Array(a)) => {
@@ -305,6 +308,12 @@ pub fn substitutions(
             }
             ("defaults", DeValue::Table(t)) => {
                 tables.extend(t.iter().filter_map(|(_, d)| d.get_ref().as_table()));
+            }
+            ("cluster", DeValue::Table(t)) => {
+                more.extend(t.get("control_plane_endpoint"));
+                if let Some(DeValue::Array(a)) = t.get("api_server_sans").map(|v| v.get_ref()) {
+                    more.extend(a.iter());
+                }
             }
             ("tasks", DeValue::Array(a)) => {
                 for t in a.iter() {
@@ -321,8 +330,9 @@ pub fn substitutions(
         }
     }
     let mut edits = Vec::new();
-    for t in tables {
-        for (_, v) in t.iter() {
+    let values_of_tables = tables.into_iter().flat_map(|t| t.iter().map(|(_, v)| v));
+    for v in values_of_tables.chain(more) {
+        {
             let DeValue::String(s) = v.get_ref() else {
                 continue;
             };
