@@ -488,3 +488,35 @@ fn a_windows_plan_is_not_told_to_use_host_gw() {
     assert!(!hint.contains("use host-gw"), "{hint}");
     assert!(hint.contains("externalTrafficPolicy: Local"), "{hint}");
 }
+
+/// `kwin plan` shows the kubeadm configuration the first control plane gets (it holds no
+/// secret: the bootstrap token is made later), with `cluster.api_server_sans` as its
+/// ClusterConfiguration's `apiServer.certSANs`, instead of hiding it as sensitive.
+#[test]
+fn plan_shows_the_kubeadm_configuration_with_the_api_server_sans() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let plan = "[cluster]\nname = \"lab\"\nkubernetes_version = \"1.31.4\"\napi_server_sans = [\"203.0.113.10\", \"api.lab.example.com\"]\n\n\
+                [cni]\nplugin = \"flannel\"\n\n\
+                [[hosts]]\nname = \"cp1\"\nnode_ip = \"10.0.0.1\"\nos = \"linux\"\ntransport = \"local\"\nrole = \"control-plane\"\n";
+    std::fs::write(d.join("plan.toml"), plan).expect("plan");
+    let r = run(d, &["plan", "plan.toml"]);
+    let out = &r.stdout;
+    let from = out
+        .find("cp1: create kubeadm-config")
+        .unwrap_or_else(|| panic!("no kubeadm-config change:\n{out}"));
+    let diff: String = out[from..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", l.trim_start()))
+        .collect();
+    assert!(!diff.contains("(sensitive)"), "{diff}");
+    assert!(
+        diff.contains(
+            "+apiServer:\n+  certSANs:\n+    - \"203.0.113.10\"\n+    - \"api.lab.example.com\"\n"
+        ),
+        "{diff}"
+    );
+    assert!(diff.contains("+kind: ClusterConfiguration"), "{diff}");
+}

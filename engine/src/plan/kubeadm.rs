@@ -180,6 +180,11 @@ pub struct Cluster {
     pub minor: u32,
     pub control_plane_endpoint: String,
     pub api_server_port: u16,
+    /// `cluster.api_server_sans`: ClusterConfiguration `apiServer.certSANs`, the API server
+    /// certificate's names besides kubeadm's own (kubeadm-config v1beta2–v1beta4,
+    /// `APIServer.CertSANs`; the control planes that join later read it from the cluster's
+    /// kubeadm-config, so their certificates name them too).
+    pub api_server_sans: Vec<String>,
     pub pod_cidr: String,
     pub service_cidr: String,
     pub dns_domain: String,
@@ -211,7 +216,7 @@ pub fn init_config(node: &Node, cluster: &Cluster) -> String {
                 .put("bindPort", Doc::Int(i64::from(cluster.api_server_port))),
         );
     }
-    let cluster_config = Doc::map()
+    let mut cluster_config = Doc::map()
         .bare("apiVersion", api.as_str())
         .bare("kind", "ClusterConfiguration")
         .str("clusterName", &cluster.name)
@@ -219,14 +224,23 @@ pub fn init_config(node: &Node, cluster: &Cluster) -> String {
             "kubernetesVersion",
             &format!("v{}", cluster.kubernetes_version),
         )
-        .str("controlPlaneEndpoint", &cluster.control_plane_endpoint)
-        .put(
-            "networking",
-            Doc::map()
-                .str("podSubnet", &cluster.pod_cidr)
-                .str("serviceSubnet", &cluster.service_cidr)
-                .str("dnsDomain", &cluster.dns_domain),
-        );
+        .str("controlPlaneEndpoint", &cluster.control_plane_endpoint);
+    if !cluster.api_server_sans.is_empty() {
+        let sans = cluster
+            .api_server_sans
+            .iter()
+            .map(|s| Doc::Str(s.clone()))
+            .collect();
+        cluster_config =
+            cluster_config.put("apiServer", Doc::map().put("certSANs", Doc::List(sans)));
+    }
+    let cluster_config = cluster_config.put(
+        "networking",
+        Doc::map()
+            .str("podSubnet", &cluster.pod_cidr)
+            .str("serviceSubnet", &cluster.service_cidr)
+            .str("dnsDomain", &cluster.dns_domain),
+    );
     let mut kubelet = Doc::map()
         .bare("apiVersion", "kubelet.config.k8s.io/v1beta1")
         .bare("kind", "KubeletConfiguration")
@@ -317,6 +331,8 @@ pub struct ClusterArg {
     minor_version: u32,
     control_plane_endpoint: String,
     api_server_port: u16,
+    #[serde(default)]
+    api_server_sans: Vec<String>,
     pod_cidr: String,
     service_cidr: String,
     dns_domain: String,
@@ -353,6 +369,7 @@ pub fn init_config_of(host: HostArg, cluster: ClusterArg) -> Result<String, Stri
         minor: cluster.minor_version,
         control_plane_endpoint: cluster.control_plane_endpoint,
         api_server_port: cluster.api_server_port,
+        api_server_sans: cluster.api_server_sans,
         pod_cidr: cluster.pod_cidr,
         service_cidr: cluster.service_cidr,
         dns_domain: cluster.dns_domain,
@@ -519,6 +536,7 @@ mod tests {
             minor,
             control_plane_endpoint: "10.0.0.10:6443".into(),
             api_server_port: 6443,
+            api_server_sans: Vec::new(),
             pod_cidr: "10.244.0.0/16".into(),
             service_cidr: "10.96.0.0/12".into(),
             dns_domain: "cluster.local".into(),
@@ -527,6 +545,22 @@ mod tests {
             cgroup_driver: "systemd".into(),
             fail_cgroup_v1: None,
         }
+    }
+
+    /// `cluster.api_server_sans` are the ClusterConfiguration's `apiServer.certSANs`, each a
+    /// string from the plan; none, no `apiServer`.
+    #[test]
+    fn api_server_sans_are_the_cluster_configuration_s_cert_sans() {
+        let mut c = cluster(31);
+        c.api_server_sans = vec!["203.0.113.10".into(), "api.lab.example.com".into()];
+        let text = init_config(&node(), &c);
+        assert!(
+            text.contains(
+                "controlPlaneEndpoint: \"10.0.0.10:6443\"\napiServer:\n  certSANs:\n    - \"203.0.113.10\"\n    - \"api.lab.example.com\"\nnetworking:"
+            ),
+            "{text}"
+        );
+        assert!(!init_config(&node(), &cluster(31)).contains("apiServer"));
     }
 
     #[test]
