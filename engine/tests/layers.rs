@@ -9,6 +9,9 @@
 //! (`crate::transport::Shell`) counts as an edge to that layer, so engine code names the
 //! vocabulary where it lives (`crate::shell::Shell`). A `pub use` in a module of its own
 //! child is namespace plumbing and is not a file edge.
+//!
+//! And only `transport/` names the crates that reach the network or speak its protocols
+//! (ssh2, reqwest, hyper, rustls, sspi and their helpers).
 
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
@@ -609,6 +612,128 @@ fn a_cycle_between_files_is_reported() {
     assert_eq!(
         file_cycles(&files).expect("parses"),
         ["exec → exec::walker → exec (all of: exec, exec::walker)"]
+    );
+}
+
+/// The crates that reach the network or speak its protocols: only `transport/` names them.
+const NETWORK_CRATES: &[&str] = &[
+    "ssh2",
+    "reqwest",
+    "hyper",
+    "hyper_util",
+    "http_body_util",
+    "rustls",
+    "rustls_native_certs",
+    "tokio_rustls",
+    "sspi",
+];
+
+/// Every path (in code, a `use` tree or a macro call) of a file whose first segment is one of
+/// [`NETWORK_CRATES`], as `line: crate`; code under `#[cfg(test)]` exempt.
+fn network_crate_uses(text: &str) -> Result<Vec<(usize, String)>, String> {
+    struct Finder(Vec<(usize, String)>);
+    impl Finder {
+        fn first(&mut self, ident: &proc_macro2::Ident) {
+            let name = ident.to_string();
+            if NETWORK_CRATES.contains(&name.as_str()) {
+                self.0.push((ident.span().start().line, name));
+            }
+        }
+        fn tokens(&mut self, ts: TokenStream) {
+            let toks: Vec<TokenTree> = ts.into_iter().collect();
+            for (i, t) in toks.iter().enumerate() {
+                match t {
+                    TokenTree::Group(g) => self.tokens(g.stream()),
+                    TokenTree::Ident(id) => {
+                        let path_start = matches!(
+                            (toks.get(i + 1), toks.get(i + 2)),
+                            (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                                if a.as_char() == ':' && b.as_char() == ':'
+                        );
+                        let after_colons = i >= 1
+                            && matches!(&toks[i - 1], TokenTree::Punct(p) if p.as_char() == ':');
+                        if path_start && !after_colons {
+                            self.first(id);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Finder {
+        fn visit_item(&mut self, i: &'ast syn::Item) {
+            let attrs: &[syn::Attribute] = match i {
+                syn::Item::Fn(x) => &x.attrs,
+                syn::Item::Impl(x) => &x.attrs,
+                syn::Item::Mod(x) => &x.attrs,
+                syn::Item::Use(x) => &x.attrs,
+                syn::Item::Const(x) => &x.attrs,
+                syn::Item::Struct(x) => &x.attrs,
+                syn::Item::Enum(x) => &x.attrs,
+                _ => &[],
+            };
+            if !is_cfg_test(attrs) {
+                syn::visit::visit_item(self, i);
+            }
+        }
+        fn visit_use_tree(&mut self, u: &'ast syn::UseTree) {
+            match u {
+                syn::UseTree::Path(p) => self.first(&p.ident),
+                syn::UseTree::Name(n) => self.first(&n.ident),
+                syn::UseTree::Rename(r) => self.first(&r.ident),
+                syn::UseTree::Group(g) => g.items.iter().for_each(|t| self.visit_use_tree(t)),
+                syn::UseTree::Glob(_) => {}
+            }
+        }
+        fn visit_path(&mut self, p: &'ast syn::Path) {
+            if p.leading_colon.is_some() || p.segments.len() > 1 {
+                if let Some(s) = p.segments.first() {
+                    self.first(&s.ident);
+                }
+            }
+            syn::visit::visit_path(self, p);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            self.tokens(m.tokens.clone());
+            syn::visit::visit_macro(self, m);
+        }
+    }
+    let ast = syn::parse_file(text).map_err(|e| e.to_string())?;
+    let mut f = Finder(Vec::new());
+    f.visit_file(&ast);
+    Ok(f.0)
+}
+
+#[test]
+fn only_the_transports_name_the_network_crates() {
+    let mut found = Vec::new();
+    for (rel, text) in engine_sources() {
+        if rel.starts_with("transport") {
+            continue;
+        }
+        for (line, krate) in network_crate_uses(&text).expect("parses") {
+            found.push(format!("engine/src/{}:{line}: {krate}", rel.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "only engine/src/transport/ may name the network crates:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_network_crate_outside_the_transports_is_reported() {
+    let text = "use ssh2::Session;\nuse std::io;\nfn f() { let _ = reqwest::Client::new(); let _ = format!(\"{:?}\", sspi::x()); }\nfn g(s: &str) -> bool { s == \"hyper\" }\n#[cfg(test)]\nmod tests { use rustls::x; }\n";
+    let found = network_crate_uses(text).expect("parses");
+    assert_eq!(
+        found,
+        [
+            (1, "ssh2".to_string()),
+            (3, "reqwest".to_string()),
+            (3, "sspi".to_string()),
+        ]
     );
 }
 

@@ -489,3 +489,31 @@ impl Conn {
         self.transport.close().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secret::Scrubber;
+    use crate::transport::local::LocalTransport;
+
+    /// A script reaches a POSIX host on the shell's stdin: without the wrapper, a command that
+    /// reads stdin (`cat`) would read the rest of the script as its input, and what follows
+    /// it would never run.
+    #[tokio::test]
+    async fn a_command_that_reads_stdin_cannot_eat_the_rest_of_the_script() {
+        let conn = Conn::new(
+            "local",
+            Arc::new(LocalTransport { become_root: false }),
+            HostLog::none(Scrubber::new()),
+        );
+        // Past the shell's first read (dash reads its input in blocks), so that without the
+        // wrapper `cat` would be handed the rest.
+        let padding = "# padding\n".repeat(20_000);
+        let script = format!("cat\n{padding}echo after-cat\n");
+        let out = conn
+            .run("probe", &script, Duration::from_secs(20), LogStdout::Yes)
+            .await
+            .expect("runs");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "after-cat\n");
+    }
+}

@@ -1,8 +1,8 @@
 //! The executor: probe every host in one round trip, then walk the task graph.
 //!
-//! See ARCHITECTURE.md "Flow of one apply". The pieces, in the order they depend on each
-//! other (`run`, `text`, `logs` < `conn` < `batch`, `journal`, `lock` < `outputs`, `reboot` <
-//! `board` < `shared` < `worker` < `walker` < this file):
+//! The pieces, each importing only those before it: `text.rs`, `logs.rs`, `lock.rs`,
+//! `journal.rs`, `outputs.rs`, `batch.rs` (none of the executor's) < `retention.rs` < `run.rs`
+//! < `conn.rs` < `reboot.rs` < `board.rs` < `shared.rs` < `worker/` < `walker.rs` < this file.
 //!
 //! - `run.rs`: what a run is given and gives back ([`Run`], [`RunOptions`], [`Cancel`],
 //!   [`RunSummary`]). Every task's module is built before the run (`module::build`).
@@ -21,7 +21,8 @@
 //!   `apply --check`): plan and report; changes nothing.
 //! - `batch.rs` (apply scripts), `outputs.rs` (task outputs read once per producer),
 //!   `reboot.rs` (trigger, wait down, wait up with a new boot id), `conn.rs` (timeouts, retry
-//!   with backoff, logging), `text.rs`, `logs.rs`, `journal.rs`, `lock.rs`, `retention.rs`.
+//!   with backoff, logging), `text.rs`, `logs.rs` (host logs), `journal.rs` (the run's
+//!   record), `lock.rs` (`.kwin/lock`), `retention.rs` (pruning old runs' logs and journals).
 //!
 //! Invariants: the executor never prints (events only); every text it emits or logs has
 //! passed the run's scrubber; a host's failure never stops an unrelated host.

@@ -9,9 +9,12 @@
 //! Nothing here touches a host or reads a secret's value. References between tasks
 //! (`after`, `inputs`) have one grammar, `refs.rs`, used by validation and expansion.
 //!
-//! Effective values with defaults applied are methods of [`LoadedPlan`]:
-//! [`LoadedPlan::cluster_net`] (CIDRs, DNS IP, max pods), [`LoadedPlan::cni_settings`],
-//! [`LoadedPlan::kubernetes_version`], [`LoadedPlan::control_planes`].
+//! Every effective value (the plan's, else kwin's default from `effective/defaults.rs`) is
+//! decided once, after validation, by [`effective::Effective::build`]; every later phase
+//! reads that. Validation itself reads the few it needs through [`LoadedPlan::cluster_net`]
+//! and [`LoadedPlan::cni_settings`], which take their defaults from the same module.
+//! `versions.rs` is the support matrix (Kubernetes minors, pause images, every flag the
+//! recipes render); `kubeadm.rs` renders kubeadm's configuration, the only place that does.
 //!
 //! Connection specs (`SshSpec`, `WinrmSpec`, `ConnSpec`, `SecretSource`, `WinrmAuth`) belong
 //! to the layer below (`transport::spec`); they are re-exported here.
