@@ -454,6 +454,9 @@ const PLAN_KEYS: &[&str] = &[
     "keep_runs",
     "logs_limit_mib",
 ];
+/// The executor's names of plan keys (`settings.output_budget_mib` is `output_budget` in
+/// bytes).
+const EXECUTOR_KEYS: &[&str] = &["output_budget"];
 /// Files that may write the literals: the defaults themselves.
 const HOMES: &[(&str, &[&str])] = &[("modules/src/kube/mod.rs", &["/etc/kubernetes/admin.conf"])];
 /// The defaults module: every literal of it is a default's one home.
@@ -546,6 +549,36 @@ impl<'ast> Visit<'ast> for Literals {
         }
         syn::visit::visit_field(self, f);
     }
+    /// A plan key's value written as a literal in a struct expression (`retries: 3`,
+    /// `step_timeout: Duration::from_secs(600)`): a default copied where the executor's or a
+    /// command's options are made.
+    fn visit_field_value(&mut self, f: &'ast syn::FieldValue) {
+        if let syn::Member::Named(n) = &f.member {
+            let k = n.to_string();
+            if (PLAN_KEYS.contains(&k.as_str()) || EXECUTOR_KEYS.contains(&k.as_str()))
+                && is_literal_value(&f.expr)
+            {
+                self.found
+                    .push((n.span().start().line, format!("`{k}: <literal>`")));
+            }
+        }
+        syn::visit::visit_field_value(self, f);
+    }
+    /// `const DEFAULT_X: T = <literal>;` (or `static`): a default with a home of its own.
+    fn visit_item_const(&mut self, c: &'ast syn::ItemConst) {
+        if c.ident.to_string().starts_with("DEFAULT_") && is_literal_value(&c.expr) {
+            self.found
+                .push((c.ident.span().start().line, format!("const {}", c.ident)));
+        }
+        syn::visit::visit_item_const(self, c);
+    }
+    fn visit_item_static(&mut self, c: &'ast syn::ItemStatic) {
+        if c.ident.to_string().starts_with("DEFAULT_") && is_literal_value(&c.expr) {
+            self.found
+                .push((c.ident.span().start().line, format!("static {}", c.ident)));
+        }
+        syn::visit::visit_item_static(self, c);
+    }
     /// `<plan key>.unwrap_or(<literal>)`.
     fn visit_expr_method_call(&mut self, c: &'ast syn::ExprMethodCall) {
         if c.method == "unwrap_or" || c.method == "unwrap_or_else" {
@@ -567,6 +600,24 @@ impl<'ast> Visit<'ast> for Literals {
             }
         }
         syn::visit::visit_expr_method_call(self, c);
+    }
+}
+
+/// Whether `e` is made of literals only: `3`, `64 << 20`, `Duration::from_secs(600)`,
+/// `"2h".to_string()`.
+fn is_literal_value(e: &syn::Expr) -> bool {
+    match e {
+        syn::Expr::Lit(_) => true,
+        syn::Expr::Paren(p) => is_literal_value(&p.expr),
+        syn::Expr::Group(g) => is_literal_value(&g.expr),
+        syn::Expr::Unary(u) => is_literal_value(&u.expr),
+        syn::Expr::Cast(c) => is_literal_value(&c.expr),
+        syn::Expr::Binary(b) => is_literal_value(&b.left) && is_literal_value(&b.right),
+        syn::Expr::Call(c) => !c.args.is_empty() && c.args.iter().all(is_literal_value),
+        syn::Expr::MethodCall(m) => {
+            is_literal_value(&m.receiver) && m.args.iter().all(is_literal_value)
+        }
+        _ => false,
     }
 }
 
@@ -620,6 +671,17 @@ fn f(s: &Settings, c: &Cluster) {
     let p = format!("{}:{}", c.host, 6443);
     let ok = s.retries.unwrap_or(defaults::settings::RETRIES);
 }
+pub const DEFAULT_KEEP_RUNS: usize = 50;
+const DEFAULT_BUDGET: u64 = 64 << 20;
+const DEFAULT_FROM_HOME: u64 = defaults::settings::OUTPUT_BUDGET_MIB;
+fn options() -> RunOptions {
+    RunOptions {
+        retries: 3,
+        step_timeout: Duration::from_secs(600),
+        output_budget: DEFAULT_BUDGET,
+        parallelism: s.parallelism,
+    }
+}
 #[cfg(test)]
 mod tests { const X: &str = "10.244.0.0/16"; }
 "#,
@@ -633,7 +695,11 @@ mod tests { const X: &str = "10.244.0.0/16"; }
             "\"cluster.local\"",
             "schema default 110",
             "`retries.unwrap_or(<literal>)`",
-            "6443"
+            "6443",
+            "const DEFAULT_KEEP_RUNS",
+            "const DEFAULT_BUDGET",
+            "`retries: <literal>`",
+            "`step_timeout: <literal>`",
         ]
     );
 }

@@ -18,20 +18,6 @@ pub struct Retention {
     pub max_bytes: u64,
 }
 
-/// `settings.keep_runs` default.
-pub const DEFAULT_KEEP_RUNS: usize = 50;
-/// `settings.logs_limit_mib` default, in bytes.
-pub const DEFAULT_LOGS_LIMIT: u64 = 1024 << 20;
-
-impl Default for Retention {
-    fn default() -> Self {
-        Retention {
-            keep_runs: DEFAULT_KEEP_RUNS,
-            max_bytes: DEFAULT_LOGS_LIMIT,
-        }
-    }
-}
-
 /// Whether `name` is a run id as [`crate::fs::new_run_id`] makes them.
 pub fn is_run_id(name: &str) -> bool {
     let b = name.as_bytes();

@@ -8,8 +8,8 @@ use crate::event::{Counts, EventSink, Mode};
 use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
 use crate::module::build::Modules;
+use crate::plan::effective::SettingsEff;
 use crate::secret::Scrubber;
-use crate::transport::output::DEFAULT_OUTPUT_BUDGET;
 use crate::transport::Transport;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,28 +53,53 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// Defaults of `[settings]` for a run of `mode` keeping its state in `state_dir`.
-    pub fn new(mode: Mode, state_dir: PathBuf) -> Self {
+    /// The options of a run of `mode` keeping its state in `state_dir`, from the plan's
+    /// effective `[settings]` (defaults applied by `plan::effective`). Every setting is
+    /// named here: a new one does not compile until it reaches the executor.
+    pub fn from_settings(settings: &SettingsEff, mode: Mode, state_dir: PathBuf) -> Self {
+        let SettingsEff {
+            parallelism,
+            step_timeout_secs,
+            retries,
+            retry_delay_secs,
+            wait_for_hosts_secs,
+            allow_reboot,
+            output_budget_bytes,
+            keep_runs,
+            logs_limit_bytes,
+        } = *settings;
         RunOptions {
             mode,
-            parallelism: 32,
-            step_timeout: Duration::from_secs(600),
-            retries: 3,
-            retry_delay: Duration::from_secs(2),
-            wait_for_hosts: Duration::ZERO,
+            parallelism,
+            step_timeout: Duration::from_secs(step_timeout_secs),
+            retries,
+            retry_delay: Duration::from_secs(retry_delay_secs),
+            wait_for_hosts: Duration::from_secs(wait_for_hosts_secs),
             accept_new_host_keys: false,
             state_dir,
             run_id: crate::fs::new_run_id(),
             plan: PathBuf::new(),
-            allow_reboot: true,
-            reboot_poll: Duration::from_secs(2),
-            output_budget: DEFAULT_OUTPUT_BUDGET,
-            retention: Retention::default(),
+            allow_reboot,
+            reboot_poll: REBOOT_POLL,
+            output_budget: output_budget_bytes,
+            retention: Retention {
+                keep_runs,
+                max_bytes: logs_limit_bytes,
+            },
             probe_only: false,
             verbose: false,
         }
     }
+
+    /// The options of a plan without `[settings]`: kwin's defaults
+    /// (`plan/effective/defaults.rs`).
+    pub fn new(mode: Mode, state_dir: PathBuf) -> Self {
+        RunOptions::from_settings(&SettingsEff::default(), mode, state_dir)
+    }
 }
+
+/// How often a rebooting host is polled (not a plan setting).
+const REBOOT_POLL: Duration = Duration::from_secs(2);
 
 /// Totals of a run, as in the final `summary` event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

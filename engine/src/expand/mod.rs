@@ -2,7 +2,8 @@
 //!
 //! Flow of [`expand`]:
 //!
-//! 1. [`RecipeContext::from_plan`]: the template context, every default filled in once.
+//! 1. [`RecipeContext::new`]: the template context, [`Effective`] serialized (the pipeline
+//!    decides the effective values once and hands them in: [`expand_effective`]).
 //! 2. Without `[cluster]` only the user's tasks expand. With it, [`RecipeSet::parse`] reads the
 //!    recipes (format: `recipe.rs`, plans/README.md) and every template is compiled once.
 //!    Libraries among the sources (script files, [`recipe::libraries`]) are template globals:
@@ -48,6 +49,7 @@ pub use recipe::RecipeSet;
 
 use crate::checksums::Checksums;
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics, Location};
+use crate::plan::effective::Effective;
 use crate::plan::{kubeadm, LoadedPlan, ResolvedHost, Selector};
 use crate::task::{Guard, InputRef, Origin, Task, TaskId};
 use crate::template::{self, TemplateError, Tree, TreeError, Value};
@@ -71,7 +73,18 @@ pub fn expand_with(
     recipes: &[(&str, &str)],
     sums: &Checksums,
 ) -> Result<Vec<Task>, Diagnostics> {
-    let ctx = RecipeContext::from_plan(plan)?;
+    expand_effective(plan, &Effective::build(plan)?, recipes, sums)
+}
+
+/// [`expand_with`] on the plan's effective values as the pipeline decided them once
+/// (`pipeline::prepare`, with the command line's say in them: `--no-verify`).
+pub fn expand_effective(
+    plan: &LoadedPlan,
+    eff: &Effective,
+    recipes: &[(&str, &str)],
+    sums: &Checksums,
+) -> Result<Vec<Task>, Diagnostics> {
+    let ctx = RecipeContext::new(eff);
     let set = if ctx.has_cluster {
         RecipeSet::parse(recipes)?
     } else {

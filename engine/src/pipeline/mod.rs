@@ -110,7 +110,7 @@ pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
         }
         fail(d.dedup())
     };
-    let expanded = phase::expand(req, &plan).await.map_err(with_tasks)?;
+    let expanded = phase::expand(req, &plan, &eff).await.map_err(with_tasks)?;
     let graph = Arc::new(TaskGraph::build(expanded.tasks).map_err(with_tasks)?);
     // 5b. What `--limit` leaves in the run: the chosen hosts' tasks, what they need (read
     //     only), nothing else.
@@ -177,7 +177,7 @@ pub async fn pin_rows(
     req: &Request<'_>,
 ) -> Result<(Prepared, Vec<crate::checksums::PinRow>), Diagnostics> {
     let p = prepare(req).await?;
-    let rows = phase::pin_rows(req, &p.plan)?;
+    let rows = phase::pin_rows(req, &p.plan, &p.eff)?;
     Ok((p, rows))
 }
 

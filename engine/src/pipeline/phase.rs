@@ -12,6 +12,7 @@
 use crate::checksums::{self, Checksums, Known, Wanted, WantedKind};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::module::Registry;
+use crate::plan::effective::Effective;
 use crate::plan::validate::Names;
 use crate::plan::LoadedPlan;
 use crate::task::Task;
@@ -33,7 +34,8 @@ pub struct Request<'a> {
     /// kwin's digests of what the recipes download (`plans/digests.toml`).
     pub digests: &'a str,
     pub user_tasks: UserTasks,
-    /// `apply --no-verify`: expand as if `cluster.verify = false`.
+    /// `apply --no-verify`: the effective `cluster.verify` is false (for the recipes and the
+    /// verify phase alike: `prepare` sets it once).
     pub no_verify: bool,
     pub checksums: ChecksumMode,
     /// `--limit` selectors (`plan::limit`): empty, every host.
@@ -183,18 +185,19 @@ pub(super) struct Expanded {
     pub unfinished: std::collections::BTreeSet<crate::task::Origin>,
 }
 
-/// Phase 4: the tasks of `plan`, every artifact checksum known (fetched if `req` allows).
-pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expanded, Diagnostics> {
+/// Phase 4: the tasks of `plan` with its effective values `eff`, every artifact checksum
+/// known (fetched if `req` allows).
+pub(super) async fn expand(
+    req: &Request<'_>,
+    plan: &LoadedPlan,
+    eff: &Effective,
+) -> Result<Expanded, Diagnostics> {
     let mut expanded = plan.clone();
     if req.user_tasks == UserTasks::Leave {
         expanded.file.tasks.clear();
     }
-    if req.no_verify {
-        if let Some(c) = expanded.file.cluster.as_mut() {
-            c.verify = Some(false);
-        }
-    }
-    let expand = |sums: &Checksums| crate::expand::expand_with(&expanded, req.recipes, sums);
+    let expand =
+        |sums: &Checksums| crate::expand::expand_effective(&expanded, eff, req.recipes, sums);
     let error = |e: String| Diagnostics(vec![Diagnostic::error("artifact-checksum", e)]);
     let record = checksums::record_path(&plan.base_dir.join(".kwin"));
     let recorded = checksums::load_record(&record).map_err(error)?;
@@ -295,13 +298,14 @@ pub(super) async fn expand(req: &Request<'_>, plan: &LoadedPlan) -> Result<Expan
 pub(super) fn pin_rows(
     req: &Request<'_>,
     plan: &LoadedPlan,
+    eff: &Effective,
 ) -> Result<Vec<checksums::PinRow>, Diagnostics> {
     let error = |e: String| Diagnostics(vec![Diagnostic::error("artifact-checksum", e)]);
     let known = Arc::new(Known::parse(req.digests).map_err(error)?);
     let record = checksums::load_record(&checksums::record_path(&plan.base_dir.join(".kwin")))
         .map_err(error)?;
     let bare = Checksums::for_plan(&plan.file, Default::default(), known.clone());
-    crate::expand::expand_with(plan, req.recipes, &bare)?;
+    crate::expand::expand_effective(plan, eff, req.recipes, &bare)?;
     let sums = Checksums::for_plan(&plan.file, record, known);
     checksums::pin_rows(&bare.wanted(), &sums).map_err(|files| {
         error(format!(

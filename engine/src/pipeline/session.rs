@@ -15,7 +15,6 @@ use crate::event::{Event, EventSink, Mode};
 use crate::exec::conn::Conn;
 use crate::exec::lock::Lock;
 use crate::exec::logs::HostLog;
-use crate::exec::retention::Retention;
 use crate::exec::{execute, Cancel, HostHandle, Run, RunOptions, RunSummary};
 use crate::graph::scope::Scope;
 use crate::graph::TaskGraph;
@@ -67,32 +66,13 @@ pub struct Session {
     logs_told: bool,
 }
 
-/// The executor's options for `settings` (with defaults applied), in `mode`. Every setting
-/// is named here (a new one does not compile until it is used).
+/// The executor's options for `settings` (with defaults applied), in `mode`, with the
+/// command line's flags over them.
 fn options(settings: &SettingsEff, flags: &Flags, mode: Mode, state_dir: PathBuf) -> RunOptions {
-    let SettingsEff {
-        parallelism,
-        step_timeout_secs,
-        retries,
-        retry_delay_secs,
-        wait_for_hosts_secs,
-        allow_reboot,
-        output_budget_bytes,
-        keep_runs,
-        logs_limit_bytes,
-    } = *settings;
-    let mut o = RunOptions::new(mode, state_dir);
-    o.parallelism = flags.parallelism.unwrap_or(parallelism);
-    o.step_timeout = Duration::from_secs(step_timeout_secs);
-    o.retries = retries;
-    o.retry_delay = Duration::from_secs(retry_delay_secs);
-    o.wait_for_hosts = Duration::from_secs(wait_for_hosts_secs);
-    o.allow_reboot = allow_reboot;
-    o.output_budget = output_budget_bytes;
-    o.retention = Retention {
-        keep_runs,
-        max_bytes: logs_limit_bytes,
-    };
+    let mut o = RunOptions::from_settings(settings, mode, state_dir);
+    if let Some(p) = flags.parallelism {
+        o.parallelism = p;
+    }
     o.accept_new_host_keys = flags.accept_new_host_keys;
     o.verbose = flags.verbose;
     o

@@ -32,9 +32,6 @@ use std::sync::Arc;
 /// Bytes of a step section's end kept after the budget is spent.
 pub const TAIL: usize = 4096;
 
-/// Default per-run budget of kept step output (`settings.output_budget_mib`).
-pub const DEFAULT_OUTPUT_BUDGET: u64 = 64 << 20;
-
 /// Bytes of step output a run may still keep, shared by all its hosts.
 #[derive(Debug)]
 pub struct OutputBudget {
