@@ -204,6 +204,27 @@ pub struct Change {
     pub touches: Touches,
 }
 
+impl Change {
+    /// The change of a module that makes something exist as wanted: [`Action::Create`]
+    /// because it is `missing` when it does not exist, else [`Action::Update`] because of
+    /// `differs` ("value differs"). No diff, steps or touches yet: the module adds them
+    /// (`Change { diff, steps, touches, ..Change::upsert(exists, "value differs") }`).
+    pub fn upsert(exists: bool, differs: &str) -> Change {
+        let (action, reason) = if exists {
+            (Action::Update, differs)
+        } else {
+            (Action::Create, "missing")
+        };
+        Change {
+            action,
+            reason: reason.to_string(),
+            diff: None,
+            steps: Vec::new(),
+            touches: Touches::Anything,
+        }
+    }
+}
+
 /// The result of planning one task on one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {

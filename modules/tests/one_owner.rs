@@ -12,6 +12,7 @@
 mod kube_common;
 
 use kube_common::{expand, plan_text, task};
+use kwin_engine::module::Registry;
 use kwin_engine::plan::kubeadm::ApiVersion;
 use kwin_engine::plan::syntax;
 use kwin_engine::task::Task;
@@ -155,6 +156,71 @@ fn a_taint_is_read_by_one_parser_for_validation_init_and_join() {
             .expect("cluster"),
         );
         assert_eq!(init.is_ok(), valid, "{taint}: init and validation disagree");
+    }
+}
+
+#[test]
+fn a_node_name_and_a_node_label_are_checked_by_the_plans_rules_in_every_kube_module() {
+    let long = "n".repeat(64);
+    for name in [
+        "lw1",
+        "lw1.example.com",
+        "LW1",
+        "-lw1",
+        "lw1-",
+        "a..b",
+        "a.-b",
+        "a;b",
+        "",
+        long.as_str(),
+    ] {
+        let valid = syntax::node_name(name).is_ok();
+        let join = KubeadmJoin::from_json(&json!({ "node_name": name }), Shell::Posix);
+        assert_eq!(
+            join.is_ok(),
+            valid,
+            "{name:?}: kubeadm_join and validation disagree"
+        );
+        for (module, params) in [
+            ("kube_drain", json!({ "node": name, "only_if": "x" })),
+            (
+                "kube_uncordon",
+                json!({ "node": name, "until": { "kubelet": "1.31.4" } }),
+            ),
+            ("kubelet_restart", json!({ "node": name })),
+            (
+                "kubeadm_upgrade",
+                json!({ "node": name, "version": "1.31.4", "mode": "node" }),
+            ),
+        ] {
+            let built = kwin_modules::Builtin.build(module, Shell::Posix, &params);
+            assert_eq!(
+                built.is_ok(),
+                valid,
+                "{name:?}: {module} and validation disagree: {:?}",
+                built.err()
+            );
+        }
+    }
+    for (key, value) in [
+        ("example.com/tier", "infra"),
+        ("tier", ""),
+        ("-tier", "infra"),
+        ("example.com/a/b", "x"),
+        ("tier", "in fra"),
+        ("tier", "-infra"),
+        ("Example.com/tier", "x"),
+    ] {
+        let valid = syntax::label_key(key).is_ok() && syntax::label_value(value).is_ok();
+        let join = KubeadmJoin::from_json(
+            &json!({ "node_name": "lw1", "labels": { key: value } }),
+            Shell::Posix,
+        );
+        assert_eq!(
+            join.is_ok(),
+            valid,
+            "{key}={value}: kubeadm_join and validation disagree"
+        );
     }
 }
 

@@ -99,10 +99,6 @@ impl Transport for Counting {
     async fn connect(&self) -> Result<(), TransportError> {
         self.inner.connect().await
     }
-    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
-        self.count(script);
-        self.inner.run(script, timeout).await
-    }
     async fn run_keeping(
         &self,
         script: &str,
@@ -282,10 +278,6 @@ impl<F: Fn() + Send + Sync> Transport for Before<F> {
     async fn connect(&self) -> Result<(), TransportError> {
         self.inner.connect().await
     }
-    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
-        self.tick();
-        self.inner.run(script, timeout).await
-    }
     async fn run_keeping(
         &self,
         script: &str,
@@ -335,7 +327,12 @@ impl Transport for Sh {
     async fn connect(&self) -> Result<(), TransportError> {
         Ok(())
     }
-    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
+    async fn run_keeping(
+        &self,
+        script: &str,
+        timeout: Duration,
+        keep: &Keep,
+    ) -> Result<Output, TransportError> {
         use tokio::io::AsyncWriteExt;
         let program = self
             .argv
@@ -362,11 +359,12 @@ impl Transport for Sh {
             .await
             .map_err(|_| TransportError::Timeout(timeout))?
             .map_err(local)?;
-        Ok(Output {
+        let out = Output {
             stdout: out.stdout,
             stderr: out.stderr,
             exit: out.status.code().unwrap_or(-1),
-        })
+        };
+        Ok(kwin_engine::transport::output::keep_output(out, keep))
     }
     async fn put(&self, path: &str, bytes: &[u8], mode: Option<u32>) -> Result<(), TransportError> {
         local().put(path, bytes, mode).await

@@ -4,6 +4,7 @@
 //! that cannot be reached fails alone, with the transport's message.
 
 use super::local::LocalTransport;
+use super::output::Keep;
 use super::spec::ConnSpec;
 pub use super::spec::WINRM_STAND_IN_ENV;
 use super::ssh::{SshOptions, SshTransport};
@@ -111,7 +112,12 @@ impl Transport for Unavailable {
     async fn connect(&self) -> Result<(), TransportError> {
         Err(TransportError::Local(self.reason.clone()))
     }
-    async fn run(&self, _script: &str, _timeout: Duration) -> Result<Output, TransportError> {
+    async fn run_keeping(
+        &self,
+        _script: &str,
+        _timeout: Duration,
+        _keep: &Keep,
+    ) -> Result<Output, TransportError> {
         Err(TransportError::Local(self.reason.clone()))
     }
     async fn put(&self, _p: &str, _b: &[u8], _m: Option<u32>) -> Result<(), TransportError> {

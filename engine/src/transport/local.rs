@@ -42,10 +42,6 @@ impl Transport for LocalTransport {
         Ok(())
     }
 
-    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
-        self.run_keeping(script, timeout, &Keep::all()).await
-    }
-
     async fn run_keeping(
         &self,
         script: &str,

@@ -9,6 +9,7 @@
 //! expectations never met. Connects succeed unless scripted otherwise
 //! ([`MockTransport::connect_results`]). Every call is counted, so tests can assert round trips.
 
+use super::output::{keep_output, Keep};
 use super::{Output, Shell, Transport, TransportError};
 use async_trait::async_trait;
 use std::collections::VecDeque;
@@ -344,10 +345,16 @@ impl Transport for MockTransport {
         }
     }
 
-    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
-        tokio::time::timeout(timeout, self.answer(Op::Run, script))
+    async fn run_keeping(
+        &self,
+        script: &str,
+        timeout: Duration,
+        keep: &Keep,
+    ) -> Result<Output, TransportError> {
+        let out = tokio::time::timeout(timeout, self.answer(Op::Run, script))
             .await
-            .map_err(|_| TransportError::Timeout(timeout))?
+            .map_err(|_| TransportError::Timeout(timeout))??;
+        Ok(keep_output(out, keep))
     }
 
     async fn put(

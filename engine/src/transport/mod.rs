@@ -45,23 +45,21 @@ pub trait Transport: Send + Sync {
     /// Establish (or re-establish) the connection. Called once before first use and again
     /// after a retryable error.
     async fn connect(&self) -> Result<(), TransportError>;
-    /// Run `script` (sent over stdin to the host's shell; with `become`, under sudo).
-    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError>;
-    /// [`Transport::run`], keeping of the output what `keep` says: step output counts against
-    /// the run's budget (see [`output`]). Transports that stream override this to keep memory
-    /// bounded while reading; the default filters the whole output afterwards.
+    /// Run `script` (sent over stdin to the host's shell; with `become`, under sudo), keeping
+    /// of the output what `keep` says: step output counts against the run's budget, and with
+    /// `-v` a tap gets its lines as they arrive (see [`output`]). What every transport
+    /// implements: one that streams filters while reading (memory stays bounded); one that
+    /// reads the output whole applies `keep` afterwards ([`output::keep_output`]).
     async fn run_keeping(
         &self,
         script: &str,
         timeout: Duration,
         keep: &output::Keep,
-    ) -> Result<Output, TransportError> {
-        let out = self.run(script, timeout).await?;
-        Ok(Output {
-            stdout: output::keep_whole(out.stdout, keep, output::Stream::Stdout),
-            stderr: output::keep_whole(out.stderr, keep, output::Stream::Stderr),
-            exit: out.exit,
-        })
+    ) -> Result<Output, TransportError>;
+    /// [`Transport::run_keeping`] keeping everything (up to [`MAX_OUTPUT`] per stream).
+    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
+        self.run_keeping(script, timeout, &output::Keep::all())
+            .await
     }
     /// [`Transport::run_keeping`] of the script `parts` make together. A transport that
     /// copies a script anyway (to hand it to the thread that talks to the host) joins them in

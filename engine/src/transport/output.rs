@@ -24,7 +24,7 @@
 //! and [`Tap::declined`] tells the caller to show it whole at the end.
 
 use super::error::TransportError;
-use crate::shell::MAX_OUTPUT;
+use crate::shell::{Output, MAX_OUTPUT};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -499,6 +499,16 @@ impl Drop for Collector {
         if let Some(mut t) = self.tap.take() {
             t.finish();
         }
+    }
+}
+
+/// Apply `keep` to a command's output read whole (a transport without streaming filters):
+/// [`keep_whole`] of each stream.
+pub fn keep_output(out: Output, keep: &Keep) -> Output {
+    Output {
+        stdout: keep_whole(out.stdout, keep, Stream::Stdout),
+        stderr: keep_whole(out.stderr, keep, Stream::Stderr),
+        exit: out.exit,
     }
 }
 

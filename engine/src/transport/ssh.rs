@@ -332,10 +332,6 @@ impl Transport for SshTransport {
         self.jobs().await.map(|_| ())
     }
 
-    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
-        self.run_keeping(script, timeout, &Keep::all()).await
-    }
-
     async fn run_keeping(
         &self,
         script: &str,

@@ -36,6 +36,7 @@ use super::node::{node_param, v_prefixed, NodeFact, NodeInfo, NodeState, CORDON_
 use super::script::{kubectl, TEMP_DIR};
 use super::{parse_duration, ADMIN_CONF, API_RESOURCE};
 use crate::paths::posix_abs_line;
+use crate::shared::only_if::OnlyIf;
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
@@ -168,7 +169,7 @@ pub struct KubeDrainParams {
 pub struct KubeDrain {
     node: String,
     want: Option<Want>,
-    only_if: Option<String>,
+    only_if: Option<OnlyIf>,
     timeout_secs: u64,
     force: bool,
     reason: String,
@@ -186,19 +187,8 @@ impl Described for KubeDrain {
         posix_abs_line("kubeconfig", &kubeconfig)?;
         node_param(&p.node)?;
         let want = p.until.as_ref().map(Want::of).transpose()?;
-        if let Some(name) = &p.only_if {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            {
-                return Err(ParamError::at(
-                    "only_if",
-                    format!("`{name}` is not an input name (lowercase letters, digits, `_`)"),
-                ));
-            }
-        }
-        if want.is_none() && p.only_if.is_none() {
+        let only_if = OnlyIf::parse(p.only_if)?;
+        if want.is_none() && only_if.is_none() {
             return Err(ParamError::new(
                 "give `until` (the versions the node must report), `only_if` (an input that asks for the drain), or both",
             ));
@@ -217,7 +207,7 @@ impl Described for KubeDrain {
         Ok(KubeDrain {
             node: p.node,
             want,
-            only_if: p.only_if,
+            only_if,
             timeout_secs,
             force: p.force,
             reason,
@@ -355,9 +345,9 @@ impl Module for KubeDrain {
         // Why the node needs draining: what it runs that is not what it should, or the input
         // that asks for it.
         let mut why = Vec::new();
-        if let Some(name) = &self.only_if {
-            let asked = ctx.inputs.get(name)?.expose().trim() == "true";
-            if !asked {
+        if let Some(only) = &self.only_if {
+            let name = only.name();
+            if !only.asks(ctx)? {
                 return Ok(Plan::noop(format!(
                     "input `{name}` does not ask for a drain of {}",
                     self.node

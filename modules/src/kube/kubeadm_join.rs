@@ -23,6 +23,7 @@
 //! ```
 
 use super::facts::{JoinFact, JoinState};
+use super::node::node_name_param;
 use crate::paths::{posix_abs_line, windows_abs};
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
@@ -30,7 +31,7 @@ use kwin_engine::module::{
     Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,
 };
 use kwin_engine::plan::kubeadm::{self, ApiVersion};
-use kwin_engine::plan::syntax::Taint;
+use kwin_engine::plan::syntax::{self, Taint};
 use kwin_engine::quote::{ps_quote, sh_quote};
 use kwin_engine::transport::Shell;
 use serde::Deserialize;
@@ -90,7 +91,9 @@ pub struct JoinInputs {
     pub certificate_key: Option<String>,
 }
 
-fn label_ok(s: &str) -> bool {
+/// A name kubeadm's `--ignore-preflight-errors` takes (`Swap`, `SystemVerification`,
+/// `FileAvailable--etc-kubernetes-kubelet.conf`, `all`).
+fn is_check_name(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-._/".contains(c))
@@ -121,20 +124,7 @@ impl Described for KubeadmJoin {
     type Params = KubeadmJoinParams;
 
     fn from_params(p: KubeadmJoinParams, shell: Shell) -> Result<Self, ParamError> {
-        if p.node_name.is_empty()
-            || !p
-                .node_name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        {
-            return Err(ParamError::at(
-                "node_name",
-                format!(
-                    "`{}` is not a valid node name (lowercase letters, digits, `-`, `.`)",
-                    p.node_name
-                ),
-            ));
-        }
+        node_name_param("node_name", &p.node_name)?;
         for (f, v) in [
             ("cri_socket", &p.cri_socket),
             ("node_ip", &p.node_ip),
@@ -146,10 +136,10 @@ impl Described for KubeadmJoin {
         }
         let labels = p.labels.unwrap_or_default();
         for (k, v) in &labels {
-            if !label_ok(k) || !(v.is_empty() || label_ok(v)) {
+            if let Err(why) = syntax::label_key(k).and_then(|()| syntax::label_value(v)) {
                 return Err(ParamError::at(
                     format!("labels.{k}"),
-                    format!("`{k}={v}` is not a valid node label"),
+                    format!("`{k}={v}` is not a valid node label: {why}"),
                 ));
             }
         }
@@ -189,7 +179,7 @@ impl Described for KubeadmJoin {
             plain("kubeadm", &kubeadm)?;
         }
         for (i, e) in p.ignore_preflight_errors.iter().enumerate() {
-            if !label_ok(e) {
+            if !is_check_name(e) {
                 return Err(ParamError::at(
                     format!("ignore_preflight_errors.{i}"),
                     format!("`{e}` is not a preflight check name"),

@@ -9,6 +9,8 @@
 use super::facts::{header, script_key, NoCluster};
 use super::script::{cluster_guard, kubectl, TEMP_DIR};
 use kwin_engine::fact::{Fact, FactError, FactOutput};
+use kwin_engine::module::ParamError;
+use kwin_engine::plan::syntax;
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
 
@@ -141,26 +143,16 @@ pub fn v_prefixed(version: &str) -> String {
     format!("v{}", version.trim_start_matches('v'))
 }
 
-/// The `node` parameter: a Node name, else the param error every module gives.
-pub fn node_param(node: &str) -> Result<(), kwin_engine::module::ParamError> {
-    if is_node_name(node) {
-        Ok(())
-    } else {
-        Err(kwin_engine::module::ParamError::at(
-            "node",
-            format!("`{node}` is not a Node name (lowercase letters, digits, `-`, `.`)"),
-        ))
-    }
+/// The `node` parameter: a Node name as the plan's host names are ([`syntax::node_name`],
+/// the one check), else the param error every module gives.
+pub fn node_param(node: &str) -> Result<(), ParamError> {
+    node_name_param("node", node)
 }
 
-/// A Node name: a DNS subdomain (lowercase letters, digits, `-`, `.`; at most 253).
-pub fn is_node_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && !s.starts_with(['-', '.'])
-        && !s.ends_with(['-', '.'])
+/// `value` of parameter `field` is a Node name ([`syntax::node_name`]).
+pub fn node_name_param(field: &str, value: &str) -> Result<(), ParamError> {
+    syntax::node_name(value)
+        .map_err(|why| ParamError::at(field, format!("`{value}` is not a Node name: {why}")))
 }
 
 #[cfg(test)]
@@ -205,9 +197,7 @@ mod tests {
     }
 
     #[test]
-    fn names_and_versions() {
-        assert!(is_node_name("lw1.example.com"));
-        assert!(!is_node_name("LW1") && !is_node_name("a;b") && !is_node_name("-a"));
+    fn a_version_gets_one_v_prefix_as_the_api_server_reports_kubelets() {
         assert_eq!(v_prefixed("1.32.5"), "v1.32.5");
         assert_eq!(v_prefixed("v1.32.5"), "v1.32.5");
     }

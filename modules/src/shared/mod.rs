@@ -14,6 +14,7 @@ pub mod command;
 pub mod directory;
 pub mod download;
 pub mod file;
+pub mod only_if;
 pub mod reboot;
 pub mod service;
 

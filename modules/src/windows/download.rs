@@ -27,7 +27,7 @@ use crate::shared::download::DownloadParams;
 use crate::shared::linux_only;
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
-use kwin_engine::module::{Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
+use kwin_engine::module::{Change, Ctx, Module, ModuleError, ParamError, Plan, Touches};
 use kwin_engine::quote::ps_quote;
 use kwin_engine::transport::Shell;
 
@@ -204,16 +204,6 @@ impl Module for Download {
         }
         let (proxy, route) = self.route(facts)?;
         Ok(Plan::Change(Change {
-            action: if st.exists {
-                Action::Update
-            } else {
-                Action::Create
-            },
-            reason: if st.exists {
-                "sha256 differs".into()
-            } else {
-                "missing".into()
-            },
             diff: Some(format!(
                 "{}+ {} sha256 {} (from {}, {route})",
                 st.sha256
@@ -232,6 +222,7 @@ impl Module for Download {
                 &crate::temp_name(ctx.nonce, &self.dest),
             ))],
             touches: Touches::Resources(vec![windows_resource(&self.dest)]),
+            ..Change::upsert(st.exists, "sha256 differs")
         }))
     }
 }

@@ -211,16 +211,6 @@ impl Module for FirewallRule {
                     ps_quote(&self.port)
                 ));
                 Ok(Plan::Change(Change {
-                    action: if st.exists {
-                        Action::Update
-                    } else {
-                        Action::Create
-                    },
-                    reason: if st.exists {
-                        "rule differs".into()
-                    } else {
-                        "missing".into()
-                    },
                     diff: Some(if st.exists {
                         format!("- {have}\n+ {want}")
                     } else {
@@ -228,6 +218,7 @@ impl Module for FirewallRule {
                     }),
                     steps: vec![step(script)],
                     touches,
+                    ..Change::upsert(st.exists, "rule differs")
                 }))
             }
             State::Absent if !st.exists => Ok(Plan::noop("absent")),

@@ -50,6 +50,7 @@ use super::facts::{
 };
 use crate::paths::{windows_abs, windows_resource};
 use crate::shared::linux_only;
+use crate::shared::only_if::OnlyIf;
 use crate::shared::reboot::{OnJoined, RebootParams};
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
@@ -64,7 +65,7 @@ pub struct Reboot {
     feature: Option<String>,
     joined: Option<String>,
     on_joined: OnJoined,
-    only_if: Option<String>,
+    only_if: Option<OnlyIf>,
 }
 
 impl Described for Reboot {
@@ -75,18 +76,7 @@ impl Described for Reboot {
     fn from_params(p: RebootParams, _shell: Shell) -> Result<Self, ParamError> {
         linux_only("reboot", &[("pending_files", p.pending_files.is_some())])?;
         let spec = p.spec()?;
-        if let Some(name) = &p.only_if {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            {
-                return Err(ParamError::at(
-                    "only_if",
-                    format!("`{name}` is not an input name (lowercase letters, digits, `_`)"),
-                ));
-            }
-        }
+        let only_if = OnlyIf::parse(p.only_if)?;
         if let Some(f) = &p.feature {
             if f.is_empty()
                 || !f
@@ -107,7 +97,7 @@ impl Described for Reboot {
             feature: p.feature,
             joined: p.joined,
             on_joined: p.on_joined.unwrap_or_default(),
-            only_if: p.only_if,
+            only_if,
         })
     }
 
@@ -182,10 +172,11 @@ impl Module for Reboot {
         v
     }
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
-        if let Some(name) = &self.only_if {
-            if ctx.inputs.get(name)?.expose().trim() != "true" {
+        if let Some(only) = &self.only_if {
+            if !only.asks(ctx)? {
                 return Ok(Plan::noop(format!(
-                    "input `{name}` does not ask for a restart of {}",
+                    "input `{}` does not ask for a restart of {}",
+                    only.name(),
                     ctx.host
                 )));
             }

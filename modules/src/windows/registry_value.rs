@@ -165,16 +165,6 @@ impl Module for RegistryValue {
                     self.kind, self.expr
                 ));
                 Ok(Plan::Change(Change {
-                    action: if st.exists {
-                        Action::Update
-                    } else {
-                        Action::Create
-                    },
-                    reason: if st.exists {
-                        "value differs".into()
-                    } else {
-                        "missing".into()
-                    },
                     diff: Some(format!(
                         "{}+ {}\\{} ({}) = {}",
                         if st.exists {
@@ -192,6 +182,7 @@ impl Module for RegistryValue {
                     )),
                     steps: vec![step(script)],
                     touches,
+                    ..Change::upsert(st.exists, "value differs")
                 }))
             }
             State::Absent if !st.exists => Ok(Plan::noop("absent")),

@@ -424,10 +424,6 @@ impl Transport for WinrmTransport {
         self.session.lock().await.http.connect().await
     }
 
-    async fn run(&self, script: &str, timeout: Duration) -> Result<Output, TransportError> {
-        self.run_keeping(script, timeout, &Keep::all()).await
-    }
-
     async fn run_keeping(
         &self,
         script: &str,
