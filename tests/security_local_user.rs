@@ -17,18 +17,23 @@
 //! Lab 8 (`KWIN_LAB_ID=8`); needs root (lab hosts), like every lab test. CI runs it as root.
 
 use kwin_testkit::{kwin, lab::lab};
+use std::sync::Mutex;
 const LAB_ID: &str = "8";
+/// The tests of this file share lab 8, one at a time.
+static LAB8: Mutex<()> = Mutex::new(());
 const ROUNDS: usize = 6;
 const SHARED: &str = "/srv/shared";
 const OWN: &str = "/srv/mallory";
 const VICTIM: &str = "/etc/kwin-victim";
 const ATTACKER: &str = include_str!("security_local_user/attacker.py");
+const LINKS: &str = include_str!("security_local_user/links.py");
 
 use kwin_modules::linux::script::sha256_hex;
 
 kwin_testkit::lab_test! {
 #[test]
 fn a_hostile_local_user_reads_nothing_and_replaces_nothing() {
+    let _one = LAB8.lock().unwrap_or_else(|p| p.into_inner());
     std::env::set_var("KWIN_LAB_ID", LAB_ID);
     let lab = lab(1);
     let secret = format!("db_password={}\n", kwin_engine::fact::new_nonce());
@@ -190,5 +195,141 @@ params = {{ path = "{OWN}/tool", content = {tool:?}, owner = "mallory", mode = "
         "attacker: {planted} names planted, {} swaps in its own directory",
         log.lines().filter(|l| l.contains(": swapped ")).count()
     );
+}
+}
+
+kwin_testkit::lab_test! {
+/// The same account points names in its own directory at root's files: the file root writes
+/// for it (`app.conf`, `owner = "mallory"`, `mode = "0644"`), a directory on the way to another
+/// (`conf.d` of `conf.d/job`) and a directory root manages for it (`data`). First planted
+/// before kwin looks, then flipped between its own file or directory and a link, one atomic
+/// rename at a time, while kwin probes and writes (`security_local_user/links.py`).
+///
+/// Root never writes, `chown`s or `chmod`s what the links point to: the root-only file keeps
+/// its owner, mode and content, the root-only directory stays root's and empty. Planted
+/// links are refused at the plan; a flip kwin catches in the act makes the task refuse; a
+/// task that went through leaves a plain file or directory of the account's. (Before: the
+/// 0600 victim became `mallory 0644` with the plan's content, and `job` appeared in the
+/// root-only directory.)
+#[test]
+fn links_at_and_above_managed_paths_redirect_nothing() {
+    let _one = LAB8.lock().unwrap_or_else(|p| p.into_inner());
+    std::env::set_var("KWIN_LAB_ID", LAB_ID);
+    let lab = lab(1);
+    let q = kwin_engine::quote::sh_quote;
+    let vdir = format!("{VICTIM}.d");
+    lab.ssh(
+        "h1",
+        &format!(
+            "set -e\n\
+             id -u mallory >/dev/null 2>&1 || useradd -M -s /bin/sh mallory\n\
+             rm -rf {OWN} {vdir} /srv/stop /srv/links.log\n\
+             mkdir -m 0755 {OWN} && chown mallory:mallory {OWN}\n\
+             printf 'victim\\n' > {VICTIM} && chown root:root {VICTIM} && chmod 0600 {VICTIM}\n\
+             mkdir -m 0700 {vdir}\n\
+             printf '%s' {} > /srv/links.py\n",
+            q(LINKS)
+        ),
+    );
+    // One plan per task: a failed task stops the rest of its host's tasks.
+    let tasks = [
+        ("app-conf", "file", format!("path = \"{OWN}/app.conf\", content = \"a = 1\\n\", owner = \"mallory\", mode = \"0644\"")),
+        ("job", "file", format!("path = \"{OWN}/conf.d/job\", content = \"* * * * * root touch /pwned\\n\", owner = \"mallory\"")),
+        ("data", "directory", format!("path = \"{OWN}/data\", owner = \"mallory\", mode = \"0755\"")),
+    ];
+    let dirs: Vec<(&str, tempfile::TempDir)> = tasks
+        .iter()
+        .map(|(name, module, params)| {
+            let plan = format!(
+                "inventory = \"x\"\n\n[settings]\nretries = 0\n\n[[hosts]]\nname = \"h1\"\nos = \"linux\"\n\n\
+                 [[tasks]]\nname = \"{name}\"\nmodule = \"{module}\"\non = {{ os = \"linux\" }}\nparams = {{ {params} }}\n"
+            );
+            (*name, lab.plan_dir(&plan))
+        })
+        .collect();
+    let apply_each = || -> Vec<(&str, serde_json::Value, String)> {
+        dirs.iter()
+            .map(|(name, d)| {
+                let r = kwin!(d.path(), &["apply", "plan.toml", "--output", "json"]);
+                (*name, r.task("h1", name), r.to_string())
+            })
+            .collect()
+    };
+    let victims = || {
+        let v = lab.ssh(
+            "h1",
+            &format!("stat -c '%F %U %G %a' {VICTIM} {vdir}; cat {VICTIM}; ls -A {vdir} | wc -l"),
+        );
+        assert_eq!(
+            v,
+            "regular file root root 600\ndirectory root root 700\nvictim\n0\n",
+            "root changed a victim through a link"
+        );
+    };
+    let as_mallory = |cmd: &str| {
+        lab.ssh(
+            "h1",
+            &format!("setpriv --reuid=mallory --regid=mallory --clear-groups sh -c {}", q(cmd)),
+        )
+    };
+
+    // Planted before kwin looks: every task refuses, at the plan.
+    as_mallory(&format!(
+        "ln -s {VICTIM} {OWN}/app.conf && ln -s {vdir} {OWN}/conf.d && ln -s {vdir} {OWN}/data"
+    ));
+    for (task, t, r) in apply_each() {
+        assert_eq!(t["status"], "failed", "{task} went through a planted link\n{r}");
+        assert!(t.to_string().contains("symbolic link"), "{task}: {t}");
+    }
+    victims();
+
+    // Flipped while kwin works.
+    const ROUNDS: usize = 6;
+    let mut went_through = 0;
+    for round in 0..ROUNDS {
+        lab.ssh(
+            "h1",
+            &format!(
+                "set -e\nrm -rf /srv/stop {OWN}/app.conf {OWN}/conf.d {OWN}/data {OWN}/.[!.]*\n\
+                 setsid -f setpriv --reuid=mallory --regid=mallory --clear-groups \
+                 /usr/bin/python3 /srv/links.py {OWN} {VICTIM} {vdir} /srv/stop 60 \
+                 </dev/null >>/srv/links.log 2>&1\n\
+                 i=0; until [ \"$(grep -c '^links: ready' /srv/links.log)\" -gt {round} ]; do\n\
+                 i=$((i+1)); [ $i -lt 300 ] || {{ echo attacker did not start >&2; exit 1; }}; sleep 0.1; done\n"
+            ),
+        );
+        let runs = apply_each();
+        lab.ssh(
+            "h1",
+            &format!(
+                "touch /srv/stop; i=0\n\
+                 until [ \"$(grep -c '^links: done' /srv/links.log)\" -gt {round} ]; do\n\
+                 i=$((i+1)); [ $i -lt 300 ] || {{ echo attacker did not stop >&2; exit 1; }}; sleep 0.1; done\n"
+            ),
+        );
+        victims();
+        for (task, t, r) in &runs {
+            let text = t.to_string();
+            match t["status"].as_str() {
+                Some("changed" | "ok") => went_through += 1,
+                _ => assert!(
+                    ["symbolic link", "refusing", "not the directory kwin probed", "changed since it was probed", "changed while it was read", "did not converge", "cannot reach"]
+                        .iter()
+                        .any(|w| text.contains(w)),
+                    "round {round}: {task} failed for another reason: {text}\n{r}"
+                ),
+            }
+        }
+        let statuses: Vec<String> = runs.iter().map(|(n, t, _)| format!("{n} {}", t["status"])).collect();
+        eprintln!("round {round}: {}", statuses.join(", "));
+    }
+    let log = lab.ssh("h1", "cat /srv/links.log");
+    let flips: usize = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("links: done: "))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<usize>().ok())
+        .sum();
+    assert!(flips > ROUNDS * 10, "the attacker hardly flipped anything:\n{log}");
+    eprintln!("attacker: {flips} flips; {went_through} of {} task runs went through", ROUNDS * 3);
 }
 }

@@ -18,7 +18,9 @@ pub mod paths;
 pub use exists::PathExists;
 use output::find;
 pub use output::{clip, FactError, FactOutput};
-pub use paths::{PathQuery, PathRead, CONTENT_LIMIT, STAT_FORMAT};
+pub use paths::{
+    route_walk, PathQuery, PathRead, RouteEvent, CONTENT_LIMIT, MAX_LINKS, STAT_FORMAT,
+};
 
 use crate::shell::{Output, Shell};
 use std::collections::BTreeMap;

@@ -65,11 +65,13 @@ pub enum Step {
     ///
     /// - it stops with `return N` (N > 0) on a failure, never `exit` (which would end the
     ///   whole batch) and never `return 0` / `exit 0` to skip the rest;
-    /// - it does not `cd`, `trap`, `exec`, `set` options, change `IFS` or define functions;
-    ///   the only shell state it may change is the umask and `set -C` (noclobber), which the
-    ///   engine restores right after it, whatever it returned;
+    /// - it does not `trap`, `exec`, `set` options, change `IFS` or define functions; the
+    ///   only shell state it may change is the umask, `set -C` (noclobber) and the working
+    ///   directory (`cd -P` into the directory a write is pinned to), which the engine
+    ///   restores right after it, whatever it returned;
     /// - every variable it sets is named `__kw_<name>`, never one of the batch's own
-    ///   (`__kw_rc`, `__kw_stop`, `__kw_umask`, `__kw_step`), and it reads none it did not set;
+    ///   (`__kw_rc`, `__kw_stop`, `__kw_umask`, `__kw_cwd`, `__kw_step`), and it reads none
+    ///   it did not set but `$PWD`;
     /// - user text runs only in a process of its own (`/bin/sh -c`), never in this shell.
     ///
     /// On PowerShell hosts it is the same as [`Step::Run`] (a script block costs no process).

@@ -113,7 +113,10 @@ fn run(module: &str, case: serde_json::Value) -> Result<(), String> {
 /// a wrong action, a no-op that has a warning, and an unknown key.
 #[test]
 fn harness_rejects_what_it_must() {
-    let facts = serde_json::json!({ "file.content-unless": { "stdout": "type=absent\n" } });
+    let facts = serde_json::json!({
+        "file.content-unless": { "stdout": "type=absent\n" },
+        "route": { "stdout": "type=route\nreached=L2V0Yw==\n" }
+    });
     let ok = serde_json::json!({
         "params": { "path": "/etc/motd", "content": "hi\n" },
         "facts": facts,

@@ -136,7 +136,15 @@ async fn file_through_symlink_and_large_content() {
     let link = tmp.path().join("link");
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
     let t = local();
+    // A link at the managed path is refused unless the task follows it.
     let m = build("file", json!({ "path": s(&link), "content": "new\n" }));
+    let err = apply_fails(&t, &m).await;
+    assert!(err.contains("is a symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&target).expect("read"), b"old\n");
+    let m = build(
+        "file",
+        json!({ "path": s(&link), "content": "new\n", "follow": true }),
+    );
     assert!(changed(&converge(&t, &m).await));
     assert!(std::fs::symlink_metadata(&link)
         .expect("lstat")
@@ -202,6 +210,204 @@ async fn directory_create_attrs_remove() {
     assert!(!top.exists());
     assert!(tmp.path().exists());
     no_pwned(tmp.path());
+}
+
+/// What an account that owns a directory plants there (or swaps in after the probe) for
+/// root to write, `chown` or `chmod` in its stead: a root-only file, a root-only directory.
+struct Victims {
+    /// The account's directory (uid 65534, `nobody`) and root's victims beside it.
+    own: std::path::PathBuf,
+    file: std::path::PathBuf,
+    dir: std::path::PathBuf,
+}
+
+impl Victims {
+    fn new(tmp: &Path) -> Victims {
+        let own = tmp.join("app");
+        std::fs::create_dir(&own).expect("mkdir");
+        std::os::unix::fs::chown(&own, Some(65534), Some(65534)).expect("chown");
+        let file = tmp.join("shadow");
+        std::fs::write(&file, "root secret\n").expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let dir = tmp.join("cron.d");
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        Victims { own, file, dir }
+    }
+
+    /// Root's victims are as they were: content, owner, mode; nothing new in the directory.
+    fn untouched(&self, what: &str) {
+        use std::os::unix::fs::MetadataExt;
+        let f = std::fs::metadata(&self.file).expect("stat");
+        assert_eq!(
+            (
+                f.uid(),
+                f.mode() & 0o7777,
+                std::fs::read(&self.file).expect("read")
+            ),
+            (0, 0o600, b"root secret\n".to_vec()),
+            "{what}: the root-only file was changed through a link"
+        );
+        let d = std::fs::metadata(&self.dir).expect("stat");
+        assert_eq!(
+            (d.uid(), d.mode() & 0o7777),
+            (0, 0o700),
+            "{what}: the directory"
+        );
+        let inside: Vec<_> = std::fs::read_dir(&self.dir).expect("ls").collect();
+        assert!(
+            inside.is_empty(),
+            "{what}: root wrote in the directory: {inside:?}"
+        );
+    }
+
+    /// `name` in the account's directory is (now) a link to `to`, made by the account.
+    fn plant(&self, name: &str, to: &Path) {
+        let p = self.own.join(name);
+        let _ = std::fs::remove_file(&p);
+        let _ = std::fs::remove_dir_all(&p);
+        std::os::unix::fs::symlink(to, &p).expect("symlink");
+        nix_lchown(&p);
+    }
+}
+
+/// `lchown` to the account (a link's owner is who made it).
+fn nix_lchown(p: &Path) {
+    std::os::unix::fs::lchown(p, Some(65534), Some(65534)).expect("lchown");
+}
+
+kwin_testkit::lab_test! {
+/// Links another account plants at a managed path, or in a directory on the way to it,
+/// redirect nothing: `file`, `line_in_file`, `directory`, `download` and `archive` refuse a
+/// link at the path (unless `follow = true`), refuse to work as another account below a
+/// directory that account does not own, refuse a way through a link in such a directory,
+/// and never write, `chown` or `chmod` the link's target. (Before: a 0600 root file became
+/// the account's, and root created a job file in a root-only directory.)
+#[tokio::test]
+async fn links_planted_at_or_above_managed_paths_redirect_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let v = Victims::new(tmp.path());
+    let t = local();
+    let own = |n: &str| s(&v.own.join(n));
+
+    // At the final name: the file the account asked root to write for it.
+    v.plant("app.conf", &v.file);
+    let m = build(
+        "file",
+        json!({ "path": own("app.conf"), "content": "a = 1\n", "owner": "65534", "mode": "0644" }),
+    );
+    let err = apply_fails(&t, &m).await;
+    assert!(err.contains("is a symbolic link"), "{err}");
+    v.untouched("file at the name");
+    // Only its attributes.
+    let m = build("file", json!({ "path": own("app.conf"), "owner": "65534", "mode": "0644" }));
+    let err = apply_fails(&t, &m).await;
+    assert!(err.contains("is a symbolic link"), "{err}");
+    v.untouched("file attributes at the name");
+    v.plant("line.conf", &v.file);
+    let m = build("line_in_file", json!({ "path": own("line.conf"), "line": "evil" }));
+    assert!(apply_fails(&t, &m).await.contains("is a symbolic link"));
+    v.untouched("line at the name");
+    v.plant("data", &v.dir);
+    let m = build(
+        "directory",
+        json!({ "path": own("data"), "mode": "0755", "owner": "65534" }),
+    );
+    assert!(apply_fails(&t, &m).await.contains("is a symbolic link"));
+    v.untouched("directory at the name");
+    let src = tmp.path().join("payload");
+    std::fs::write(&src, "payload\n").expect("write");
+    v.plant("tool", &v.file);
+    let m = build(
+        "download",
+        json!({ "url": format!("file://{}", s(&src)), "dest": own("tool"),
+                "sha256": sha_hex(b"payload\n"), "owner": "65534" }),
+    );
+    assert!(apply_fails(&t, &m).await.contains("is a symbolic link"));
+    v.untouched("download at the name");
+
+    // In a parent: a link to root's directory.
+    v.plant("conf.d", &v.dir);
+    for (module, params) in [
+        ("file", json!({ "path": own("conf.d/job"), "content": "* * * * * root id\n", "owner": "65534" })),
+        ("line_in_file", json!({ "path": own("conf.d/job"), "line": "x" })),
+        ("directory", json!({ "path": own("conf.d/sub"), "owner": "65534" })),
+        ("download", json!({ "url": format!("file://{}", s(&src)), "dest": own("conf.d/job"),
+                             "sha256": sha_hex(b"payload\n"), "owner": "65534" })),
+        ("archive", json!({ "src": s(&make_tarball(tmp.path(), "a.tgz", &[("job", "x\n")])),
+                            "dest": own("conf.d") })),
+    ] {
+        let err = apply_fails(&t, &build(module, params)).await;
+        assert!(
+            err.contains("symbolic link") || err.contains("belongs to"),
+            "{module}: {err}"
+        );
+        v.untouched(&format!("{module} through a link in a parent"));
+    }
+    // A root file below the account's directory: refused, even with no link there yet.
+    let m = build("file", json!({ "path": own("root.conf"), "content": "x\n", "mode": "0600" }));
+    assert!(apply_fails(&t, &m).await.contains("belongs to"));
+    assert!(!v.own.join("root.conf").exists());
+
+    // `follow = true` is the plan's word that the link is trusted: its target is written.
+    let theirs = tmp.path().join("theirs.conf");
+    std::fs::write(&theirs, "old\n").expect("write");
+    v.plant("followed.conf", &theirs);
+    let m = build(
+        "file",
+        json!({ "path": own("followed.conf"), "content": "new\n", "owner": "65534", "follow": true }),
+    );
+    let c = kit::apply(t.clone(), m.module, m.params.clone()).await;
+    assert!(c.changed(), "{:?}", c.message);
+    assert!(
+        c.planned.as_ref().and_then(|p| p.diff.as_deref()).unwrap_or_default()
+            .contains(&format!("is a link to {}", s(&theirs))),
+        "the diff names the target: {:?}", c.planned
+    );
+    assert_eq!(std::fs::read(&theirs).expect("read"), b"new\n");
+}
+
+/// The same attacks raced: the account swaps a link in after kwin probed a plain file or
+/// directory. A write replaces the link itself (a rename), never its target; a way that
+/// now leads elsewhere is refused; an attribute change refuses the swapped name.
+#[tokio::test]
+async fn links_swapped_in_after_the_probe_redirect_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let v = std::sync::Arc::new(Victims::new(tmp.path()));
+    let own = |n: &str| s(&v.own.join(n));
+
+    // The file the account owns, rewritten for it: swapped for a link after the probe.
+    std::fs::write(v.own.join("app.conf"), "old\n").expect("write");
+    let vv = v.clone();
+    let t: Arc<dyn Transport> = Arc::new(Before::new(local(), 2, move || vv.plant("app.conf", &vv.file)));
+    let m = build("file", json!({ "path": own("app.conf"), "content": "a = 1\n", "owner": "65534" }));
+    let _ = kit::apply(t, m.module, m.params.clone()).await;
+    v.untouched("a write raced with a link at the name");
+
+    // Its attributes only: swapped after the probe.
+    std::fs::remove_file(v.own.join("app.conf")).expect("rm");
+    std::fs::write(v.own.join("app.conf"), "a = 1\n").expect("write");
+    std::fs::set_permissions(v.own.join("app.conf"), std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let vv = v.clone();
+    let t: Arc<dyn Transport> = Arc::new(Before::new(local(), 2, move || vv.plant("app.conf", &vv.file)));
+    let m = build("file", json!({ "path": own("app.conf"), "owner": "65534", "mode": "0644" }));
+    let err = kit::apply_fails(t, m.module, m.params.clone()).await;
+    assert!(err.contains("not what kwin probed"), "{err}");
+    v.untouched("a chmod raced with a link at the name");
+
+    // A directory on the way, swapped for a link to root's directory.
+    std::fs::create_dir(v.own.join("conf.d")).expect("mkdir");
+    nix_lchown(&v.own.join("conf.d"));
+    let vv = v.clone();
+    let t: Arc<dyn Transport> = Arc::new(Before::new(local(), 2, move || vv.plant("conf.d", &vv.dir)));
+    let m = build(
+        "file",
+        json!({ "path": own("conf.d/job"), "content": "* * * * * root id\n", "owner": "65534" }),
+    );
+    let err = kit::apply_fails(t, m.module, m.params.clone()).await;
+    assert!(err.contains("is not the directory kwin probed"), "{err}");
+    v.untouched("a write raced with a link in a parent");
+}
 }
 
 kwin_testkit::lab_test! {

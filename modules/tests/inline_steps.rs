@@ -6,13 +6,13 @@
 //! runner), each checked twice:
 //!
 //! - by its text, with every single-quoted word (user text: paths, contents, messages)
-//!   taken out: no `exit`, `cd`, `pushd`, `trap`, `exec`, `.`/`source`, `eval`, `set` but
-//!   `set -C`, `shopt`, `alias`, `local`, `readonly`, `export`, `unset`, no function
-//!   definition, no `IFS=`; every variable it assigns is named `__kw_<name>` and is none of
-//!   the batch's own (`__kw_rc`, `__kw_stop`, `__kw_umask`, `__kw_step`), and every
-//!   variable it reads is one it assigns;
+//!   taken out: no `exit`, `cd` but `cd -P`, `pushd`, `trap`, `exec`, `.`/`source`, `eval`,
+//!   `set` but `set -C`, `shopt`, `alias`, `local`, `readonly`, `export`, `unset`, no
+//!   function definition, no `IFS=`; every variable it assigns is named `__kw_<name>` and is
+//!   none of the batch's own (`__kw_rc`, `__kw_stop`, `__kw_umask`, `__kw_cwd`,
+//!   `__kw_step`), and every variable it reads is one it assigns, or `$PWD`;
 //! - by running it, as root, as the batch does (`__kw_step() { ... }; __kw_step </dev/null`,
-//!   then `set +C; umask "$__kw_umask"`), with `/bin/sh` (dash here) and busybox `sh`, in a
+//!   then `set +C; umask "$__kw_umask"; cd -- "$__kw_cwd"`), with `/bin/sh` (dash here) and busybox `sh`, in a
 //!   throwaway overlay of this machine's root (`unshare --mount`, `chroot`): the shell must
 //!   come back from it (no `exit`), with the same variables but `__kw_*` ones, the same
 //!   options, traps, working directory and umask as before. Whether the step succeeds
@@ -26,7 +26,13 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 /// Variables of the batch itself, which a step must never set.
-const RESERVED: [&str; 4] = ["__kw_rc", "__kw_stop", "__kw_umask", "__kw_step"];
+const RESERVED: [&str; 5] = [
+    "__kw_rc",
+    "__kw_stop",
+    "__kw_umask",
+    "__kw_cwd",
+    "__kw_step",
+];
 
 fn inline_steps() -> Vec<(String, String)> {
     let (failures, _, produced) = Suite::linux().run(&Builtin);
@@ -74,12 +80,19 @@ fn text_problems(script: &str) -> Vec<String> {
     let ws = words(&code);
     for (i, w) in ws.iter().enumerate() {
         let banned = [
-            "exit", "cd", "pushd", "popd", "trap", "exec", ".", "source", "eval", "shopt", "alias",
+            "exit", "pushd", "popd", "trap", "exec", ".", "source", "eval", "shopt", "alias",
             "local", "readonly", "export", "unset", "typeset", "declare", "function",
         ];
+        // `cd -P` into a write's directory: the engine restores the working directory.
+        if *w == "cd" && ws.get(i + 1) != Some(&"-P") {
+            problems.push(format!("uses `cd {}`", ws.get(i + 1).unwrap_or(&"")));
+        }
         // A command word: the first word, or one after a separator (approximated by the
         // split above: any word equal to a banned builtin counts).
-        if banned.contains(w) {
+        // `.` as a test's operand (`[ -O . ]`, the directory a write is pinned to) is no
+        // `source`.
+        let operand = *w == "." && i > 0 && ws[i - 1].starts_with('-');
+        if banned.contains(w) && !operand {
             problems.push(format!("uses `{w}`"));
         }
         if *w == "set" && ws.get(i + 1) != Some(&"-C") {
@@ -111,7 +124,7 @@ fn text_problems(script: &str) -> Vec<String> {
         if name.is_empty() || name.chars().all(|c| c.is_ascii_digit()) {
             continue; // `$?`, `$$`, `$1`, `$(`
         }
-        if !assigned.contains(&name) {
+        if !assigned.contains(&name) && name != "PWD" {
             problems.push(format!("reads `${name}`, which it does not set"));
         }
     }
@@ -131,11 +144,12 @@ fn inline_steps_follow_the_rules_by_their_text() {
     // The check itself finds what it must.
     for (bad, what) in [
         ("exit 1", "`exit`"),
-        ("cd /tmp", "`cd`"),
+        ("cd /tmp", "`cd /tmp`"),
         ("set -e", "`set -e`"),
         ("p=/etc/motd", "assigns `p`"),
         ("__kw_rc=1", "assigns `__kw_rc`"),
         ("echo \"$HOME\"", "reads `$HOME`"),
+        (". /etc/profile", "uses `.`"),
         ("f() { :; }", "defines a function"),
     ] {
         let found = text_problems(bad);
@@ -155,8 +169,8 @@ const SNAPSHOT: &str =
 /// `shell`; (snapshot before, snapshot after, whether the shell came back).
 fn run_inline(shell: &[&str], script: &str) -> (String, String, bool) {
     let body = format!(
-        "umask 022\ncd /root 2>/dev/null || cd /\n__kw_umask=$(umask)\n{SNAPSHOT}\necho @@split >&3\n\
-         __kw_step() {{\n{script}\n}}\n__kw_step </dev/null\n__kw_rc=$?\nset +C; umask \"$__kw_umask\"\n\
+        "umask 022\ncd /root 2>/dev/null || cd /\n__kw_umask=$(umask)\n__kw_cwd=$PWD\n{SNAPSHOT}\necho @@split >&3\n\
+         __kw_step() {{\n{script}\n}}\n__kw_step </dev/null\n__kw_rc=$?\nset +C; umask \"$__kw_umask\"; [ \"$PWD\" = \"$__kw_cwd\" ] || cd -- \"$__kw_cwd\" 2>/dev/null || cd /\n\
          unset __kw_rc\n{SNAPSHOT}\necho @@returned >&3\n"
     );
     let sh = shell.join(" ");
@@ -263,7 +277,8 @@ fn inline_steps_leave_the_batch_shell_as_they_found_it() {
             }
             for (name, line) in &va {
                 let allowed = name.starts_with("__kw_") && !RESERVED.contains(&name.as_str());
-                let shells_own = ["LINENO", "_"].contains(&name.as_str());
+                // OLDPWD: the shell's record of the `cd` back to the batch's directory.
+                let shells_own = ["LINENO", "_", "OLDPWD"].contains(&name.as_str());
                 if vb.get(name) != Some(line) && !allowed && !shells_own {
                     problems.push(format!("{what}: sets `{name}` ({line})"));
                 }
@@ -287,7 +302,7 @@ fn the_run_check_sees_exit_and_leaked_state() {
     let (b, a, returned) = run_inline(&sh, "cd /tmp; p=1; set -f; trap 'echo' USR1");
     assert!(returned);
     let ((vb, ob), (va, oa)) = (parse(&b), parse(&a));
-    assert_ne!(ob, oa, "cd, set -f and trap went unseen");
+    assert_ne!(ob, oa, "set -f and trap went unseen");
     assert!(va.contains_key("p") && !vb.contains_key("p"), "{va:?}");
     // What the engine restores is not a change.
     let (b, a, _) = run_inline(&sh, "umask 077; set -C; __kw_x=1");

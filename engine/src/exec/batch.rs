@@ -419,10 +419,11 @@ impl Batch {
     }
 }
 
-/// The batch's umask, for restoring it after each inline step (which may set its own to
-/// create a file with its mode): read from the shell's own `/proc/self/status` with builtins
+/// The batch's umask and working directory, for restoring them after each inline step
+/// (which may set its own umask to create a file with its mode, and enter the directory it
+/// writes in): the umask read from the shell's own `/proc/self/status` with builtins
 /// (`Umask:`, Linux 4.7 and later), else from `umask` in a command substitution (a fork).
-const POSIX_UMASK: &str = "__kw_umask=\n\
+const POSIX_UMASK: &str = "__kw_umask=\n__kw_cwd=$PWD\n\
 while IFS=' \t:' read -r __kw_k __kw_v; do if [ \"$__kw_k\" = Umask ]; then __kw_umask=$__kw_v; break; fi; done 2>/dev/null </proc/self/status\n\
 case $__kw_umask in [0-7][0-7][0-7]|[0-7][0-7][0-7][0-7]) ;; *) __kw_umask=$(umask) ;; esac\n\
 unset __kw_k __kw_v\n";
@@ -441,9 +442,10 @@ fn posix_item(s: &mut String, nonce: &str, i: usize, steps: &[Script]) {
             continue;
         } else {
             // No subshell: a function of this shell (see `Step::Inline` for what it may do),
-            // then the umask and noclobber as they were, whatever it returned.
+            // then the umask, noclobber and working directory as they were, whatever it
+            // returned.
             s.push_str(&format!(
-                "if [ \"$__kw_rc\" -eq 0 ]; then\n__kw_step() {{\n{text}\n}}\n__kw_step </dev/null\n__kw_rc=$?\nset +C; umask \"$__kw_umask\"\nfi\n"
+                "if [ \"$__kw_rc\" -eq 0 ]; then\n__kw_step() {{\n{text}\n}}\n__kw_step </dev/null\n__kw_rc=$?\nset +C; umask \"$__kw_umask\"; [ \"$PWD\" = \"$__kw_cwd\" ] || cd -- \"$__kw_cwd\" 2>/dev/null || cd /\nfi\n"
             ));
         }
     }

@@ -57,6 +57,10 @@ pub enum PathRead {
     Content,
     /// Hash + the content, only when the sha256 (lowercase hex) is not this one.
     ContentUnless(String),
+    /// The way to the directory at the path, walked one name at a time from `/` (see
+    /// [`route_walk`]): the directory it reaches, what is missing of it, the links on the way
+    /// and every directory on the way that the scripts' account does not own, with its owner.
+    Route,
 }
 
 /// A question about one path of a POSIX host.
@@ -68,8 +72,80 @@ pub struct PathQuery {
 
 impl PathQuery {
     fn hashed(&self) -> bool {
-        self.read != PathRead::Meta
+        !matches!(self.read, PathRead::Meta | PathRead::Route)
     }
+    fn route(&self) -> bool {
+        self.read == PathRead::Route
+    }
+}
+
+/// Most symbolic links a route walk follows (the kernel's own limit, `MAXSYMLINKS`).
+pub const MAX_LINKS: usize = 40;
+
+/// The shell code that walks the way to the directory `dir` (absolute), one name at a time
+/// from `/`, with builtins only: `cd -P` into each directory (so what it finds is what the
+/// kernel would, `..` included), `[ -L ]` for each name, `[ -O .]` for each directory looked
+/// in. A symbolic link is read (`readlink`, the walk's only process) and its target walked
+/// on in its place, so the directories on the way to the target count too. For each
+/// directory looked in (and the one reached) that the scripts' account does not own, `dir`
+/// is called with its physical path; for each link followed, `link` with its path and
+/// whether the scripts' account owns the directory holding it (`o` or `x`); a name that
+/// does not exist ends the walk with `missing` (the rest of the way); anything else on
+/// the way (a file, a loop of links) with `error`. Then `reached` with the physical path
+/// of where the walk stands. The caller saves and restores the working directory.
+/// Variables: `__kw_w*`.
+pub fn route_walk(dir: &str, call: &dyn Fn(RouteEvent) -> String) -> String {
+    format!(
+        "__kw_wr={}; __kw_wn=0; __kw_we=; __kw_wm=\n\
+         if cd / ; then while :; do\n\
+         case $__kw_wr in /*) __kw_wr=${{__kw_wr#/}}; continue ;; esac\n\
+         [ -n \"$__kw_wr\" ] || break\n\
+         __kw_wc=${{__kw_wr%%/*}}\n\
+         case $__kw_wr in */*) __kw_wr=${{__kw_wr#*/}} ;; *) __kw_wr= ;; esac\n\
+         case $__kw_wc in ''|.) continue ;; esac\n\
+         [ -O . ] || {{ {dir}; }}\n\
+         if [ -L \"./$__kw_wc\" ]; then\n\
+         if [ -O . ]; then {link_o}; else {link_x}; fi\n\
+         __kw_wn=$((__kw_wn + 1))\n\
+         [ \"$__kw_wn\" -le {MAX_LINKS} ] || {{ __kw_we='too many levels of symbolic links'; break; }}\n\
+         __kw_wt=$(readlink -- \"./$__kw_wc\" </dev/null) || {{ __kw_we=\"cannot read the link $PWD/$__kw_wc\"; break; }}\n\
+         case $__kw_wt in /*) cd / || break ;; esac\n\
+         __kw_wr=$__kw_wt${{__kw_wr:+/$__kw_wr}}\n\
+         elif [ -d \"./$__kw_wc\" ]; then\n\
+         cd -P -- \"./$__kw_wc\" || {{ __kw_we=\"cannot enter $PWD/$__kw_wc\"; break; }}\n\
+         elif [ -e \"./$__kw_wc\" ]; then __kw_we=\"$PWD/$__kw_wc is not a directory\"; break\n\
+         else __kw_wm=$__kw_wc${{__kw_wr:+/$__kw_wr}}; break\n\
+         fi\n\
+         done\n\
+         else __kw_we='cannot enter /'; fi\n\
+         if [ -n \"$__kw_we\" ]; then {error}\n\
+         elif [ -n \"$__kw_wm\" ]; then {missing}\n\
+         else [ -O . ] || {{ {dir}; }}; fi\n\
+         {reached}\n",
+        sh_quote(dir),
+        dir = call(RouteEvent::Dir),
+        link_o = call(RouteEvent::Link { owned: true }),
+        link_x = call(RouteEvent::Link { owned: false }),
+        error = call(RouteEvent::Error),
+        missing = call(RouteEvent::Missing),
+        reached = call(RouteEvent::Reached),
+    )
+}
+
+/// What a [`route_walk`] tells its caller; the command given for each reads the shell
+/// variables named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteEvent {
+    /// A directory on the way that the scripts' account does not own: `$PWD`.
+    Dir,
+    /// A link followed: `$PWD/$__kw_wc`, in a directory the scripts' account owns or not.
+    Link { owned: bool },
+    /// The walk ended at a name that does not exist: the rest of the way, `$__kw_wm`.
+    Missing,
+    /// Something on the way is not a directory, or links loop: `$__kw_we`.
+    Error,
+    /// Where the walk stands (`$PWD`).
+    Reached,
 }
 
 fn marker(nonce: &str, tag: &str) -> String {
@@ -80,6 +156,9 @@ fn marker(nonce: &str, tag: &str) -> String {
 pub(crate) fn script(qs: &[&PathQuery], nonce: &str) -> String {
     let mut s = format!("printf '{}\\n'\nset --\n", marker(nonce, "paths"));
     for (j, q) in qs.iter().enumerate() {
+        if q.route() {
+            continue;
+        }
         let p = sh_quote(&q.path);
         s.push_str(&format!(
             "__kw_p={p}\n\
@@ -90,6 +169,29 @@ pub(crate) fn script(qs: &[&PathQuery], nonce: &str) -> String {
             l = marker(nonce, &format!("l:{j}")),
             t = marker(nonce, &format!("t:{j}")),
         ));
+    }
+    // The route walks, after the paths' own kinds: each directory on a way that the scripts'
+    // account does not own joins the one `stat`, after the paths.
+    if qs.iter().any(|q| q.route()) {
+        s.push_str("__kw_wd=$PWD\n");
+        for (j, q) in qs.iter().enumerate().filter(|(_, q)| q.route()) {
+            let tag = |t: &str| marker(nonce, &format!("{t}:{j}"));
+            s.push_str(&route_walk(&q.path, &|ev| match ev {
+                RouteEvent::Dir => format!(
+                    "printf '{}\\n%s' \"$PWD\"; set -- \"$@\" \"$PWD\"",
+                    tag("D")
+                ),
+                RouteEvent::Link { owned } => format!(
+                    "printf '{}:{}\\n%s' \"$PWD/$__kw_wc\"",
+                    tag("L"),
+                    if owned { "o" } else { "x" }
+                ),
+                RouteEvent::Missing => format!("printf '{}\\n%s' \"$__kw_wm\"", tag("M")),
+                RouteEvent::Error => format!("printf '{}\\n%s' \"$__kw_we\"", tag("E")),
+                RouteEvent::Reached => format!("printf '{}\\n%s' \"$PWD\"", tag("R")),
+            }));
+        }
+        s.push_str("cd -- \"$__kw_wd\" 2>/dev/null || cd /\n");
     }
     // One stat for every existing path; one at a time only if that failed for some.
     s.push_str(&format!(
@@ -129,7 +231,7 @@ pub(crate) fn script(qs: &[&PathQuery], nonce: &str) -> String {
                 "if [ \"$__kw_t{j}\" = file ]; then case \"\n$__kw_h\n\" in *\"\n{} \"{p}\"\n\"*) ;; *) {then} ;; esac; fi\n",
                 sh_quote_free_hex(want),
             )),
-            PathRead::Meta | PathRead::Hash => None,
+            PathRead::Meta | PathRead::Hash | PathRead::Route => None,
         }
     };
     s.push_str("set --\n__kw_cl=\n");
@@ -160,9 +262,12 @@ pub(crate) fn script(qs: &[&PathQuery], nonce: &str) -> String {
         c = marker(nonce, "C"),
         f = marker(nonce, "F"),
     ));
-    let vars: String = (0..qs.len()).map(|j| format!(" __kw_t{j}")).collect();
+    let vars: String = (0..qs.len())
+        .filter(|&j| !qs[j].route())
+        .map(|j| format!(" __kw_t{j}"))
+        .collect();
     s.push_str(&format!(
-        "printf '{}\\n'\nunset __kw_p __kw_k __kw_o __kw_h __kw_cl{vars}\nset --\n",
+        "printf '{}\\n'\nunset __kw_p __kw_k __kw_o __kw_h __kw_cl __kw_wd __kw_wr __kw_wn __kw_we __kw_wm __kw_wc __kw_wt{vars}\nset --\n",
         marker(nonce, "paths:end")
     ));
     s
@@ -219,6 +324,22 @@ struct Answer {
     stat: Option<Result<String, String>>,
     hash: Option<Result<String, String>>,
     content: Option<Result<Vec<u8>, String>>,
+    route: Option<RouteAnswer>,
+}
+
+/// One `stat` answer: its line, or the error.
+type StatLine = Result<String, String>;
+
+/// What a route walk told.
+#[derive(Default)]
+struct RouteAnswer {
+    reached: Option<Vec<u8>>,
+    missing: Option<Vec<u8>>,
+    error: Option<Vec<u8>>,
+    /// Directories on the way not the scripts' account's, with their `stat` line.
+    dirs: Vec<(Vec<u8>, Option<StatLine>)>,
+    /// Links followed: whether the scripts' account owns the directory holding it, the path.
+    links: Vec<(bool, Vec<u8>)>,
 }
 
 fn lines(body: &[u8]) -> Vec<&[u8]> {
@@ -304,6 +425,8 @@ fn parse(qs: &[&PathQuery], group: &[u8], nonce: &str) -> Result<Vec<Answer>, Fa
     let mut open_content: Option<(usize, &[u8])> = None;
     let mut grouped: Option<(Vec<usize>, &[u8])> = None;
     let mut head_failed = false;
+    // The directories of route walks that joined the one `stat`, in order: (query, which).
+    let mut extra: Vec<(usize, usize)> = Vec::new();
     let idx = |s: &str| -> Result<usize, FactError> {
         s.parse::<usize>()
             .ok()
@@ -354,6 +477,26 @@ fn parse(qs: &[&PathQuery], group: &[u8], nonce: &str) -> Result<Vec<Answer>, Fa
                     .collect::<Result<Vec<_>, _>>()?;
                 grouped = Some((js, r.body));
             }
+            "D" | "L" | "M" | "E" | "R" => {
+                let j = idx(parts.next().unwrap_or(""))?;
+                if !qs[j].route() {
+                    return Err(bad(&format!(
+                        "a route record for query {j}, which asked none"
+                    )));
+                }
+                let body = r.body.to_vec();
+                let r = ans[j].route.get_or_insert_with(RouteAnswer::default);
+                match head {
+                    "D" => {
+                        r.dirs.push((body, None));
+                        extra.push((j, r.dirs.len() - 1));
+                    }
+                    "L" => r.links.push((parts.next() == Some("o"), body)),
+                    "M" => r.missing = Some(body),
+                    "E" => r.error = Some(body),
+                    _ => r.reached = Some(body),
+                }
+            }
             "F" => head_failed = true,
             "r" => {
                 let code = rc(parts.next().unwrap_or(""))?;
@@ -377,15 +520,21 @@ fn parse(qs: &[&PathQuery], group: &[u8], nonce: &str) -> Result<Vec<Answer>, Fa
     if let Some(body) = big_stat {
         stat_rr = lines(body).into_iter().map(|l| Ok(text(l))).collect();
     }
-    if stat_rr.len() != stated.len() {
+    if stat_rr.len() != stated.len() + extra.len() {
         return Err(bad(&format!(
             "{} stat answers for {} paths",
             stat_rr.len(),
-            stated.len()
+            stated.len() + extra.len()
         )));
     }
-    for (&j, st) in stated.iter().zip(stat_rr) {
+    let mut stat_rr = stat_rr.into_iter();
+    for (&j, st) in stated.iter().zip(stat_rr.by_ref()) {
         ans[j].stat = Some(st);
+    }
+    for (&(j, k), st) in extra.iter().zip(stat_rr) {
+        if let Some(d) = ans[j].route.as_mut().and_then(|r| r.dirs.get_mut(k)) {
+            d.1 = Some(st);
+        }
     }
     let hashed: Vec<usize> = (0..qs.len())
         .filter(|&j| qs[j].hashed() && ans[j].kind.as_deref() == Some("file"))
@@ -622,6 +771,53 @@ pub(crate) fn redact_group(
 /// One answer in the standalone file fact's `key=value` format.
 fn render(q: &PathQuery, a: Answer) -> Result<FactOutput, FactError> {
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    if q.route() {
+        let r = a.route.ok_or_else(|| {
+            FactError::Parse(format!("path probe: no route answer for `{}`", q.path))
+        })?;
+        let reached = r.reached.ok_or_else(|| {
+            FactError::Parse(format!(
+                "path probe: the route walk of `{}` did not end",
+                q.path
+            ))
+        })?;
+        let mut out = format!("type=route\nreached={}\n", b64(&reached));
+        if let Some(m) = &r.missing {
+            out.push_str(&format!("missing={}\n", b64(m)));
+        }
+        if let Some(e) = &r.error {
+            out.push_str(&format!("error={}\n", b64(e)));
+        }
+        for (owned, l) in &r.links {
+            out.push_str(&format!(
+                "link={}:{}\n",
+                if *owned { "o" } else { "x" },
+                b64(l)
+            ));
+        }
+        for (d, st) in &r.dirs {
+            match st {
+                Some(Ok(st)) => out.push_str(&format!("dir={}:{st}\n", b64(d))),
+                Some(Err(e)) => {
+                    return Ok(FactOutput {
+                        stdout: out.into_bytes(),
+                        stderr: e.clone().into_bytes(),
+                        exit: 1,
+                    })
+                }
+                None => {
+                    return Err(FactError::Parse(format!(
+                        "path probe: no stat answer for a directory on the way to `{}`",
+                        q.path
+                    )))
+                }
+            }
+        }
+        return Ok(FactOutput {
+            stdout: out.into_bytes(),
+            ..FactOutput::default()
+        });
+    }
     let kind = a
         .kind
         .ok_or_else(|| FactError::Parse(format!("path probe: no answer for `{}`", q.path)))?;
@@ -688,6 +884,10 @@ mod tests {
                 read,
             }),
         }
+    }
+
+    fn base64_of(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
     }
 
     fn sha(b: &[u8]) -> String {
@@ -785,6 +985,100 @@ mod tests {
                 "{shell}"
             );
             assert!(a(10).contains("content=YQ0KYg0K\n"), "{shell}: {}", a(10));
+        }
+    }
+
+    fn kv(out: &FactOutput) -> Vec<(String, String)> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, v)| (k.into(), v.into())))
+            .collect()
+    }
+
+    fn unb64(v: &str) -> String {
+        let b = base64::engine::general_purpose::STANDARD
+            .decode(v)
+            .expect("base64");
+        String::from_utf8(b).expect("utf-8")
+    }
+
+    /// A route walk finds what the kernel would, one name at a time: links (relative,
+    /// absolute, `..`) followed and told, what is missing, a file or a loop on the way, and
+    /// every directory on the way that the scripts' account does not own, with its owner.
+    #[test]
+    fn route_walks_name_links_missing_parts_and_foreign_directories() {
+        use std::os::unix::fs::{symlink, MetadataExt};
+        let d = tempfile::tempdir().expect("tmp");
+        let base = std::fs::canonicalize(d.path()).expect("canonical");
+        let p = |n: &str| base.join(n).display().to_string();
+        std::fs::create_dir_all(p("real/sub")).expect("mkdir");
+        std::fs::create_dir_all(p("other")).expect("mkdir");
+        symlink("real", p("rel")).expect("link");
+        symlink(p("real"), p("abs")).expect("link");
+        symlink("../real/sub", p("other/up")).expect("link");
+        symlink("loop", p("loop")).expect("link");
+        std::fs::write(p("file"), b"x").expect("w");
+        let me = std::fs::metadata("/proc/self").expect("proc").uid();
+        let foreign = me == 0;
+        if foreign {
+            std::os::unix::fs::chown(p("real"), Some(65534), Some(65534)).expect("chown");
+        }
+        let qs = [
+            q(
+                &format!("{}/rel/sub/missing/more", base.display()),
+                PathRead::Route,
+            ),
+            q(&p("other/up"), PathRead::Route),
+            q(&p("abs"), PathRead::Route),
+            q(&p("file/x"), PathRead::Route),
+            q(&p("loop/x"), PathRead::Route),
+            q(&p("real"), PathRead::Meta),
+        ];
+        let nonce = super::super::new_nonce();
+        let script = batch_script(Shell::Posix, &qs, &nonce);
+        for shell in ["/bin/sh", "/bin/dash"] {
+            if !std::path::Path::new(shell).exists() {
+                continue;
+            }
+            let out = crate::testing::run_in(shell, &format!("cd /proc\n{script}pwd\n"));
+            assert!(
+                String::from_utf8_lossy(&out.stdout).ends_with("\n/proc\n"),
+                "{shell}: the walk restores the working directory"
+            );
+            let f = parse_batch(&qs, &out, &nonce).expect("parse");
+            let a = |i: usize| kv(f.raw(&qs[i].key).expect("answer"));
+            let get = |i: usize, k: &str| -> Vec<String> {
+                a(i).into_iter()
+                    .filter(|(x, _)| x == k)
+                    .map(|(_, v)| v)
+                    .collect()
+            };
+            assert_eq!(get(0, "reached"), vec![base64_of(&p("real/sub"))]);
+            assert_eq!(unb64(&get(0, "missing")[0]), "missing/more", "{shell}");
+            assert_eq!(get(0, "link").len(), 1, "{shell}: {:?}", a(0));
+            assert!(unb64(&get(0, "link")[0][2..]).ends_with("/rel"));
+            assert_eq!(
+                unb64(&get(1, "reached")[0]),
+                p("real/sub"),
+                "{shell}: `..` in a link"
+            );
+            assert_eq!(unb64(&get(2, "reached")[0]), p("real"), "{shell}");
+            assert!(unb64(&get(3, "error")[0]).ends_with("/file is not a directory"));
+            assert_eq!(
+                unb64(&get(4, "error")[0]),
+                "too many levels of symbolic links"
+            );
+            let dirs = get(0, "dir");
+            if foreign {
+                // real is nobody's: told with its owner, and the walk went on through it.
+                let real = dirs
+                    .iter()
+                    .find(|d| unb64(d.split(':').next().unwrap_or_default()) == p("real"))
+                    .unwrap_or_else(|| panic!("{shell}: {dirs:?}"));
+                assert!(real.contains(":65534:"), "{real}");
+                assert_eq!(dirs.len(), 1, "{shell}: only real is not root's: {dirs:?}");
+            }
+            assert!(a(5).iter().any(|(k, _)| k == "stat"), "{shell}: {:?}", a(5));
         }
     }
 

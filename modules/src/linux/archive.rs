@@ -10,6 +10,7 @@
 //! | `dest` | string | required | absolute path of the directory to extract into (created) |
 //! | `strip_components` | integer | `0` | leading path components to drop (`tar --strip-components`) |
 //! | `creates` | string | marker | absolute path whose existence means "already extracted" |
+//! | `follow` | bool | `false` | follow a symbolic link at `dest` and extract into its target |
 //!
 //! Without `creates`, kwin keeps a marker `<dest>/.kwin-archive-<id>` (id: a hash of `src` or
 //! `url`) holding the sha256 of the extracted tarball: no-op when it matches the tarball's
@@ -19,6 +20,11 @@
 //! Changes: (fetches and) verifies the tarball, runs `tar -x` (gzip, bzip2, xz or zstd, told
 //! to tar by the file's magic bytes) into `dest`, then writes the marker. Files are extracted over existing ones; nothing is
 //! deleted.
+//!
+//! Links (see `route.rs`): a symbolic link at `dest` is refused unless `follow = true`; the
+//! way to `dest` must hold no directory of an account other than root (nor `dest` itself
+//! be one), and no link in a directory root does not own; the step extracts in the very
+//! directory the probe reached, and writes the marker through a new file renamed over it.
 //!
 //! ```toml
 //! [[tasks]]
@@ -30,7 +36,8 @@
 use super::common::trim_path;
 use super::diff::value_diff;
 use super::download::{check_sha256, check_url, fetchers, pick_fetcher};
-use super::facts::file::{FileFact, PathState};
+use super::facts::file::{FileFact, PathState, RouteFact};
+use super::route::{self, name_of};
 use super::script::{die, die_after, fetch_verified, sha256_hex, verify_sha256};
 use crate::paths::posix_abs;
 use crate::shared::archive::ArchiveParams;
@@ -56,6 +63,7 @@ pub struct Archive {
     strip: u32,
     creates: Option<String>,
     marker: String,
+    follow: bool,
 }
 
 impl Described for Archive {
@@ -100,6 +108,7 @@ impl Described for Archive {
             strip: p.strip_components.unwrap_or(0),
             creates: p.creates.as_deref().map(trim_path),
             marker,
+            follow: p.follow.unwrap_or(false),
         })
     }
 
@@ -118,6 +127,13 @@ impl Archive {
         }
     }
 
+    /// The way to `dest` itself: everything on it, `dest` included, must be root's.
+    fn route(&self) -> RouteFact {
+        RouteFact {
+            dir: self.dest.clone(),
+        }
+    }
+
     fn shown_source(&self) -> &str {
         match &self.source {
             Source::Path(s) | Source::Url(s) => s,
@@ -127,7 +143,10 @@ impl Archive {
 
 impl Module for Archive {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
-        let mut v = Vec::new();
+        let mut v = vec![
+            FactQuery::of(&FileFact::meta(&self.dest), shell),
+            FactQuery::of(&self.route(), shell),
+        ];
         match &self.creates {
             Some(c) => v.push(FactQuery::of(&FileFact::meta(c), shell)),
             None => v.push(FactQuery::of(&FileFact::content(&self.marker), shell)),
@@ -150,7 +169,19 @@ impl Module for Archive {
         r
     }
 
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+        let followed = match facts.get(&FileFact::meta(&self.dest))? {
+            PathState::Dir {
+                link_target: Some(t),
+                ..
+            } => Some(t),
+            PathState::Other { kind } if kind.contains("symbolic link") => Some(kind),
+            _ => None,
+        };
+        if let (Some(t), false) = (&followed, self.follow) {
+            return Err(super::file::refuse_link(&self.dest, t));
+        }
+        let way = route::check(&self.dest, &self.dest, &facts.get(&self.route())?, None)?;
         let reason = if let Some(c) = &self.creates {
             if facts.get(&FileFact::meta(c))? != PathState::Absent {
                 return Ok(Plan::noop(format!("`{c}` exists")));
@@ -178,11 +209,8 @@ impl Module for Archive {
             }
         };
 
-        let d = sh_quote(&self.dest);
-        let mut s = format!(
-            "d={d}\nmkdir -p -- \"$d\" || {}\n",
-            die(&format!("cannot create directory {}", self.dest))
-        );
+        // In `dest`, entered by its checked way (created first when missing): `tar -C .`.
+        let mut s = way.enter(true, &|m| die(m));
         let mut cleanup = "";
         match &self.source {
             Source::Url(u) => {
@@ -232,7 +260,7 @@ impl Module for Archive {
              esac\n",
         );
         s.push_str(&format!(
-            "tar -x $z -f \"$a\" -C \"$d\"{strip} || {}\n",
+            "tar -x $z -f \"$a\" -C .{strip} || {}\n",
             die_after(
                 cleanup,
                 &format!("cannot extract {} into {}", self.shown_source(), self.dest)
@@ -248,24 +276,47 @@ impl Module for Archive {
                 sh_quote(c),
                 die(&format!("extracted, but {c} still does not exist"))
             )),
-            None => s.push_str(&format!(
-                "printf '%s\\n' \"${{h%% *}}\" > {} || {}\n",
-                sh_quote(&self.marker),
-                die(&format!("cannot write {}", self.marker))
-            )),
+            // The marker: a new file (`set -C`, an unguessable name) renamed over it, never a
+            // write through whatever is at its name.
+            None => {
+                let m = sh_quote(name_of(&self.marker));
+                let t = sh_quote(&crate::temp_name(ctx.nonce, &self.marker));
+                let cannot = die_after(
+                    &format!("rm -f -- {t};"),
+                    &format!("cannot write {}", self.marker),
+                );
+                s.push_str(&format!(
+                    "set -C; umask 022\n\
+                     {{ [ -f /proc/self/fd/9 ] && printf '%s\\n' \"${{h%% *}}\" >&9; }} 9>{t} || {cannot}\n\
+                     [ ! -L {t} ] && [ -f {t} ] || {cannot}\n\
+                     [ -L {m} ] || [ -d {m} ] && {cannot}\n\
+                     mv -f -- {t} {m} || {cannot}\n"
+                ))
+            }
         }
         let mut touched = vec![self.dest.clone()];
         touched.extend(self.creates.clone());
         Ok(Plan::Change(Change {
             action: Action::Create,
             reason,
-            diff: Some(value_diff(
-                None,
-                Some(&format!(
-                    "extract {} into {}",
-                    self.shown_source(),
-                    self.dest
-                )),
+            diff: Some(format!(
+                "{}{}",
+                match &followed {
+                    Some(t) => format!("→ {} is a link to {t} (follow = true)\n", self.dest),
+                    None if way.through_links() => format!(
+                        "→ {} is {} (links on the way, in directories of root)\n",
+                        self.dest, way.physical
+                    ),
+                    None => String::new(),
+                },
+                value_diff(
+                    None,
+                    Some(&format!(
+                        "extract {} into {}",
+                        self.shown_source(),
+                        self.dest
+                    )),
+                )
             )),
             steps: vec![Step::Run(s)],
             touches: Touches::Resources(touched),

@@ -10,13 +10,16 @@
 //! | `mode` | `"0755"` or `755` | `0644` for new files, else unchanged | permission bits |
 //! | `owner` | string | unchanged | user name or uid |
 //! | `group` | string | unchanged | group name or gid |
+//! | `follow` | bool | `false` | follow a symbolic link at `dest` and replace its target |
 //!
 //! No-op when `dest` exists with that sha256 (and the given attributes): nothing is fetched.
 //!
 //! Changes: fetches with curl (or wget, whichever the host has; `file://` needs curl) into a
 //! temporary file next to `dest`, checks the sha256, sets mode and owner, and renames it over
 //! `dest`. A failed or mismatching download leaves `dest` untouched and fails the task with
-//! both hashes. Missing parent directories are created.
+//! both hashes. Missing parent directories are created. A link at `dest` is refused unless
+//! `follow = true`; the way to `dest`'s directory is checked and pinned as for `file`
+//! (`route.rs`).
 //!
 //! ```toml
 //! [[tasks]]
@@ -27,10 +30,12 @@
 
 use super::common::{attr_diff, attr_reason, parent_dir, trim_path, Attrs};
 use super::diff::value_diff;
-use super::facts::file::{FileFact, PathState};
+use super::facts::file::{FileFact, PathState, RouteFact};
 use super::facts::probe::CommandsFact;
+use super::route::{self, name_of};
 use super::script::{
-    apply_attrs, apply_attrs_cleanup, die, die_after, fetch_into, temp_path, Fetcher, FD9,
+    apply_attrs, apply_attrs_cleanup, attrs_in_place, die, die_after, fetch_into, temp_path, Ends,
+    Fetcher, FD9,
 };
 use crate::paths::posix_abs;
 use crate::shared::download::DownloadParams;
@@ -49,6 +54,7 @@ pub struct Download {
     dest: String,
     sha256: String,
     attrs: Attrs,
+    follow: bool,
 }
 
 /// Check a URL: a known scheme, no whitespace or control characters.
@@ -90,6 +96,7 @@ impl Described for Download {
             dest: trim_path(&p.dest),
             sha256,
             attrs,
+            follow: p.follow.unwrap_or(false),
         })
     }
 
@@ -134,6 +141,7 @@ impl Module for Download {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         vec![
             FactQuery::of(&self.fact(), shell),
+            FactQuery::of(&RouteFact::parent_of(&self.dest), shell),
             FactQuery::of(&fetchers(), shell),
         ]
     }
@@ -144,12 +152,12 @@ impl Module for Download {
 
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st = facts.get(&self.fact())?;
-        let (current, target) = match &st {
-            PathState::Absent => (None, self.dest.clone()),
-            PathState::File(info) => (
-                Some(info),
-                info.link_target.clone().unwrap_or(self.dest.clone()),
-            ),
+        let current = match &st {
+            PathState::Absent => None,
+            PathState::File(info) => Some(info),
+            PathState::Other { kind } if kind.contains("symbolic link") && !self.follow => {
+                return Err(super::file::refuse_link(&self.dest, "nothing"))
+            }
             other => {
                 return Err(ModuleError::Precondition(format!(
                     "`{}` exists and is not a regular file ({})",
@@ -158,6 +166,23 @@ impl Module for Download {
                 )))
             }
         };
+        let followed = match (current.and_then(|i| i.link_target.clone()), self.follow) {
+            (None, _) => None,
+            (Some(t), true) => Some(t),
+            (Some(t), false) => return Err(super::file::refuse_link(&self.dest, &t)),
+        };
+        let uid = current.map(|i| i.meta.uid.to_string());
+        let way = route::check(
+            &self.dest,
+            &parent_dir(&self.dest),
+            &facts.get(&RouteFact::parent_of(&self.dest))?,
+            self.attrs.owner.as_deref().or(uid.as_deref()),
+        )?;
+        let note = match &followed {
+            Some(t) => format!("→ {} is a link to {t} (follow = true)\n", self.dest),
+            None => way.note(name_of(&self.dest)),
+        };
+        let target = followed.clone().unwrap_or(self.dest.clone());
         let mut touched = vec![self.dest.clone()];
         if target != self.dest {
             touched.push(target.clone());
@@ -168,15 +193,22 @@ impl Module for Download {
                 if diffs.is_empty() {
                     return Ok(Plan::noop("sha256 matches"));
                 }
-                let fix = apply_attrs(
-                    &self.attrs.only_differing(&info.meta),
-                    &sh_quote(&target),
-                    &self.dest,
-                );
+                let wanted = self.attrs.only_differing(&info.meta);
+                let fix = match &followed {
+                    Some(t) => apply_attrs(&wanted, &sh_quote(t), &self.dest),
+                    None => attrs_in_place(
+                        Ends::Exit,
+                        &way.enter(false, &|m| die(m)),
+                        name_of(&self.dest),
+                        "-f",
+                        &wanted,
+                        &self.dest,
+                    ),
+                };
                 return Ok(Plan::Change(Change {
                     action: Action::Update,
                     reason: attr_reason(&diffs),
-                    diff: Some(attr_diff(&diffs)),
+                    diff: Some(format!("{note}{}", attr_diff(&diffs))),
                     steps: vec![Step::Run(fix)],
                     touches: Touches::Resources(touched),
                 }));
@@ -194,24 +226,38 @@ impl Module for Download {
                 group: self.attrs.group.clone().or(Some(info.meta.gid.to_string())),
             },
         };
-        let dir = parent_dir(&target);
-        // The same protections as a file write (`script::write_file`): an unguessable name,
-        // created exclusively, refused unless it is a regular file; the download, the hash,
-        // mode and owner all go through the open file (fd 9), and the name is checked to
-        // still be that file before the `mv`.
+        // The same protections as a file write (`script::write_file`): the directory entered
+        // by its checked way (or, following a link, the target's by its path), an
+        // unguessable name, created exclusively, refused unless it is a regular file; the
+        // download, the hash, mode and owner all go through the open file (fd 9), and the
+        // name is checked to still be that file, and the destination no link, before the `mv`.
         let rm = "rm -f -- \"$t\";";
-        let mut s = format!(
-            "p={}\n[ -d {d} ] || mkdir -p -- {d} || {}\nt={}\numask 077; set -C\n\
-             {{ [ -f {FD9} ] || {}\n",
-            sh_quote(&target),
-            die(&format!("cannot create directory {dir}")),
-            sh_quote(&temp_path(&target, ctx.nonce)),
+        let tmp = temp_path(&target, ctx.nonce);
+        let mut s = match &followed {
+            None => format!(
+                "{}p={}\nt={}\n",
+                way.enter(true, &|m| die(m)),
+                sh_quote(name_of(&self.dest)),
+                sh_quote(name_of(&tmp)),
+            ),
+            Some(t) => {
+                let dir = parent_dir(t);
+                format!(
+                    "p={}\n[ -d {d} ] || mkdir -p -- {d} || {}\nt={}\n",
+                    sh_quote(t),
+                    die(&format!("cannot create directory {dir}")),
+                    sh_quote(&tmp),
+                    d = sh_quote(&dir),
+                )
+            }
+        };
+        s.push_str(&format!(
+            "umask 077; set -C\n{{ [ -f {FD9} ] || {}\n",
             die(&format!(
                 "the temporary file for {} is not a regular file kwin just created (something was planted at its name, or /proc is not mounted); refusing to download",
                 self.dest
             )),
-            d = sh_quote(&dir),
-        );
+        ));
         s.push_str(&fetch_into(fetcher, &self.url, FD9, Some(&self.sha256), rm));
         s.push_str(&apply_attrs_cleanup(&attrs, FD9, &self.dest, rm));
         s.push_str(&format!(
@@ -221,6 +267,18 @@ impl Module for Download {
                 self.dest
             ))
         ));
+        if followed.is_none() {
+            s.push_str(&format!(
+                "[ -L \"$p\" ] || [ -d \"$p\" ] && {}\n",
+                die_after(
+                    rm,
+                    &format!(
+                        "{} became a symbolic link or a directory since it was probed; refusing to follow it",
+                        self.dest
+                    )
+                )
+            ));
+        }
         s.push_str(&format!(
             "mv -f -- \"$t\" \"$p\" || {}\n}} 9>\"$t\" || {}\n",
             die_after(rm, &format!("cannot replace {}", self.dest)),
@@ -243,9 +301,12 @@ impl Module for Download {
         Ok(Plan::Change(Change {
             action,
             reason,
-            diff: Some(value_diff(
-                old.as_deref(),
-                Some(&format!("sha256 {} from {}", self.sha256, self.url)),
+            diff: Some(format!(
+                "{note}{}",
+                value_diff(
+                    old.as_deref(),
+                    Some(&format!("sha256 {} from {}", self.sha256, self.url)),
+                )
             )),
             steps: vec![Step::Run(s)],
             touches: Touches::Resources(touched),

@@ -11,6 +11,7 @@
 //! | `group` | string | unchanged | group name or gid |
 //! | `state` | `"present"` / `"absent"` | `"present"` | whether the file exists |
 //! | `make_parents` | bool | `true` | create missing parent directories |
+//! | `follow` | bool | `false` | follow a symbolic link at `path` and manage its target |
 //!
 //! Sensitive (diffs show `sha256:… (sensitive)` instead of content, the probe never sends the
 //! content back, the engine keeps the steps out of the logs): the task says
@@ -23,9 +24,14 @@
 //!
 //! Changes: writes the content to a temporary file in the same directory, sets mode and owner
 //! on it and renames it over the path (atomic); the write refuses to run if the file changed
-//! since it was probed. A path that is a symbolic link is followed: the link's target is
-//! written. Only mode/owner differences are fixed in place with `chmod`/`chown`.
+//! since it was probed. Only mode/owner differences are fixed in place, through the open file.
 //! `state = "absent"` removes the file (a directory at the path is an error).
+//!
+//! Links (see `route.rs`): a symbolic link at `path` is refused unless `follow = true`, which
+//! manages the link's target instead (the diff names it); the way to the file's directory
+//! must hold no directory of an account other than root or the file's owner, and no link in
+//! a directory root does not own, and the step writes in the very directory the probe
+//! reached (`cd -P`, checked), by name.
 //!
 //! ```toml
 //! [[tasks]]
@@ -36,8 +42,11 @@
 
 use super::common::{attr_diff, attr_reason, trim_path, Attrs, State};
 use super::diff::{content_diff, private_mode, sensitive_content_diff};
-use super::facts::file::{FileFact, FileInfo, IdentityFact, Meta, PathState};
-use super::script::{attrs_script, fail, sha256_hex, write_file, Ends, Expect, WriteFile};
+use super::facts::file::{FileFact, FileInfo, IdentityFact, Meta, PathState, RouteFact};
+use super::route::{self, name_of, Way};
+use super::script::{
+    attrs_in_place, attrs_script, fail, sha256_hex, write_file, Ends, Expect, Place, WriteFile,
+};
 use crate::paths::posix_abs;
 use crate::shared::file::FileParams;
 use crate::table::{Described, FactSample};
@@ -53,6 +62,8 @@ pub struct File {
     attrs: Attrs,
     state: State,
     make_parents: bool,
+    /// Manage the target of a link at `path` (`follow = true`).
+    follow: bool,
     /// The task says `sensitive = true`.
     sensitive: bool,
 }
@@ -77,6 +88,7 @@ impl Described for File {
             attrs,
             state: p.state,
             make_parents: p.make_parents.unwrap_or(true),
+            follow: p.follow.unwrap_or(false),
             sensitive: false,
         })
     }
@@ -100,6 +112,32 @@ impl File {
             Some(_) if self.sensitive_by_params() => FileFact::hash(&self.path),
             Some(c) => FileFact::content_unless(&self.path, sha256_hex(c)),
             None => FileFact::meta(&self.path),
+        }
+    }
+
+    fn route(&self) -> RouteFact {
+        RouteFact::parent_of(&self.path)
+    }
+
+    /// The checked way to the file's directory, for the account the file belongs to (the
+    /// plan's owner, else its current one).
+    fn way(&self, facts: &Facts, current: Option<&Meta>) -> Result<Way, ModuleError> {
+        let uid = current.map(|m| m.uid.to_string());
+        let account = self.attrs.owner.as_deref().or(uid.as_deref());
+        route::check(
+            &self.path,
+            &super::common::parent_dir(&self.path),
+            &facts.get(&self.route())?,
+            account,
+        )
+    }
+
+    /// A link at the path: its target when the plan follows it, else the refusal.
+    fn link(&self, target: Option<&String>) -> Result<Option<String>, ModuleError> {
+        match (target, self.follow) {
+            (None, _) => Ok(None),
+            (Some(t), true) => Ok(Some(t.clone())),
+            (Some(t), false) => Err(refuse_link(&self.path, t)),
         }
     }
 
@@ -164,7 +202,10 @@ impl Module for File {
     }
 
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
-        let mut v = vec![FactQuery::of(&self.fact(), shell)];
+        let mut v = vec![
+            FactQuery::of(&self.fact(), shell),
+            FactQuery::of(&self.route(), shell),
+        ];
         if self.asks_identity() {
             v.push(FactQuery::of(&IdentityFact, shell));
         }
@@ -188,41 +229,65 @@ impl Module for File {
     fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let st = facts.get(&self.fact())?;
         let sensitive = Module::sensitive(self, facts);
-        let q = sh_quote(&self.path);
         let me: Option<Meta> = if self.asks_identity() {
             facts.get(&IdentityFact)?
         } else {
             None
         };
+        let name = sh_quote(name_of(&self.path));
         match (self.state, st) {
             (State::Absent, PathState::Absent) => Ok(Plan::noop("absent")),
-            (State::Absent, PathState::Dir { .. }) => Err(ModuleError::Precondition(format!(
+            (
+                State::Absent,
+                PathState::Dir {
+                    link_target: None, ..
+                },
+            ) => Err(ModuleError::Precondition(format!(
                 "`{}` is a directory; use the directory module to remove it",
                 self.path
             ))),
-            (State::Absent, other) => Ok(self.change(
-                Action::Delete,
-                format!("exists ({})", other.kind()),
-                format!("- {}\n", self.path),
-                vec![format!(
-                    "rm -f -- {q} || {}\n",
-                    fail(Ends::Return, "", &format!("cannot remove {}", self.path))
-                )],
-            )),
-            (State::Present, other @ (PathState::Dir { .. } | PathState::Other { .. })) => {
+            // A link (to anything) is removed itself, never its target.
+            (State::Absent, other) => {
+                let way = self.way(facts, None)?;
+                Ok(self.change(
+                    Action::Delete,
+                    format!("exists ({})", other.kind()),
+                    format!("{}- {}\n", way.note(name_of(&self.path)), self.path),
+                    vec![format!(
+                        "{}rm -f -- {name} || {}\n",
+                        way.enter(false, &|m| fail(Ends::Return, "", m)),
+                        fail(Ends::Return, "", &format!("cannot remove {}", self.path))
+                    )],
+                ))
+            }
+            (State::Present, PathState::Dir { link_target, .. }) => {
+                self.link(link_target.as_ref())?;
                 Err(ModuleError::Precondition(format!(
-                    "`{}` exists and is not a regular file ({})",
-                    self.path,
-                    other.kind()
+                    "`{}` exists and is not a regular file (a directory)",
+                    self.path
+                )))
+            }
+            (State::Present, PathState::Other { kind }) => {
+                if kind.contains("symbolic link") && !self.follow {
+                    return Err(ModuleError::Precondition(format!(
+                        "`{}` is {kind}; kwin does not follow a link at a managed path unless the task says `follow = true`",
+                        self.path
+                    )));
+                }
+                Err(ModuleError::Precondition(format!(
+                    "`{}` exists and is not a regular file ({kind})",
+                    self.path
                 )))
             }
             (State::Present, PathState::Absent) => {
+                let way = self.way(facts, None)?;
                 let content = self.content.as_deref().unwrap_or_default();
                 let mut attrs = self.attrs.clone();
                 attrs.mode = attrs.mode.or(Some(0o644));
                 let created = attrs.created_diff();
                 let steps = write_file(&WriteFile {
                     path: &self.path,
+                    at: Place::In(&way),
                     content,
                     attrs,
                     expect: Expect::Any,
@@ -230,11 +295,21 @@ impl Module for File {
                     nonce: ctx.nonce,
                     me: me.as_ref(),
                 });
-                let mut diff = self.diff(sensitive, None, content);
+                let mut diff = format!(
+                    "{}{}",
+                    way.note(name_of(&self.path)),
+                    self.diff(sensitive, None, content)
+                );
                 diff.push_str(&created);
                 Ok(self.change_steps(Action::Create, "missing".into(), diff, steps, Vec::new()))
             }
             (State::Present, PathState::File(info)) => {
+                let followed = self.link(info.link_target.as_ref())?;
+                let way = self.way(facts, Some(&info.meta))?;
+                let note = match &followed {
+                    Some(t) => format!("→ {} is a link to {t} (follow = true)\n", self.path),
+                    None => way.note(name_of(&self.path)),
+                };
                 let diffs = self.attrs.differences(&info.meta);
                 let content_differs = match &self.content {
                     None => false,
@@ -244,7 +319,11 @@ impl Module for File {
                         (None, None) => true,
                     },
                 };
-                let target = info.link_target.clone().unwrap_or(self.path.clone());
+                let target = followed.clone().unwrap_or(self.path.clone());
+                let at = match followed {
+                    Some(_) => Place::Followed,
+                    None => Place::In(&way),
+                };
                 if content_differs {
                     let want = self.content.as_deref().unwrap_or_default();
                     // Keep what the plan does not set: the new file starts as 0600 root.
@@ -263,6 +342,7 @@ impl Module for File {
                     };
                     let steps = write_file(&WriteFile {
                         path: &target,
+                        at,
                         content: want,
                         attrs,
                         expect: info
@@ -274,7 +354,8 @@ impl Module for File {
                         nonce: ctx.nonce,
                         me: me.as_ref(),
                     });
-                    let mut diff = self.diff(sensitive, Some(&info), want);
+                    let mut diff = note;
+                    diff.push_str(&self.diff(sensitive, Some(&info), want));
                     diff.push_str(&attr_diff(&diffs));
                     let mut reason = "content differs".to_string();
                     if !diffs.is_empty() {
@@ -293,22 +374,40 @@ impl Module for File {
                         },
                     ));
                 }
-                let fix = attrs_script(
-                    Ends::Return,
-                    &self.attrs.only_differing(&info.meta),
-                    &sh_quote(&target),
-                    &self.path,
-                    "",
-                    None,
-                );
+                let wanted = self.attrs.only_differing(&info.meta);
+                let fix = match at {
+                    Place::Followed => attrs_script(
+                        Ends::Return,
+                        &wanted,
+                        &sh_quote(&target),
+                        &self.path,
+                        "",
+                        None,
+                    ),
+                    Place::In(way) => attrs_in_place(
+                        Ends::Return,
+                        &way.enter(false, &|m| fail(Ends::Return, "", m)),
+                        name_of(&self.path),
+                        "-f",
+                        &wanted,
+                        &self.path,
+                    ),
+                };
                 Ok(self.change_steps(
                     Action::Update,
                     attr_reason(&diffs),
-                    attr_diff(&diffs),
+                    format!("{note}{}", attr_diff(&diffs)),
                     vec![Ends::Return.step(fix)],
                     info.link_target.iter().cloned().collect(),
                 ))
             }
         }
     }
+}
+
+/// The refusal of a link at a managed path the plan does not follow.
+pub(crate) fn refuse_link(path: &str, target: &str) -> ModuleError {
+    ModuleError::Precondition(format!(
+        "`{path}` is a symbolic link to `{target}`; kwin does not follow a link at a managed path (whoever made it would choose what root changes) unless the task says `follow = true`"
+    ))
 }

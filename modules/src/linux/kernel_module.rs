@@ -129,6 +129,7 @@ impl Module for KernelModule {
         let mut v = vec![FactQuery::of(&self.live(), shell)];
         if let Some(f) = &self.file {
             v.push(FactQuery::of(&FileFact::content(f), shell));
+            v.push(super::managed::route_query(f, shell));
         }
         if let Some(p) = &self.present_if {
             v.push(FactQuery::of(&FileFact::meta(p), shell));
@@ -158,9 +159,14 @@ impl Module for KernelModule {
         let mut steps = Vec::new();
         if let Some(f) = &self.file {
             let st = facts.get(&FileFact::content(f))?;
-            if let Some(w) =
-                ensure_content(f, &st, self.file_content().as_bytes(), 0o644, ctx.nonce)?
-            {
+            if let Some(w) = ensure_content(
+                f,
+                &st,
+                facts,
+                self.file_content().as_bytes(),
+                0o644,
+                ctx.nonce,
+            )? {
                 reasons.push(w.reason);
                 diff.push_str(&w.diff);
                 steps.extend(w.steps);

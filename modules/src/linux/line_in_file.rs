@@ -9,6 +9,7 @@
 //! | `regexp` | string | none | lines matching this (Rust `regex` syntax, unanchored) are the ones to replace or remove |
 //! | `state` | `"present"` / `"absent"` | `"present"` | |
 //! | `create` | bool | `true` | create a missing file (mode 0644) when `present` |
+//! | `follow` | bool | `false` | follow a symbolic link at `path` and edit its target |
 //!
 //! `present` with `regexp`: every matching line is replaced by `line`; when nothing matches
 //! and `line` is not in the file, it is appended. Without `regexp`: `line` is appended unless
@@ -18,7 +19,8 @@
 //!
 //! Changes: the new content is computed here (the plan shows the exact diff) and the file is
 //! rewritten atomically, keeping its mode and owner; the write refuses to run if the file
-//! changed since it was probed.
+//! changed since it was probed. A link at `path` is refused unless `follow = true`, and the
+//! way to the file is checked and pinned as for `file` (`route.rs`).
 //!
 //! Sensitive (diffs show `sha256:… (sensitive)` for the old and new content, the engine keeps
 //! the probed content and the steps out of the logs): the task says `sensitive = true`, or the
@@ -33,8 +35,9 @@
 
 use super::common::{trim_path, Attrs, State};
 use super::diff::{private_mode, sensitive_content_diff, text_diff};
-use super::facts::file::{FileFact, IdentityFact, PathState};
-use super::script::{write_file, Expect, WriteFile};
+use super::facts::file::{FileFact, IdentityFact, PathState, RouteFact};
+use super::route::{self, name_of};
+use super::script::{write_file, Expect, Place, WriteFile};
 use crate::paths::posix_abs;
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
@@ -59,6 +62,10 @@ pub struct LineInFileParams {
     /// Create a missing file when `present` (default `true`).
     #[serde(default = "crate::shared::yes")]
     pub create: bool,
+    /// Follow a symbolic link at `path` and edit its target (default `false`: a link there is
+    /// refused).
+    #[serde(default)]
+    pub follow: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +75,7 @@ pub struct LineInFile {
     regexp: Option<Regex>,
     state: State,
     create: bool,
+    follow: bool,
     /// The task says `sensitive = true`.
     sensitive: bool,
 }
@@ -113,6 +121,7 @@ impl Described for LineInFile {
             regexp,
             state: p.state,
             create: p.create,
+            follow: p.follow,
             sensitive: false,
         })
     }
@@ -143,6 +152,17 @@ fn join_lines(lines: &[&str], trailing_newline: bool) -> String {
 impl LineInFile {
     fn fact(&self) -> FileFact {
         FileFact::content(&self.path)
+    }
+
+    /// The checked way to the file's directory, for the file's current owner.
+    fn way(&self, facts: &Facts, uid: Option<u32>) -> Result<route::Way, ModuleError> {
+        let uid = uid.map(|u| u.to_string());
+        route::check(
+            &self.path,
+            &super::common::parent_dir(&self.path),
+            &facts.get(&RouteFact::parent_of(&self.path))?,
+            uid.as_deref(),
+        )
     }
 
     fn matches(&self, l: &str) -> bool {
@@ -198,6 +218,7 @@ impl Module for LineInFile {
     fn facts(&self, shell: Shell) -> Vec<FactQuery> {
         vec![
             FactQuery::of(&self.fact(), shell),
+            FactQuery::of(&RouteFact::parent_of(&self.path), shell),
             FactQuery::of(&IdentityFact, shell),
         ]
     }
@@ -232,16 +253,22 @@ impl Module for LineInFile {
             PathState::Absent => {
                 let line = self.line.clone().unwrap_or_default();
                 let content = format!("{line}\n");
+                let way = self.way(facts, None)?;
                 return Ok(Plan::Change(Change {
                     action: Action::Create,
                     reason: "file missing".into(),
-                    diff: Some(if sensitive {
-                        sensitive_content_diff(&self.path, None, content.as_bytes())
-                    } else {
-                        text_diff(&self.path, "", &content)
-                    }),
+                    diff: Some(format!(
+                        "{}{}",
+                        way.note(name_of(&self.path)),
+                        if sensitive {
+                            sensitive_content_diff(&self.path, None, content.as_bytes())
+                        } else {
+                            text_diff(&self.path, "", &content)
+                        }
+                    )),
                     steps: write_file(&WriteFile {
                         path: &self.path,
+                        at: Place::In(&way),
                         content: content.as_bytes(),
                         attrs: Attrs {
                             mode: Some(0o644),
@@ -256,13 +283,32 @@ impl Module for LineInFile {
                 }));
             }
             other => {
+                if matches!(
+                    &other,
+                    PathState::Dir {
+                        link_target: Some(_),
+                        ..
+                    }
+                ) || other.kind().contains("symbolic link") && !self.follow
+                {
+                    return Err(ModuleError::Precondition(format!(
+                        "`{}` is a symbolic link; kwin does not follow a link at a managed path unless the task says `follow = true`",
+                        self.path
+                    )));
+                }
                 return Err(ModuleError::Precondition(format!(
                     "`{}` is not a regular file ({})",
                     self.path,
                     other.kind()
-                )))
+                )));
             }
         };
+        let followed = match (&info.link_target, self.follow) {
+            (None, _) => None,
+            (Some(t), true) => Some(t.clone()),
+            (Some(t), false) => return Err(super::file::refuse_link(&self.path, t)),
+        };
+        let way = self.way(facts, Some(info.meta.uid))?;
         let text = match (&info.content, info.text()) {
             (None, _) => {
                 return Err(ModuleError::Precondition(format!(
@@ -284,9 +330,17 @@ impl Module for LineInFile {
                 State::Absent => "line absent",
             }));
         };
-        let target = info.link_target.clone().unwrap_or(self.path.clone());
+        let target = followed.clone().unwrap_or(self.path.clone());
+        let note = match &followed {
+            Some(t) => format!("→ {} is a link to {t} (follow = true)\n", self.path),
+            None => way.note(name_of(&self.path)),
+        };
         let steps = write_file(&WriteFile {
             path: &target,
+            at: match followed {
+                Some(_) => Place::Followed,
+                None => Place::In(&way),
+            },
             content: new.as_bytes(),
             attrs: Attrs {
                 mode: Some(info.meta.mode),
@@ -307,11 +361,14 @@ impl Module for LineInFile {
         Ok(Plan::Change(Change {
             action: Action::Update,
             reason: reason.into(),
-            diff: Some(if sensitive {
-                sensitive_content_diff(&self.path, Some(&info), new.as_bytes())
-            } else {
-                text_diff(&self.path, text, &new)
-            }),
+            diff: Some(format!(
+                "{note}{}",
+                if sensitive {
+                    sensitive_content_diff(&self.path, Some(&info), new.as_bytes())
+                } else {
+                    text_diff(&self.path, text, &new)
+                }
+            )),
             steps,
             touches: Touches::Resources(touched),
         }))

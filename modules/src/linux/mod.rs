@@ -15,6 +15,7 @@ pub mod diff;
 pub mod facts;
 pub mod managed;
 pub mod package_repo;
+pub mod route;
 pub mod script;
 
 pub mod archive;

@@ -206,6 +206,7 @@ impl Package {
                     let list_w = ensure_content(
                         &repo.apt_list_path(),
                         &list,
+                        facts,
                         repo.apt_list().as_bytes(),
                         0o644,
                         nonce,
@@ -241,6 +242,7 @@ impl Package {
                     if let Some(w) = ensure_content(
                         &repo.dnf_repo_path(),
                         &st,
+                        facts,
                         repo.dnf_repo().as_bytes(),
                         0o644,
                         nonce,
@@ -493,6 +495,8 @@ impl Module for Package {
             v.push(FactQuery::of(&r.list_fact(), shell));
             v.push(FactQuery::of(&r.keyring_fact(), shell));
             v.push(FactQuery::of(&r.repo_fact(), shell));
+            v.push(super::managed::route_query(&r.apt_list_path(), shell));
+            v.push(super::managed::route_query(&r.dnf_repo_path(), shell));
             v.push(FactQuery::of(&fetchers(), shell));
         }
         v

@@ -9,6 +9,7 @@
 
 use super::common::{mode_str, parent_dir, Attrs};
 use super::facts::file::Meta;
+use super::route::{name_of, Way};
 use base64::Engine;
 use kwin_engine::module::Step;
 use kwin_engine::quote::sh_quote;
@@ -101,11 +102,24 @@ pub enum Expect {
     Sha256(String),
 }
 
+/// Where a write goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Place<'a> {
+    /// In the directory of a checked way ([`super::route::check`]), by name: the step enters
+    /// the directory first ([`Way::enter`]) and uses only names in it.
+    In(&'a Way),
+    /// By absolute path: the target of a link at the managed path, which the plan chose to
+    /// follow (`follow = true`).
+    Followed,
+}
+
 /// A whole-file write.
 #[derive(Debug, Clone)]
 pub struct WriteFile<'a> {
-    /// Where the bytes go (a link's resolved target, if the path is a link).
+    /// Where the bytes go (with [`Place::Followed`], the link's resolved target).
     pub path: &'a str,
+    /// How the step reaches it.
+    pub at: Place<'a>,
     pub content: &'a [u8],
     /// Mode and ownership for the new file. The mode should always be set: temporary files
     /// start as 0600.
@@ -170,21 +184,41 @@ pub fn write_file(w: &WriteFile<'_>) -> Vec<Step> {
     }
 }
 
+/// Where a write's step stands: the shell that enters the directory (or creates the
+/// parents of an absolute path), and the shell words naming the file and its temporary file.
+fn placed(w: &WriteFile<'_>, ends: Ends) -> (String, String, String) {
+    let tmp = temp_path(w.path, w.nonce);
+    match w.at {
+        Place::In(way) => (
+            way.enter(w.make_parents, &|m| fail(ends, "", m)),
+            sh_quote(name_of(w.path)),
+            sh_quote(name_of(&tmp)),
+        ),
+        Place::Followed => {
+            let dir = parent_dir(w.path);
+            let make = if w.make_parents {
+                // `[ -d ]` is a builtin: no process when the directory is there already.
+                format!(
+                    "[ -d {d} ] || mkdir -p -- {d} || {}\n",
+                    fail(ends, "", &format!("cannot create directory {dir}")),
+                    d = sh_quote(&dir),
+                )
+            } else {
+                String::new()
+            };
+            (make, sh_quote(w.path), sh_quote(&tmp))
+        }
+    }
+}
+
 /// The script of an embedded write (an inline step: failures `return`).
 fn embedded_write(w: &WriteFile<'_>) -> String {
     let ends = Ends::Return;
     let die = |m: &str| fail(ends, "", m);
     let rm = "rm -f -- \"$__kw_t\";";
-    let dir = parent_dir(w.path);
-    let mut s = format!("__kw_p={}\n", sh_quote(w.path));
-    if w.make_parents {
-        // `[ -d ]` is a builtin: no process when the directory is there already.
-        s.push_str(&format!(
-            "[ -d {d} ] || mkdir -p -- {d} || {}\n",
-            die(&format!("cannot create directory {dir}")),
-            d = sh_quote(&dir),
-        ));
-    }
+    let (enter, name, tmp) = placed(w, ends);
+    let mut s = enter;
+    s.push_str(&format!("__kw_p={name}\n"));
     s.push_str(&expect_check(w, ends));
     // The temporary file, without a `mktemp` process, created exclusively (`set -C`) with the
     // mode the umask gives it: the wanted one when it has no execute or special bits, else
@@ -192,8 +226,7 @@ fn embedded_write(w: &WriteFile<'_>) -> String {
     let direct = w.attrs.mode.filter(|m| m & 0o7111 == 0);
     let umask = direct.map_or(0o077, |m| 0o777 & !m);
     s.push_str(&format!(
-        "__kw_t={}\numask {umask:03o}; set -C\n{{ [ -f {FD9} ] || {}\n",
-        sh_quote(&temp_path(w.path, w.nonce)),
+        "__kw_t={tmp}\numask {umask:03o}; set -C\n{{ [ -f {FD9} ] || {}\n",
         die(&format!(
             "the temporary file for {} is not a regular file kwin just created (something was planted at its name, or /proc is not mounted); refusing to write",
             w.path
@@ -215,7 +248,7 @@ fn embedded_write(w: &WriteFile<'_>) -> String {
         " || {}\n",
         fail(ends, rm, &format!("cannot write {}", w.path))
     ));
-    s.push_str(&move_into_place(ends, w.path));
+    s.push_str(&move_into_place(ends, w.path, matches!(w.at, Place::In(_))));
     s.push_str(&format!(
         "}} 9>\"$__kw_t\" || {}\n",
         die(&format!("cannot create a temporary file beside {}", w.path))
@@ -248,14 +281,15 @@ fn uploaded_write(w: &WriteFile<'_>) -> Vec<Step> {
         "the uploaded file for {} is not a regular file of this user; refusing",
         w.path
     ));
-    let mut s = format!("__kw_p={}\n", sh_quote(w.path));
+    let (enter, name, tmp) = placed(w, ends);
+    let mut s = enter;
+    s.push_str(&format!("__kw_p={name}\n"));
     s.push_str(&expect_check(w, ends));
     s.push_str(&format!(
-        "__kw_t={}\n[ -f \"$__kw_t\" ] && [ ! -L \"$__kw_t\" ] || {not_ours}\n\
+        "__kw_t={tmp}\n[ -f \"$__kw_t\" ] && [ ! -L \"$__kw_t\" ] || {not_ours}\n\
          {{ [ -f {FD9} ] && [ -O {FD9} ] || {not_ours}\n\
          __kw_h=$(sha256sum <&9) || {}\n\
          [ \"${{__kw_h%% *}}\" = {} ] || {}\n",
-        sh_quote(&tmp),
         die_after(rm, &format!("cannot read the uploaded file for {}", w.path)),
         sha256_hex(w.content),
         die_after(
@@ -267,7 +301,7 @@ fn uploaded_write(w: &WriteFile<'_>) -> Vec<Step> {
         ),
     ));
     s.push_str(&attrs_script(ends, &w.attrs, FD9, w.path, rm, None));
-    s.push_str(&move_into_place(ends, w.path));
+    s.push_str(&move_into_place(ends, w.path, matches!(w.at, Place::In(_))));
     s.push_str(&format!(
         "}} 9<\"$__kw_t\" || {}\n",
         die(&format!("cannot open the uploaded file for {}", w.path))
@@ -292,11 +326,28 @@ fn expect_check(w: &WriteFile<'_>, ends: Ends) -> String {
     )
 }
 
-/// A last check that `$__kw_t` is still the file on fd 9, and the move over `$__kw_p`.
-fn move_into_place(ends: Ends, path: &str) -> String {
+/// A last check that `$__kw_t` is still the file on fd 9, and the move over `$__kw_p`. In a
+/// pinned directory ([`Place::In`]) the name must not have become a link or a directory
+/// since the probe (a rename onto a link to a directory would move the file into it).
+fn move_into_place(ends: Ends, path: &str, pinned: bool) -> String {
+    let rm = "rm -f -- \"$__kw_t\";";
+    let name_check = if pinned {
+        format!(
+            "[ -L \"$__kw_p\" ] || [ -d \"$__kw_p\" ] && {}\n",
+            fail(
+                ends,
+                rm,
+                &format!(
+                    "{path} became a symbolic link or a directory since it was probed; refusing to follow it"
+                )
+            )
+        )
+    } else {
+        String::new()
+    };
     format!(
         "[ ! -L \"$__kw_t\" ] && [ \"$__kw_t\" -ef {FD9} ] || {}\n\
-         mv -f -- \"$__kw_t\" \"$__kw_p\" || {}\n",
+         {name_check}mv -f -- \"$__kw_t\" \"$__kw_p\" || {}\n",
         fail(
             ends,
             "",
@@ -304,7 +355,33 @@ fn move_into_place(ends: Ends, path: &str) -> String {
                 "the temporary file for {path} was replaced before it was moved into place; refusing"
             )
         ),
-        fail(ends, "rm -f -- \"$__kw_t\";", &format!("cannot replace {path}")),
+        fail(ends, rm, &format!("cannot replace {path}")),
+    )
+}
+
+/// Steps that set `attrs` on the existing `name` in a pinned directory (entered with
+/// `enter`), through the open file: the name must be `kind` (`-f` or `-d`) and no link when
+/// it is opened, and still that very file once open (`-ef`), so `chown` and `chmod` never
+/// reach another file through a link swapped in.
+pub fn attrs_in_place(
+    ends: Ends,
+    enter: &str,
+    name: &str,
+    kind: &str,
+    attrs: &Attrs,
+    shown: &str,
+) -> String {
+    let refuse = fail(
+        ends,
+        "",
+        &format!("{shown} is not what kwin probed (a link, or replaced); refusing to change it"),
+    );
+    format!(
+        "{enter}__kw_p={}\n[ {kind} \"$__kw_p\" ] && [ ! -L \"$__kw_p\" ] || {refuse}\n\
+         {{ [ ! -L \"$__kw_p\" ] && [ \"$__kw_p\" -ef {FD9} ] && [ {kind} {FD9} ] || {refuse}\n{}}} 9<\"$__kw_p\" || {}\n",
+        sh_quote(name),
+        attrs_script(ends, attrs, FD9, shown, "", None),
+        fail(ends, "", &format!("cannot open {shown}")),
     )
 }
 
@@ -515,6 +592,7 @@ mod tests {
     fn embedded(attrs: Attrs, me: Option<&Meta>) -> String {
         let steps = write_file(&WriteFile {
             path: "/etc/x",
+            at: Place::Followed,
             content: b"x",
             attrs,
             expect: Expect::Any,
@@ -547,6 +625,7 @@ mod tests {
         };
         let small = write_file(&WriteFile {
             path: "/etc/a b",
+            at: Place::Followed,
             content: b"hi\n",
             attrs: attrs.clone(),
             expect: Expect::Any,
@@ -574,6 +653,7 @@ mod tests {
         let big = vec![b'x'; EMBED_LIMIT + 1];
         let steps = write_file(&WriteFile {
             path: "/etc/big",
+            at: Place::Followed,
             content: &big,
             attrs,
             expect: Expect::Any,

@@ -159,6 +159,7 @@ impl Module for Service {
                 v.push(FactQuery::of(&FileFact::hash(p), shell));
             }
             v.push(FactQuery::of(&self.record_fact(), shell));
+            v.push(super::managed::route_query(&self.record, shell));
         }
         v
     }
@@ -278,7 +279,9 @@ impl Module for Service {
             _ => {}
         }
         if let (Some(now), Some(st)) = (&record_now, &record_state) {
-            if let Some(w) = ensure_content(&self.record, st, now.as_bytes(), 0o644, ctx.nonce)? {
+            if let Some(w) =
+                ensure_content(&self.record, st, facts, now.as_bytes(), 0o644, ctx.nonce)?
+            {
                 if reasons.is_empty() {
                     reasons.push("restart record out of date".into());
                 }

@@ -109,6 +109,7 @@ impl Module for SwapOff {
         vec![
             FactQuery::of(&SwapsFact, shell),
             FactQuery::of(&self.fstab_fact(), shell),
+            super::managed::route_query(&self.fstab, shell),
         ]
     }
 
@@ -151,9 +152,14 @@ impl Module for SwapOff {
                     }
                 };
                 if let Some(new) = comment_out_swap(text) {
-                    if let Some(w) =
-                        ensure_content(&self.fstab, &fstab, new.as_bytes(), 0o644, ctx.nonce)?
-                    {
+                    if let Some(w) = ensure_content(
+                        &self.fstab,
+                        &fstab,
+                        facts,
+                        new.as_bytes(),
+                        0o644,
+                        ctx.nonce,
+                    )? {
                         reasons.push("swap in fstab");
                         diff.push_str(&w.diff);
                         steps.extend(w.steps);

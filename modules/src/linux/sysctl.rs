@@ -168,6 +168,7 @@ impl Module for Sysctl {
         let mut v = vec![FactQuery::of(&self.live(), shell)];
         if let Some(f) = &self.file {
             v.push(FactQuery::of(&self.file_fact(f), shell));
+            v.push(super::managed::route_query(f, shell));
         }
         v
     }
@@ -184,9 +185,14 @@ impl Module for Sysctl {
 
         if let Some(f) = &self.file {
             let st = facts.get(&self.file_fact(f))?;
-            if let Some(w) =
-                ensure_content(f, &st, self.file_content().as_bytes(), 0o644, ctx.nonce)?
-            {
+            if let Some(w) = ensure_content(
+                f,
+                &st,
+                facts,
+                self.file_content().as_bytes(),
+                0o644,
+                ctx.nonce,
+            )? {
                 reasons.push(w.reason);
                 diff.push_str(&w.diff);
                 steps.extend(w.steps);

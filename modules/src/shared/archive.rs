@@ -19,15 +19,21 @@ pub struct ArchiveParams {
     /// Path whose existence means the archive was extracted. Linux only.
     #[schemars(extend("x-kwin-shell" = "linux"))]
     pub creates: Option<String>,
+    /// Follow a symbolic link at the managed path and manage its target (default `false`: a
+    /// link there is refused, since whoever made it chose what root would change). Linux only.
+    #[serde(default)]
+    #[schemars(extend("x-kwin-shell" = "linux"))]
+    pub follow: Option<bool>,
 }
 
 impl ArchiveParams {
     /// The parameters only the Linux module reads, and whether each is set.
-    pub(crate) fn linux_fields(&self) -> [(&'static str, bool); 3] {
+    pub(crate) fn linux_fields(&self) -> [(&'static str, bool); 4] {
         [
             ("url", self.url.is_some()),
             ("strip_components", self.strip_components.is_some()),
             ("creates", self.creates.is_some()),
+            ("follow", self.follow.is_some()),
         ]
     }
 }

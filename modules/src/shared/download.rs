@@ -28,15 +28,21 @@ pub struct DownloadParams {
     /// only.
     #[schemars(extend("x-kwin-shell" = "windows"))]
     pub no_proxy: Option<Vec<String>>,
+    /// Follow a symbolic link at the managed path and manage its target (default `false`: a
+    /// link there is refused, since whoever made it chose what root would change). Linux only.
+    #[serde(default)]
+    #[schemars(extend("x-kwin-shell" = "linux"))]
+    pub follow: Option<bool>,
 }
 
 impl DownloadParams {
     /// The parameters only the Linux module reads, and whether each is set.
-    pub(crate) fn linux_fields(&self) -> [(&'static str, bool); 3] {
+    pub(crate) fn linux_fields(&self) -> [(&'static str, bool); 4] {
         [
             ("mode", self.mode.is_some()),
             ("owner", self.owner.is_some()),
             ("group", self.group.is_some()),
+            ("follow", self.follow.is_some()),
         ]
     }
 

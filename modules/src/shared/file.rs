@@ -28,16 +28,21 @@ pub struct FileParams {
     /// Create missing parent directories (default `true`). Linux only (Windows always does).
     #[schemars(extend("x-kwin-shell" = "linux"))]
     pub make_parents: Option<bool>,
+    /// Follow a symbolic link at `path` and manage its target (default `false`: a link there
+    /// is refused, since whoever made it chose what root would write). Linux only.
+    #[schemars(extend("x-kwin-shell" = "linux"))]
+    pub follow: Option<bool>,
 }
 
 impl FileParams {
     /// The parameters only the Linux module reads, and whether each is set.
-    pub(crate) fn linux_fields(&self) -> [(&'static str, bool); 4] {
+    pub(crate) fn linux_fields(&self) -> [(&'static str, bool); 5] {
         [
             ("mode", self.mode.is_some()),
             ("owner", self.owner.is_some()),
             ("group", self.group.is_some()),
             ("make_parents", self.make_parents.is_some()),
+            ("follow", self.follow.is_some()),
         ]
     }
 }

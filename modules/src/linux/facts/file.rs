@@ -244,6 +244,166 @@ impl Fact for IdentityFact {
     }
 }
 
+/// The way to a directory: walked one name at a time from `/` by the probe
+/// ([`kwin_engine::fact::route_walk`]), links read and walked on, so every directory on the
+/// way is one whose entries decide where a write below it lands. Writers check it
+/// ([`super::super::route`]) and pin their step to the directory it reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteFact {
+    /// Absolute path of the directory.
+    pub dir: String,
+}
+
+impl RouteFact {
+    /// The way to the directory that holds `path`.
+    pub fn parent_of(path: &str) -> RouteFact {
+        RouteFact {
+            dir: super::super::common::parent_dir(path),
+        }
+    }
+}
+
+/// A directory on a [`Route`] that the scripts' account does not own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignDir {
+    /// Its physical path.
+    pub path: String,
+    pub meta: Meta,
+}
+
+/// A symbolic link a [`Route`] went through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteLink {
+    /// The link's own path (in the physical directory holding it).
+    pub path: String,
+    /// Whether the scripts' account owns the directory holding it (else that directory is
+    /// among [`Route::foreign`]).
+    pub in_own_dir: bool,
+}
+
+/// What the walk to a directory found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The physical path of where the walk stands: the directory itself, or, when part of it
+    /// is missing, its deepest existing ancestor.
+    pub reached: String,
+    /// The rest of the way that does not exist yet (`a/b`), to be created.
+    pub missing: Option<String>,
+    /// Something on the way is not a directory, or the links loop.
+    pub error: Option<String>,
+    pub links: Vec<RouteLink>,
+    /// Every directory on the way (the reached one included) that the scripts' account does
+    /// not own, in the order walked.
+    pub foreign: Vec<ForeignDir>,
+}
+
+impl Route {
+    /// The physical path the directory has (once what is missing is created).
+    pub fn physical(&self) -> String {
+        match &self.missing {
+            Some(m) => format!("{}/{m}", self.reached.trim_end_matches('/')),
+            None => self.reached.clone(),
+        }
+    }
+    /// Whether the scripts' account owns the directory itself (or will, having created it).
+    pub fn own_dir(&self) -> bool {
+        self.missing.is_some() || !self.foreign.iter().any(|d| d.path == self.reached)
+    }
+}
+
+impl Fact for RouteFact {
+    type Output = Route;
+
+    fn key(&self) -> String {
+        format!("route:{}", self.dir)
+    }
+
+    fn path_query(&self) -> Option<PathQuery> {
+        Some(PathQuery {
+            path: self.dir.clone(),
+            read: PathRead::Route,
+        })
+    }
+
+    /// The walk alone, each finding printed as the probe's path readers render it.
+    fn command(&self, _shell: Shell) -> String {
+        use kwin_engine::fact::RouteEvent;
+        let b64 = |v: &str| format!("$(printf '%s' {v} | base64 | tr -d '\\n')");
+        let walk = kwin_engine::fact::route_walk(&self.dir, &|ev| {
+            match ev {
+            RouteEvent::Dir => format!(
+                "printf 'dir=%s:%s\\n' \"{}\" \"$(stat -L -c '{STAT_FORMAT}' -- \"$PWD\" </dev/null)\"",
+                b64("\"$PWD\"")
+            ),
+            RouteEvent::Link { owned } => format!(
+                "printf 'link={}:%s\\n' \"{}\"",
+                if owned { "o" } else { "x" },
+                b64("\"$PWD/$__kw_wc\"")
+            ),
+            RouteEvent::Missing => format!("printf 'missing=%s\\n' \"{}\"", b64("\"$__kw_wm\"")),
+            RouteEvent::Error => format!("printf 'error=%s\\n' \"{}\"", b64("\"$__kw_we\"")),
+            RouteEvent::Reached => format!("printf 'reached=%s\\n' \"{}\"", b64("\"$PWD\"")),
+        }
+        });
+        format!("echo type=route\n{walk}")
+    }
+
+    fn parse(&self, out: &FactOutput) -> Result<Route, FactError> {
+        parse_route(ok_stdout(out)?)
+    }
+}
+
+/// Parse a [`RouteFact`] answer.
+pub fn parse_route(text: &str) -> Result<Route, FactError> {
+    let kv = kv_lines(text)?;
+    if kv_get(&kv, "type") != Some("route") {
+        return Err(FactError::Parse("not a route answer".into()));
+    }
+    let utf8 = |b: &str, what: &str| -> Result<String, FactError> {
+        String::from_utf8(b64_decode(b)?)
+            .map_err(|_| FactError::Parse(format!("the {what} on the way is not UTF-8")))
+    };
+    let reached = kv_get(&kv, "reached")
+        .ok_or_else(|| FactError::Parse("no `reached=` line".into()))
+        .and_then(|b| utf8(b, "directory reached"))?;
+    let missing = kv_get(&kv, "missing")
+        .map(|b| utf8(b, "missing part"))
+        .transpose()?;
+    let error = kv_get(&kv, "error").map(|b| utf8(b, "error")).transpose()?;
+    let mut links = Vec::new();
+    let mut foreign = Vec::new();
+    for (k, v) in &kv {
+        match *k {
+            "link" => {
+                let (own, path) = v
+                    .split_once(':')
+                    .ok_or_else(|| FactError::Parse(format!("bad link line `{v}`")))?;
+                links.push(RouteLink {
+                    path: utf8(path, "link")?,
+                    in_own_dir: own == "o",
+                });
+            }
+            "dir" => {
+                let (path, st) = v
+                    .split_once(':')
+                    .ok_or_else(|| FactError::Parse(format!("bad dir line `{v}`")))?;
+                foreign.push(ForeignDir {
+                    path: utf8(path, "directory")?,
+                    meta: parse_stat(st)?,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(Route {
+        reached,
+        missing,
+        error,
+        links,
+        foreign,
+    })
+}
+
 /// Parse the output of [`FileFact`]'s command.
 pub fn parse_path_state(text: &str) -> Result<PathState, FactError> {
     let kv = kv_lines(text)?;
@@ -319,6 +479,7 @@ pub fn samples() -> Vec<crate::table::FactSample> {
         FactSample::linux(FileFact::content("/etc/motd")),
         FactSample::linux(FileFact::content_unless("/etc/motd", "0".repeat(64))),
         FactSample::linux(IdentityFact),
+        FactSample::linux(RouteFact::parent_of("/etc/motd")),
     ]
 }
 
