@@ -271,6 +271,14 @@ impl Described for KubeApply {
                 }
                 None => None,
             };
+            if sha256.is_none() && url.starts_with("http://") {
+                return Err(ParamError::at(
+                    "url",
+                    format!(
+                        "`{url}` is plain HTTP and no `sha256` checks what the host fetches: anyone on the way could hand it a manifest of their own, applied with the admin kubeconfig; give `sha256`, or use https"
+                    ),
+                ));
+            }
             let base = url
                 .rsplit('/')
                 .next()

@@ -81,6 +81,20 @@ impl Repository {
                 )
             })?);
         }
+        // The key decides which packages the host trusts: one that comes over a connection
+        // nobody authenticates (http, ftp) must be checked against a pin.
+        let unauthenticated = !["https://", "file://"]
+            .iter()
+            .any(|s| self.key_url.starts_with(s));
+        if unauthenticated && self.key_sha256.is_none() && self.key_fingerprint.is_none() {
+            return Err(ParamError::at(
+                format!("{at}.key_url"),
+                format!(
+                    "`{}` is not https, and neither `key_sha256` nor `key_fingerprint` checks the key: anyone on the way could hand the host a signing key of their own; use https or pin the key",
+                    self.key_url
+                ),
+            ));
+        }
         let word = |s: &str| {
             !s.is_empty()
                 && !s
