@@ -396,3 +396,126 @@ params = {{ path = "/root/sens/motd", content = {motd}, mode = "0644" }}
     );
 }
 }
+
+/// A plan of one `local` host in `dir` whose variable `key` is sensitive: a file gets it as
+/// content, a command prints it, a second file's path is it (when `in_path`).
+fn sensitive_var_plan(dir: &std::path::Path, in_path: bool) -> std::path::PathBuf {
+    let d = dir.display();
+    let mut plan = format!(
+        r#"[variables.key]
+type = "string"
+sensitive = true
+
+[[hosts]]
+name = "l1"
+os = "linux"
+transport = "local"
+
+[[tasks]]
+name = "key-file"
+module = "file"
+on = {{ hosts = ["l1"] }}
+params = {{ path = "{d}/key.pem", content = "{{{{ var.key }}}}", mode = "0644" }}
+
+[[tasks]]
+name = "print"
+module = "command"
+on = {{ hosts = ["l1"] }}
+params = {{ run = "printf '%s\n' {{{{ var.key | sh }}}}; printf 'x' > {d}/printed", creates = "{d}/printed" }}
+"#
+    );
+    if in_path {
+        plan.push_str(
+            r#"
+[[tasks]]
+name = "bad-path"
+module = "file"
+on = { hosts = ["l1"] }
+params = { path = "{{ var.key }}", content = "x" }
+"#,
+        );
+    }
+    let p = dir.join("plan.toml");
+    std::fs::write(&p, plan).expect("plan");
+    p
+}
+
+/// The values of variables marked `sensitive` never show: a multi-line one in `kwin plan`'s
+/// diff (human and JSON, where every line gets a `+`) and in `kwin apply -v` (told a line at
+/// a time), one quoted in a diagnostic (`kwin validate`, `kwin plan --output json`); and one
+/// shorter than 4 bytes, which could not be masked, is refused. (Before: every one showed.)
+#[test]
+fn sensitive_variables_never_show() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let lines = [
+        "-----BEGIN PRIVATE KEY-----",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+        "S2V5TGluZVR3b0lzQWxzb1NlY3JldA==",
+        "-----END PRIVATE KEY-----",
+    ];
+    let key = format!("{}\n", lines.join("\n"));
+    let shown = |what: &str, r: &kwin_testkit::kwin::Run| {
+        let text = format!("{}{}", r.stdout, r.stderr);
+        for l in &lines[1..3] {
+            assert!(!text.contains(l), "{what} shows a line of the key:\n{text}");
+        }
+    };
+    let run = |args: &[&str], value: &str| {
+        kwin_testkit::kwin!(dir.path())
+            .args(args)
+            .env("KWIN_VAR_key", value)
+            .run()
+    };
+    sensitive_var_plan(dir.path(), false);
+    for args in [
+        &["plan", "plan.toml"][..],
+        &["plan", "plan.toml", "--output", "json"],
+    ] {
+        let r = run(args, &key);
+        assert!(r.stdout.contains("key.pem"), "the plan shows the file: {r}");
+        shown(&args.join(" "), &r);
+    }
+    let r = run(&["apply", "plan.toml", "-v"], &key);
+    assert_eq!(r.code, 0, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("key.pem")).expect("written"),
+        key
+    );
+    shown("apply -v", &r);
+    for file in walk(&dir.path().join(".kwin")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap_or_default()).into_owned();
+        for l in &lines[1..3] {
+            assert!(
+                !text.contains(l),
+                "{} shows a line of the key",
+                file.display()
+            );
+        }
+    }
+
+    // Quoted in a diagnostic: a path that is not absolute.
+    sensitive_var_plan(dir.path(), true);
+    let one_line = "not-an-absolute-path-S3cr3tValue";
+    for args in [
+        &["validate", "plan.toml"][..],
+        &["plan", "plan.toml", "--output", "json"],
+    ] {
+        let r = run(args, one_line);
+        assert_ne!(r.code, 0, "{r}");
+        let text = format!("{}{}", r.stdout, r.stderr);
+        assert!(text.contains("bad-path"), "the diagnostic is there: {text}");
+        assert!(
+            !text.contains("S3cr3tValue"),
+            "{} quotes the value:\n{text}",
+            args[0]
+        );
+    }
+
+    // Too short to be masked: refused, naming where it came from.
+    let r = run(&["validate", "plan.toml"], "abc");
+    assert_ne!(r.code, 0, "{r}");
+    assert!(
+        r.stderr.contains("variable-short") && r.stderr.contains("KWIN_VAR_key"),
+        "{r}"
+    );
+}

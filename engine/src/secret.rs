@@ -209,6 +209,17 @@ impl Scrubber {
         if v.len() < MIN_SECRET_LEN {
             return;
         }
+        // A value of several lines is also shown a line at a time: as a diff (`+` before
+        // each line), and as output told line by line as it arrives (`-v`). Each line is
+        // masked on its own too (those of at least 4 bytes; a shorter one could not be
+        // masked without masking ordinary text).
+        if v.contains('\n') {
+            for line in v.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)) {
+                if line.len() >= MIN_SECRET_LEN && line != v {
+                    self.add(&Secret::new(line));
+                }
+            }
+        }
         let text: Vec<String> = text_forms(v);
         let mut forms = match self.forms.write() {
             Ok(g) => g,
@@ -521,6 +532,27 @@ mod tests {
             .replace('"', "&quot;")
             .replace('\'', "&apos;");
         assert_eq!(scrubbed(&format!("<a>{xml}</a>")), "<a>***</a>");
+    }
+
+    /// A multi-line value shown a line at a time (a diff's `+` lines, `-v` output told line
+    /// by line) is masked line by line.
+    #[test]
+    fn scrubber_masks_each_line_of_a_multi_line_secret() {
+        let s = Scrubber::new();
+        s.add(&Secret::new(
+            "-----BEGIN KEY-----\nMIIEvQIBADANBgkqh\r\nend-of-key\n",
+        ));
+        for shown in [
+            "+-----BEGIN KEY-----\n+MIIEvQIBADANBgkqh\n+end-of-key\n",
+            "    > MIIEvQIBADANBgkqh",
+            "{\"diff\":\"+MIIEvQIBADANBgkqh\\n\"}",
+        ] {
+            let out = s.scrub(shown);
+            assert!(
+                !out.contains("MIIEvQIBADANBgkqh") && !out.contains("end-of-key"),
+                "{out}"
+            );
+        }
     }
 
     #[test]

@@ -89,7 +89,10 @@ impl Outcome {
 pub async fn prepare(req: &Request<'_>) -> Result<Prepared, Diagnostics> {
     // 1–2. Read and parse the plan once; validate it. `--limit` chooses among its hosts.
     let (mut plan, warnings) = phase::load_and_validate_all(req)?;
+    // What a later phase says may quote a value a sensitive variable gave (a rendered param).
+    let secrets = plan.sensitive_values();
     let fail = |mut d: Diagnostics| {
+        crate::plan::vars::scrub_diagnostics(&mut d, &secrets);
         d.extend(warnings.clone());
         d.sorted()
     };

@@ -113,6 +113,7 @@ pub(super) fn load_and_validate_all(
                     .into_iter()
                     .filter(|m| m.location.as_ref().is_none_or(|l| !seen.contains(l))),
             );
+            crate::plan::vars::scrub_diagnostics(&mut d, &plan.sensitive_values());
             Err(d.dedup().sorted())
         }
         None => Err(checked.diags),

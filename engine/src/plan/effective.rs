@@ -536,14 +536,7 @@ impl Effective {
             secrets: Vec::new(),
         };
         // The values of variables marked `sensitive` are secrets.
-        let sensitive: Vec<Secret> = file
-            .variables
-            .iter()
-            .filter(|(_, d)| d.sensitive)
-            .filter_map(|(name, _)| plan.vars.get(name))
-            .map(|v| Secret::new(v.text()))
-            .collect();
-        eff.secrets = sensitive;
+        eff.secrets = plan.sensitive_values();
 
         let Some(c) = &file.cluster else {
             // Nothing renders the proxy credentials without [cluster]; the scrubber still

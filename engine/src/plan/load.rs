@@ -86,6 +86,8 @@ pub struct Partial {
     /// Values a variable could not be substituted in (`plan/vars.rs`): other diagnostics at
     /// these places are about the text left as written, and dropped.
     pub masked: Vec<crate::diag::Location>,
+    /// The values of the variables marked `sensitive`: no diagnostic may show them.
+    pub secrets: Vec<crate::secret::Secret>,
 }
 
 /// Load as much of the plan as possible, reporting every problem on the way. Variables take
@@ -99,7 +101,7 @@ pub fn load_partial_with(path: &Path, text: &str, vars: &VarInput) -> Partial {
     let source = SourceMap::new(path, text);
     let mut diags = Diagnostics::default();
     let mut masked = Vec::new();
-    let (values, substituted) = variables(text, vars, &source, &mut diags, &mut masked);
+    let (values, substituted, secrets) = variables(text, vars, &source, &mut diags, &mut masked);
     let text = substituted.as_deref().unwrap_or(text);
     // Substituted values keep their lines, not their byte offsets: map the new text.
     let mut partial = load_substituted(path, text, SourceMap::new(path, text), diags);
@@ -107,24 +109,31 @@ pub fn load_partial_with(path: &Path, text: &str, vars: &VarInput) -> Partial {
         plan.vars = values;
     }
     partial.masked = masked;
+    partial.secrets = secrets;
+    vars::scrub_diagnostics(&mut partial.diags, &partial.secrets);
     partial
 }
 
-/// The plan's variables: their values, and the plan text with them substituted (`None`: no
-/// variable is used in a host field). Lines keep their numbers, so `source` still locates.
+/// The plan's variables: their values, the plan text with them substituted (`None`: no
+/// variable is used in a host field; lines keep their numbers, so `source` still locates),
+/// and the values of those marked `sensitive`.
 fn variables(
     text: &str,
     input: &VarInput,
     source: &SourceMap,
     diags: &mut Diagnostics,
     masked: &mut Vec<crate::diag::Location>,
-) -> (BTreeMap<String, VarValue>, Option<String>) {
+) -> (
+    BTreeMap<String, VarValue>,
+    Option<String>,
+    Vec<crate::secret::Secret>,
+) {
     if !text.contains("variables") && !text.contains("var.") && input.cli.is_empty() {
-        return (BTreeMap::new(), None);
+        return (BTreeMap::new(), None, Vec::new());
     }
     let (doc, errors) = toml::de::DeTable::parse_recoverable(text);
     if !errors.is_empty() {
-        return (BTreeMap::new(), None);
+        return (BTreeMap::new(), None, Vec::new());
     }
     let spans = SpanIndex::build(doc.get_ref());
     let decls = vars::declarations(doc.get_ref());
@@ -140,7 +149,8 @@ fn variables(
         masked,
     );
     let text = (!edits.is_empty()).then(|| vars::apply_edits(text, edits));
-    (values, text)
+    let secrets = vars::sensitive_values(&decls, &values);
+    (values, text, secrets)
 }
 
 fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnostics) -> Partial {
@@ -164,6 +174,7 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
             diags,
             pruned,
             masked: Vec::new(),
+            secrets: Vec::new(),
         };
     }
     let spans = SpanIndex::build(doc.get_ref());
@@ -190,6 +201,7 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
             diags,
             pruned,
             masked: Vec::new(),
+            secrets: Vec::new(),
         };
     }
     structure::prune(doc.get_mut(), &findings);
@@ -210,6 +222,7 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
                 diags,
                 pruned,
                 masked: Vec::new(),
+                secrets: Vec::new(),
             };
         }
     };
@@ -270,6 +283,7 @@ fn load_substituted(path: &Path, text: &str, source: SourceMap, diags: Diagnosti
         diags,
         pruned,
         masked: Vec::new(),
+        secrets: Vec::new(),
     }
 }
 

@@ -74,6 +74,12 @@ pub struct LoadedPlan {
 }
 
 impl LoadedPlan {
+    /// The values of the plan's variables marked `sensitive`: secrets of every run, and never
+    /// in a diagnostic.
+    pub fn sensitive_values(&self) -> Vec<crate::secret::Secret> {
+        super::vars::sensitive_values(&self.file.variables, &self.vars)
+    }
+
     /// Location of the value at `path` (e.g. `hosts[2].address`), or of the nearest parent
     /// that has one.
     pub fn loc(&self, path: &str) -> Option<Location> {

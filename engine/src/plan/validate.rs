@@ -133,6 +133,7 @@ fn check_partial(partial: load::Partial, known: Names<'_>) -> Checked {
                 .as_ref()
                 .is_some_and(|l| partial.masked.contains(l))
     });
+    super::vars::scrub_diagnostics(&mut diags, &partial.secrets);
     Checked {
         plan: partial.plan,
         diags: diags.dedup().sorted(),

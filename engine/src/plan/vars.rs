@@ -102,6 +102,37 @@ pub fn how_to_set(name: &str) -> String {
     )
 }
 
+/// The values of the variables marked `sensitive` among `values`, as secrets.
+pub fn sensitive_values(
+    decls: &BTreeMap<String, Variable>,
+    values: &BTreeMap<String, VarValue>,
+) -> Vec<crate::secret::Secret> {
+    decls
+        .iter()
+        .filter(|(_, d)| d.sensitive)
+        .filter_map(|(name, _)| values.get(name))
+        .map(|v| crate::secret::Secret::new(v.text()))
+        .collect()
+}
+
+/// Every text of `diags` with the values of `secrets` masked (as the run's scrubber masks
+/// output): a diagnostic that quotes a value a sensitive variable gave never shows it.
+pub fn scrub_diagnostics(diags: &mut Diagnostics, secrets: &[crate::secret::Secret]) {
+    if secrets.is_empty() {
+        return;
+    }
+    let s = crate::secret::Scrubber::new();
+    for v in secrets {
+        s.add(v);
+    }
+    for d in &mut diags.0 {
+        d.summary = s.scrub(&d.summary);
+        if let Some(h) = &mut d.hint {
+            *h = s.scrub(h);
+        }
+    }
+}
+
 /// Resolve every declared variable: `name → value` for those that have one (well typed).
 pub fn resolve(
     decls: &BTreeMap<String, Variable>,
@@ -124,6 +155,26 @@ pub fn resolve(
             (None, None) => continue,
         };
         match value {
+            // A secret too short to be masked in output without masking ordinary text.
+            Ok(v) if d.sensitive && v.text().len() < crate::secret::MIN_SECRET_LEN => {
+                invalid.insert(name.clone());
+                let at = match src {
+                    Source::Default => spans.find(&format!("variables.{name}.default")),
+                    _ => spans.key(&format!("variables.{name}")),
+                };
+                diags.push(
+                    Diagnostic::error(
+                        "variable-short",
+                        format!(
+                            "variable `{name}` is sensitive, but {} gives a value shorter than {} bytes, which kwin could not mask in output without masking ordinary text",
+                            source_name(&src, name),
+                            crate::secret::MIN_SECRET_LEN
+                        ),
+                    )
+                    .with_hint("give it a longer value (passwords and tokens this short are refused too)")
+                    .at(source.span(at)),
+                );
+            }
             Ok(v) => {
                 out.insert(name.clone(), v);
             }
