@@ -11,6 +11,7 @@ use kwin_engine::transport::Shell;
 pub mod kube;
 pub mod linux;
 pub mod paths;
+pub mod private_text;
 pub mod recipes;
 pub mod reference;
 pub mod shared;

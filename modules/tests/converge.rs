@@ -762,7 +762,7 @@ impl Http {
                     }
                 }
                 let line = String::from_utf8_lossy(&req);
-                let ok = line.starts_with("GET /file ");
+                let ok = line.starts_with("GET /file ") || line.starts_with("GET /file?");
                 let (status, data): (&str, &[u8]) = if ok {
                     ("200 OK", &body)
                 } else {
@@ -877,6 +877,97 @@ async fn download_http_file_url_and_bad_hash() {
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
     no_pwned(tmp.path());
+}
+
+/// This machine as a host where the fetchers `only` (of curl and wget) are wrappers that
+/// append their command line to `log` (one argument a line) and run the real program.
+fn recording_fetchers(dir: &Path, log: &Path, only: &[&str]) -> Arc<dyn Transport> {
+    let bin = dir.join("bin-recording");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    for name in only {
+        let real = format!("/usr/bin/{name}");
+        let w = bin.join(name);
+        std::fs::write(
+            &w,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" >> {}\nexec {real} \"$@\"\n",
+                kwin_engine::quote::sh_quote(&s(log))
+            ),
+        )
+        .expect("wrapper");
+        std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    // Every other program of this machine's PATH beside them, so no other curl or wget is
+    // found.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for d in std::env::split_paths(&path) {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let link = bin.join(e.file_name());
+            if !link.exists() && !["curl", "wget"].contains(&&*e.file_name().to_string_lossy()) {
+                let _ = std::os::unix::fs::symlink(e.path(), link);
+            }
+        }
+    }
+    let mut sh = Sh::new(&["/bin/sh", "-s"]);
+    sh.path = Some(s(&bin));
+    Arc::new(sh)
+}
+
+/// A command's text, its `unless` guard and a URL that carries a token reach no command
+/// line (which every local user reads with `ps`): the shell that runs the text sees none of it
+/// in its own `/proc/<pid>/cmdline`, and curl and wget get the URL on a private descriptor
+/// while the download still arrives. (Before: `/bin/sh -c '<text>'`, `curl ... <url>`.)
+#[tokio::test]
+async fn command_text_and_download_urls_stay_off_command_lines() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = tmp.path().join("argv.log");
+    let t = recording_fetchers(tmp.path(), &log, &["curl", "wget"]);
+    let seen = tmp.path().join("cmdline");
+    let guard_seen = tmp.path().join("guard-cmdline");
+    let m = build(
+        "command",
+        json!({
+            "run": format!("tr '\\0' '\\n' < /proc/$$/cmdline > {} # TEXT-S3CRET", kwin_engine::quote::sh_quote(&s(&seen))),
+            "unless": format!(
+                "tr '\\0' '\\n' < /proc/$$/cmdline > {}; [ -s {} ] # GUARD-S3CRET",
+                kwin_engine::quote::sh_quote(&s(&guard_seen)),
+                kwin_engine::quote::sh_quote(&s(&seen))
+            ),
+        }),
+    );
+    let c = kit::apply(t.clone(), m.module, m.params.clone()).await;
+    assert!(c.changed(), "{:?}", c.message);
+    for (f, secret) in [(&seen, "TEXT-S3CRET"), (&guard_seen, "GUARD-S3CRET")] {
+        let cmdline = std::fs::read_to_string(f).expect("the command ran");
+        assert!(!cmdline.is_empty(), "{}", f.display());
+        assert!(!cmdline.contains(secret), "on the command line: {cmdline}");
+    }
+
+    let body = b"fetched with a token\n".to_vec();
+    let http = Http::serve(body.clone());
+    for only in ["curl", "wget"] {
+        if !Path::new(&format!("/usr/bin/{only}")).exists() {
+            continue;
+        }
+        let place = tmp.path().join(format!("with-{only}"));
+        std::fs::create_dir(&place).expect("mkdir");
+        let t = recording_fetchers(&place, &log, &[only]);
+        let dest = tmp.path().join(format!("via-{only}"));
+        let url = http.url(&format!("/file?token=TOKEN-S3CRET-{only}"));
+        let m = build(
+            "download",
+            json!({ "url": url, "dest": s(&dest), "sha256": sha_hex(&body) }),
+        );
+        let c = kit::apply(t.clone(), m.module, m.params.clone()).await;
+        assert!(c.changed(), "{only}: {:?}", c.message);
+        assert_eq!(std::fs::read(&dest).expect("downloaded"), body, "{only}");
+        let argv = std::fs::read_to_string(&log).expect("the fetcher ran");
+        assert!(argv.contains(only), "{argv}");
+        assert!(
+            !argv.contains("TOKEN-S3CRET"),
+            "{only}'s command line: {argv}"
+        );
+    }
 }
 
 /// This machine as a host without `hidden`: `/bin/sh` with a `PATH` of one directory holding
@@ -1300,7 +1391,10 @@ async fn modules_converge_under_busybox() {
     assert_eq!(mode_of(&path), 0o600);
     let link = tmp.path().join("link");
     std::os::unix::fs::symlink(&path, &link).expect("symlink");
-    let m = build("file", json!({ "path": s(&link), "content": "v3\n" }));
+    let m = build(
+        "file",
+        json!({ "path": s(&link), "content": "v3\n", "follow": true }),
+    );
     assert!(changed(&converge(&t, &m).await));
     assert_eq!(std::fs::read(&path).expect("read"), b"v3\n");
 

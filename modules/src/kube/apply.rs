@@ -468,10 +468,17 @@ fn fetch_script(url: &str, sha256: Option<&str>, cached: &str) -> String {
         ),
         None => String::new(),
     };
+    // The URL never on a command line (`crate::private_text`).
+    let (curl, body) = crate::private_text::curl("-fsSL --retry 3", "\"$d/fetch\"", url);
+    let curl = crate::private_text::on_fd(&curl, "", &body);
+    let wget = match crate::private_text::wget("\"$d/fetch\"", url) {
+        (cmd, Some(body)) => crate::private_text::on_fd(&cmd, "", &body),
+        (cmd, None) => format!("{cmd}\n"),
+    };
     format!(
         "mkdir -p \"$(dirname {c})\" || exit 1\n\
-         if command -v curl >/dev/null 2>&1; then curl -fsSL --retry 3 -o \"$d/fetch\" {u}\n\
-         elif command -v wget >/dev/null 2>&1; then wget -q -O \"$d/fetch\" {u}\n\
+         if command -v curl >/dev/null 2>&1; then {curl}\
+         elif command -v wget >/dev/null 2>&1; then {wget}\
          else false; fi || {}\n\
          {verify}mv -f \"$d/fetch\" {c} || exit 1\n",
         die(&format!("cannot fetch {url}"))

@@ -4,7 +4,7 @@
 //!
 //! | name | type | default | meaning |
 //! |---|---|---|---|
-//! | `run` | string | required | the command, run by `/bin/sh -c` with stdin closed |
+//! | `run` | string | required | the command, run by `/bin/sh` with stdin closed |
 //! | `creates` | string | none | absolute path; skip when it exists (and the command must create it) |
 //! | `removes` | string | none | absolute path; skip when it does not exist |
 //! | `unless` | string | none | sh condition; skip when it exits 0 |
@@ -24,6 +24,10 @@
 //! changes: the paths in `changes` (and its `creates`/`removes` paths); without `changes`,
 //! its `creates` path when it has one (the command's job is to create it), else anything —
 //! later tasks on the host then read their facts again.
+//!
+//! The text of `run`, `unless` and `onlyif` reaches `/bin/sh` on a private descriptor (a
+//! here-document on fd 7, `crate::private_text`), never on its command line, where every
+//! local user could read it.
 //!
 //! ```toml
 //! [[tasks]]
@@ -65,6 +69,18 @@ impl Described for Command {
 
     fn from_params(p: CommandParams, _shell: Shell) -> Result<Self, ParamError> {
         p.check(posix_abs)?;
+        for (name, v) in [
+            ("run", Some(&p.run)),
+            ("unless", p.unless.as_ref()),
+            ("onlyif", p.onlyif.as_ref()),
+        ] {
+            if v.is_some_and(|t| t.contains('\0')) {
+                return Err(ParamError::at(
+                    name,
+                    "a shell script cannot hold a NUL byte",
+                ));
+            }
+        }
         Ok(Command {
             run: p.run,
             creates: p.creates.as_deref().map(trim_path),
@@ -150,14 +166,14 @@ impl Module for Command {
         // An inline step (no subshell): the command itself runs in a shell of its own, so
         // nothing it does (`cd`, `exit`, variables, traps) reaches the batch's shell; around
         // it only builtins, and failures `return`.
-        let run = format!(
-            "/bin/sh -c {} </dev/null || {{ __kw_c=$?; echo \"kwin: command exited with code $__kw_c\" >&2; return \"$__kw_c\"; }}",
-            sh_quote(&self.run)
+        let run = crate::private_text::sh_code(
+            &self.run,
+            "|| { __kw_c=$?; echo \"kwin: command exited with code $__kw_c\" >&2; return \"$__kw_c\"; }",
         );
         let mut script = if skip.is_empty() {
-            format!("{run}\n")
+            run
         } else {
-            format!("if {}; then :; else\n{run}\nfi\n", skip.join(" || "))
+            format!("if {}; then :; else\n{run}fi\n", skip.join(" || "))
         };
         if let Some(c) = &self.creates {
             script.push_str(&format!(

@@ -431,14 +431,21 @@ pub fn fetch_into(
     sha256: Option<&str>,
     cleanup: &str,
 ) -> String {
-    let u = sh_quote(url);
+    // The URL never on a command line (`crate::private_text`).
+    let failed = die_after(cleanup, &format!("download of {url} failed"));
     let get = match fetcher {
-        Fetcher::Curl => format!("curl -fsSL --retry 3 --connect-timeout 30 -o {out} {u}"),
-        Fetcher::Wget => format!("wget -q -O {out} {u}"),
+        Fetcher::Curl => {
+            let (cmd, body) =
+                crate::private_text::curl("-fsSL --retry 3 --connect-timeout 30", out, url);
+            crate::private_text::on_fd(&cmd, &format!("|| {failed}"), &body)
+        }
+        Fetcher::Wget => match crate::private_text::wget(out, url) {
+            (cmd, Some(body)) => crate::private_text::on_fd(&cmd, &format!("|| {failed}"), &body),
+            (cmd, None) => format!("{cmd} || {failed}\n"),
+        },
     };
     format!(
-        "{get} || {}\n{}",
-        die_after(cleanup, &format!("download of {url} failed")),
+        "{get}{}",
         sha256
             .map(|h| verify_sha256_of(out, h, url, cleanup))
             .unwrap_or_default()

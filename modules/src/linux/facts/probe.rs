@@ -59,8 +59,8 @@ impl Fact for GuardFact {
 
     fn command(&self, _shell: Shell) -> String {
         format!(
-            "/bin/sh -c {} >/dev/null 2>&1 </dev/null\necho \"exit=$?\"",
-            sh_quote(&self.code)
+            "{}echo \"exit=$?\"",
+            crate::private_text::sh_code(&self.code, ">/dev/null 2>&1")
         )
     }
 
