@@ -176,3 +176,68 @@ fn a_long_task_gives_a_heartbeat_when_not_on_a_terminal() {
         "{json}"
     );
 }
+
+/// Bytes a host controls never reach the operator's terminal as control sequences: an OSC 52
+/// clipboard write, a window title, an erase-line and a carriage return that would forge an
+/// `ok` row, a C1 CSI — in `kwin exec`'s output, a plan's diff of a file's current content, a
+/// failed step's error excerpt, `-v` output, and `kwin show`. They show as escapes (`\x1b`,
+/// `\r`, `\u{9b}`); newlines and tabs stay. (Before: every one reached the terminal raw.)
+#[test]
+fn control_characters_from_hosts_show_as_escapes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    let hostile = "\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{1b}]0;owned\u{7}\u{1b}[2K\rh1: ok\u{9b}31m";
+    std::fs::write(d.join("motd"), format!("old\t{hostile}\n")).expect("write");
+    std::fs::write(d.join("evil.sh"), format!("printf '%s\\n' '{hostile}'\n")).expect("write");
+    write_plan(
+        d,
+        &format!(
+            "{}[[tasks]]\nname = \"motd\"\nmodule = \"file\"\nparams = {{ path = \"{}/motd\", content = \"new\\n\" }}\n\n\
+             [[tasks]]\nname = \"evil\"\nmodule = \"command\"\nparams = {{ run = \"sh {}/evil.sh; sh {}/evil.sh >&2; false\", creates = \"{}/never\" }}\n",
+            local_host("h1"),
+            d.display(),
+            d.display(),
+            d.display(),
+            d.display()
+        ),
+    );
+    let evil = format!("sh {}/evil.sh; sh {}/evil.sh >&2", d.display(), d.display());
+    let runs = [
+        ("exec", run(d, &["exec", "plan.toml", "--", &evil])),
+        ("plan", run(d, &["plan", "plan.toml"])),
+        ("apply -v", run(d, &["apply", "plan.toml", "-v"])),
+        ("show", run(d, &["show", "plan.toml"])),
+    ];
+    for (what, r) in &runs {
+        let text = r.out();
+        assert!(
+            text.contains("h1: ok") || text.contains("owned"),
+            "{what}: the host's text is shown: {text}"
+        );
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|&c| {
+                (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c)
+            })
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "{what}: control characters reach the terminal: {raw:?}\n{text:?}"
+        );
+        assert!(
+            text.contains("\\x1b]52;c;"),
+            "{what}: shown as an escape: {text}"
+        );
+    }
+    // The host logs, read with `cat`, too.
+    for f in kwin_testkit::kwin::walk(&d.join(".kwin/logs")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).expect("log")).into_owned();
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{}: {text:?}",
+            f.display()
+        );
+    }
+}

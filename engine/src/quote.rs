@@ -125,6 +125,35 @@ pub fn systemd_quote(s: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// Text for a terminal (the operator's, or a host log read with `cat`): control characters a
+/// host may send show as escapes, so they cannot act on the terminal (see `src/output/`).
+///
+/// `text` with every C0 control character but newline and tab, DEL and every C1 control
+/// character shown as an escape: `\x1b`, `\r`, `\x7f`, `\u{9b}`. A `\r` right before a
+/// newline is dropped (a Windows line break). Borrowed when there is nothing to escape.
+pub fn terminal_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\r' => out.push_str("\\r"),
+            c if bad(c) && (c as u32) < 0x80 => {
+                let _ = std::fmt::Write::write_fmt(&mut out, format_args!("\\x{:02x}", c as u32));
+            }
+            c if bad(c) => {
+                let _ = std::fmt::Write::write_fmt(&mut out, format_args!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +210,19 @@ mod tests {
                 .expect("run /bin/sh");
             assert_eq!(String::from_utf8_lossy(&out.stdout), s, "sample {s:?}");
         }
+    }
+
+    #[test]
+    fn controls_show_as_escapes_and_lines_stay() {
+        let hostile = "a\u{1b}]52;c;aGk=\u{7}b\u{1b}[2K\rok\u{9b}31m\u{7f}\u{0}";
+        assert_eq!(
+            terminal_text(hostile),
+            "a\\x1b]52;c;aGk=\\x07b\\x1b[2K\\rok\\u{9b}31m\\x7f\\x00"
+        );
+        assert_eq!(terminal_text("one\r\ntwo\tthree\n"), "one\ntwo\tthree\n");
+        assert!(matches!(
+            terminal_text("plain ✓ 한\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -102,7 +102,7 @@ fn spinner(pb: &ProgressBar, prefix: &str) {
     let style = ProgressStyle::with_template("{spinner} {prefix:<12} {elapsed:>4} {wide_msg}")
         .unwrap_or_else(|_| ProgressStyle::default_spinner());
     pb.set_style(style);
-    pb.set_prefix(prefix.to_string());
+    pb.set_prefix(super::terminal(prefix).into_owned());
     pb.enable_steady_tick(Duration::from_millis(120));
 }
 
@@ -124,7 +124,10 @@ impl Human {
         }
     }
 
+    /// Every line this renderer prints, through [`super::terminal`]: host text shows its
+    /// control characters as escapes.
     fn line(&self, s: String) {
+        let s = super::terminal(&s).into_owned();
         if let Some(c) = &self.capture {
             c.borrow_mut().extend(s.lines().map(str::to_string));
             return;
@@ -166,7 +169,7 @@ impl Human {
                 .unwrap_or_default()
         );
         if let Some(pb) = self.bar(host) {
-            pb.set_message(msg);
+            pb.set_message(super::terminal(&msg).into_owned());
         }
     }
 
@@ -210,7 +213,7 @@ impl Human {
                 if let Some(mp) = &self.bars {
                     let pb = mp.insert(0, ProgressBar::new_spinner());
                     spinner(&pb, what);
-                    pb.set_message(head);
+                    pb.set_message(super::terminal(&head).into_owned());
                     self.run_bar = Some(pb);
                 }
             }

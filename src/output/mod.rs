@@ -20,6 +20,7 @@ mod human;
 mod json;
 mod render;
 mod show;
+mod terminal;
 
 pub use human::plural;
 pub use render::Render;
@@ -34,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
+use terminal::terminal;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How `kwin` prints: the format chosen, whether stdout is a terminal that can draw progress
@@ -220,8 +222,11 @@ impl Output {
                     let dirs: Vec<String> = logs.iter().map(|d| shown(d)).collect();
                     let _ = writeln!(
                         std::io::stderr().lock(),
-                        "logs: {} (every command sent to the hosts and its output)",
-                        dirs.join(", ")
+                        "{}",
+                        terminal(&format!(
+                            "logs: {} (every command sent to the hosts and its output)",
+                            dirs.join(", ")
+                        ))
                     );
                 }
             }
@@ -283,7 +288,7 @@ impl Output {
             OutputFormat::Human => {
                 let mut err = std::io::stderr().lock();
                 for d in &diags.0 {
-                    let _ = writeln!(err, "{d}");
+                    let _ = writeln!(err, "{}", terminal(&format!("{d}")));
                 }
             }
             OutputFormat::Json => {
@@ -311,17 +316,23 @@ impl Output {
         if errors > 0 {
             let _ = writeln!(
                 std::io::stderr().lock(),
-                "{}: {}, {}",
-                path.display(),
-                plural(errors, "error"),
-                plural(warnings, "warning")
+                "{}",
+                terminal(&format!(
+                    "{}: {}, {}",
+                    path.display(),
+                    plural(errors, "error"),
+                    plural(warnings, "warning")
+                ))
             );
         } else {
             let _ = writeln!(
                 std::io::stdout().lock(),
-                "{}: ok ({})",
-                path.display(),
-                plural(warnings, "warning")
+                "{}",
+                terminal(&format!(
+                    "{}: ok ({})",
+                    path.display(),
+                    plural(warnings, "warning")
+                ))
             );
         }
     }
@@ -336,10 +347,8 @@ impl Output {
     /// `kwin checksums --write FILE`: where the table went (stderr).
     pub fn pins_written(&self, file: &Path, files: usize) {
         let _ = writeln!(
-            std::io::stderr().lock(),
-            "checksums: {files} pinned in {} (paste it into the plan of the controller without internet)",
-            file.display()
-        );
+            std::io::stderr().lock(), "{}", terminal(&format!("checksums: {files} pinned in {} (paste it into the plan of the controller without internet)",
+            file.display())));
     }
 
     /// "there is nothing to do" of `kwin verify` / `kwin reset` on a plan without
@@ -348,7 +357,11 @@ impl Output {
         let message = format!("the plan has no [cluster]: nothing to {what}");
         match self.format {
             OutputFormat::Human => {
-                let _ = writeln!(std::io::stdout().lock(), "{what}: {message}");
+                let _ = writeln!(
+                    std::io::stdout().lock(),
+                    "{}",
+                    terminal(&format!("{what}: {message}"))
+                );
             }
             OutputFormat::Json => json::line(&Event::Warning {
                 host: None,
@@ -367,11 +380,9 @@ impl Output {
         if !files.is_empty() {
             let names: Vec<&str> = files.iter().map(|f| f.file.as_str()).collect();
             let _ = writeln!(
-                err,
-                "checksums: {} fetched from the upstream checksum files and recorded in .kwin/{record}: {}",
+                err, "{}", terminal(&format!("checksums: {} fetched from the upstream checksum files and recorded in .kwin/{record}: {}",
                 names.len(),
-                names.join(", ")
-            );
+                names.join(", "))));
         }
         if !hashed.is_empty() {
             let names: Vec<String> = hashed
@@ -385,11 +396,9 @@ impl Output {
                 })
                 .collect();
             let _ = writeln!(
-                err,
-                "checksums: {} computed from the artifacts themselves, downloaded over https on this machine because their upstream publishes no SHA-256 file, and recorded in .kwin/{record}: {}",
+                err, "{}", terminal(&format!("checksums: {} computed from the artifacts themselves, downloaded over https on this machine because their upstream publishes no SHA-256 file, and recorded in .kwin/{record}: {}",
                 names.len(),
-                names.join(", ")
-            );
+                names.join(", "))));
         }
     }
 
@@ -399,7 +408,7 @@ impl Output {
     pub fn notes(&self, notes: &[String]) {
         let mut err = std::io::stderr().lock();
         for n in notes {
-            let _ = writeln!(err, "note: {n}");
+            let _ = writeln!(err, "{}", terminal(&format!("note: {n}")));
         }
     }
 
@@ -407,10 +416,18 @@ impl Output {
     pub fn warning(&self, host: Option<&str>, message: &str) {
         match (self.format, host) {
             (OutputFormat::Human, Some(h)) => {
-                let _ = writeln!(std::io::stderr().lock(), "warning: {h}: {message}");
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "{}",
+                    terminal(&format!("warning: {h}: {message}"))
+                );
             }
             (OutputFormat::Human, None) => {
-                let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "{}",
+                    terminal(&format!("warning: {message}"))
+                );
             }
             (OutputFormat::Json, _) => json::line(&Event::Warning {
                 host: host.map(str::to_string),
@@ -421,7 +438,11 @@ impl Output {
 
     /// The error that ends the command, on stderr.
     pub fn error(&self, e: &anyhow::Error) {
-        let _ = writeln!(std::io::stderr().lock(), "error: {e:#}");
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "{}",
+            terminal(&format!("error: {e:#}"))
+        );
     }
 
     /// `kwin kubeconfig`'s result: the path, context, server and source (never the file's
@@ -431,12 +452,15 @@ impl Output {
             OutputFormat::Human => {
                 let _ = writeln!(
                     std::io::stdout().lock(),
-                    "wrote {} (context {}, server {}, from {}:{})",
-                    k.path.display(),
-                    k.context,
-                    k.server,
-                    k.host,
-                    k.from
+                    "{}",
+                    terminal(&format!(
+                        "wrote {} (context {}, server {}, from {}:{})",
+                        k.path.display(),
+                        k.context,
+                        k.server,
+                        k.host,
+                        k.from
+                    ))
                 );
             }
             OutputFormat::Json => json::line(&Event::Kubeconfig {
@@ -456,7 +480,7 @@ impl Output {
             return Ok(None);
         }
         let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{prompt}");
+        let _ = write!(err, "{}", terminal(prompt));
         let _ = err.flush();
         drop(err);
         let mut answer = String::new();

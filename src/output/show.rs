@@ -115,13 +115,13 @@ pub fn show(plan: &Path, out: &Output) -> anyhow::Result<Outcome> {
     let mut sink: Box<dyn Sink> = match out.format {
         OutputFormat::Json => Box::new(Json),
         OutputFormat::Human => {
-            let _ = writeln!(
-                std::io::stdout().lock(),
+            let head = format!(
                 "run {} ({what} of {}), started {}",
                 j["run_id"].as_str().unwrap_or("?"),
                 j["plan"].as_str().unwrap_or("?"),
                 j["started"].as_str().unwrap_or("?"),
             );
+            let _ = writeln!(std::io::stdout().lock(), "{}", super::terminal(&head));
             Box::new(Human::new(mode, false, what))
         }
     };

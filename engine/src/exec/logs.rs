@@ -1,6 +1,7 @@
 //! Per-host logs: `.kwin/logs/<run-id>/<host>.log`, every remote command and its output.
 //!
-//! Every line written has passed the run's scrubber. One entry per remote operation, each
+//! Every line written has passed the run's scrubber, and shows a host's control characters as
+//! escapes (`quote::terminal_text`). One entry per remote operation, each
 //! starting with a header line `[+S.mmm] <op> ...` at column 0; script and output lines are
 //! indented, so `grep -c '^\[.*\] run #'` counts round trips.
 
@@ -79,7 +80,7 @@ impl HostLog {
                 "[+{}.{:03}s] {}",
                 t.as_secs(),
                 t.subsec_millis(),
-                self.scrubber.scrub(header)
+                crate::quote::terminal_text(&self.scrubber.scrub(header))
             )?;
             for (label, bytes) in blocks {
                 if bytes.is_empty() {
@@ -89,7 +90,9 @@ impl HostLog {
                 for line in text.lines() {
                     w.write_all(b"    ")?;
                     w.write_all(label.as_bytes())?;
-                    w.write_all(line.as_bytes())?;
+                    // Read with `cat`, a log is a terminal's text too: a host's control
+                    // characters show as escapes.
+                    w.write_all(crate::quote::terminal_text(line).as_bytes())?;
                     w.write_all(b"\n")?;
                 }
             }
