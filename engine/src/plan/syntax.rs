@@ -503,6 +503,109 @@ pub fn normalize_fingerprint(s: &str) -> Option<String> {
     (t.len() == 40 && t.bytes().all(|b| b.is_ascii_hexdigit())).then(|| t.to_ascii_uppercase())
 }
 
+/// An image reference (`registry.k8s.io/pause:3.10`, `repo@sha256:…`), by the grammar of
+/// distribution/reference (github.com/distribution/reference, `reference.go` and `regexp.go`
+/// at 0965666a6ade2e06035fe352e38344be1e68951a): `name [":" tag] ["@" digest]`, the name at
+/// most 255 characters. Such a value holds no quote, backslash, space or line break, so it
+/// reaches a unit file or a TOML string as one value.
+pub fn image_reference(s: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "`{}` is not an image reference ({why})",
+            s.escape_debug()
+        ))
+    };
+    let alnum_lower = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    // digest := algorithm ":" hex{32,}; algorithm := comp ([-_+.] comp)*; comp := [A-Za-z][A-Za-z0-9]*
+    let (rest, digest) = match s.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (s, None),
+    };
+    if let Some(d) = digest {
+        let Some((alg, hex)) = d.split_once(':') else {
+            return bad("a digest is algorithm:hex");
+        };
+        let alg_ok = alg.split(['-', '_', '+', '.']).all(|c| {
+            c.chars().next().is_some_and(|f| f.is_ascii_alphabetic())
+                && c.chars().all(|x| x.is_ascii_alphanumeric())
+        });
+        if !alg_ok || hex.len() < 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return bad("a digest is algorithm:hex, 32 hex digits at least");
+        }
+    }
+    // tag := [\w][\w.-]{0,127}, after the last `/` (a `:` before it is a port).
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest[last_slash..].rfind(':') {
+        Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
+        None => (rest, None),
+    };
+    if let Some(t) = tag {
+        let ok = t.len() <= 128
+            && t.chars().next().is_some_and(word)
+            && t.chars().all(|c| word(c) || c == '.' || c == '-');
+        if !ok {
+            return bad("a tag is letters, digits, `_`, `.` and `-`, at most 128");
+        }
+    }
+    if name.is_empty() || name.len() > 255 {
+        return bad("a name is 1 to 255 characters");
+    }
+    // path-component := [a-z0-9]+ (separator [a-z0-9]+)*; separator := [._] | __ | -+
+    let path_component = |c: &str| -> bool {
+        let b = c.as_bytes();
+        if b.is_empty() || !alnum_lower(b[0] as char) || !alnum_lower(b[b.len() - 1] as char) {
+            return false;
+        }
+        let mut i = 0;
+        while i < b.len() {
+            if alnum_lower(b[i] as char) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && !alnum_lower(b[i] as char) {
+                i += 1;
+            }
+            let sep = &c[start..i];
+            if !(sep == "." || sep == "_" || sep == "__" || sep.chars().all(|x| x == '-')) {
+                return false;
+            }
+        }
+        true
+    };
+    let remote = |r: &str| r.split('/').all(path_component);
+    // domain := host [":" port]; host := domain-name | "[" ipv6 "]"
+    let domain = |d: &str| -> bool {
+        let (host, port) = match d.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(':') && !p.contains(']') => (h, Some(p)),
+            _ => (d, None),
+        };
+        if port.is_some_and(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_digit())) {
+            return false;
+        }
+        if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            return !v6.is_empty() && v6.chars().all(|c| c.is_ascii_hexdigit() || c == ':');
+        }
+        !host.is_empty()
+            && host.split('.').all(|c| {
+                let b = c.as_bytes();
+                !b.is_empty()
+                    && b[0].is_ascii_alphanumeric()
+                    && b[b.len() - 1].is_ascii_alphanumeric()
+                    && b.iter().all(|x| x.is_ascii_alphanumeric() || *x == b'-')
+            })
+    };
+    let ok = remote(name)
+        || name
+            .split_once('/')
+            .is_some_and(|(d, r)| domain(d) && remote(r));
+    if !ok {
+        return bad("a name is an optional registry host, then lowercase path components");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -613,5 +716,32 @@ mod tests {
         assert_eq!(endpoint("10.0.0.5"), Ok(("10.0.0.5".into(), None)));
         assert!(endpoint("https://k8s.lab:6443").is_err());
         assert!(endpoint("k8s.lab:0").is_err());
+    }
+
+    #[test]
+    fn image_references_follow_the_distribution_grammar() {
+        for ok in [
+            "registry.k8s.io/pause:3.10",
+            "pause",
+            "localhost:5000/a/b_c__d---e:v1.2-rc.1",
+            "[::1]:5000/pause@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "mcr.microsoft.com/oss/kubernetes/pause:3.9",
+            "10.0.0.1:80/x:y@sha256:0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(image_reference(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "registry.k8s.io/pause:3.10\nExecStartPre=/bin/sh",
+            "pause\" x",
+            "reg.io/Pause:1",
+            "reg.io/pause:",
+            "a b",
+            "reg.io/pause:3.10]\n[plugins",
+            "reg.io/pause@sha256:short",
+            "-x/pause",
+            "",
+        ] {
+            assert!(image_reference(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -684,6 +684,16 @@ fn windows_2022_overlay(v: &mut V<'_>) {
 fn runtime(v: &mut V<'_>) {
     let plan = v.plan;
     let rt = &plan.file.runtime;
+    if let Some(img) = &rt.sandbox_image {
+        if let Err(e) = syntax::image_reference(img) {
+            v.at(
+                "runtime.sandbox_image",
+                Diagnostic::error("image-reference", e).with_hint(
+                    "an image reference as a registry takes it, e.g. registry.k8s.io/pause:3.10",
+                ),
+            );
+        }
+    }
     if rt.windows == RuntimeKind::Docker {
         v.at(
             "runtime.windows",
