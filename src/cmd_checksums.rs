@@ -41,7 +41,7 @@ pub fn checksums(
     );
     match write {
         Some(file) => {
-            std::fs::write(file, &text)
+            kwin_engine::fs::write_output(file, text.as_bytes(), 0o644)
                 .with_context(|| format!("cannot write {}", file.display()))?;
             let files: BTreeSet<&str> = rows.iter().map(|r| r.file.as_str()).collect();
             out.pins_written(file, files.len());

@@ -212,13 +212,26 @@ pub fn man(out_dir: Option<&Path>, out: &Output) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Success);
     };
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut written = Vec::new();
-    clap_mangen::generate_to(cmd, dir)
-        .with_context(|| format!("cannot write into {}", dir.display()))?;
-    for e in std::fs::read_dir(dir)?.flatten() {
-        if e.path().extension().is_some_and(|x| x == "1") {
-            written.push(e.file_name().to_string_lossy().into_owned());
+    // Each page rendered here and written as a new file renamed into place
+    // (`fs::write_output`): a link another user planted at a page's name never receives it.
+    let mut pages = Vec::new();
+    let mut cmd = cmd.disable_help_subcommand(true);
+    cmd.build();
+    fn collect(cmd: clap::Command, pages: &mut Vec<clap_mangen::Man>) {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+            collect(sub, pages);
         }
+        pages.push(clap_mangen::Man::new(cmd));
+    }
+    collect(cmd, &mut pages);
+    let mut written = Vec::new();
+    for page in pages {
+        let name = page.get_filename();
+        let mut buf = Vec::new();
+        page.render(&mut buf)?;
+        kwin_engine::fs::write_output(&dir.join(&name), &buf, 0o644)
+            .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
+        written.push(name);
     }
     written.sort();
     out.notes(&[format!(

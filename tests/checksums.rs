@@ -1180,9 +1180,13 @@ fn kwin_checksums_fetches_the_table_for_an_air_gapped_controller() {
     // recorded as `kwin plan` records them
     assert!(connected.path().join(".kwin/checksums.toml").exists());
 
-    // `--write`: the same table in a file, now from the record (nothing fetched again)
+    // `--write`: the same table in a file, now from the record (nothing fetched again),
+    // a new file of its own: a link planted at the name gets nothing
     let before: usize = m.hits.lock().expect("lock").values().sum();
     let file = connected.path().join("pins.toml");
+    let victim = connected.path().join("victim");
+    std::fs::write(&victim, "victim\n").expect("write");
+    std::os::unix::fs::symlink(&victim, &file).expect("symlink");
     let out = kwin(
         &["checksums", ps, "--write", file.to_str().expect("utf-8")],
         &ca,
@@ -1193,6 +1197,8 @@ fn kwin_checksums_fetches_the_table_for_an_air_gapped_controller() {
     let written = std::fs::read_to_string(&file).expect("written");
     let (_, again) = printed_table(&written);
     assert_eq!(again, want, "{written}");
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "victim\n");
+    assert!(std::fs::symlink_metadata(&file).expect("pins").is_file());
 
     // the air-gapped controller: no record, no route to the mirror; the table pasted into
     // its plan, `kwin validate` and `kwin plan` never need the network for a checksum

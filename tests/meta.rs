@@ -297,3 +297,34 @@ fn man_pages_are_valid_roff_and_name_every_command() {
     let init = std::fs::read_to_string(out.join("kwin-init.1")).expect("kwin-init.1");
     assert!(init.contains("windows\\-transport"), "{init}");
 }
+
+/// `kwin man --out-dir` into a directory where links were planted at the pages' names: the
+/// links' targets get nothing, the pages are new files of the user running kwin; a directory
+/// other accounts may rename entries in is refused. (Before: the pages were written through
+/// the links.)
+#[test]
+fn man_pages_never_go_through_a_planted_link() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("man1");
+    std::fs::create_dir(&out).expect("mkdir");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "victim\n").expect("write");
+    for page in ["kwin.1", "kwin-init.1"] {
+        std::os::unix::fs::symlink(&victim, out.join(page)).expect("symlink");
+    }
+    let r = kwin!(".", ["man", "--out-dir", out.to_str().expect("utf-8")]);
+    assert_eq!(r.code, 0, "{r}");
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "victim\n");
+    for page in ["kwin.1", "kwin-init.1"] {
+        let m = std::fs::symlink_metadata(out.join(page)).expect("page");
+        assert!(m.is_file(), "{page} is still a link");
+    }
+    // A directory any account may rename entries in (no sticky bit).
+    use std::os::unix::fs::PermissionsExt;
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let r = kwin!(".", ["man", "--out-dir", open.to_str().expect("utf-8")]);
+    assert_ne!(r.code, 0, "{r}");
+    assert!(r.stderr.contains("writable by other accounts"), "{r}");
+}

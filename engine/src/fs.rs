@@ -106,6 +106,66 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
+/// Write a document where the user asked (`kwin checksums --write`, `kwin man --out-dir`):
+/// as [`write_private`] does (a new file with a random name beside it, `O_EXCL|O_NOFOLLOW`,
+/// renamed over `path`: a file or link another user planted at the name never receives the
+/// bytes, and the file is the user's own), with `mode` (before the umask), in a directory
+/// [`output_dir_ok`] accepts.
+pub fn write_output(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    output_dir_ok(dir)?;
+    let tmp = temp_beside(path);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&tmp)?;
+    let written = f
+        .write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Whether kwin may leave a document in `dir`: a directory of the user running kwin or of
+/// root, which no other account may rename entries in (not writable by group or others, or
+/// sticky, as `/tmp`). Another account's directory would let it replace the document later
+/// (a pins file an offline controller then trusts).
+pub fn output_dir_ok(dir: &Path) -> io::Result<()> {
+    let meta = std::fs::metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(io::Error::other(format!(
+            "{} belongs to uid {}, not to the user running kwin (uid {me}) or root: that account could replace what kwin writes there",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    let sticky = meta.mode() & 0o1000 != 0;
+    if meta.mode() & 0o022 != 0 && !sticky {
+        return Err(io::Error::other(format!(
+            "{} is writable by other accounts (mode {:04o}): they could replace what kwin writes there",
+            dir.display(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
     SystemTime::now()
