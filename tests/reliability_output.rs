@@ -483,3 +483,156 @@ params = {{ run = "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijk
         "no tail kept"
     );
 }
+
+/// The binary under test (`KWIN_TEST_BIN`: another build, to see what a test catches).
+fn kwin_bin() -> String {
+    std::env::var("KWIN_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kwin").to_string())
+}
+
+/// A plan of `HOSTS` local hosts in `dir`, each with one file task whose probe hashes a file.
+fn local_hosts_plan(dir: &Path, hosts: usize) {
+    let d = dir.display();
+    let mut plan = String::from("[settings]\nstep_timeout = 300\nretries = 0\n");
+    for i in 1..=hosts {
+        plan.push_str(&format!(
+            "\n[[hosts]]\nname = \"l{i}\"\nos = \"linux\"\ntransport = \"local\"\n"
+        ));
+    }
+    plan.push_str(&format!(
+        "\n[[tasks]]\nname = \"f\"\nmodule = \"file\"\nparams = {{ path = \"{d}/{{{{ host.name }}}}.conf\", content = \"x\\n\" }}\n"
+    ));
+    std::fs::write(dir.join("plan.toml"), plan).expect("plan");
+}
+
+/// One budget for everything hosts send: 8 hosts answering `kwin exec` with 40 MiB each, and
+/// 8 hosts whose probe's `sha256sum` (a host's own program, replaced) answers with 40 MiB each,
+/// keep the controller's memory and `.kwin` near the run's output budget (64 MiB), not 8 x 40
+/// MiB. `kwin exec` output past the budget keeps its tail after a line saying so, and every
+/// host still ends; a probe answer past the budget (and 8 MiB more) fails that host, naming
+/// the budget. (Before: 8 x 60 MiB took 1.3 GB of memory and 1.2 GB of logs.)
+#[test]
+fn exec_output_and_probe_answers_stay_within_the_run_output_budget() {
+    assert!(
+        Path::new("/usr/bin/time").exists(),
+        "this test measures kwin with /usr/bin/time (apt-get install time)"
+    );
+    const HOSTS: usize = 8;
+    const EACH: u64 = 40 << 20;
+    let budget: u64 = 64 << 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    local_hosts_plan(dir.path(), HOSTS);
+    let flood = format!(
+        "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz | head -c {EACH}; echo exec-done"
+    );
+    let (out, rss) = run_measured(
+        Command::new("/usr/bin/time")
+            .arg("-v")
+            .arg(kwin_bin())
+            .args(["exec", "plan.toml", "--output", "json", "--", &flood])
+            .current_dir(dir.path()),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rss = rss.expect("RSS");
+    let logs = dir_size(&dir.path().join(".kwin"));
+    eprintln!("exec: peak RSS {} MiB, .kwin {} MiB", rss >> 20, logs >> 20);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        &stdout[..stdout.len().min(4000)]
+    );
+    let results: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "exec_result")
+        .collect();
+    assert_eq!(results.len(), HOSTS);
+    assert!(
+        results.iter().all(|r| r["exit"] == 0
+            && r["stdout"]
+                .as_str()
+                .is_some_and(|s| s.trim_end().ends_with("exec-done"))),
+        "every host's tail is kept"
+    );
+    assert!(
+        results.iter().any(|r| r["stdout"]
+            .as_str()
+            .is_some_and(|s| s.contains("output budget"))),
+        "a cut is said"
+    );
+    assert!(
+        rss < budget + (160 << 20),
+        "exec: peak RSS {} MiB",
+        rss >> 20
+    );
+    assert!(
+        logs < budget + budget / 4,
+        "exec: .kwin holds {} MiB",
+        logs >> 20
+    );
+
+    // The probe: every host's sha256sum floods before it answers.
+    let dir = tempfile::tempdir().expect("tempdir");
+    local_hosts_plan(dir.path(), HOSTS);
+    for i in 1..=HOSTS {
+        std::fs::write(dir.path().join(format!("l{i}.conf")), "old\n").expect("write");
+    }
+    let evil = dir.path().join("evil-bin");
+    std::fs::create_dir(&evil).expect("mkdir");
+    let real = String::from_utf8_lossy(
+        &Command::new("sh")
+            .args(["-c", "command -v sha256sum"])
+            .output()
+            .expect("sh")
+            .stdout,
+    )
+    .trim()
+    .to_string();
+    std::fs::write(
+        evil.join("sha256sum"),
+        format!("#!/bin/sh\nyes 0123456789abcdefghijklmnopqrstuvwxyz | head -c {EACH}\nexec {real} \"$@\"\n"),
+    )
+    .expect("evil");
+    std::fs::set_permissions(
+        evil.join("sha256sum"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let path = format!(
+        "{}:{}",
+        evil.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (out, rss) = run_measured(
+        Command::new("/usr/bin/time")
+            .arg("-v")
+            .arg(kwin_bin())
+            .args(["plan", "plan.toml", "--output", "json"])
+            .env("PATH", path)
+            .current_dir(dir.path()),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rss = rss.expect("RSS");
+    let logs = dir_size(&dir.path().join(".kwin"));
+    eprintln!(
+        "probe: peak RSS {} MiB, .kwin {} MiB",
+        rss >> 20,
+        logs >> 20
+    );
+    assert!(
+        stdout.contains("output budget"),
+        "a host past the budget fails naming it: {}",
+        &stdout[..stdout.len().min(4000)]
+    );
+    let bound = budget + (HOSTS as u64) * 2 * (8 << 20);
+    assert!(
+        rss < bound + (160 << 20),
+        "probe: peak RSS {} MiB",
+        rss >> 20
+    );
+    assert!(
+        logs < bound + bound / 4,
+        "probe: .kwin holds {} MiB",
+        logs >> 20
+    );
+}

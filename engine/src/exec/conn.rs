@@ -13,7 +13,7 @@
 use super::logs::HostLog;
 use crate::event::{Event, EventSink, Stream};
 use crate::shell::{Output, Shell};
-use crate::transport::output::{self, Keep, Tap};
+use crate::transport::output::{self, Keep, OutputBudget, Tap};
 use crate::transport::{Transport, TransportError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -30,6 +30,8 @@ pub struct Conn {
     /// end in the log's form.
     events: Option<EventSink>,
     verbose: bool,
+    /// The run's output budget, for everything this host sends (`transport::output`).
+    budget: Option<Arc<OutputBudget>>,
 }
 
 /// Remaining retries of one operation and the next delay; for a first connection, how long
@@ -119,8 +121,12 @@ pub struct LogAs<'a> {
     /// The output as logged, when the log may hide some of it (`None`: as received).
     pub output: Option<Redact<'a>>,
     /// What of the output is kept at all (a batch's step output counts against the run's
-    /// output budget); `None`: everything, up to `MAX_OUTPUT` per stream.
+    /// output budget); `None`: everything, up to `MAX_OUTPUT` per stream, counted against
+    /// the connection's budget ([`Conn::with_budget`]).
     pub keep: Option<&'a Keep>,
+    /// The output is only shown (`kwin exec`), never read by kwin: past the spent budget it
+    /// keeps its tail, where output kwin reads fails the command.
+    pub shown: bool,
 }
 
 impl LogAs<'_> {
@@ -130,6 +136,7 @@ impl LogAs<'_> {
             script: None,
             output: None,
             keep: None,
+            shown: false,
         }
     }
 }
@@ -143,7 +150,14 @@ impl Conn {
             runs: AtomicUsize::new(0),
             events: None,
             verbose: false,
+            budget: None,
         }
+    }
+
+    /// The connection counting everything the host sends against the run's `budget`.
+    pub fn with_budget(mut self, budget: Arc<OutputBudget>) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     /// The connection telling `events` of its connection retries, and with `verbose` of
@@ -360,7 +374,12 @@ impl Conn {
             })
         });
         let live = self.live_tap(what, &log);
-        let r = match (log.keep, &live) {
+        let budgeted = match (log.keep, &self.budget) {
+            (None, Some(b)) => Some(Keep::budget(b.clone(), log.shown)),
+            _ => None,
+        };
+        let keep = log.keep.or(budgeted.as_ref());
+        let r = match (keep, &live) {
             (keep, Some(tap)) => {
                 let keep = keep.cloned().unwrap_or_default().with_tap(tap.clone());
                 self.transport.run_joined(parts, timeout, &keep).await

@@ -59,6 +59,8 @@ pub async fn walk(run: Run) -> RunSummary {
         report.warn(None, e);
     }
     let logs_dir = opts.state_dir.join("logs").join(&opts.run_id);
+    // One budget for everything the hosts send (`transport::output`).
+    let budget = OutputBudget::new(opts.output_budget);
     let mut conns = HashMap::new();
     let mut log_warned = false;
     for h in &run.hosts {
@@ -71,7 +73,8 @@ pub async fn walk(run: Run) -> RunSummary {
             h.name.clone(),
             Arc::new(
                 Conn::new(&h.name, h.transport.clone(), log)
-                    .with_events(run.events.clone(), opts.verbose),
+                    .with_events(run.events.clone(), opts.verbose)
+                    .with_budget(budget.clone()),
             ),
         );
     }
@@ -106,7 +109,7 @@ pub async fn walk(run: Run) -> RunSummary {
         opts: opts.clone(),
         cancel: run.cancel.clone(),
         permits: Arc::new(Semaphore::new(opts.parallelism.max(1))),
-        budget: OutputBudget::new(opts.output_budget),
+        budget,
     });
 
     let mut summary = RunSummary {

@@ -11,7 +11,7 @@
 use super::remote::HostRemote;
 use super::Session;
 use crate::event::{Counts, Event, EventSink, Mode};
-use crate::exec::conn::LogStdout;
+use crate::exec::conn::{LogAs, LogStdout};
 use crate::plan::ResolvedHost;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -100,7 +100,12 @@ async fn one(r: &HostRemote, command: &str, timeout: Duration, events: &EventSin
     let result = match crate::pipeline::Remote::connect(r).await {
         Err(e) => Err(e),
         Ok(()) => {
-            let run = r.conn.run("exec", command, timeout, LogStdout::Yes);
+            // Only shown: past the run's output budget, its tail (`transport::output`).
+            let log = LogAs {
+                shown: true,
+                ..LogAs::plain(LogStdout::Yes)
+            };
+            let run = r.conn.run_logged("exec", command, timeout, log);
             tokio::select! {
                 o = run => o.map_err(|e| r.scrubber.scrub(&e.to_string())),
                 () = r.cancel.cancelled() => Err("interrupted".to_string()),

@@ -64,6 +64,9 @@ pub struct Session {
     pruned: bool,
     /// Whether the `logs` event was sent (once per session).
     logs_told: bool,
+    /// The output budget of the session's own connections (`remote`: `kwin exec`, verify,
+    /// the upgrade gate), shared by all of them.
+    budget: std::sync::Arc<crate::transport::output::OutputBudget>,
 }
 
 /// The executor's options for `settings` (with defaults applied), in `mode`, with the
@@ -117,6 +120,7 @@ impl Session {
             hosts: Vec::new(),
             pruned: false,
             logs_told: false,
+            budget: crate::transport::output::OutputBudget::new(p.eff.settings.output_budget_bytes),
         })
     }
 
@@ -264,7 +268,8 @@ impl Session {
         HostRemote {
             conn: Arc::new(
                 Conn::new(host.name.clone(), transport, log)
-                    .with_events(self.events.clone(), self.opts.verbose),
+                    .with_events(self.events.clone(), self.opts.verbose)
+                    .with_budget(self.budget.clone()),
             ),
             events: self.events.clone(),
             scrubber: self.scrubber.clone(),

@@ -53,6 +53,10 @@ pub enum TransportError {
     /// Output exceeded the limit kwin accepts from one command.
     #[error("output exceeded {limit} bytes")]
     OutputTooLarge { limit: usize },
+    /// Once the run's output budget is spent, a command whose output kwin reads sent more
+    /// than [`super::output::AFTER_BUDGET`] bytes on one stream.
+    #[error("output exceeded {after} bytes after the run's output budget of {budget} bytes was spent (settings.output_budget_mib)")]
+    OutputBudgetSpent { budget: u64, after: usize },
     /// Local IO (reading a key file, etc.).
     #[error("{0}")]
     Local(String),

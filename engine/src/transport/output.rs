@@ -14,7 +14,13 @@
 //!   the executor turns that line into a warning naming the host and task.
 //!
 //! Everything outside step sections — markers, exit codes, fact answers, task outputs — is
-//! always kept whole: cutting output never changes what kwin parses, so never a result.
+//! kept whole: cutting output never changes what kwin parses, so never a result. It counts
+//! against the same budget ([`Keep::whole`], every command of a run), so one budget covers
+//! everything hosts send: once the budget is spent, such output may bring at most
+//! [`AFTER_BUDGET`] more bytes per stream and command, past which the command fails
+//! (`OutputBudgetSpent`) instead of holding more in memory and in the logs. Output that is
+//! only shown (`kwin exec`) is cut like a step section instead: its last [`TAIL`] bytes, after
+//! a line saying how much was not kept.
 //!
 //! With `-v` a [`Keep`] may carry a [`Tap`]: each stream's received bytes (every byte the
 //! cap lets in, before the budget cuts anything) are also cut into complete lines by a
@@ -65,13 +71,88 @@ impl OutputBudget {
     }
 }
 
+/// Bytes a command's stream may still bring, outside step sections, once the run's output
+/// budget is spent (what kwin itself asks a host for is far smaller).
+pub const AFTER_BUDGET: usize = 8 << 20;
+
 /// How a run's output is kept.
 #[derive(Debug, Clone, Default)]
 pub struct Keep {
     /// The batch nonce whose step sections count against the budget.
     pub sections: Option<(String, Arc<OutputBudget>)>,
+    /// The run's budget for the output outside step sections.
+    pub whole: Option<Whole>,
     /// Where complete lines go as they arrive (`-v`).
     pub tap: Option<Tap>,
+}
+
+/// The output outside step sections, counted against the run's budget.
+#[derive(Debug, Clone)]
+pub struct Whole {
+    pub budget: Arc<OutputBudget>,
+    /// Only shown (`kwin exec`): cut to its tail once the budget is spent. Else kwin reads
+    /// it: kept whole, and at most [`AFTER_BUDGET`] bytes more once the budget is spent.
+    pub shown: bool,
+}
+
+/// One stream's share of a [`Whole`] budget.
+#[derive(Debug)]
+struct WholeState {
+    whole: Whole,
+    /// Bytes read past the spent budget.
+    over: usize,
+    /// Shown output: bytes not kept, and the tail.
+    cut: u64,
+    tail: VecDeque<u8>,
+}
+
+impl WholeState {
+    /// Bytes kwin reads: counted, and refused past [`AFTER_BUDGET`] over a spent budget.
+    fn read(&mut self, n: usize) -> Result<(), TransportError> {
+        let granted = self.whole.budget.take(n);
+        self.over += n - granted;
+        if self.over > AFTER_BUDGET {
+            return Err(TransportError::OutputBudgetSpent {
+                budget: self.whole.budget.limit(),
+                after: AFTER_BUDGET,
+            });
+        }
+        Ok(())
+    }
+
+    /// Bytes only shown: kept while the budget lasts, then only the tail.
+    fn shown(&mut self, buf: &mut Vec<u8>, b: &[u8]) {
+        let granted = if self.cut == 0 {
+            self.whole.budget.take(b.len())
+        } else {
+            0
+        };
+        buf.extend_from_slice(&b[..granted]);
+        let rest = &b[granted..];
+        if rest.is_empty() {
+            return;
+        }
+        self.cut += rest.len() as u64;
+        let rest = &rest[rest.len().saturating_sub(TAIL)..];
+        let over = (self.tail.len() + rest.len()).saturating_sub(TAIL);
+        self.tail.drain(..over.min(self.tail.len()));
+        self.tail.extend(rest);
+    }
+
+    fn finish(&mut self, buf: &mut Vec<u8>) {
+        if self.cut > 0 {
+            let not_kept = self.cut - self.tail.len() as u64;
+            buf.extend_from_slice(
+                format!(
+                    "\n[kwin: {not_kept} bytes of output not kept: the run's output budget of {} bytes is spent]\n",
+                    self.whole.budget.limit()
+                )
+                .as_bytes(),
+            );
+            buf.extend(self.tail.drain(..));
+            self.cut = 0;
+        }
+    }
 }
 
 /// One stream of a command.
@@ -286,10 +367,25 @@ impl Keep {
         Keep::default()
     }
 
-    /// Step sections of the batch with `nonce` count against `budget`.
+    /// Step sections of the batch with `nonce` count against `budget` (and so does the
+    /// rest, see [`Keep::whole`]).
     pub fn sections(nonce: &str, budget: Arc<OutputBudget>) -> Self {
         Keep {
+            whole: Some(Whole {
+                budget: budget.clone(),
+                shown: false,
+            }),
             sections: Some((nonce.to_string(), budget)),
+            tap: None,
+        }
+    }
+
+    /// Everything counts against `budget`: output kwin reads, or (`shown`) output it only
+    /// shows.
+    pub fn budget(budget: Arc<OutputBudget>, shown: bool) -> Self {
+        Keep {
+            whole: Some(Whole { budget, shown }),
+            sections: None,
             tap: None,
         }
     }
@@ -320,6 +416,8 @@ struct Sections {
     state: State,
     /// Received bytes not classified yet: they may begin a marker.
     pending: Vec<u8>,
+    /// Bytes found inside step sections so far (they count against the budget here).
+    inside: u64,
 }
 
 /// Longest marker line tag looked for after the marker's prefix (`12:end:255`).
@@ -333,6 +431,7 @@ impl Sections {
         match &mut self.state {
             State::Outside => buf.extend_from_slice(b),
             State::Inside { cut, tail } => {
+                self.inside += b.len() as u64;
                 let granted = if *cut == 0 {
                     self.budget.take(b.len())
                 } else {
@@ -435,6 +534,7 @@ pub struct Collector {
     buf: Vec<u8>,
     received: usize,
     sections: Option<Sections>,
+    whole: Option<WholeState>,
     tap: Option<LineTap>,
 }
 
@@ -455,6 +555,13 @@ impl Collector {
                 budget: budget.clone(),
                 state: State::Outside,
                 pending: Vec::new(),
+                inside: 0,
+            }),
+            whole: keep.whole.as_ref().map(|w| WholeState {
+                whole: w.clone(),
+                over: 0,
+                cut: 0,
+                tail: VecDeque::new(),
             }),
         }
     }
@@ -468,9 +575,22 @@ impl Collector {
         if let Some(t) = &mut self.tap {
             t.push(bytes);
         }
-        match &mut self.sections {
-            Some(s) => s.push(&mut self.buf, bytes),
-            None => self.buf.extend_from_slice(bytes),
+        match (&mut self.sections, &mut self.whole) {
+            (None, Some(w)) if w.whole.shown => w.shown(&mut self.buf, bytes),
+            (Some(s), w) => {
+                let before = s.inside;
+                s.push(&mut self.buf, bytes);
+                let outside = (bytes.len() as u64).saturating_sub(s.inside - before);
+                if let Some(w) = w {
+                    w.read(outside as usize)?;
+                }
+            }
+            (None, w) => {
+                self.buf.extend_from_slice(bytes);
+                if let Some(w) = w {
+                    w.read(bytes.len())?;
+                }
+            }
         }
         Ok(())
     }
@@ -484,6 +604,9 @@ impl Collector {
     pub fn finish(mut self) -> Vec<u8> {
         if let Some(s) = &mut self.sections {
             s.finish(&mut self.buf);
+        }
+        if let Some(w) = &mut self.whole {
+            w.finish(&mut self.buf);
         }
         if let Some(mut t) = self.tap.take() {
             t.finish();
@@ -518,11 +641,17 @@ pub fn keep_whole(bytes: Vec<u8>, keep: &Keep, stream: Stream) -> Vec<u8> {
     if let Some(t) = &keep.tap {
         t.decline(stream);
     }
-    if keep.sections.is_none() {
+    // Read whole already: output kwin reads is only counted (its memory is spent anyway).
+    let shown = keep.whole.clone().filter(|w| w.shown);
+    if let Some(w) = keep.whole.as_ref().filter(|w| !w.shown) {
+        w.budget.take(bytes.len());
+    }
+    if keep.sections.is_none() && shown.is_none() {
         return bytes;
     }
     let keep = Keep {
         sections: keep.sections.clone(),
+        whole: shown,
         tap: None,
     };
     let mut c = Collector::new(&keep, stream, Live::AtEnd);
@@ -810,6 +939,38 @@ mod tests {
         assert_eq!(
             *seen.lock().expect("lock"),
             [b"line\n".to_vec(), b"partial".to_vec()]
+        );
+    }
+
+    /// Output kwin reads counts against the run's budget; once it is spent, a stream may
+    /// bring [`AFTER_BUDGET`] more bytes and no more. Output only shown keeps its tail.
+    #[test]
+    fn everything_a_host_sends_counts_against_the_budget() {
+        let budget = OutputBudget::new(1000);
+        let read = Keep::budget(budget.clone(), false);
+        let mut c = Collector::new(&read, Stream::Stdout, Live::Lines);
+        c.push(&[b'a'; 600]).expect("within the budget");
+        assert_eq!(c.finish().len(), 600, "kept whole");
+        let mut c = Collector::new(&read, Stream::Stdout, Live::Lines);
+        c.push(&vec![b'b'; 400 + AFTER_BUDGET])
+            .expect("the rest of the budget and the allowance");
+        assert!(matches!(
+            c.push(b"one more"),
+            Err(TransportError::OutputBudgetSpent { budget: 1000, .. })
+        ));
+        // Shown only: the tail, after a line saying what was not kept.
+        let budget = OutputBudget::new(100);
+        let shown = Keep::budget(budget, true);
+        let mut c = Collector::new(&shown, Stream::Stdout, Live::Lines);
+        for _ in 0..1000 {
+            c.push(&[b'x'; 1000]).expect("never an error");
+        }
+        c.push(b"the end\n").expect("push");
+        let kept = c.finish();
+        assert!(kept.len() < 100 + TAIL + 200, "{} bytes kept", kept.len());
+        let text = String::from_utf8_lossy(&kept);
+        assert!(
+            text.contains("output budget of 100 bytes is spent") && text.ends_with("the end\n")
         );
     }
 }

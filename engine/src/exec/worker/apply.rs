@@ -442,6 +442,7 @@ impl Worker {
                             .may_hide_output(&sensitive)
                             .then_some(&redact as Redact),
                         keep: Some(&keep),
+                        shown: false,
                     },
                 )
                 .await
@@ -829,6 +830,7 @@ impl Worker {
                                 .may_hide_output(&|_| false)
                                 .then_some(&redact as Redact),
                             keep: Some(&keep),
+                            shown: false,
                         },
                     )
                     .await

@@ -395,6 +395,7 @@ impl Worker {
                     output: fact::may_redact(shell, queries, &sensitive)
                         .then_some(&redact as Redact),
                     keep: None,
+                    shown: false,
                 },
             )
             .await

@@ -770,6 +770,7 @@ pub(crate) fn retires(e: &TransportError) -> bool {
         TransportError::ConnectionLost(_)
             | TransportError::Timeout(_)
             | TransportError::OutputTooLarge { .. }
+            | TransportError::OutputBudgetSpent { .. }
     )
 }
 
