@@ -109,7 +109,7 @@ rootfs_busybox() {
   mkdir -p "$root/bin"
   cp -L "$(command -v busybox)" "$root/bin/busybox"
   ldd "$root/bin/busybox" >/dev/null 2>&1 && build_die "busybox is not static (install busybox-static)"
-  for a in sh cp cat ls mkdir rm mv ln echo sleep test env; do ln -sf busybox "$root/bin/$a"; done
+  for a in sh cp cat ls mkdir rm mv ln echo sleep test env nslookup wget hostname; do ln -sf busybox "$root/bin/$a"; done
 }
 
 # push NAME ROOT ENTRYPOINT [USER] [CMD]: ROOT as one layer of an image NAME (path:tag in the
@@ -198,14 +198,17 @@ rootfs_busybox "$r"
 push "$cni_ref" "$r" /bin/sh
 
 # agnhost: kubernetes test/images/agnhost/Dockerfile — /agnhost, ENTRYPOINT ["/agnhost"],
-# CMD ["pause"]; its tag is that directory's VERSION file. busybox for `sh` in checks.
+# CMD ["pause"], and from its alpine base the tools e2e tests exec in it: curl, nslookup, sh
+# (here Debian's curl with its libraries and busybox's applets); its tag is that directory's
+# VERSION file, the one test/utils/image/manifest.go names.
 kv=$LAB_K8S_NEWEST
 ksrc=$(go mod download -json "k8s.io/kubernetes@v$kv" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 agn=$(cat "$ksrc/test/images/agnhost/VERSION")
 r=$(newroot agnhost)
 cp "$B/kubernetes-$kv/agnhost" "$r/agnhost"
-mkdir -p "$r/uploads"
+mkdir -p "$r/uploads" "$r/etc"
 rootfs_busybox "$r"
+rootfs_add "$r" "$(command -v curl)" /usr/bin/curl
 push "e2e-test-images/agnhost:$agn" "$r" /agnhost "" pause
 
 kill $REGPID 2>/dev/null || true

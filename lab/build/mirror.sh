@@ -150,7 +150,7 @@ for v in $LAB_CONTAINERD; do
   for f in containerd ctr containerd-shim-runc-v2; do install -m 0755 "$B/containerd-$v/$f" "$t/bin/$f"; done
   rel="$W/www/github.com/containerd/containerd/releases/download/v$v"
   mkdir -p "$rel"
-  tar -C "$t" --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - bin | gzip -1 >"$rel/containerd-$v-linux-amd64.tar.gz"
+  tar -C "$t" --owner=0 --group=0 --numeric-owner --mtime=@0 --sort=name -cf - bin | gzip -n -1 >"$rel/containerd-$v-linux-amd64.tar.gz"
   case $v in 1.*) mod=github.com/containerd/containerd ;; *) mod=github.com/containerd/containerd/v2 ;; esac
   src=$(go mod download -json "$mod@v$v" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
   [[ -f $src/containerd.service ]] || build_die "no containerd.service in $mod@v$v"
@@ -166,8 +166,8 @@ done
 v=$LAB_CNI_PLUGINS
 d="$W/www/github.com/containernetworking/plugins/releases/download/v$v"
 mkdir -p "$d"
-tar -C "$B/cni-plugins-$v" --owner=0 --group=0 --numeric-owner --mtime=@0 --exclude=.stamp -cf - . |
-  gzip -1 >"$d/cni-plugins-linux-amd64-v$v.tgz"
+tar -C "$B/cni-plugins-$v" --owner=0 --group=0 --numeric-owner --mtime=@0 --sort=name --exclude=.stamp -cf - . |
+  gzip -n -1 >"$d/cni-plugins-linux-amd64-v$v.tgz"
 v=$LAB_FLANNEL
 d="$W/www/raw.githubusercontent.com/flannel-io/flannel/v$v/Documentation"
 mkdir -p "$d"

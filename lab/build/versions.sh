@@ -27,10 +27,10 @@ LAB_PAUSE="3.10.2"
 # State of containerd Releases" and the Kubernetes support table: 1.36 needs 2.2.0+/2.3.0+);
 # 1.7 for the move of an existing 1.7 node to 2.x (1.7 is supported by Kubernetes up to 1.35).
 LAB_CONTAINERD="1.7.29 2.3.7"
-# runc: containerd v2.3.4 pins v1.4.3 (script/setup/runc-version); the newest 1.4 patch served
-LAB_RUNC="1.4.4"
-# CNI reference plugins: containerd v2.3.4 tests with v1.9.1 (go.mod, script/setup/install-cni)
-LAB_CNI_PLUGINS="1.9.1"
+# runc and the CNI plugins: the defaults of kwin's support matrix (engine/src/plan/versions.toml)
+LAB_RUNC="1.5.3"
+# (containerd v2.3.4 tests with runc v1.4.3 and plugins v1.9.1: script/setup/runc-version, go.mod)
+LAB_CNI_PLUGINS="1.10.0"
 # flannel (flannel-io/flannel releases) and the manifest of that tag
 # (Documentation/kube-flannel.yml, shipped in the module).
 LAB_FLANNEL="0.28.10"
