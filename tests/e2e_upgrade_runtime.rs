@@ -58,7 +58,9 @@ fn write_plan(c: &Cluster, dir: &Path, containerd: &str) {
     let mut pins = vec![
         format!(
             "\"runc.amd64\" = \"{}\"",
-            c.served(&format!("github.com/opencontainers/runc/releases/download/v{RUNC}/runc.amd64"))
+            c.served(&format!(
+                "github.com/opencontainers/runc/releases/download/v{RUNC}/runc.amd64"
+            ))
         ),
         format!(
             "\"containerd.service\" = \"{}\"",

@@ -202,11 +202,13 @@ fn a_plan_with_the_first_control_plane_down_plans_the_others() {
         .iter()
         .filter(|e| e["event"] == "diagnostic")
         .filter_map(|e| e["code"].as_str())
+        // 1.31 is past its end of life: that warning is the plan's, not the host's.
+        .filter(|c| *c != "k8s-end-of-life")
         .collect();
     assert_eq!(codes, ["upgrade-unchecked"], "{}", r.stdout);
     let w = events
         .iter()
-        .find(|e| e["event"] == "diagnostic")
+        .find(|e| e["event"] == "diagnostic" && e["code"] == "upgrade-unchecked")
         .and_then(|e| e["summary"].as_str())
         .unwrap_or_default();
     assert!(

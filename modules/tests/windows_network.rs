@@ -726,7 +726,7 @@ fn reset_leaves_nothing_windows_worker_made() {
             }
         }
         for path in MADE_BY_WHAT_KWIN_RUNS {
-            check(format!("{path}"), removed(path));
+            check(path.to_string(), removed(path));
         }
         if rel.contains("flannel") {
             let route = reset.iter().any(|t| {

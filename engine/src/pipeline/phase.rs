@@ -103,6 +103,17 @@ pub(super) fn load_and_validate_all(
         crate::plan::validate::load_and_validate_with_vars(req.plan, known, req.vars.clone());
     match checked.plan {
         Some(plan) if !checked.diags.has_errors() => Ok((plan, checked.diags)),
+        // A variable validation refused has no value: the tasks' templates would only say
+        // so again (`undefined value`), so they are not checked alone then.
+        Some(_)
+            if checked
+                .diags
+                .0
+                .iter()
+                .any(|d| d.code.starts_with("variable-")) =>
+        {
+            Err(checked.diags)
+        }
         Some(plan) => {
             let mut d = checked.diags;
             // Not again where validation found something (an undeclared variable's use).

@@ -418,6 +418,9 @@ struct Sections {
     pending: Vec<u8>,
     /// Bytes found inside step sections so far (they count against the budget here).
     inside: u64,
+    /// Bytes classified as outside step sections so far, kwin's marker lines aside (they
+    /// count against the budget as the rest of the output does: [`Collector::push`]).
+    outside: u64,
 }
 
 /// Longest marker line tag looked for after the marker's prefix (`12:end:255`).
@@ -429,7 +432,10 @@ impl Sections {
             return;
         }
         match &mut self.state {
-            State::Outside => buf.extend_from_slice(b),
+            State::Outside => {
+                self.outside += b.len() as u64;
+                buf.extend_from_slice(b);
+            }
             State::Inside { cut, tail } => {
                 self.inside += b.len() as u64;
                 let granted = if *cut == 0 {
@@ -556,6 +562,7 @@ impl Collector {
                 state: State::Outside,
                 pending: Vec::new(),
                 inside: 0,
+                outside: 0,
             }),
             whole: keep.whole.as_ref().map(|w| WholeState {
                 whole: w.clone(),
@@ -578,11 +585,11 @@ impl Collector {
         match (&mut self.sections, &mut self.whole) {
             (None, Some(w)) if w.whole.shown => w.shown(&mut self.buf, bytes),
             (Some(s), w) => {
-                let before = s.inside;
+                // Bytes still pending (they may begin a marker) count once classified.
+                let before = s.outside;
                 s.push(&mut self.buf, bytes);
-                let outside = (bytes.len() as u64).saturating_sub(s.inside - before);
                 if let Some(w) = w {
-                    w.read(outside as usize)?;
+                    w.read((s.outside - before) as usize)?;
                 }
             }
             (None, w) => {
@@ -603,7 +610,12 @@ impl Collector {
     /// What is kept, once the stream ended (a tap gets its last line).
     pub fn finish(mut self) -> Vec<u8> {
         if let Some(s) = &mut self.sections {
+            let before = s.outside;
             s.finish(&mut self.buf);
+            if let Some(w) = &self.whole {
+                // The last pending bytes (shorter than a marker): counted, never refused.
+                w.whole.budget.take((s.outside - before) as usize);
+            }
         }
         if let Some(w) = &mut self.whole {
             w.finish(&mut self.buf);
@@ -643,8 +655,12 @@ pub fn keep_whole(bytes: Vec<u8>, keep: &Keep, stream: Stream) -> Vec<u8> {
     }
     // Read whole already: output kwin reads is only counted (its memory is spent anyway).
     let shown = keep.whole.clone().filter(|w| w.shown);
+    // Step sections are counted by the collector below; the rest here.
     if let Some(w) = keep.whole.as_ref().filter(|w| !w.shown) {
-        w.budget.take(bytes.len());
+        let inside = keep.sections.as_ref().map_or(0, |(nonce, _)| {
+            section_bytes(&bytes, &format!("\n@@kwin:{nonce}:task:"))
+        });
+        w.budget.take(bytes.len() - inside.min(bytes.len()));
     }
     if keep.sections.is_none() && shown.is_none() {
         return bytes;
@@ -661,6 +677,32 @@ pub fn keep_whole(bytes: Vec<u8>, keep: &Keep, stream: Stream) -> Vec<u8> {
         }
     }
     c.finish()
+}
+
+/// Bytes of the step sections in `bytes`, their marker lines included (`marker`: the
+/// markers' common prefix): what [`Sections`] does not count as outside.
+fn section_bytes(bytes: &[u8], marker: &str) -> usize {
+    let marker = marker.as_bytes();
+    let mut inside = 0;
+    let mut open: Option<usize> = None;
+    let mut at = 0;
+    while let Some(i) = find(&bytes[at..], marker).map(|i| at + i) {
+        let end = bytes[i + 1..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |n| i + 1 + n + 1);
+        let tag = &bytes[i + marker.len()..end.min(bytes.len())];
+        if tag.windows(6).any(|w| w == b":begin") {
+            open = Some(i);
+        } else if let Some(from) = open.take() {
+            inside += end.saturating_sub(from);
+        }
+        at = end;
+    }
+    if let Some(from) = open {
+        inside += bytes.len().saturating_sub(from);
+    }
+    inside
 }
 
 #[cfg(test)]
@@ -680,6 +722,25 @@ mod tests {
             c.push(piece).expect("under the cap");
         }
         c.finish()
+    }
+
+    /// Output read whole (a transport without streaming filters) counts each byte once: a
+    /// step section's bytes by the section filter, the rest before it.
+    #[test]
+    fn output_read_whole_counts_each_byte_once() {
+        let n = "0123abcd";
+        let mut stream = b"outside!!\n".to_vec();
+        stream.extend(section(n, 0, &[b'x'; 50], 0));
+        let budget = OutputBudget::new(1000);
+        let kept = keep_whole(
+            stream.clone(),
+            &Keep::sections(n, budget.clone()),
+            Stream::Stdout,
+        );
+        assert_eq!(kept, stream);
+        let markers = stream.len() - 10 - 50;
+        assert!(markers > 0);
+        assert_eq!(budget.take(10_000), 1000 - 10 - 50);
     }
 
     #[test]

@@ -141,6 +141,17 @@ impl Module for File {
         self.sensitive = true;
     }
 
+    /// `differs` ([`Module::fact_outputs`]) for a file with content to write.
+    fn output_keys(&self, _shell: Shell) -> Option<Vec<&'static str>> {
+        Some(
+            if matches!(self.state, State::Present) && self.content.is_some() {
+                vec!["differs"]
+            } else {
+                Vec::new()
+            },
+        )
+    }
+
     /// `differs`: whether the file on the host is not the content this step writes (`true`
     /// when it is missing or another file), read from the probe: what an upgrade recipe's
     /// drain asks before a twin of this step rewrites the file inside the drained window
