@@ -376,10 +376,10 @@ pub struct VerifyArgs {
     /// How long to wait for the test pods to be ready (e.g. 90s, 15m).
     #[arg(long, default_value = "15m", value_parser = parse_duration)]
     pub timeout: Duration,
-    /// URL the egress checks fetch from inside the pods (curl / Invoke-WebRequest; any HTTP
-    /// answer passes).
-    #[arg(long, default_value = v::EXTERNAL_URL, value_parser = parse_url)]
-    pub external_url: String,
+    /// URL the egress checks fetch from inside the pods (curl; any HTTP answer passes);
+    /// default: the plan's `cluster.verify_egress_url`, else https://kubernetes.io/.
+    #[arg(long, value_parser = parse_url)]
+    pub external_url: Option<String>,
     /// Namespace of the test workloads.
     #[arg(long, default_value = v::NAMESPACE, value_parser = parse_namespace)]
     pub namespace: String,
@@ -392,7 +392,7 @@ impl Default for VerifyArgs {
     fn default() -> Self {
         VerifyArgs {
             timeout: Duration::from_secs(15 * 60),
-            external_url: v::EXTERNAL_URL.to_string(),
+            external_url: None,
             namespace: v::NAMESPACE.to_string(),
             keep_workloads: false,
         }

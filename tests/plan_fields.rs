@@ -62,6 +62,7 @@ const IN_EFFECT: &[(&str, &[&str])] = &[
 /// `every-key.toml` leaves unset), as TOML.
 const ALTERNATIVES: &[(&str, &str)] = &[
     ("inventory", "\"inventory.toml\""),
+    ("cluster.verify_egress_url", "\"https://example.org/\""),
     ("hosts[].node_ip", "\"192.168.56.99\""),
     ("hosts[].interface", "\"eth9\""),
     ("hosts[].host_key", "\"SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\""),

@@ -442,7 +442,7 @@ fn verify_against_the_api_tier() {
         && t["effect"] == "NoSchedule"));
     assert_eq!(
         win["spec"]["containers"][0]["image"],
-        "mcr.microsoft.com/windows/servercore:ltsc2019"
+        kwin_modules::kube::verify::AGNHOST_IMAGE
     );
     let lin = tier.json(&["-n", "kv-keep", "get", "pod", "linux-web"]);
     assert_eq!(lin["spec"]["nodeSelector"]["kubernetes.io/os"], "linux");

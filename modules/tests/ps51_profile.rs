@@ -90,7 +90,6 @@ fn the_corpus_covers_every_kind_of_script() {
             1,
         ),
         ("engine: ", 8),
-        ("verify: ", 2),
         ("prepare-windows.ps1", 1),
     ] {
         let n = count(what);

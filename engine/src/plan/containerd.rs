@@ -57,6 +57,10 @@ pub fn config_version(containerd: &str) -> u32 {
 }
 
 /// A TOML basic string (quotes and escapes as the TOML grammar wants them).
+/// The registry hosts directory of a Linux node's containerd (its `config_path`): where the
+/// `registry_mirrors` module writes `<registry>/hosts.toml` (containerd docs/hosts.md).
+pub const LINUX_CERTS_DIR: &str = "/etc/containerd/certs.d";
+
 fn q(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
@@ -69,13 +73,14 @@ pub fn render(node: Node, i: &Inputs<'_>) -> String {
         "false"
     };
     let sandbox = q(i.sandbox_image);
+    let certs = q(LINUX_CERTS_DIR);
     let v = i.version;
     match (node, i.version >= 3) {
         (Node::Linux, true) => format!(
             "# Written by kwin: containerd 2.x, configuration version {v}.\n\
              version = {v}\n\n\
              [plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = {sandbox}\n\n\
-             [plugins.\"io.containerd.cri.v1.images\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n\n\
+             [plugins.\"io.containerd.cri.v1.images\".registry]\n  config_path = {certs}\n\n\
              [plugins.\"io.containerd.cri.v1.runtime\".containerd]\n  default_runtime_name = \"runc\"\n\n\
              [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n\n\
              [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc.options]\n  SystemdCgroup = {systemd}\n\n\
@@ -85,7 +90,7 @@ pub fn render(node: Node, i: &Inputs<'_>) -> String {
             "# Written by kwin: containerd 1.x, configuration version 2.\n\
              version = 2\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = {sandbox}\n\n\
-             [plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = {certs}\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"runc\"\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = {systemd}\n\n\

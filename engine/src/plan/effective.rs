@@ -89,6 +89,8 @@ pub struct ClusterEff {
     pub dns_domain: String,
     /// Deploy the verification workloads (default true).
     pub verify: bool,
+    /// What the egress checks of `kwin verify` fetch from inside the pods.
+    pub verify_egress_url: String,
     pub control_planes: usize,
     pub windows_workers: usize,
     pub linux_workers: usize,
@@ -227,6 +229,9 @@ pub struct ArtifactsEff {
     pub pkgs_k8s: String,
     /// SHA-256 checksums by artifact file name (the plan's overrides).
     pub sha256: BTreeMap<String, String>,
+    /// Container registry mirrors by upstream registry host (`artifacts.registry_mirrors`),
+    /// each a list of endpoint URLs in order.
+    pub registry_mirrors: BTreeMap<String, Vec<String>>,
 }
 
 /// `windows` (with `[cluster]`): [`defaults::windows`].
@@ -607,6 +612,10 @@ impl Effective {
             api_server_sans: c.api_server_sans.clone(),
             dns_domain: net.dns_domain.clone(),
             verify: c.verify.unwrap_or(defaults::VERIFY),
+            verify_egress_url: c
+                .verify_egress_url
+                .clone()
+                .unwrap_or_else(|| defaults::VERIFY_EGRESS_URL.to_string()),
             windows_pending_reboot: match c.windows_pending_reboot.unwrap_or_default() {
                 PendingReboot::Report => "report".into(),
                 PendingReboot::Drain => "drain".into(),
@@ -840,6 +849,18 @@ impl Effective {
             dl_k8s: base("dl.k8s.io"),
             pkgs_k8s: base("pkgs.k8s.io"),
             sha256: a.sha256.clone(),
+            registry_mirrors: a
+                .registry_mirrors
+                .iter()
+                .map(|(k, v)| {
+                    let urls = v
+                        .to_vec()
+                        .iter()
+                        .map(|u| u.trim_end_matches('/').to_string())
+                        .collect();
+                    (k.clone(), urls)
+                })
+                .collect(),
         };
 
         if diags.has_errors() {

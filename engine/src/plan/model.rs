@@ -139,6 +139,11 @@ pub struct Cluster {
     /// Deploy test workloads after apply and check connectivity (`kwin verify`). Default true.
     #[schemars(extend("default" = defaults::VERIFY))]
     pub verify: Option<bool>,
+    /// URL the egress checks of `kwin verify` fetch from inside the test pods (curl; any
+    /// HTTP answer passes): somewhere the nodes may reach, e.g. an address of the site's own
+    /// network when the cluster has no internet. `kwin verify --external-url` wins.
+    #[schemars(extend("default" = defaults::VERIFY_EGRESS_URL))]
+    pub verify_egress_url: Option<String>,
     /// What kwin does when Windows waits for a reboot on a Windows worker that has joined
     /// (Windows Update, servicing): `report` (default) names the host and the reasons in a
     /// warning at the end of the apply and restarts nothing; `drain` drains the node from the
@@ -307,6 +312,31 @@ pub struct Artifacts {
     /// name (`"Release.key"`).
     #[serde(default)]
     pub openpgp: BTreeMap<String, String>,
+    /// Container registry mirrors, by upstream registry host (`"registry.k8s.io"`,
+    /// `"docker.io"`, `"ghcr.io"`, `"quay.io"`, `"mcr.microsoft.com"`, `"host:port"`, or
+    /// `"_default"` for every registry without an entry of its own): one mirror URL or a list,
+    /// tried in order before the registry itself. containerd's registry host files
+    /// (`hosts.toml`) on every node.
+    #[serde(default)]
+    pub registry_mirrors: BTreeMap<String, OneOrMany>,
+}
+
+/// A string, or a list of strings.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// The values, in order.
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
 }
 
 /// `[proxy]`: an HTTP(S) proxy the hosts reach the internet through.

@@ -255,6 +255,7 @@ mod tests {
             windows_pending_reboot: None,
             allow_cgroup_v1: None,
             verify: None,
+            verify_egress_url: None,
         }
     }
 

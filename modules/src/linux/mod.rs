@@ -28,6 +28,7 @@ pub mod line_in_file;
 pub mod node_check;
 pub mod package;
 pub mod reboot;
+pub mod registry_mirrors;
 pub mod service;
 pub mod swap_off;
 pub mod sysctl;
@@ -45,6 +46,7 @@ pub static MODULES: &[Row] = &[
     row::<node_check::NodeCheck>(POSIX),
     row::<package::Package>(POSIX),
     row::<reboot::Reboot>(POSIX),
+    row::<registry_mirrors::RegistryMirrors>(POSIX),
     row::<service::Service>(POSIX),
     row::<swap_off::SwapOff>(POSIX),
     row::<sysctl::Sysctl>(POSIX),

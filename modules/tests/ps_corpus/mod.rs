@@ -541,18 +541,6 @@ pub fn engine_scripts() -> Vec<Script> {
     ]
 }
 
-/// What `kwin verify` runs with Windows PowerShell inside its Windows pod.
-pub fn verify_scripts() -> Vec<Script> {
-    use kwin_modules::kube::verify as v;
-    vec![
-        Script::new("verify: Windows web server", v::WINDOWS_WEB_SERVER),
-        Script::new(
-            "verify: HTTP probe",
-            v::ps_http_probe("http://linux-web.kwin-verify.svc.cluster.local/"),
-        ),
-    ]
-}
-
 /// `examples/real-vms/prepare-windows.ps1`.
 pub fn example_scripts() -> Vec<Script> {
     let rel = "examples/real-vms/prepare-windows.ps1";
@@ -569,7 +557,6 @@ pub fn all() -> Vec<Script> {
     v.extend(configmap_scripts());
     v.extend(template_file_scripts());
     v.extend(engine_scripts());
-    v.extend(verify_scripts());
     v.extend(example_scripts());
     v
 }

@@ -31,6 +31,8 @@ pub const WINDOWS_TAINT: bool = true;
 pub const WINDOWS_RUNTIME_CLASSES: bool = false;
 /// `cluster.verify`: deploy the verification workloads after a clean apply.
 pub const VERIFY: bool = true;
+/// `cluster.verify_egress_url`: what the egress checks of `kwin verify` fetch.
+pub const VERIFY_EGRESS_URL: &str = "https://kubernetes.io/";
 /// `cluster.allow_cgroup_v1`: hosts on cgroup v1 are refused with Kubernetes 1.35 and later.
 pub const ALLOW_CGROUP_V1: bool = false;
 /// `runtime.cgroup_driver`: the cgroup driver of containerd's runc and the kubelet.

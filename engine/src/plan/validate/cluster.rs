@@ -781,6 +781,24 @@ fn versions(v: &mut V<'_>) {
 
 fn artifacts_and_proxy(v: &mut V<'_>) {
     let f = &v.plan.file;
+    if let Some(u) = f
+        .cluster
+        .as_ref()
+        .and_then(|c| c.verify_egress_url.as_ref())
+    {
+        if let Err(why) = syntax::http_url(u) {
+            v.at(
+                "cluster.verify_egress_url",
+                Diagnostic::error(
+                    "bad-url",
+                    format!(
+                        "cluster.verify_egress_url \"{}\" is not valid: {why}",
+                        syntax::url_without_userinfo(u)
+                    ),
+                ),
+            );
+        }
+    }
     if let Some(m) = &f.artifacts.mirror {
         if let Err(why) = syntax::http_url(m) {
             v.at(
@@ -802,6 +820,59 @@ fn artifacts_and_proxy(v: &mut V<'_>) {
                 )
                 .with_hint("serve the mirror without credentials, or restrict it by network"),
             );
+        }
+    }
+    for (registry, urls) in &f.artifacts.registry_mirrors {
+        let path = PlanPath::root()
+            .key("artifacts")
+            .key("registry_mirrors")
+            .key(registry)
+            .to_string();
+        if registry != "_default" && syntax::endpoint(registry).is_err() {
+            v.at(
+                &path,
+                Diagnostic::error(
+                    "registry-mirror",
+                    format!(
+                        "`{registry}` is not a registry host (a host name or IP address with an optional `:port`, as an image reference starts, or `_default`)"
+                    ),
+                )
+                .with_hint("e.g. \"registry.k8s.io\", \"docker.io\", \"ghcr.io\", \"myregistry.example.com:5000\""),
+            );
+        }
+        let urls = urls.to_vec();
+        if urls.is_empty() {
+            v.at(
+                &path,
+                Diagnostic::error(
+                    "registry-mirror",
+                    format!("the mirrors of `{registry}` are an empty list"),
+                )
+                .with_hint("name at least one mirror URL, or remove the entry"),
+            );
+        }
+        for u in &urls {
+            if let Err(why) = syntax::http_url(u) {
+                v.at(
+                    &path,
+                    Diagnostic::error(
+                        "registry-mirror",
+                        format!(
+                            "mirror \"{}\" of `{registry}` is not valid: {why}",
+                            syntax::url_without_userinfo(u)
+                        ),
+                    ),
+                );
+            } else if syntax::url_userinfo(u).is_some() {
+                v.at(
+                    &path,
+                    Diagnostic::error(
+                        "registry-mirror",
+                        format!("mirror of `{registry}` holds credentials (`user@` / `user:password@`): they would be written into every node's containerd configuration"),
+                    )
+                    .with_hint("give pull credentials to the pods (imagePullSecrets), not to the mirror URL"),
+                );
+            }
         }
     }
     for (name, sum) in &f.artifacts.sha256 {

@@ -111,22 +111,6 @@ pub fn parse_curl(stdout: &str, stderr: &str, exit: i32, expect: Expect) -> Verd
     }
 }
 
-/// The result of [`pod_powershell_http`]: `kwin-http CODE` or `kwin-error MESSAGE`.
-pub fn parse_ps_http(stdout: &str, stderr: &str, exit: i32, expect: Expect) -> Verdict {
-    for l in stdout.lines().map(str::trim) {
-        if let Some(code) = l.strip_prefix("kwin-http ") {
-            return match code.trim().parse::<u16>() {
-                Ok(c) => judge_status(c, "", expect),
-                Err(_) => Verdict::fail(format!("unexpected answer: {}", clip(l))),
-            };
-        }
-        if let Some(msg) = l.strip_prefix("kwin-error ") {
-            return Verdict::fail(clip(msg.trim()));
-        }
-    }
-    Verdict::fail(error_line(stderr, exit))
-}
-
 /// The result of [`pod_nslookup`] (bind's or busybox's nslookup): passes when `want` is among
 /// the addresses given for the name.
 pub fn parse_nslookup(stdout: &str, stderr: &str, exit: i32, want: &str) -> Verdict {
@@ -493,40 +477,6 @@ mod tests {
         );
         let nothing = parse_curl("", "", 255, Expect::Success);
         assert_eq!(nothing, Verdict::fail("exit code 255, no output"));
-    }
-
-    #[test]
-    fn powershell_answers_and_failures() {
-        assert_eq!(
-            parse_ps_http("kwin-http 200\r\n", "", 0, Expect::Success),
-            Verdict::pass("HTTP 200")
-        );
-        assert_eq!(
-            parse_ps_http("kwin-http 404\r\n", "", 0, Expect::Success).result,
-            CheckResult::Fail
-        );
-        assert!(pass(&parse_ps_http(
-            "kwin-http 404\r\n",
-            "",
-            0,
-            Expect::AnyAnswer
-        )));
-        assert_eq!(
-            parse_ps_http(
-                "kwin-error Unable to connect to the remote server\r\n",
-                "command terminated with exit code 1\n",
-                1,
-                Expect::AnyAnswer
-            ),
-            Verdict::fail("Unable to connect to the remote server")
-        );
-        let exec = parse_ps_http(
-            "",
-            "error: unable to upgrade connection: container not found (\"windowswebserver\")\n",
-            1,
-            Expect::Success,
-        );
-        assert!(exec.detail.contains("container not found"), "{exec:?}");
     }
 
     // ------------------------------------------------------------------------- nslookup

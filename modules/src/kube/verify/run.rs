@@ -17,9 +17,8 @@
 
 use super::{
     apply, check_nodes, delete_namespace, get_json, host_curl, http_url, namespace_state,
-    parse_curl, parse_nslookup, parse_ps_http, pod_curl, pod_nslookup, pod_powershell_http,
-    pod_states, services, windows_build, Expect, ExpectedNode, PodState, Verdict, Workloads,
-    CLIENT, LINUX_WEB, WIN_WEB,
+    parse_curl, parse_nslookup, pod_curl, pod_nslookup, pod_states, services, windows_build,
+    Expect, ExpectedNode, PodState, Verdict, Workloads, CLIENT, LINUX_WEB, WIN_WEB,
 };
 use crate::kube::ADMIN_CONF;
 use kwin_engine::event::{CheckCounts, CheckResult, Event};
@@ -55,7 +54,8 @@ pub struct VerifySpec {
 #[derive(Debug, Clone)]
 pub struct VerifyOptions {
     pub timeout: Duration,
-    pub external_url: String,
+    /// The egress URL of `--external-url`; `None`: the plan's `cluster.verify_egress_url`.
+    pub external_url: Option<String>,
     pub namespace: String,
     pub keep_workloads: bool,
 }
@@ -68,7 +68,9 @@ impl VerifySpec {
         Some(VerifySpec {
             kubeconfig: ADMIN_CONF.to_string(),
             timeout: opts.timeout,
-            external_url: opts.external_url,
+            external_url: opts
+                .external_url
+                .unwrap_or_else(|| c.verify_egress_url.clone()),
             namespace: opts.namespace,
             keep_workloads: opts.keep_workloads,
             dns_domain: c.dns_domain.clone(),
@@ -586,7 +588,7 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Fetch `url` from inside pod `from` (curl on Linux, Invoke-WebRequest on Windows).
+    /// Fetch `url` from inside pod `from` (curl, in the Linux and the Windows image alike).
     async fn http_from(
         &self,
         from: &str,
@@ -594,17 +596,9 @@ impl Runner<'_> {
         expect: Expect,
     ) -> Result<Verdict, Interrupted> {
         let (ns, kc) = (&self.spec.namespace, &self.spec.kubeconfig);
-        Ok(if from == WIN_WEB {
-            let (o, e, x) = self
-                .run_check("verify check", &pod_powershell_http(kc, ns, from, url))
-                .await?;
-            parse_ps_http(&o, &e, x, expect)
-        } else {
-            let (o, e, x) = self
-                .run_check("verify check", &pod_curl(kc, ns, from, url))
-                .await?;
-            parse_curl(&o, &e, x, expect)
-        })
+        let script = pod_curl(kc, ns, from, url, from == WIN_WEB);
+        let (o, e, x) = self.run_check("verify check", &script).await?;
+        Ok(parse_curl(&o, &e, x, expect))
     }
 
     /// Delete the namespace (a `Cleanup` script: it runs after Ctrl-C too).

@@ -1,9 +1,9 @@
 //! The scripts `kwin verify` runs on the first control plane: `kubectl` with the admin
-//! kubeconfig (get, apply, delete, exec into the test pods: curl, nslookup, PowerShell's
-//! `Invoke-WebRequest`) and curl on the host itself. Every word from outside is quoted.
+//! kubeconfig (get, apply, delete, exec into the test pods: curl, nslookup) and curl on the
+//! host itself. Every word from outside is quoted.
 
 use crate::kube::script::{kubectl, write_b64, TEMP_DIR};
-use kwin_engine::quote::{ps_quote, sh_quote};
+use kwin_engine::quote::sh_quote;
 
 /// `kubectl get <what> -o json`, exit status and stderr kept. `what` is e.g. `nodes` or
 /// `pods -n <ns>`; every word is quoted here.
@@ -47,13 +47,15 @@ pub fn delete_namespace(kubeconfig: &str, namespace: &str) -> String {
     )
 }
 
-/// `curl` a URL from inside a Linux pod: prints `HTTP_CODE REMOTE_IP:PORT`.
-pub fn pod_curl(kubeconfig: &str, namespace: &str, pod: &str, url: &str) -> String {
+/// `curl` a URL from inside a test pod: prints `HTTP_CODE REMOTE_IP:PORT`. The agnhost image
+/// has curl on both systems; a Windows pod's curl.exe writes the body to `NUL`.
+pub fn pod_curl(kubeconfig: &str, namespace: &str, pod: &str, url: &str, windows: bool) -> String {
     format!(
-        "{} -n {} exec {} -- curl -sS -o /dev/null -w '%{{http_code}} %{{remote_ip}}:%{{remote_port}}\\n' --max-time 10 {}\n",
+        "{} -n {} exec {} -- curl -sS -o {} -w '%{{http_code}} %{{remote_ip}}:%{{remote_port}}\\n' --max-time 10 {}\n",
         kubectl(kubeconfig),
         sh_quote(namespace),
         sh_quote(pod),
+        if windows { "NUL" } else { "/dev/null" },
         sh_quote(url)
     )
 }
@@ -66,34 +68,6 @@ pub fn pod_nslookup(kubeconfig: &str, namespace: &str, pod: &str, name: &str) ->
         sh_quote(namespace),
         sh_quote(pod),
         sh_quote(name)
-    )
-}
-
-/// The PowerShell a Windows pod runs to fetch `url`: prints `kwin-http CODE` when a server
-/// answered (any status), `kwin-error MESSAGE` when none did.
-pub fn ps_http_probe(url: &str) -> String {
-    format!(
-        "$ProgressPreference = 'SilentlyContinue'\n\
-         try {{\n\
-         \x20 $r = Invoke-WebRequest -UseBasicParsing -TimeoutSec 10 -Uri {u}\n\
-         \x20 Write-Output ('kwin-http ' + [int]$r.StatusCode)\n\
-         }} catch {{\n\
-         \x20 $resp = $_.Exception.Response\n\
-         \x20 if ($resp) {{ Write-Output ('kwin-http ' + [int]$resp.StatusCode) }}\n\
-         \x20 else {{ Write-Output ('kwin-error ' + $_.Exception.Message); exit 1 }}\n\
-         }}\n",
-        u = ps_quote(url)
-    )
-}
-
-/// Run [`ps_http_probe`] inside a Windows pod.
-pub fn pod_powershell_http(kubeconfig: &str, namespace: &str, pod: &str, url: &str) -> String {
-    format!(
-        "{} -n {} exec {} -- powershell.exe -NoProfile -NonInteractive -Command {}\n",
-        kubectl(kubeconfig),
-        sh_quote(namespace),
-        sh_quote(pod),
-        sh_quote(&ps_http_probe(url))
     )
 }
 

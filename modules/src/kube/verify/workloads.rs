@@ -3,12 +3,15 @@
 
 /// The namespace the workloads go to unless told otherwise.
 pub const NAMESPACE: &str = "kwin-verify";
-/// Linux web server image.
-pub const LINUX_WEB_IMAGE: &str = "docker.io/library/nginx:1.27-alpine";
-/// Linux client image (curl, nslookup).
-pub const CLIENT_IMAGE: &str = "docker.io/nicolaka/netshoot:v0.13";
-/// The default URL of the egress check.
-pub const EXTERNAL_URL: &str = "https://kubernetes.io/";
+/// The image of every test pod: upstream's own conformance image, the one the Kubernetes e2e
+/// tests of the newest minor use (kubernetes/kubernetes v1.37.2 test/utils/image/manifest.go,
+/// `configs[Agnhost]`: `registry.k8s.io/e2e-test-images/agnhost:2.66.1`). One manifest list for
+/// Linux and Windows (test/images/agnhost/BASEIMAGE: linux/amd64 on alpine, windows/amd64 1809,
+/// ltsc2022 and ltsc2025), so a Windows pod gets the image of its node's build. `agnhost
+/// netexec --http-port=80` serves HTTP on port 80 (`/` answers 200), `agnhost pause` waits;
+/// both images carry `curl` and `nslookup` (test/images/agnhost/Dockerfile: alpine's curl and
+/// bind-tools; Dockerfile_windows on test/images/busybox: `C:\curl` and `C:\dig` on `PATH`).
+pub const AGNHOST_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.66.1";
 
 /// The Windows web server pod.
 pub const WIN_WEB: &str = "win-web";
@@ -16,29 +19,6 @@ pub const WIN_WEB: &str = "win-web";
 pub const LINUX_WEB: &str = "linux-web";
 /// The Linux client pod.
 pub const CLIENT: &str = "client";
-
-/// The Windows Server Core image matching a node's `node.kubernetes.io/windows-build`
-/// (process isolation needs the container's build to match the host's).
-pub fn windows_image(build: Option<&str>) -> String {
-    let tag = match build.map(|b| b.trim()) {
-        Some(b) if b.starts_with("10.0.17763") => "ltsc2019",
-        Some(b) if b.starts_with("10.0.26100") => "ltsc2025",
-        _ => "ltsc2022",
-    };
-    format!("mcr.microsoft.com/windows/servercore:{tag}")
-}
-
-/// The Windows web server: a PowerShell `HttpListener` answering every request with a small
-/// page, as in the Kubernetes guide to scheduling Windows containers.
-pub const WINDOWS_WEB_SERVER: &str = "$listener = New-Object System.Net.HttpListener; \
-$listener.Prefixes.Add('http://*:80/'); $listener.Start(); \
-Write-Host 'Listening at http://*:80/'; \
-while ($listener.IsListening) { \
-$context = $listener.GetContext(); \
-$body = [System.Text.Encoding]::UTF8.GetBytes('<html><body><H1>Windows Container Web Server</H1></body></html>'); \
-$context.Response.ContentLength64 = $body.Length; \
-$context.Response.OutputStream.Write($body, 0, $body.Length); \
-$context.Response.Close() }";
 
 /// What the workloads depend on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,11 +64,11 @@ impl Workloads {
             )
         };
         m.push_str(&format!(
-            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {LINUX_WEB}\n  namespace: {ns}\n  labels:\n    app: {LINUX_WEB}\nspec:\n  nodeSelector:\n    kubernetes.io/os: linux{cp_toleration}\n  containers:\n    - name: nginx\n      image: {LINUX_WEB_IMAGE}\n      ports:\n        - containerPort: 80\n      readinessProbe:\n        httpGet:\n          path: /\n          port: 80\n        periodSeconds: 2\n"
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {LINUX_WEB}\n  namespace: {ns}\n  labels:\n    app: {LINUX_WEB}\nspec:\n  nodeSelector:\n    kubernetes.io/os: linux{cp_toleration}\n  containers:\n    - name: netexec\n      image: {AGNHOST_IMAGE}\n      args: [\"netexec\", \"--http-port=80\"]\n      ports:\n        - containerPort: 80\n      readinessProbe:\n        httpGet:\n          path: /\n          port: 80\n        periodSeconds: 2\n"
         ));
         m.push_str(&web(LINUX_WEB));
         m.push_str(&format!(
-            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {CLIENT}\n  namespace: {ns}\n  labels:\n    app: {CLIENT}\nspec:\n  nodeSelector:\n    kubernetes.io/os: linux{cp_toleration}\n  terminationGracePeriodSeconds: 1\n  containers:\n    - name: netshoot\n      image: {CLIENT_IMAGE}\n      command: [\"sleep\", \"infinity\"]\n"
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {CLIENT}\n  namespace: {ns}\n  labels:\n    app: {CLIENT}\nspec:\n  nodeSelector:\n    kubernetes.io/os: linux{cp_toleration}\n  terminationGracePeriodSeconds: 1\n  containers:\n    - name: client\n      image: {AGNHOST_IMAGE}\n      args: [\"pause\"]\n"
         ));
         if self.windows {
             let build = self
@@ -97,9 +77,7 @@ impl Workloads {
                 .map(|b| format!("\n    node.kubernetes.io/windows-build: {}", yaml_str(b)))
                 .unwrap_or_default();
             m.push_str(&format!(
-                "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {WIN_WEB}\n  namespace: {ns}\n  labels:\n    app: {WIN_WEB}\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows{build}\n  tolerations:\n    - key: os\n      operator: Equal\n      value: windows\n      effect: NoSchedule\n  containers:\n    - name: windowswebserver\n      image: {image}\n      command:\n        - powershell.exe\n        - -command\n        - {server}\n      ports:\n        - containerPort: 80\n      readinessProbe:\n        httpGet:\n          path: /\n          port: 80\n        periodSeconds: 5\n",
-                image = windows_image(self.windows_build.as_deref()),
-                server = yaml_str(WINDOWS_WEB_SERVER),
+                "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {WIN_WEB}\n  namespace: {ns}\n  labels:\n    app: {WIN_WEB}\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows{build}\n  tolerations:\n    - key: os\n      operator: Equal\n      value: windows\n      effect: NoSchedule\n  containers:\n    - name: netexec\n      image: {AGNHOST_IMAGE}\n      args: [\"netexec\", \"--http-port=80\"]\n      ports:\n        - containerPort: 80\n      readinessProbe:\n        httpGet:\n          path: /\n          port: 80\n        periodSeconds: 5\n",
             ));
             m.push_str(&web(WIN_WEB));
         }
@@ -127,25 +105,29 @@ mod tests {
         for want in [
             "kubernetes.io/os: windows\n    node.kubernetes.io/windows-build: \"10.0.17763\"",
             "    - key: os\n      operator: Equal\n      value: windows\n      effect: NoSchedule",
-            "image: mcr.microsoft.com/windows/servercore:ltsc2019",
             "key: node-role.kubernetes.io/control-plane",
             "type: NodePort\n  externalTrafficPolicy: Local",
         ] {
             assert!(m.contains(want), "{want} missing:\n{m}");
         }
         assert_eq!(m.matches("type: NodePort").count(), 2);
-        // The web server's PowerShell is one JSON-quoted YAML scalar, byte for byte.
-        let quoted = serde_json::to_string(WINDOWS_WEB_SERVER).expect("json");
-        assert!(m.contains(&format!("- {quoted}")));
+        // Every pod runs upstream's conformance image: two web servers, one client.
+        assert_eq!(
+            m.matches(&format!("image: {AGNHOST_IMAGE}")).count(),
+            3,
+            "{m}"
+        );
+        assert_eq!(
+            m.matches("args: [\"netexec\", \"--http-port=80\"]").count(),
+            2,
+            "{m}"
+        );
+        assert_eq!(m.matches("args: [\"pause\"]").count(), 1, "{m}");
         assert_eq!(w.pods(), vec![WIN_WEB, LINUX_WEB, CLIENT]);
         let linux_only = Workloads {
             windows: false,
             ..w
         };
         assert!(!linux_only.manifest().contains(WIN_WEB));
-        assert_eq!(
-            windows_image(Some("10.0.20348")),
-            "mcr.microsoft.com/windows/servercore:ltsc2022"
-        );
     }
 }
