@@ -304,8 +304,12 @@ async fn self_signed_certificate_without_pin_is_refused() {
         .await
         .expect_err("must refuse");
     assert!(matches!(err, TransportError::Tls(_)), "{err:?}");
+    // Named in the form a pin takes (`aa:bb:…`).
     assert!(
-        err.to_string().contains(&s.fingerprint),
+        err.to_string()
+            .replace(':', "")
+            .to_ascii_lowercase()
+            .contains(&s.fingerprint.replace(':', "").to_ascii_lowercase()),
         "names the fingerprint to pin: {err}"
     );
 
@@ -391,7 +395,10 @@ async fn ca_file_verifies_chain_and_host_name() {
         .await
         .expect_err("name mismatch");
     assert!(matches!(err, TransportError::Tls(_)), "{err:?}");
-    assert!(err.to_string().contains("NotValidForName"), "{err}");
+    assert!(
+        err.to_string().contains("certificate not valid for name \"127.0.0.1\""),
+        "{err}"
+    );
     // Without the CA the chain is unknown.
     spec.address = "localhost".into();
     spec.ca_file = None;
@@ -400,7 +407,10 @@ async fn ca_file_verifies_chain_and_host_name() {
         .connect()
         .await
         .expect_err("unknown issuer");
-    assert!(err.to_string().contains("UnknownIssuer"), "{err}");
+    assert!(
+        err.to_string().contains("issued by no authority this machine trusts"),
+        "{err}"
+    );
 }
 }
 

@@ -981,9 +981,23 @@ fn flannel(host: &Host, tier: &Tier, cache: &Path) {
             .unwrap_or(Value::Null)
     };
     assert_eq!(env_value(env, "KUBE_NETWORK"), "flannel.4096");
+    // The directory is named by the plan's Kubernetes version (examples/flannel.toml's).
+    let example =
+        std::fs::read_to_string(kwin_testkit::host::workspace().join("examples/flannel.toml"))
+            .expect("examples/flannel.toml");
+    let version = example
+        .lines()
+        .find_map(|l| l.strip_prefix("kubernetes_version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("the example's kubernetes_version");
+    let flannel = example
+        .lines()
+        .find_map(|l| l.strip_prefix("flannel = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("the example's versions.flannel");
     assert_eq!(
         env_value(env, "KWIN_KUBE_PROXY"),
-        "C:\\k\\kube-proxy\\v1.31.4\\kube-proxy.exe"
+        format!("C:\\k\\kube-proxy\\v{version}\\kube-proxy.exe")
     );
     let script = get_json(
         tier,
@@ -1030,7 +1044,7 @@ fn flannel(host: &Host, tier: &Tier, cache: &Path) {
     );
     assert_eq!(
         env_value(&spec["containers"][0]["env"], "KWIN_FLANNELD"),
-        "C:\\k\\flannel\\v0.26.2\\flanneld.exe"
+        format!("C:\\k\\flannel\\{flannel}\\flanneld.exe")
     );
     let objects: [&[&str]; 2] = [
         &[
