@@ -90,6 +90,9 @@ rootfs_netfilter() {
   # libxtables loads its extensions at run time
   local xt
   xt=$(dirname "$(ldd /usr/sbin/xtables-nft-multi | awk '/libxtables/ { print $3 }')")/xtables
+  # where libxtables looks (its XTABLES_LIBDIR, /usr/lib/<triplet>/xtables): the physical
+  # path, since the image has no merged-/usr link from /lib
+  xt=$(readlink -f "$xt")
   if [[ -d $xt ]]; then
     mkdir -p "$root/$xt"
     cp -a "$xt/." "$root/$xt/"

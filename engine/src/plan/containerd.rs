@@ -41,6 +41,9 @@ pub struct Inputs<'a> {
     pub sandbox_image: &'a str,
     /// "systemd" | "cgroupfs" (Linux).
     pub cgroup_driver: &'a str,
+    /// `restrict_oom_score_adj` of the CRI runtime plugin (Linux; containerd
+    /// internal/cri/config/config.go `RestrictOOMScoreAdj`, at v1.7.29 pkg/cri/config too).
+    pub restrict_oom_score_adj: bool,
     /// Windows CNI directories (`defaults::windows`).
     pub windows_cni_bin_dir: &'a str,
     pub windows_cni_conf_dir: &'a str,
@@ -75,12 +78,24 @@ pub fn render(node: Node, i: &Inputs<'_>) -> String {
     let sandbox = q(i.sandbox_image);
     let certs = q(LINUX_CERTS_DIR);
     let v = i.version;
+    // Only written when asked: a line containerd's own default already says would be noise.
+    let restrict = if i.restrict_oom_score_adj {
+        "  restrict_oom_score_adj = true\n"
+    } else {
+        ""
+    };
+    let runtime_plugin = if i.restrict_oom_score_adj {
+        "[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true\n\n"
+    } else {
+        ""
+    };
     match (node, i.version >= 3) {
         (Node::Linux, true) => format!(
             "# Written by kwin: containerd 2.x, configuration version {v}.\n\
              version = {v}\n\n\
              [plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = {sandbox}\n\n\
              [plugins.\"io.containerd.cri.v1.images\".registry]\n  config_path = {certs}\n\n\
+             {runtime_plugin}\
              [plugins.\"io.containerd.cri.v1.runtime\".containerd]\n  default_runtime_name = \"runc\"\n\n\
              [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n\n\
              [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc.options]\n  SystemdCgroup = {systemd}\n\n\
@@ -89,7 +104,7 @@ pub fn render(node: Node, i: &Inputs<'_>) -> String {
         (Node::Linux, false) => format!(
             "# Written by kwin: containerd 1.x, configuration version 2.\n\
              version = 2\n\n\
-             [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = {sandbox}\n\n\
+             [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = {sandbox}\n{restrict}\n\
              [plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = {certs}\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"runc\"\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n\n\
@@ -133,6 +148,7 @@ mod tests {
             version,
             sandbox_image: "registry.k8s.io/pause:3.10.2",
             cgroup_driver: "cgroupfs",
+            restrict_oom_score_adj: false,
             windows_cni_bin_dir: r"C:\opt\cni\bin",
             windows_cni_conf_dir: r"C:\etc\cni\net.d",
         }
@@ -184,6 +200,29 @@ mod tests {
         let linux = render(Node::Linux, &inputs(4));
         assert!(linux.contains("SystemdCgroup = false"), "{linux}");
         assert!(linux.contains("config_path = \"/etc/containerd/certs.d\""));
+    }
+
+    /// `restrict_oom_score_adj` lands in the CRI runtime plugin of each Linux form, and
+    /// nowhere unless asked.
+    #[test]
+    fn restrict_oom_score_adj_is_the_cri_runtime_plugin_s() {
+        for version in [2, 3, 4] {
+            let mut i = inputs(version);
+            assert!(!render(Node::Linux, &i).contains("restrict_oom_score_adj"));
+            i.restrict_oom_score_adj = true;
+            let text = render(Node::Linux, &i);
+            let doc: toml::Table = toml::from_str(&text).expect("toml");
+            let plugin = if version >= 3 {
+                "io.containerd.cri.v1.runtime"
+            } else {
+                "io.containerd.grpc.v1.cri"
+            };
+            assert_eq!(
+                doc["plugins"][plugin]["restrict_oom_score_adj"].as_bool(),
+                Some(true),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -160,6 +160,8 @@ pub struct RuntimeEff {
     /// "systemd" | "cgroupfs": containerd's runc `SystemdCgroup` and the kubelet's
     /// `cgroupDriver` on Linux nodes.
     pub cgroup_driver: String,
+    /// `runtime.restrict_oom_score_adj`: containerd's CRI `restrict_oom_score_adj` on Linux.
+    pub restrict_oom_score_adj: bool,
     /// The version of containerd's configuration file kwin writes on Linux nodes: that of
     /// the containerd kwin installs (release source: 4 for 2.3+, 3 for 2.1/2.2,
     /// `plan/containerd.rs`), 2 for a distribution's 1.x package (containerd 2.x reads every
@@ -725,6 +727,7 @@ impl Effective {
                 Some(CgroupDriver::Cgroupfs) => "cgroupfs".into(),
                 None => defaults::CGROUP_DRIVER.into(),
             },
+            restrict_oom_score_adj: r.restrict_oom_score_adj,
             containerd_config_linux: match source {
                 ContainerdSource::Package => 2,
                 ContainerdSource::Release => pinned_config,
@@ -742,6 +745,7 @@ impl Effective {
                     version,
                     sandbox_image: &runtime.sandbox_image,
                     cgroup_driver: &runtime.cgroup_driver,
+                    restrict_oom_score_adj: runtime.restrict_oom_score_adj,
                     windows_cni_bin_dir: defaults::windows::CNI_BIN_DIR,
                     windows_cni_conf_dir: defaults::windows::CNI_CONF_DIR,
                 },

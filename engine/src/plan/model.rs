@@ -265,6 +265,13 @@ pub struct Runtime {
     /// systemd).
     #[schemars(extend("default" = defaults::CGROUP_DRIVER))]
     pub cgroup_driver: Option<CgroupDriver>,
+    /// containerd on Linux keeps containers' OOM score adjustment at or above its own
+    /// (`restrict_oom_score_adj` of containerd's CRI runtime plugin): for nodes where
+    /// containerd may not lower it (no CAP_SYS_RESOURCE: nodes inside containers or
+    /// unprivileged LXC), where runc otherwise fails every pod sandbox with "failed to update
+    /// /proc/self/oom_score_adj: Permission denied". Default false.
+    #[serde(default)]
+    pub restrict_oom_score_adj: bool,
 }
 
 /// `runtime.cgroup_driver`.
