@@ -53,6 +53,8 @@ fn inputs(version: u32, cgroup_driver: &'static str) -> Inputs<'static> {
         version,
         sandbox_image: "registry.lab:5000/pause:3.10.2",
         cgroup_driver,
+        // What the lab's own nodes need (no CAP_SYS_RESOURCE here): each containerd reads it.
+        restrict_oom_score_adj: cgroup_driver == "cgroupfs",
         windows_cni_bin_dir: r"C:\opt\cni\bin",
         windows_cni_conf_dir: r"C:\etc\cni\net.d",
     }
@@ -102,6 +104,11 @@ kwin_testkit::lab_test! {
                 Some(driver == "systemd"),
                 "{driver}"
             );
+            assert_eq!(
+                at(&doc, &[runtime[0], runtime[1], "restrict_oom_score_adj"]).as_bool(),
+                Some(driver == "cgroupfs"),
+                "{driver}"
+            );
             let cni = at(&doc, &[runtime[0], runtime[1], "cni"]);
             assert_eq!(cni["bin_dirs"][0].as_str(), Some("/opt/cni/bin"));
             assert_eq!(cni["conf_dir"].as_str(), Some("/etc/cni/net.d"));
@@ -111,7 +118,9 @@ kwin_testkit::lab_test! {
     #[test]
     fn containerd_2_reads_a_version_2_file_and_1_7_reads_kwins_version_2() {
         // The file a containerd 1.7 node has until its drained window: 2.x reads it too.
-        let text = render(Node::Linux, &inputs(2, "systemd"));
+        let mut i = inputs(2, "systemd");
+        i.restrict_oom_score_adj = true;
+        let text = render(Node::Linux, &i);
         for (bin, what) in [
             (binary("KWIN_CONTAINERD_2", "2.3.7"), "2.3.7"),
             (binary("KWIN_CONTAINERD_1", "1.7.29"), "1.7.29"),
@@ -124,6 +133,7 @@ kwin_testkit::lab_test! {
             );
             assert!(s.contains("/etc/containerd/certs.d"), "{what}:\n{s}");
             assert!(s.contains("SystemdCgroup = true"), "{what}:\n{s}");
+            assert!(s.contains("restrict_oom_score_adj = true"), "{what}:\n{s}");
         }
     }
 
