@@ -14,6 +14,8 @@
 #   4. per host: the systemd stand-in as /usr/local/sbin/systemctl and /run/systemd/system
 #      (lab hosts run no systemd), and no apt source the host cannot reach (the machine's
 #      Debian mirrors are outside the lab): kwin adds the repositories it installs from.
+#   5. target/lab[-ID]/cluster/plan.toml: lab/cluster/plan.toml for this lab (its addresses,
+#      its inventory, the digests of the release files this machine built).
 # Writes target/lab[-ID]/cluster/env. Stop with lab/cluster/down.sh.
 #
 # Environment: KWIN_LAB_ID, KWIN_LAB_CACHE (/var/cache/kwin-lab), KWIN_LAB_REGISTRY_PORT (5000),
@@ -114,5 +116,19 @@ SERVICE_ADDRESS='$ADDR'
 REGISTRY='http://$ADDR:$REG_PORT'
 MIRROR='http://$ADDR:$MIRROR_PORT'
 EOF
+# 5. the plan for this lab: lab/cluster/plan.toml with this lab's addresses and inventory, and
+#    the digests of the release files this machine's lab built (lab/build/pins.sh)
+pins=$("$ROOT/lab/build/pins.sh") || die "lab/build/pins.sh failed"
+PINS="$pins" python3 - "$ROOT/lab/cluster/plan.toml" "$OUT/plan.toml" "$ID" "$LAB/hosts.toml" <<'PY'
+import os, sys
+src, dst, lab_id, inventory = sys.argv[1:5]
+text = open(src).read()
+head, rest = text.split("\n[artifacts.sha256]\n", 1)
+_, tail = rest.split("\n[settings]\n", 1)
+text = head + "\n" + os.environ["PINS"] + "\n\n[settings]\n" + tail
+text = text.replace("10.213.", "10.%d." % (213 + int(lab_id)))
+text = text.replace('"../../target/lab/hosts.toml"', '"%s"' % inventory)
+open(dst, "w").write(text)
+PY
 T1=$(date +%s%N)
-echo "lab cluster services up in $(((T1 - T0) / 1000000)) ms: registry http://$ADDR:$REG_PORT, mirror http://$ADDR:$MIRROR_PORT, ${#HOSTS[@]} hosts prepared"
+echo "lab cluster services up in $(((T1 - T0) / 1000000)) ms: registry http://$ADDR:$REG_PORT, mirror http://$ADDR:$MIRROR_PORT, ${#HOSTS[@]} hosts prepared; plan ${OUT#"$ROOT"/}/plan.toml"
