@@ -417,6 +417,8 @@ fn calico_lab_cluster_converges_then_changes_nothing() {
         "jsonpath={.spec.calicoNetwork.ipPools[0].cidr} {.spec.calicoNetwork.ipPools[0].encapsulation}",
     ]);
     assert_eq!(pool, "192.168.0.0/16 VXLAN");
+    // IPAM and Felix in the group the operator installed: the stand-in's CRDs
+    // (tigera-crds.yaml) are crd.projectcalico.org/v1, as on a cluster that has them already.
     let ipam = c.kubectl(&[
         "get",
         "ipamconfigs.crd.projectcalico.org",
@@ -425,6 +427,14 @@ fn calico_lab_cluster_converges_then_changes_nothing() {
         "jsonpath={.spec.strictAffinity}",
     ]);
     assert_eq!(ipam, "true");
+    let felix = c.kubectl(&[
+        "get",
+        "felixconfigurations.crd.projectcalico.org",
+        "default",
+        "-o",
+        "jsonpath={.spec.ipipEnabled} {.spec.vxlanEnabled} {.spec.vxlanVNI}",
+    ]);
+    assert_eq!(felix, "false true 4096");
     let installation = c.kubectl(&[
         "get",
         "installations.operator.tigera.io",

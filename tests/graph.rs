@@ -404,10 +404,25 @@ fn a_pending_reboot_is_drained_restarted_and_uncordoned_one_node_at_a_time() {
 fn calico_structure() {
     let g = build("examples/calico.toml");
     check_cluster_structure(&g, "cp1", &["ww1", "ww2"]);
-    let ipam = g.task(node(&g, "cp1/calico-ipam"));
-    assert!(ipam.params["manifest"]
+    // IPAM and Felix: one command, in whichever API group the operator installed.
+    let settings = g.task(node(&g, "cp1/calico-ipam-felix"));
+    assert_eq!(settings.module, "command");
+    let run = settings.params["run"].as_str().expect("run");
+    for want in [
+        "strictAffinity: true",
+        "api=crd.projectcalico.org/v1",
+        "api=projectcalico.org/v3",
+    ] {
+        assert!(run.contains(want), "{want} not in {run}");
+    }
+    assert!(settings.params["onlyif"]
         .as_str()
-        .is_some_and(|m| m.contains("strictAffinity: true")));
+        .is_some_and(|c| c.ends_with("kw_differs\n")));
+    let crds = g.task(node(&g, "cp1/calico-crds"));
+    assert_eq!(
+        crds.params["names"],
+        serde_json::json!(["installations.operator.tigera.io"])
+    );
     let inst = g.task(node(&g, "cp1/calico-installation"));
     let m = inst.params["manifest"].as_str().expect("manifest");
     for s in [

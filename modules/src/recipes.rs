@@ -39,6 +39,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     library!("hns.ps1"),
     library!("steps.toml"),
     template!("cni-calico/installation.yaml.j2"),
+    template!("cni-calico/ipam-felix.sh.j2"),
     template!("cni-flannel/cni-conf.json.j2"),
     template!("cni-flannel/flanneld.ps1.j2"),
     template!("cni-flannel/windows.yaml.j2"),

@@ -157,6 +157,22 @@ fn windows_module(t: &Task, tier: &Tier, cache: &Path) -> Box<dyn Module> {
     module_of(&t, tier, cache)
 }
 
+/// A recipe's `command` task pointed at the tier: its scripts name the admin kubeconfig.
+fn command_on_tier(t: &Task, tier: &Tier) -> Box<dyn Module> {
+    assert_eq!(t.module, "command", "{}", t.id);
+    let mut p = (*t.params).clone();
+    for key in ["onlyif", "unless", "run"] {
+        if let Some(text) = p[key].as_str() {
+            let text = text.replace(
+                "/etc/kubernetes/admin.conf",
+                &tier.kubeconfig().display().to_string(),
+            );
+            p[key] = json!(text);
+        }
+    }
+    build("command", &p)
+}
+
 fn kubectl(tier: &Tier, args: &[&str]) -> String {
     let out = Command::new("kubectl")
         .arg("--kubeconfig")
@@ -252,6 +268,7 @@ fn api_tier() {
     status_churn(&host, &tier, cache.path());
     runtime_classes(&host, &tier, cache.path());
     calico(&host, &tier, cache.path());
+    calico_v3(&host, &tier);
     waits(&host, &tier, cache.path());
     let values = join_data(&host, &tier);
     join(&host, &tier, &values);
@@ -1281,8 +1298,6 @@ fn calico(host: &Host, tier: &Tier, cache: &Path) {
     for name in [
         "calico-services-endpoint",
         "calico-installation",
-        "calico-ipam",
-        "calico-felix",
         "kube-proxy-windows",
     ] {
         let module = if name == "kube-proxy-windows" {
@@ -1296,6 +1311,23 @@ fn calico(host: &Host, tier: &Tier, cache: &Path) {
             .is_ok_and(|p| p.is_noop()));
         let _ = c;
     }
+    // IPAM and Felix in the group the operator installed: here the fixture's
+    // crd.projectcalico.org/v1 CRDs (an existing or upgraded cluster).
+    let settings = command_on_tier(task(&tasks, "cp1", "calico-ipam-felix"), tier);
+    let c = host.converge("calico-ipam-felix", settings.as_ref());
+    assert_eq!(c.reason, "`onlyif` succeeded");
+    let objects: [&[&str]; 2] = [
+        &["ipamconfigs.crd.projectcalico.org", "default"],
+        &["felixconfigurations.crd.projectcalico.org", "default"],
+    ];
+    assert_no_write(
+        host,
+        tier,
+        "calico-ipam-felix",
+        settings.as_ref(),
+        &c,
+        &objects,
+    );
     let inst = get_json(tier, &["installation", "default"]);
     let net = &inst["spec"]["calicoNetwork"];
     assert_eq!(net["bgp"], "Disabled");
@@ -1341,16 +1373,7 @@ fn calico(host: &Host, tier: &Tier, cache: &Path) {
 
     // The hand-over of the pool an earlier kwin applied (field manager `kwin`, no label): its
     // step labels it for the operator, once; a pool someone else made is left alone.
-    let owner_step = task(&tasks, "cp1", "calico-ippool-owner");
-    let mut p = (*owner_step.params).clone();
-    for key in ["onlyif", "run"] {
-        let text = p[key].as_str().expect("script").replace(
-            "/etc/kubernetes/admin.conf",
-            &tier.kubeconfig().display().to_string(),
-        );
-        p[key] = json!(text);
-    }
-    let owner = build("command", &p);
+    let owner = command_on_tier(task(&tasks, "cp1", "calico-ippool-owner"), tier);
     assert!(
         host.plan(owner.as_ref(), &Inputs::new())
             .is_ok_and(|p| p.is_noop()),
@@ -1450,6 +1473,234 @@ fn calico(host: &Host, tier: &Tier, cache: &Path) {
     assert!(host
         .plan(ready.as_ref(), &Inputs::new())
         .is_ok_and(|p| p.is_noop()));
+}
+
+/// A minimal CRD of Calico's projectcalico.org/v3 group, as the tigera-operator installs on a
+/// new cluster serving MutatingAdmissionPolicy (projectcalico/calico
+/// api/config/crd/projectcalico.org_*.yaml): the spec fields kwin writes, typed, no others
+/// allowed.
+fn calico_v3_crd(plural: &str, kind: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.projectcalico.org
+spec:
+  group: projectcalico.org
+  names: {{ kind: {kind}, listKind: {kind}List, plural: {plural}, singular: {singular} }}
+  scope: Cluster
+  versions:
+    - name: v3
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            apiVersion: {{ type: string }}
+            kind: {{ type: string }}
+            metadata: {{ type: object }}
+            spec:
+              type: object
+              properties:
+{spec}",
+        singular = kind.to_ascii_lowercase(),
+    )
+}
+
+/// The step calico-ipam-felix on a cluster whose operator installed the projectcalico.org/v3
+/// CRDs (a new cluster): no crd.projectcalico.org group at all. Its guard answers at once
+/// while no group is served; its run waits for the CRDs, then writes IPAMConfiguration and
+/// FelixConfiguration in v3; a second run writes nothing; a changed field is put back. The
+/// IP pool hand-over reads the v3 group too.
+fn calico_v3(host: &Host, tier: &Tier) {
+    let tasks = expand(
+        "examples/calico.toml",
+        &plan_text("examples/calico.toml", &[]),
+    );
+    for crd in [
+        "ipamconfigs.crd.projectcalico.org",
+        "felixconfigurations.crd.projectcalico.org",
+        "ippools.crd.projectcalico.org",
+    ] {
+        kubectl(tier, &["delete", "crd", crd, "--wait=true"]);
+    }
+    let settings = command_on_tier(task(&tasks, "cp1", "calico-ipam-felix"), tier);
+    let started = std::time::Instant::now();
+    let c = match host.plan(settings.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("calico-ipam-felix before any Calico CRD: {other:?}"),
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the guard waited: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(c.reason, "`onlyif` succeeded");
+    let ipam_crd = calico_v3_crd(
+        "ipamconfigurations",
+        "IPAMConfiguration",
+        "                strictAffinity: { type: boolean }
+                autoAllocateBlocks: { type: boolean }
+                maxBlocksPerHost: { type: integer }
+",
+    );
+    let felix_crd = calico_v3_crd(
+        "felixconfigurations",
+        "FelixConfiguration",
+        "                ipipEnabled: { type: boolean }
+                vxlanEnabled: { type: boolean }
+                vxlanVNI: { type: integer }
+                vxlanPort: { type: integer }
+",
+    );
+    // The operator installs the CRDs a while after the step started waiting.
+    let ran = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_secs(6));
+            kubectl(
+                tier,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager=operator",
+                    "-f",
+                    &write_temp(&format!("{ipam_crd}---\n{felix_crd}")),
+                ],
+            );
+        });
+        host.exec(&c)
+    });
+    ran.unwrap_or_else(|e| panic!("calico-ipam-felix with v3 CRDs: {e}"));
+    assert!(
+        host.plan(settings.as_ref(), &Inputs::new())
+            .is_ok_and(|p| p.is_noop()),
+        "calico-ipam-felix did not converge in projectcalico.org/v3"
+    );
+    let ipam = get_json(tier, &["ipamconfigurations.projectcalico.org", "default"]);
+    assert_eq!(
+        (&ipam["apiVersion"], &ipam["kind"]),
+        (&json!("projectcalico.org/v3"), &json!("IPAMConfiguration"))
+    );
+    assert_eq!(
+        ipam["spec"],
+        json!({"strictAffinity": true, "autoAllocateBlocks": true})
+    );
+    let felix = get_json(tier, &["felixconfigurations.projectcalico.org", "default"]);
+    assert_eq!(felix["apiVersion"], "projectcalico.org/v3");
+    assert_eq!(
+        felix["spec"],
+        json!({"ipipEnabled": false, "vxlanEnabled": true, "vxlanVNI": 4096, "vxlanPort": 4789})
+    );
+    for resource in [
+        "ipamconfigurations.projectcalico.org",
+        "felixconfigurations.projectcalico.org",
+    ] {
+        let managers = kubectl(
+            tier,
+            &[
+                "get",
+                resource,
+                "default",
+                "--show-managed-fields",
+                "-o",
+                "jsonpath={.metadata.managedFields[*].manager}",
+            ],
+        );
+        assert_eq!(managers, "kwin", "{resource}");
+    }
+    let objects: [&[&str]; 2] = [
+        &["ipamconfigurations.projectcalico.org", "default"],
+        &["felixconfigurations.projectcalico.org", "default"],
+    ];
+    assert_no_write(
+        host,
+        tier,
+        "calico-ipam-felix (v3)",
+        settings.as_ref(),
+        &c,
+        &objects,
+    );
+
+    // Someone else changes a field kwin sets: the next plan sees it, the run puts it back.
+    kubectl(
+        tier,
+        &[
+            "patch",
+            "felixconfigurations.projectcalico.org",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"vxlanPort":4790}}"#,
+        ],
+    );
+    host.converge("calico-ipam-felix (drift)", settings.as_ref());
+    assert_eq!(
+        get_json(tier, &["felixconfigurations.projectcalico.org", "default"])["spec"]["vxlanPort"],
+        4789
+    );
+
+    // The hand-over of a pool kwin applied reads the group that serves IP pools: v3 here.
+    let owner = command_on_tier(task(&tasks, "cp1", "calico-ippool-owner"), tier);
+    assert!(
+        host.plan(owner.as_ref(), &Inputs::new())
+            .is_ok_and(|p| p.is_noop()),
+        "the hand-over ran without a pool"
+    );
+    let pool_crd = calico_v3_crd(
+        "ippools",
+        "IPPool",
+        "                cidr: { type: string }
+                blockSize: { type: integer }
+                ipipMode: { type: string }
+                vxlanMode: { type: string }
+                natOutgoing: { type: boolean }
+                nodeSelector: { type: string }
+",
+    );
+    kubectl(
+        tier,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=operator",
+            "-f",
+            &write_temp(&pool_crd),
+        ],
+    );
+    kubectl(
+        tier,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/ippools.projectcalico.org",
+            "--timeout=60s",
+        ],
+    );
+    let pool = "apiVersion: projectcalico.org/v3\nkind: IPPool\nmetadata:\n  name: default-ipv4-ippool\nspec:\n  cidr: 192.168.0.0/16\n  blockSize: 26\n  ipipMode: Never\n  vxlanMode: Always\n  natOutgoing: true\n  nodeSelector: all()\n";
+    kubectl(
+        tier,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=kwin",
+            "-f",
+            &write_temp(pool),
+        ],
+    );
+    host.converge("calico-ippool-owner (v3)", owner.as_ref());
+    assert_eq!(
+        get_json(tier, &["ippools.projectcalico.org", "default-ipv4-ippool"])["metadata"]["labels"]
+            ["app.kubernetes.io/managed-by"],
+        "tigera-operator"
+    );
+    for crd in [
+        "ipamconfigurations.projectcalico.org",
+        "felixconfigurations.projectcalico.org",
+        "ippools.projectcalico.org",
+    ] {
+        kubectl(tier, &["delete", "crd", crd, "--wait=true"]);
+    }
 }
 
 fn write_temp(text: &str) -> String {

@@ -1,6 +1,6 @@
 //! Goldens of what the recipes render for a cluster: every Kubernetes manifest and patch set,
 //! every configuration file (kubeadm, containerd, Docker, kubelet start script), and the
-//! scripts of the kubeadm, join-data and wait steps, for flannel VXLAN, flannel host-gw,
+//! scripts of the kubeadm, join-data, wait and (Linux) command steps, for flannel VXLAN, flannel host-gw,
 //! Calico (containerd) and Docker.
 //!
 //! Rendered through the real expansion (examples/*.toml and variants) and the real modules;
@@ -105,6 +105,19 @@ fn render(variant: &str, tasks: &[Task]) -> BTreeMap<String, String> {
                 let m = kwin_modules::windows::service::Service::from_json(p, shell)
                     .unwrap_or_else(|e| panic!("{}: {e}", t.id));
                 out.insert(name("cmdline"), format!("{}\n", m.command_line()));
+            }
+            // A POSIX command: its guards and its command, each under a `# <param>` line.
+            "command" if !windows => {
+                let mut text = String::new();
+                for key in ["creates", "removes", "unless", "onlyif", "run"] {
+                    if let Some(v) = p[key].as_str() {
+                        text.push_str(&format!("# {key}\n{}", v.trim_start_matches('\n')));
+                        if !v.ends_with('\n') {
+                            text.push('\n');
+                        }
+                    }
+                }
+                out.insert(name("sh"), text);
             }
             "kube_wait" => {
                 let m = kwin_modules::kube::wait::KubeWait::from_json(p, shell)
@@ -291,8 +304,25 @@ fn rendered_manifests_say_what_windows_needs() {
             "{name} applies an IP pool of kwin's own:\n{text}"
         );
     }
-    assert!(get("calico--cp1--calico-felix.yaml").contains("ipipEnabled: false"));
-    assert!(get("calico--cp1--calico-ipam.yaml").contains("strictAffinity: true"));
+    // IPAM and Felix in whichever group the operator installed: one script, both groups.
+    let settings = get("calico--cp1--calico-ipam-felix.sh");
+    for want in [
+        "ipipEnabled: false",
+        "vxlanEnabled: true",
+        "vxlanVNI: $vxlanVNI",
+        "vxlanVNI=4096\n",
+        "strictAffinity: true",
+        "autoAllocateBlocks: true",
+        "apiVersion: $api",
+        "api=crd.projectcalico.org/v1 ipam_kind=IPAMConfig",
+        "api=projectcalico.org/v3 ipam_kind=IPAMConfiguration",
+        "--server-side --field-manager=kwin --force-conflicts",
+    ] {
+        assert!(
+            settings.contains(want),
+            "calico-ipam-felix lacks `{want}`:\n{settings}"
+        );
+    }
     let join = get("flannel-vxlan--ww1--kubeadm-join.ps1");
     assert!(join.contains("\"key\": \"os\"") && join.contains("\"value\": \"windows\""));
     assert!(join.contains("npipe:////./pipe/containerd-containerd"));

@@ -3,7 +3,8 @@
 //! Calico with Windows workers, Docker on Linux; the oldest and the newest Kubernetes minor
 //! kwin accepts), every `.yaml.j2` must be YAML whose documents are Kubernetes objects, every
 //! `.json.j2` JSON, every `.service.j2` a systemd unit. `.ps1.j2` files go to the Windows
-//! PowerShell 5.1 profile (`ps51_profile.rs`, through `ps_corpus::template_file_scripts`).
+//! PowerShell 5.1 profile (`ps51_profile.rs`, through `ps_corpus::template_file_scripts`),
+//! `.sh.j2` files must parse as POSIX sh (`sh -n`).
 
 mod ps_corpus;
 
@@ -109,8 +110,21 @@ fn every_template_file_renders_to_what_its_extension_says() {
                 !text.contains("{{") && !text.contains("{%"),
                 "{at}: unrendered"
             );
+        } else if file.ends_with(".sh.j2") {
+            // POSIX sh syntax, as the host's /bin/sh reads it (`sh -n`: parsed, not run).
+            let out = std::process::Command::new("sh")
+                .arg("-n")
+                .arg("-c")
+                .arg(&text)
+                .output()
+                .expect("run sh -n");
+            assert!(
+                out.status.success(),
+                "{at}: not sh: {}\n{text}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         } else {
-            panic!("{at}: no check for this kind of file: name it .yaml.j2, .json.j2, .service.j2 or .ps1.j2, or add its check here");
+            panic!("{at}: no check for this kind of file: name it .yaml.j2, .json.j2, .service.j2, .ps1.j2 or .sh.j2, or add its check here");
         }
         checked += 1;
     }

@@ -3,7 +3,7 @@ d=$(mktemp -d) || exit 1
 trap 'rm -rf "$d"' EXIT
 unserved=''
 kw_eval() {
-awk -v want='installations.operator.tigera.io ipamconfigs.crd.projectcalico.org felixconfigurations.crd.projectcalico.org' -v label='customresourcedefinition ' -v cond=Established -v unserved="$unserved" '
+awk -v want=installations.operator.tigera.io -v label='customresourcedefinition ' -v cond=Established -v unserved="$unserved" '
 BEGIN { FS = "\037"; nw = split(want, w, " "); for (i = 1; i <= nw; i++) wanted[w[i]] = 1 }
 ($2 in wanted) { if ($1 == "DELETED") delete row[$2]; else row[$2] = $0 }
 END {
@@ -37,7 +37,7 @@ while :; do
   if [ "$now" -ge "$deadline" ]; then
     kw_check > "$d/report"; rc=$?
     if [ $rc -eq 0 ] && ! grep -q '^no ' "$d/report"; then exit 0; fi
-    printf '%s\n' 'timed out after 120s waiting for CustomResourceDefinition installations.operator.tigera.io, ipamconfigs.crd.projectcalico.org, felixconfigurations.crd.projectcalico.org to be Established:' >&2
+    printf '%s\n' 'timed out after 120s waiting for CustomResourceDefinition installations.operator.tigera.io to be Established:' >&2
     if [ $rc -ne 0 ]; then cat "$d/err" >&2; else sed -n 's/^no [^ ]* /  /p' "$d/report" >&2; fi
     exit 1
   fi
