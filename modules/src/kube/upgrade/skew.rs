@@ -139,8 +139,10 @@ pub fn check(
                     "the cluster is initialised but its API server does not answer ({}): kwin cannot check the version skew policy, so it changes nothing",
                     first_line(why)
                 ),
-                hint: "bring the control plane back (`kubectl get --raw /readyz` on the first control plane), then run kwin again".into(),
-            }])
+                // A `kubeadm init` that failed halfway leaves the same state (its kubeconfig
+                // written, no API server): only a reset gets such a host out of it.
+                hint: "bring the control plane back (`kubectl get --raw /readyz` on the first control plane), then run kwin again; if its `kubeadm init` never finished, `kwin reset` the plan, then apply it again".into(),
+            }]);
         }
         ClusterState::Running(f) => f,
     };
@@ -546,6 +548,8 @@ mod tests {
         .expect_err("refused");
         assert_eq!(r[0].code, Code::Unreachable);
         assert!(r[0].summary.contains("connection refused") && !r[0].summary.contains("more"));
+        // A half-done `kubeadm init` looks the same: the way out is named.
+        assert!(r[0].hint.contains("`kwin reset`"), "{}", r[0].hint);
         assert_eq!(
             codes(check(&v("1.31.4"), &cluster(&[], &[]), &plan())),
             ["upgrade-not-kubeadm"]
