@@ -105,14 +105,7 @@ impl Directory {
     /// The checked way to the parent, for the directory's account (the plan's owner, else
     /// its current one).
     fn way(&self, facts: &Facts, current: Option<&Meta>) -> Result<Way, ModuleError> {
-        let uid = current.map(|m| m.uid.to_string());
-        let account = self.attrs.owner.as_deref().or(uid.as_deref());
-        route::check(
-            &self.path,
-            &super::common::parent_dir(&self.path),
-            &facts.get(&self.route())?,
-            account,
-        )
+        route::way_to_parent(&self.path, self.attrs.owner.as_deref(), current, facts)
     }
 
     /// Whether the plan asks who the scripts run as: an owner or group is given, which a new

@@ -122,14 +122,7 @@ impl File {
     /// The checked way to the file's directory, for the account the file belongs to (the
     /// plan's owner, else its current one).
     fn way(&self, facts: &Facts, current: Option<&Meta>) -> Result<Way, ModuleError> {
-        let uid = current.map(|m| m.uid.to_string());
-        let account = self.attrs.owner.as_deref().or(uid.as_deref());
-        route::check(
-            &self.path,
-            &super::common::parent_dir(&self.path),
-            &facts.get(&self.route())?,
-            account,
-        )
+        route::way_to_parent(&self.path, self.attrs.owner.as_deref(), current, facts)
     }
 
     /// A link at the path: its target when the plan follows it, else the refusal.

@@ -28,7 +28,8 @@
 //! FIFO or device swapped in at the very moment a step opens a managed name to fix its mode
 //! or owner (after checking it is a regular file) may stall that step until its timeout.
 
-use super::facts::file::Route;
+use super::facts::file::{Meta, Route, RouteFact};
+use kwin_engine::fact::Facts;
 use kwin_engine::module::ModuleError;
 use kwin_engine::quote::sh_quote;
 
@@ -93,6 +94,25 @@ impl Way {
 /// The account a managed path belongs to, for [`check`]: the plan's owner (name or uid), the
 /// current owner's uid, or none (a new file of the scripts' account).
 pub type Account<'a> = Option<&'a str>;
+
+/// The checked way to the parent directory of `path`, a managed file or directory, for the
+/// account it belongs to: `owner` from the plan, else the current owner's uid (`current`),
+/// else root's rules. Its route fact is [`RouteFact::parent_of`] `path`.
+pub fn way_to_parent(
+    path: &str,
+    owner: Option<&str>,
+    current: Option<&Meta>,
+    facts: &Facts,
+) -> Result<Way, ModuleError> {
+    let uid = current.map(|m| m.uid.to_string());
+    let account = owner.or(uid.as_deref());
+    check(
+        path,
+        &super::common::parent_dir(path),
+        &facts.get(&RouteFact::parent_of(path))?,
+        account,
+    )
+}
 
 /// The way to `dir` (the directory of `path`) as the probe found it, if kwin may write
 /// there for `account`.
