@@ -39,6 +39,18 @@ pub fn raise_open_files_limit() {
     }
 }
 
+/// End the process when a template render reaches its memory bound
+/// (`kwin_engine::template::budget`, counted by the allocator of src/alloc.rs): renders
+/// happen while tasks are expanded, before any host is changed.
+pub fn bound_template_memory() {
+    kwin_engine::template::budget::on_stop(template_stopped);
+}
+
+fn template_stopped(s: &kwin_engine::template::budget::Stop<'_>) -> ! {
+    Output::template_stopped(s);
+    std::process::exit(exit_code_of(Outcome::Failed).into())
+}
+
 /// Phases 1–5 of `req`, on a small runtime of their own (the network is used only to
 /// fetch missing checksums).
 pub fn prepare(req: &Request<'_>) -> anyhow::Result<Result<Prepared, Diagnostics>> {

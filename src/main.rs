@@ -7,6 +7,7 @@
 // Only `output` prints (it allows these lints for itself).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod alloc;
 mod args;
 mod cmd_checksums;
 mod cmd_doc;
@@ -32,6 +33,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     drive::raise_open_files_limit();
+    drive::bound_template_memory();
     let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let parsed = cmd_meta::command()
         .after_long_help(drive::exit_codes_help())

@@ -606,6 +606,79 @@ params = { path = "/tmp/x", content = "{% for a in range(100000) %}{% for b in r
     assert!(text.contains("fuel"), "{text}");
 }
 
+/// `kwin validate` on a plan of one local host and `tasks` (TOML text): exit code and output.
+fn validate_plan_text(tasks: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!("[[hosts]]\nname = \"l1\"\nos = \"linux\"\ntransport = \"local\"\n{tasks}"),
+    )
+    .expect("plan");
+    let out = kwin_testkit::kwin!(".")
+        .command()
+        .args(["validate"])
+        .arg(&plan)
+        .output()
+        .expect("kwin runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// Templates are bounded in bytes, not only in instructions: a few hundred bytes that double
+/// a string (a macro calling itself, a recursive loop) to 1 GiB are stopped at 256 MiB with
+/// the template named, where `kwin validate` took gigabytes and said ok; one value of 90 MB
+/// (minijinja folds `'x' * 90000000` while compiling) is a `template` error at the task's
+/// line; many values under the bound each add up to the plan's bound.
+#[test]
+fn templates_that_grow_without_bound_stop_at_their_memory_budget() {
+    for (what, template) in [
+        (
+            "a macro calling itself",
+            "{% macro f(s, n) %}{% if n %}{{ f(s ~ s, n - 1) }}{% else %}{{ s|length }}{% endif %}{% endmacro %}{{ f('xxxxxxxx', 27) }}",
+        ),
+        (
+            "a recursive loop",
+            "{% for s in ['xxxxxxxx'] recursive %}{% if s|length < 1073741824 %}{{ loop([s ~ s]) }}{% else %}{{ s|length }}{% endif %}{% endfor %}",
+        ),
+    ] {
+        let (code, text) = validate_plan_text(&format!(
+            "[[tasks]]\nname = \"grow\"\nmodule = \"file\"\nparams = {{ path = \"/tmp/x\", content = \"{template}\" }}\n"
+        ));
+        assert_eq!(code, Some(1), "{what}: {text}");
+        assert!(
+            text.contains("error[template]: a template needs more than 256 MiB of memory to render")
+                && text.contains("stopped before changing any host")
+                && text.contains(&template[..40]),
+            "{what}: the stop names the bound and the template: {text}"
+        );
+    }
+
+    let (code, text) = validate_plan_text(
+        "[[tasks]]\nname = \"big\"\nmodule = \"file\"\nparams = { path = \"/tmp/x\", content = \"{{ 'x' * 90000000 }}\" }\n",
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("plan.toml:8:")
+            && text.contains("task `big`: params.content: the template needs more than 64 MiB of memory to render"),
+        "one large value is an error at its task and line: {text}"
+    );
+
+    let tasks: String = (0..12)
+        .map(|i| format!("[[tasks]]\nname = \"t{i}\"\nmodule = \"command\"\nparams = {{ run = \"{{{{ 'x' * 25000000 }}}}\" }}\n"))
+        .collect();
+    let (code, text) = validate_plan_text(&tasks);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("the plan's templates render more than 256 MiB in all"),
+        "values under the bound add up to the plan's bound: {text}"
+    );
+}
+
 /// Plan durations (`step_timeout = "10m"`) take exactly the forms the CLI's `--timeout` takes:
 /// the engine's grammar and the one the CLI parses with agree on every sample.
 #[test]

@@ -26,6 +26,8 @@ use std::fmt;
 
 pub use minijinja::Value;
 
+pub mod budget;
+
 /// Instructions one render of one template string may execute. kwin's recipes need a few
 /// thousand at most; nested loops that would run for hours stop here with an error naming the
 /// template (`OutOfFuel`), instead of `kwin validate` running forever.
@@ -52,12 +54,50 @@ fn check_items(v: &Value) -> Result<(), Error> {
     Ok(())
 }
 
+/// The error of a render (or compile) over its memory budget.
+fn too_large(over: budget::Over) -> TemplateError {
+    let mib = |n: usize| n.div_ceil(1 << 20);
+    let message = match over {
+        budget::Over::Render(peak) => format!(
+            "the template needs more than {} MiB of memory to render ({} MiB at its largest): a value grows too large (`~`, `*`, a filter, a loop or a macro calling itself?)",
+            mib(budget::SOFT),
+            mib(peak)
+        ),
+        budget::Over::Expansion(left) => format!(
+            "the plan's templates render more than {} MiB in all ({} MiB with this one)",
+            mib(budget::TOTAL),
+            mib(left)
+        ),
+    };
+    TemplateError {
+        message,
+        line: None,
+        template: None,
+    }
+}
+
+/// An error as soon as this render is over its memory budget: kwin's formatter and filters
+/// stop it there rather than at its end.
+fn check_budget() -> Result<(), Error> {
+    if budget::over() {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "the template needs more than {} MiB of memory to render",
+                budget::SOFT >> 20
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The environment every kwin template is compiled in.
 pub fn environment<'src>() -> Environment<'src> {
     let mut env = Environment::new();
     env.set_fuel(Some(FUEL));
     env.set_formatter(|out, state, v| {
         check_items(v)?;
+        check_budget()?;
         minijinja::escape_formatter(out, state, v)
     });
     env.set_undefined_behavior(UndefinedBehavior::Strict);
@@ -253,6 +293,8 @@ enum Kind<'env, 'src> {
 /// One compiled template string.
 pub struct Snippet<'env, 'src> {
     kind: Kind<'env, 'src>,
+    /// The template's beginning, named if its render grows too large ([`budget::excerpt`]).
+    site: Option<std::sync::Arc<str>>,
     /// Dotted variable paths the template reads (for error messages).
     vars: HashSet<String>,
     /// Top-level names the template reads.
@@ -378,10 +420,15 @@ impl<'env, 'src> Snippet<'env, 'src> {
         if !is_template(src) {
             return Ok(Snippet {
                 kind: Kind::Literal(src),
+                site: None,
                 vars: HashSet::new(),
                 roots: HashSet::new(),
             });
         }
+        // minijinja folds constant expressions while it compiles (`{{ 'x' * 90000000 }}`):
+        // compiling is counted as rendering is.
+        let site = budget::excerpt(src);
+        let scope = budget::Scope::enter(Some(site.clone()));
         let (kind, vars, roots) = match single_expression(src) {
             Some(expr) => {
                 let e = env.compile_expression(expr).map_err(err)?;
@@ -397,7 +444,13 @@ impl<'env, 'src> Snippet<'env, 'src> {
                 (Kind::Text(t), vars, roots)
             }
         };
-        Ok(Snippet { kind, vars, roots })
+        scope.finish().map_err(too_large)?;
+        Ok(Snippet {
+            kind,
+            site: Some(site),
+            vars,
+            roots,
+        })
     }
 
     /// Whether the snippet reads the top-level variable `name` (e.g. `host`): a snippet that
@@ -408,11 +461,16 @@ impl<'env, 'src> Snippet<'env, 'src> {
 
     /// Render to a minijinja value (expressions keep their type; text is a string).
     pub fn eval(&self, ctx: &Value) -> Result<Value, TemplateError> {
-        let r = match &self.kind {
+        let scope = match &self.kind {
             Kind::Literal(s) => return Ok(Value::from(*s)),
+            _ => budget::Scope::enter(self.site.clone()),
+        };
+        let r = match &self.kind {
             Kind::Text(t) => t.render(ctx).map(Value::from),
             Kind::Expr(e) => e.eval(ctx),
+            Kind::Literal(s) => Ok(Value::from(*s)),
         };
+        scope.finish().map_err(too_large)?;
         match r {
             Ok(v) if v.is_undefined() => Err(TemplateError {
                 message: match first_undefined(&self.vars, ctx) {

@@ -272,6 +272,17 @@ impl Output {
         }
     }
 
+    /// A template render stopped at its memory bound (`template::budget`): what it was and
+    /// that no host was changed, on stderr (the process ends next).
+    pub fn template_stopped(s: &kwin_engine::template::budget::Stop<'_>) {
+        eprintln!(
+            "error[template]: a template needs more than {} MiB of memory to render (it asked for {} MiB), so kwin stopped before changing any host; the template begins: {}",
+            kwin_engine::template::budget::HARD >> 20,
+            s.bytes.div_ceil(1 << 20),
+            kwin_engine::quote::terminal_text(s.template)
+        );
+    }
+
     fn human(&self) -> bool {
         self.format == OutputFormat::Human
     }

@@ -84,6 +84,7 @@ pub fn expand_effective(
     recipes: &[(&str, &str)],
     sums: &Checksums,
 ) -> Result<Vec<Task>, Diagnostics> {
+    let _bytes = crate::template::budget::Expansion::begin();
     let ctx = RecipeContext::new(eff);
     let set = if ctx.has_cluster {
         RecipeSet::parse(recipes)?
