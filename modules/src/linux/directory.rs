@@ -64,6 +64,7 @@ impl Described for Directory {
     type Params = DirectoryParams;
 
     fn from_params(p: DirectoryParams, _shell: Shell) -> Result<Self, ParamError> {
+        crate::shared::windows_only("directory", &p.windows_fields())?;
         posix_abs("path", &p.path)?;
         let path = trim_path(&p.path);
         if path == "/" {

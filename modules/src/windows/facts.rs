@@ -102,6 +102,122 @@ impl Fact for PathFact {
     }
 }
 
+/// Who owns a directory and who may use it: its owner, whether its ACL is protected (inherits
+/// nothing), its explicit rules, and the owners of the directories above it (below the drive
+/// root). Before kwin first protects it (`protected` false or the owner not Administrators),
+/// also what inside it another account owns (the first 5 paths found), since an owner keeps the
+/// right to change its own file's ACL whatever the parent's says.
+///
+/// Read with .NET's `DirectoryInfo.GetAccessControl` (Windows PowerShell 5.1 runs on .NET
+/// Framework 4.x; learn.microsoft.com, FileSystemAclExtensions / DirectoryInfo.GetAccessControl),
+/// SIDs rather than names (account names are localised).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclFact {
+    pub path: String,
+}
+
+/// One explicit access rule: `SID:rights:inheritance:propagation:type`, each a number as .NET
+/// has it (`FileSystemRights`, `InheritanceFlags`, `PropagationFlags`, `AccessControlType`).
+pub type AclRule = String;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AclParent {
+    pub path: String,
+    #[serde(default)]
+    pub owner: String,
+    /// A reparse point (a junction or symbolic link).
+    #[serde(default)]
+    pub link: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AclState {
+    pub exists: bool,
+    #[serde(default)]
+    pub dir: bool,
+    #[serde(default)]
+    pub link: bool,
+    /// Owner SID.
+    #[serde(default)]
+    pub owner: String,
+    #[serde(default)]
+    pub protected: bool,
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub rules: Vec<AclRule>,
+    #[serde(default, deserialize_with = "parents_one_or_many")]
+    pub parents: Vec<AclParent>,
+    /// `path|owner SID` of what inside is owned by another account (only before kwin first
+    /// protects the directory).
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub foreign: Vec<String>,
+}
+
+fn parents_one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<AclParent>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(AclParent),
+        Many(Vec<AclParent>),
+        None(()),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(p) => vec![p],
+        OneOrMany::Many(v) => v,
+        OneOrMany::None(()) => Vec::new(),
+    })
+}
+
+impl Fact for AclFact {
+    type Output = AclState;
+    fn key(&self) -> String {
+        format!("win.acl:{}", windows_resource(&self.path))
+    }
+    fn command(&self, shell: Shell) -> String {
+        if shell == Shell::Posix {
+            return posix_unsupported();
+        }
+        // Owners kwin trusts: SYSTEM, Administrators, TrustedInstaller (well-known SIDs,
+        // learn.microsoft.com "Well-known SIDs").
+        format!(
+            "$p = {p}\n\
+             $sid = [Security.Principal.SecurityIdentifier]\n\
+             $trusted = @('S-1-5-18', 'S-1-5-32-544', '{ti}')\n\
+             $up = @()\n\
+             $d = [IO.Path]::GetDirectoryName($p)\n\
+             while ($d -and ([IO.Path]::GetPathRoot($d) -ne $d)) {{\n\
+             \x20 if (Test-Path -LiteralPath $d) {{\n\
+             \x20   $x = Get-Item -LiteralPath $d -Force\n\
+             \x20   $up += @{{ path = $d; owner = $x.GetAccessControl('Owner').GetOwner($sid).Value; link = [bool]($x.Attributes -band [IO.FileAttributes]::ReparsePoint) }}\n\
+             \x20 }}\n\
+             \x20 $d = [IO.Path]::GetDirectoryName($d)\n\
+             }}\n\
+             $i = Get-Item -LiteralPath $p -Force -ErrorAction SilentlyContinue\n\
+             if ($null -eq $i) {{\n\
+             \x20 ConvertTo-Json -Compress -Depth 4 -InputObject @{{ exists = $false; parents = $up }}\n\
+             }} else {{\n\
+             \x20 $a = $i.GetAccessControl('Owner, Access')\n\
+             \x20 $o = $a.GetOwner($sid).Value\n\
+             \x20 $r = @($a.GetAccessRules($true, $false, $sid) | ForEach-Object {{ '{{0}}:{{1}}:{{2}}:{{3}}:{{4}}' -f $_.IdentityReference.Value, [int]$_.FileSystemRights, [int]$_.InheritanceFlags, [int]$_.PropagationFlags, [int]$_.AccessControlType }})\n\
+             \x20 $f = @()\n\
+             \x20 if ($i.PSIsContainer -and -not ($a.AreAccessRulesProtected -and $o -eq 'S-1-5-32-544')) {{\n\
+             \x20   $f = @(Get-ChildItem -LiteralPath $p -Recurse -Force -ErrorAction SilentlyContinue | ForEach-Object {{ $n = $_.FullName; try {{ $w = $_.GetAccessControl('Owner').GetOwner($sid).Value }} catch {{ $w = 'unreadable' }}; if ($trusted -notcontains $w) {{ $n + '|' + $w }} }} | Select-Object -First 5)\n\
+             \x20 }}\n\
+             \x20 ConvertTo-Json -Compress -Depth 4 -InputObject @{{ exists = $true; dir = [bool]$i.PSIsContainer; link = [bool]($i.Attributes -band [IO.FileAttributes]::ReparsePoint); owner = $o; protected = [bool]$a.AreAccessRulesProtected; rules = $r; parents = $up; foreign = $f }}\n\
+             }}",
+            p = ps_quote(&self.path),
+            ti = TRUSTED_INSTALLER,
+        )
+    }
+    fn parse(&self, out: &FactOutput) -> Result<AclState, FactError> {
+        parse_json(out)
+    }
+}
+
+/// NT SERVICE\TrustedInstaller, the owner of the system's own directories
+/// (learn.microsoft.com, "Well-known SIDs": the service SID of TrustedInstaller).
+pub const TRUSTED_INSTALLER: &str =
+    "S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464";
+
 /// Install state of a Windows feature (`Get-WindowsFeature` on Server, else an optional
 /// feature from `Get-WindowsOptionalFeature`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -517,6 +633,23 @@ mod tests {
         assert_eq!(s.content().as_deref(), Some(&b"hello"[..]));
         let s = f.parse(&out("{\"exists\":false}")).expect("parse");
         assert!(!s.exists);
+    }
+
+    #[test]
+    fn acl_state_reads_one_or_many_rules_and_parents() {
+        let f = AclFact {
+            path: "C:\\etc\\kubernetes".into(),
+        };
+        let s = f
+            .parse(&out("{\"exists\":true,\"dir\":true,\"link\":false,\"owner\":\"S-1-5-32-544\",\"protected\":true,\"rules\":\"S-1-5-18:2032127:3:0:0\",\"parents\":{\"path\":\"C:\\\\etc\",\"owner\":\"S-1-5-18\",\"link\":false},\"foreign\":[]}\r\n"))
+            .expect("parse");
+        assert_eq!(s.rules, vec!["S-1-5-18:2032127:3:0:0".to_string()]);
+        assert_eq!(s.parents.len(), 1);
+        assert_eq!(s.parents[0].path, "C:\\etc");
+        let s = f
+            .parse(&out("{\"exists\":false,\"parents\":[]}"))
+            .expect("parse");
+        assert!(!s.exists && s.parents.is_empty() && s.rules.is_empty());
     }
 
     #[test]
