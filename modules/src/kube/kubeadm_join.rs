@@ -93,7 +93,7 @@ pub struct JoinInputs {
 
 /// A name kubeadm's `--ignore-preflight-errors` takes (`Swap`, `SystemVerification`,
 /// `FileAvailable--etc-kubernetes-kubelet.conf`, `all`).
-fn is_check_name(s: &str) -> bool {
+pub(crate) fn is_check_name(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-._/".contains(c))

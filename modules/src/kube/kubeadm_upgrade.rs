@@ -104,6 +104,12 @@ pub struct KubeadmUpgradeParams {
     /// The kubelet's kubeconfig (default `/etc/kubernetes/kubelet.conf`, on Windows
     /// `C:\etc\kubernetes\kubelet.conf`): present means joined.
     kubelet_kubeconfig: Option<String>,
+    /// Preflight checks to ignore (Linux). `kubeadm upgrade apply` and `upgrade node` run the
+    /// SystemVerification check for the next minor's kubelet, which fails on cgroup v1 from
+    /// 1.35 (k8s.io/kubernetes@v1.37.2 cmd/kubeadm/app/preflight/checks.go RunUpgradeChecks,
+    /// SystemVerificationCheck isUpgrade): the recipes pass what init and join ignore.
+    #[serde(default)]
+    ignore_preflight_errors: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +127,25 @@ pub struct KubeadmUpgrade {
     node: String,
     kubeconfig: String,
     kubelet_kubeconfig: String,
+    /// ` --ignore-preflight-errors='…'`, or empty.
+    ignore: String,
+}
+
+/// ` --ignore-preflight-errors=<names>` (shell-quoted) for kubeadm, or empty; each name checked.
+fn preflight_flag(names: &[String]) -> Result<String, ParamError> {
+    for (i, e) in names.iter().enumerate() {
+        if !super::kubeadm_join::is_check_name(e) {
+            return Err(ParamError::at(
+                format!("ignore_preflight_errors.{i}"),
+                format!("`{e}` is not a preflight check name"),
+            ));
+        }
+    }
+    Ok(if names.is_empty() {
+        String::new()
+    } else {
+        format!(" --ignore-preflight-errors={}", sh_quote(&names.join(",")))
+    })
 }
 
 impl Described for KubeadmUpgrade {
@@ -159,6 +184,12 @@ impl Described for KubeadmUpgrade {
                 .kubelet_kubeconfig
                 .unwrap_or_else(|| KUBELET_CONF_WINDOWS.to_string());
             windows_abs("kubelet_kubeconfig", &kubelet_kubeconfig)?;
+            if !p.ignore_preflight_errors.is_empty() {
+                return Err(ParamError::at(
+                    "ignore_preflight_errors",
+                    "Linux only: kubeadm.exe's upgrade checks need no skip here",
+                ));
+            }
             return Ok(KubeadmUpgrade {
                 shell,
                 mode,
@@ -166,6 +197,7 @@ impl Described for KubeadmUpgrade {
                 node: p.node,
                 kubeconfig: String::new(),
                 kubelet_kubeconfig,
+                ignore: String::new(),
             });
         }
         let kubeconfig = p.kubeconfig.unwrap_or_else(|| ADMIN_CONF.to_string());
@@ -181,6 +213,7 @@ impl Described for KubeadmUpgrade {
             node: p.node,
             kubeconfig,
             kubelet_kubeconfig,
+            ignore: preflight_flag(&p.ignore_preflight_errors)?,
         })
     }
 
@@ -546,7 +579,8 @@ impl Module for KubeadmUpgrade {
                     format!("{now}: kubeadm upgrade apply {v}{note}"),
                     format!(
                         "{check}kubeadm upgrade plan {kubeadm} || exit 1\n\
-                         kubeadm upgrade apply {kubeadm} --yes\n"
+                         kubeadm upgrade apply {kubeadm} --yes{ignore}\n",
+                        ignore = self.ignore
                     ),
                 ))
             }
@@ -575,7 +609,8 @@ impl Module for KubeadmUpgrade {
                          \x20 cv=$(kubectl --kubeconfig {admin} --request-timeout=20s -n kube-system get configmap kubeadm-config -o 'jsonpath={{.data.ClusterConfiguration}}' 2>/dev/null | sed -n 's/^kubernetesVersion:[[:space:]]*//p')\n\
                          \x20 if [ -n \"$cv\" ] && [ \"$cv\" != {kubeadm} ]; then printf 'the cluster is at %s %s\\n' \"$cv\" {msg} >&2; exit 1; fi\n\
                          fi\n\
-                         kubeadm upgrade node\n"
+                         kubeadm upgrade node{ignore}\n",
+                        ignore = self.ignore
                     ),
                 ))
             }
@@ -604,10 +639,11 @@ impl Module for KubeadmUpgrade {
                     // The record goes through a fresh file of an unguessable name, created
                     // exclusively (`set -C`), then renamed over the old one.
                     format!(
-                        "{check}kubeadm upgrade node || exit 1\n\
+                        "{check}kubeadm upgrade node{ignore} || exit 1\n\
                          mkdir -p /var/lib/kubelet || exit 1\n\
                          (umask 077; set -C; printf '%s\\n' {kubeadm} > {tmp}) || exit 1\n\
-                         mv -f {tmp} {stamp} || {{ rm -f {tmp}; exit 1; }}\n"
+                         mv -f {tmp} {stamp} || {{ rm -f {tmp}; exit 1; }}\n",
+                        ignore = self.ignore
                     ),
                 ))
             }
