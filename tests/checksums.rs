@@ -922,6 +922,33 @@ fn at<'a>(v: &'a serde_json::Value, path: &[String]) -> &'a serde_json::Value {
     })
 }
 
+/// The CNI manifests kwin applies at its default versions (flannel's kube-flannel.yml, Calico's
+/// tigera-operator.yaml) are pinned by kwin's own digests: no fetch and no trust on first use
+/// for what runs with cluster-admin rights.
+#[test]
+fn the_default_cni_manifests_are_pinned_by_kwins_digests() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let newest = kwin_engine::plan::support::newest_release();
+    for (cni, task) in [
+        ("flannel", "cp1/flannel"),
+        ("calico", "cp1/tigera-operator"),
+    ] {
+        let plan = dir.path().join(format!("{cni}.toml"));
+        std::fs::write(
+            &plan,
+            format!(
+                "[cluster]\nname = \"lab\"\nkubernetes_version = \"{newest}\"\n[cni]\nplugin = \"{cni}\"\n[[hosts]]\nname = \"cp1\"\naddress = \"192.168.56.10\"\nos = \"linux\"\nrole = \"control-plane\"\n"
+            ),
+        )
+        .expect("plan");
+        let sha = expanded_sha256(&plan, task);
+        assert!(
+            sha.as_deref().is_some_and(|h| h.len() == 64),
+            "{task} at the default {cni} version has no digest of kwin's: {sha:?}"
+        );
+    }
+}
+
 #[test]
 fn every_default_url_has_a_digest_or_an_https_checksum_file() {
     // Plans that together take every branch of the recipes that downloads something, with
