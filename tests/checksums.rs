@@ -685,8 +685,8 @@ fn hex(b: &[u8]) -> String {
 fn flannel_files() -> BTreeMap<String, String> {
     let mut f = upstream_files();
     f.insert(
-        "/github.com/flannel-io/cni-plugin/releases/download/v1.6.2-flannel1/cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz.sha256".into(),
-        format!("{FLANNEL_CNI}  cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz\n"),
+        "/github.com/flannel-io/cni-plugin/releases/download/v1.9.1-flannel3/cni-plugin-flannel-windows-amd64-v1.9.1-flannel3.tgz.sha256".into(),
+        format!("{FLANNEL_CNI}  cni-plugin-flannel-windows-amd64-v1.9.1-flannel3.tgz\n"),
     );
     f.insert(FLANNEL_TGZ.into(), FLANNEL_BODY.into());
     f.insert(SDN_ZIP.into(), SDN_BODY.into());
@@ -1106,7 +1106,7 @@ fn flannel_needs() -> BTreeMap<&'static str, String> {
         ("cni-plugins-windows-amd64-v1.6.1.tgz", CNI.to_string()),
         ("crictl-v1.31.0-windows-amd64.tar.gz", CRICTL.to_string()),
         (
-            "cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz",
+            "cni-plugin-flannel-windows-amd64-v1.9.1-flannel3.tgz",
             FLANNEL_CNI.to_string(),
         ),
         (

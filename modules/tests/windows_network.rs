@@ -30,7 +30,7 @@ const PINS: &str = r#"
 "flannel-v0.26.2-windows-amd64.tar.gz" = "1111111111111111111111111111111111111111111111111111111111111111"
 "windows-container-networking-cni-amd64-v0.3.1.zip" = "2222222222222222222222222222222222222222222222222222222222222222"
 "kube-proxy.exe" = "3333333333333333333333333333333333333333333333333333333333333333"
-"cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz" = "4444444444444444444444444444444444444444444444444444444444444444"
+"cni-plugin-flannel-windows-amd64-v1.9.1-flannel3.tgz" = "4444444444444444444444444444444444444444444444444444444444444444"
 "kubelet.exe" = "5555555555555555555555555555555555555555555555555555555555555555"
 "kubeadm.exe" = "6666666666666666666666666666666666666666666666666666666666666666"
 "containerd-1.7.24-windows-amd64.tar.gz" = "7777777777777777777777777777777777777777777777777777777777777777"
@@ -345,8 +345,8 @@ fn flannel_artifacts_without_published_checksums_are_fetched_by_url() {
         "https://dl.k8s.io/v1.37.2/bin/windows/amd64/kube-proxy.exe.sha256"
     );
     assert_eq!(
-        with_url("cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz"),
-        "https://github.com/flannel-io/cni-plugin/releases/download/v1.6.2-flannel1/cni-plugin-flannel-windows-amd64-v1.6.2-flannel1.tgz.sha256"
+        with_url("cni-plugin-flannel-windows-amd64-v1.9.1-flannel3.tgz"),
+        "https://github.com/flannel-io/cni-plugin/releases/download/v1.9.1-flannel3/cni-plugin-flannel-windows-amd64-v1.9.1-flannel3.tgz.sha256"
     );
 }
 

@@ -91,10 +91,12 @@ pub mod windows {
     /// programs they run are release binaries kwin installs on the node.
     pub const HOST_PROCESS_IMAGE: &str =
         "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0";
-    /// flannel's CNI plugin for Windows (flannel-io/cni-plugin; the version kube-flannel.yml
-    /// v0.26.7 runs on Linux; flannel v0.28.10's kube-flannel.yml runs v1.9.1-flannel3, whose
-    /// Windows assets kwin has not read yet).
-    pub const FLANNEL_CNI_PLUGIN: &str = "v1.6.2-flannel1";
+    /// flannel's CNI plugin for Windows (flannel-io/cni-plugin): the release whose image
+    /// flannel v0.28.10's kube-flannel.yml runs on Linux (`ghcr.io/flannel-io/flannel-cni-plugin:
+    /// v1.9.1-flannel3`), so both OSes run one plugin release. Each release carries
+    /// `cni-plugin-flannel-windows-amd64-<tag>.tgz` and its `.sha256` (scripts/package.sh, built
+    /// and uploaded by .github/workflows/release.yml with the image).
+    pub const FLANNEL_CNI_PLUGIN: &str = "v1.9.1-flannel3";
     /// microsoft/windows-container-networking (sdnoverlay.exe, the delegate flannel's Windows
     /// CNI configuration names).
     pub const SDN_CNI: &str = "v0.3.1";
