@@ -122,6 +122,9 @@ pub struct ClusterEff {
     /// The kubelet's `cgroupDriver`: `runtime.cgroup_driver` (read by the kubeadm
     /// configuration, `plan/kubeadm.rs`, whose template function sees `cluster`).
     pub kubelet_cgroup_driver: String,
+    /// `cluster.kube_proxy_conntrack_max_per_core`: kube-proxy's `conntrack.maxPerCore` when
+    /// the plan sets it (a KubeProxyConfiguration in the kubeadm configuration), else none.
+    pub kube_proxy_conntrack_max_per_core: Option<u32>,
 }
 
 /// A Linux distribution of the support matrix: os-release `ID`, `VERSION_ID`, its name.
@@ -641,6 +644,7 @@ impl Effective {
                 version.minor,
             ])),
             preflight_ignore: Vec::new(),
+            kube_proxy_conntrack_max_per_core: c.kube_proxy_conntrack_max_per_core,
             kubelet_cgroup_driver: match file.runtime.cgroup_driver {
                 Some(CgroupDriver::Cgroupfs) => "cgroupfs".into(),
                 Some(CgroupDriver::Systemd) => "systemd".into(),

@@ -198,6 +198,10 @@ pub struct Cluster {
     /// #134298; minikube does the same, kubernetes/minikube@eb25dbc7
     /// pkg/minikube/bootstrapper/bsutil/kubeadm.go).
     pub fail_cgroup_v1: Option<bool>,
+    /// kube-proxy's `conntrack.maxPerCore`, when the plan sets it: a fourth document,
+    /// KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1, the version kubeadm reads:
+    /// k8s.io/kubernetes@v1.37.2 cmd/kubeadm/app/componentconfigs/kubeproxy.go).
+    pub conntrack_max_per_core: Option<u32>,
 }
 
 /// The three documents of `kubeadm init --config` for the first control plane `node`
@@ -255,11 +259,19 @@ pub fn init_config(node: &Node, cluster: &Cluster) -> String {
             Doc::List(vec![Doc::Str(cluster.dns_service_ip.clone())]),
         )
         .str("clusterDomain", &cluster.dns_domain);
-    [init, cluster_config, kubelet]
-        .iter()
-        .map(Doc::yaml)
-        .collect::<Vec<_>>()
-        .join("---\n")
+    let mut docs = vec![init, cluster_config, kubelet];
+    if let Some(n) = cluster.conntrack_max_per_core {
+        docs.push(
+            Doc::map()
+                .bare("apiVersion", "kubeproxy.config.k8s.io/v1alpha1")
+                .bare("kind", "KubeProxyConfiguration")
+                .put(
+                    "conntrack",
+                    Doc::map().put("maxPerCore", Doc::Int(i64::from(n))),
+                ),
+        );
+    }
+    docs.iter().map(Doc::yaml).collect::<Vec<_>>().join("---\n")
 }
 
 /// What a joining node reads from the first control plane (secrets: only for the join
@@ -343,6 +355,8 @@ pub struct ClusterArg {
     allow_cgroup_v1: bool,
     #[serde(default)]
     kubelet_fails_cgroup_v1: bool,
+    #[serde(default)]
+    kube_proxy_conntrack_max_per_core: Option<u32>,
 }
 
 /// `kubeadm_init_config(host, cluster)`: [`init_config`] of the template context's values.
@@ -378,6 +392,7 @@ pub fn init_config_of(host: HostArg, cluster: ClusterArg) -> Result<String, Stri
         cgroup_driver: cluster.kubelet_cgroup_driver,
         fail_cgroup_v1: (cluster.allow_cgroup_v1 && cluster.kubelet_fails_cgroup_v1)
             .then_some(false),
+        conntrack_max_per_core: cluster.kube_proxy_conntrack_max_per_core,
     };
     Ok(init_config(&node, &cluster))
 }
@@ -544,7 +559,30 @@ mod tests {
             max_pods_per_node: 110,
             cgroup_driver: "systemd".into(),
             fail_cgroup_v1: None,
+            conntrack_max_per_core: None,
         }
+    }
+
+    /// `cluster.kube_proxy_conntrack_max_per_core` is a KubeProxyConfiguration of its own after
+    /// the kubelet's; unset, kubeadm's configuration has three documents as before.
+    #[test]
+    fn kube_proxy_conntrack_is_a_fourth_document_only_when_the_plan_sets_it() {
+        let mut c = cluster(36);
+        c.conntrack_max_per_core = Some(0);
+        let text = init_config(&node(), &c);
+        assert!(
+            text.ends_with(
+                "---\napiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack:\n  maxPerCore: 0\n"
+            ),
+            "{text}"
+        );
+        let plain = init_config(&node(), &cluster(36));
+        assert_eq!(
+            plain.matches("\n---\n").count() + usize::from(plain.starts_with("---")),
+            2,
+            "{plain}"
+        );
+        assert!(!plain.contains("KubeProxyConfiguration"));
     }
 
     /// `cluster.api_server_sans` are the ClusterConfiguration's `apiServer.certSANs`, each a

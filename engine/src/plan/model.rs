@@ -158,6 +158,14 @@ pub struct Cluster {
     /// cgroup v1 host on those minors. Default false.
     #[schemars(extend("default" = defaults::ALLOW_CGROUP_V1))]
     pub allow_cgroup_v1: Option<bool>,
+    /// kube-proxy's `conntrack.maxPerCore` (KubeProxyConfiguration): connections tracked per
+    /// CPU, which kube-proxy raises the host's `nf_conntrack_max` to. `0` leaves the host's
+    /// limit alone: for nodes that may not write it (inside a container or a network namespace
+    /// other than the host's, where kube-proxy 1.36 and older fail to start with
+    /// `open /proc/sys/net/netfilter/nf_conntrack_max: permission denied`; kind sets 0 for
+    /// this, kubernetes-sigs/kind pkg/cluster/internal/kubeadm/config.go). Unset: kube-proxy's
+    /// default (32768).
+    pub kube_proxy_conntrack_max_per_core: Option<u32>,
 }
 
 /// `cluster.windows_pending_reboot`.

@@ -254,6 +254,7 @@ mod tests {
             windows_runtime_classes: None,
             windows_pending_reboot: None,
             allow_cgroup_v1: None,
+            kube_proxy_conntrack_max_per_core: None,
             verify: None,
             verify_egress_url: None,
         }
