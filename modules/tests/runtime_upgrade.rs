@@ -113,7 +113,7 @@ fn linux_release_containerd_is_replaced_only_inside_the_drained_window() {
             "upgrade-drain@lw1"
         };
         assert!(
-            follows(&tasks, host, &format!("{prefix}containerd-release"), drain),
+            comes_after(&tasks, host, &format!("{prefix}containerd-release"), drain),
             "{host}: the release follows the drain"
         );
         // the configuration (version 2 → 3 with containerd 2.x) before the restart
@@ -336,5 +336,65 @@ fn windows_containerd_configuration_changes_only_inside_a_drained_window() {
                 .any(|p| p == "C:\\Program Files\\containerd\\config.toml")),
             "{host}: the service restarts for its configuration"
         );
+    }
+}
+
+/// The Linux counterpart: a changed containerd configuration on a joined Linux node (a new
+/// `runtime.cgroup_driver`, `restrict_oom_score_adj`, the sandbox image of a new minor) is
+/// written, and containerd restarted, only after a drain, though the node runs the versions
+/// its upgrade drain waits for — with the distribution's package (whose version kwin does not
+/// pin) and with the release. One rule with Windows: the same shared drain step
+/// (`runtime-config-drain`), reading the same install step's output `differs`, on workers
+/// and control planes. Before, the twins rewrote the file and restarted containerd behind a
+/// drain that was a no-op (the node ran the versions).
+#[test]
+fn linux_containerd_configuration_changes_only_inside_a_drained_window() {
+    for tasks in [package_plan(), release_plan()] {
+        for (host, prefix) in [("cp1", "cp-upgrade-"), ("lw1", "upgrade-")] {
+            assert_twins(
+                &tasks,
+                host,
+                "containerd-config",
+                &format!("{prefix}containerd-config"),
+                CONF,
+            );
+            let name = format!("{prefix}drain-runtime@{host}");
+            let drain = task(&tasks, "cp1", &name);
+            assert_eq!(drain.module, "kube_drain", "{name}");
+            assert_eq!(drain.params["only_if"], "runtime_config", "{name}");
+            assert_eq!(drain.params["reason"], "runtime", "{name}");
+            let input = drain
+                .inputs
+                .get("runtime_config")
+                .unwrap_or_else(|| panic!("{name} reads no input"));
+            let input = format!("{input:?}");
+            assert!(
+                input.contains("containerd-config") && input.contains("differs"),
+                "{name}: {input}"
+            );
+            for later in [
+                format!("{prefix}containerd-config"),
+                format!("{prefix}containerd"),
+            ] {
+                assert!(
+                    comes_after(&tasks, host, &later, &name),
+                    "{host}: {later} before the runtime drain"
+                );
+            }
+            let svc = task(&tasks, host, &format!("{prefix}containerd"));
+            assert!(
+                svc.params["restart_on"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|p| p == "/etc/containerd/config.toml")),
+                "{host}: the service restarts for its configuration"
+            );
+        }
+        // Windows workers keep theirs: the same shared step.
+        let win = task(&tasks, "cp1", "upgrade-drain-runtime@ww1");
+        let lin = task(&tasks, "cp1", "upgrade-drain-runtime@lw1");
+        assert_eq!(win.module, lin.module);
+        for key in ["only_if", "reason", "timeout", "force"] {
+            assert_eq!(win.params[key], lin.params[key], "{key}");
+        }
     }
 }

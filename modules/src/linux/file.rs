@@ -27,6 +27,10 @@
 //! since it was probed. Only mode/owner differences are fixed in place, through the open file.
 //! `state = "absent"` removes the file (a directory at the path is an error).
 //!
+//! Output (read from the probe, also under a guard): `differs` = `true` when the file's
+//! content is not the plan's (missing, another content, not a regular file), else `false`;
+//! none without `content` or with `state = "absent"`.
+//!
 //! Links (see `route.rs`): a symbolic link at `path` is refused unless `follow = true`, which
 //! manages the link's target instead (the diff names it); the way to the file's directory
 //! must hold no directory of an account other than root or the file's owner, and no link in
@@ -140,6 +144,18 @@ impl File {
         self.state == State::Present && (self.attrs.owner.is_some() || self.attrs.group.is_some())
     }
 
+    /// Whether the file's content is not the plan's (never, without content in the plan).
+    fn content_differs(&self, info: &FileInfo) -> bool {
+        match &self.content {
+            None => false,
+            Some(want) => match (&info.content, &info.sha256) {
+                (Some(have), _) => have != want,
+                (None, Some(h)) => *h != sha256_hex(want),
+                (None, None) => true,
+            },
+        }
+    }
+
     fn diff(&self, sensitive: bool, current: Option<&FileInfo>, new: &[u8]) -> String {
         if sensitive {
             sensitive_content_diff(&self.path, current, new)
@@ -211,6 +227,37 @@ impl Module for File {
 
     fn mark_sensitive(&mut self) {
         self.sensitive = true;
+    }
+
+    /// `differs` ([`Module::fact_outputs`]) for a file with content to write.
+    fn output_keys(&self, _shell: Shell) -> Option<Vec<&'static str>> {
+        Some(if self.state == State::Present && self.content.is_some() {
+            vec!["differs"]
+        } else {
+            Vec::new()
+        })
+    }
+
+    /// `differs`: whether the file's content on the host is not the content this step writes
+    /// (`true` when it is missing, another file, or not a regular file), read from the probe,
+    /// as the Windows `file` gives it: what the upgrade recipes' `upgrade-drain-runtime` /
+    /// `cp-upgrade-drain-runtime` ask of runtime-containerd's `containerd-config` (whose guard
+    /// leaves joined nodes alone) before its twin rewrites containerd's configuration inside
+    /// the drained window. Attributes do not count (a mode change restarts nothing). None
+    /// without content or with `state = "absent"`.
+    fn fact_outputs(&self, facts: &Facts) -> Option<std::collections::BTreeMap<String, String>> {
+        if self.state != State::Present || self.content.is_none() {
+            return None;
+        }
+        let differs = match facts.get(&self.fact()).ok()? {
+            PathState::File(info) => self.content_differs(&info),
+            PathState::Absent | PathState::Dir { .. } | PathState::Other { .. } => true,
+        };
+        Some(
+            [("differs".to_string(), differs.to_string())]
+                .into_iter()
+                .collect(),
+        )
     }
 
     fn sensitive(&self, facts: &Facts) -> bool {
@@ -304,14 +351,7 @@ impl Module for File {
                     None => way.note(name_of(&self.path)),
                 };
                 let diffs = self.attrs.differences(&info.meta);
-                let content_differs = match &self.content {
-                    None => false,
-                    Some(want) => match (&info.content, &info.sha256) {
-                        (Some(have), _) => have != want,
-                        (None, Some(h)) => *h != sha256_hex(want),
-                        (None, None) => true,
-                    },
-                };
+                let content_differs = self.content_differs(&info);
                 let target = followed.clone().unwrap_or(self.path.clone());
                 let at = match followed {
                     Some(_) => Place::Followed,
