@@ -414,20 +414,20 @@ fn drain_and_uncordon(host: &Host, tier: &Tier) {
     let nodes = "apiVersion: v1\nkind: Node\nmetadata:\n  name: dr-w1\n---\napiVersion: v1\nkind: Node\nmetadata:\n  name: dr-w2\n---\napiVersion: v1\nkind: Node\nmetadata:\n  name: dr-w3\n";
     let file = write_temp(nodes);
     kubectl(tier, &["create", "-f", &file]);
-    let status = |node: &str, kubelet: &str| {
+    let status = |node: &str, kubelet: &str, heartbeat: &str| {
         set_status(
             tier,
             &["node", node],
             json!({
                 "nodeInfo": {"kubeletVersion": kubelet},
                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                    "lastHeartbeatTime": "2026-11-25T03:15:00Z",
+                    "lastHeartbeatTime": heartbeat,
                     "lastTransitionTime": "2026-11-25T03:15:00Z"}]
             }),
         )
     };
     for n in ["dr-w1", "dr-w2", "dr-w3"] {
-        status(n, "v1.31.4");
+        status(n, "v1.31.4", "2026-11-25T03:15:00Z");
     }
     let drain = |node: &str, timeout: &str| {
         build(
@@ -478,7 +478,20 @@ fn drain_and_uncordon(host: &Host, tier: &Tier) {
         "{err}"
     );
     assert!(cordon_of("dr-w1").0, "uncordoned too early");
-    status("dr-w1", "v1.32.5");
+    // At the version and Ready, but in a status from before kwin's cordon (a kubelet that has
+    // not posted since, a node that went down): not uncordoned, and the timeout says why.
+    status("dr-w1", "v1.32.5", &mark_time(tier, "dr-w1", -1));
+    let err = host
+        .exec(&c)
+        .expect_err("the Ready is older than the cordon");
+    assert!(
+        err.contains("it reports kubelet v1.32.5, Ready=True"),
+        "{err}"
+    );
+    assert!(err.contains("older than kwin's cordon"), "{err}");
+    assert!(cordon_of("dr-w1").0, "uncordoned on a stale Ready");
+    // The kubelet posts again after the cordon: uncordoned.
+    status("dr-w1", "v1.32.5", &mark_time(tier, "dr-w1", 1));
     host.converge("uncordon dr-w1", u.as_ref());
     assert_eq!(cordon_of("dr-w1"), (false, None));
     // At the version, the drain is a no-op.
@@ -607,19 +620,19 @@ fn runtime_drain(host: &Host, tier: &Tier) {
     let kc = tier.kubeconfig().display().to_string();
     let file = write_temp("apiVersion: v1\nkind: Node\nmetadata:\n  name: rt-w1\n");
     kubectl(tier, &["create", "-f", &file]);
-    let status = |runtime: &str| {
+    let status = |runtime: &str, heartbeat: &str| {
         set_status(
             tier,
             &["node", "rt-w1"],
             json!({
                 "nodeInfo": {"kubeletVersion": "v1.32.5", "containerRuntimeVersion": runtime},
                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                    "lastHeartbeatTime": "2026-11-25T03:15:00Z",
+                    "lastHeartbeatTime": heartbeat,
                     "lastTransitionTime": "2026-11-25T03:15:00Z"}]
             }),
         )
     };
-    status("containerd://1.7.24");
+    status("containerd://1.7.24", "2026-11-25T03:15:00Z");
     let until = json!({"kubelet": "1.32.5", "containerd": "v1.7.27"});
     let drain = build(
         "kube_drain",
@@ -652,7 +665,7 @@ fn runtime_drain(host: &Host, tier: &Tier) {
         json!(true),
         "uncordoned before the runtime is at its version"
     );
-    status("containerd://1.7.27");
+    status("containerd://1.7.27", &mark_time(tier, "rt-w1", 1));
     host.converge("uncordon rt-w1", uncordon.as_ref());
     assert!(plan_of(drain.as_ref(), &Inputs::new()).is_noop());
 
@@ -687,6 +700,28 @@ fn runtime_drain(host: &Host, tier: &Tier) {
         "{mark:?}"
     );
     assert!(plan_of(asked.as_ref(), &with("true")).is_noop(), "drained");
+    // The node restarts (recipe windows-reboot): until its kubelet posts again, the Node
+    // shows the Ready it posted before it went down, at the versions. That is not proof the
+    // node came back: no uncordon.
+    let Plan::Change(c) = plan_of(uncordon.as_ref(), &Inputs::new()) else {
+        panic!("rt-w1 is marked: an uncordon")
+    };
+    assert!(
+        c.reason.contains("in a status posted after 20"),
+        "{}",
+        c.reason
+    );
+    let err = host
+        .exec(&c)
+        .expect_err("the Ready from before the reboot is stale");
+    assert!(err.contains("older than kwin's cordon"), "{err}");
+    assert_eq!(
+        get_json(tier, &["node", "rt-w1"])["spec"]["unschedulable"],
+        json!(true),
+        "uncordoned on the Ready from before the reboot"
+    );
+    // Back up: the kubelet posts a status after the cordon.
+    status("containerd://1.7.27", &mark_time(tier, "rt-w1", 1));
     host.converge("uncordon rt-w1 after the reboot", uncordon.as_ref());
     kubectl(tier, &["delete", "-f", &file]);
 }
@@ -1701,6 +1736,31 @@ fn calico_v3(host: &Host, tier: &Tier) {
     ] {
         kubectl(tier, &["delete", "crd", crd, "--wait=true"]);
     }
+}
+
+/// The time in kwin's cordon mark on `node` (`reboot 2026-11-25T03:15:00Z`), moved by
+/// `secs` seconds: a Ready heartbeat just before or just after kwin's cordon.
+fn mark_time(tier: &Tier, node: &str, secs: i64) -> String {
+    let mark = get_json(tier, &["node", node])["metadata"]["annotations"]
+        [kwin_modules::kube::node::CORDON_MARK]
+        .as_str()
+        .unwrap_or_else(|| panic!("{node} carries no mark"))
+        .to_string();
+    let at = mark.rsplit(' ').next().unwrap_or_default();
+    let date = |args: &[&str]| {
+        let out = Command::new("date").args(args).output().expect("date");
+        assert!(out.status.success(), "date {args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let epoch: i64 = date(&["-u", "-d", at, "+%s"])
+        .parse()
+        .unwrap_or_else(|e| panic!("mark {mark:?}: {e}"));
+    date(&[
+        "-u",
+        "-d",
+        &format!("@{}", epoch + secs),
+        "+%Y-%m-%dT%H:%M:%SZ",
+    ])
 }
 
 fn write_temp(text: &str) -> String {

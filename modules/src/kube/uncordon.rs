@@ -8,8 +8,24 @@
 //! is Ready and reports kubelet `until.kubelet` (a kubelet restarted at the new version posts
 //! it; a Ready from the old kubelet does not count) and, when given, container runtime
 //! `containerd://<until.containerd>` (the kubelet asks the runtime its version for every node
-//! status it writes), then removes `spec.unschedulable` and the mark in one merge patch. A
-//! timeout names what the node reports instead.
+//! status it writes), in a status its kubelet posted after kwin cordoned it: the Ready
+//! condition's `lastHeartbeatTime` later than the time in kwin's mark (`upgrade
+//! 2026-11-25T03:15:00Z`, written by `kube_drain` with the cordon; a mark without a time
+//! counts from this step's start). A Ready from before the cordon proves nothing: after a
+//! restart (recipe windows-reboot) the Node still shows the Ready its kubelet posted before
+//! it went down until the node lifecycle controller marks it Unknown (40 s without a Lease
+//! renewal) or the restarted kubelet posts again. The kubelet stamps the heartbeat on every
+//! status it posts, at once when the status changed (a restarted kubelet, a new version) and
+//! else every `nodeStatusReportFrequency`, 5m by default (kubernetes/kubernetes v1.28.0
+//! pkg/kubelet/kubelet_node_status.go `tryUpdateNodeStatus`: `changed ||
+//! kl.clock.Since(kl.lastStatusReportTime) >= kl.nodeStatusReportFrequency`;
+//! KubeletConfiguration reference, `nodeStatusReportFrequency`, default "5m"), so a node whose
+//! kubelet did not restart is uncordoned within that period. The Lease's `renewTime` is not
+//! proof enough: a restarted kubelet may renew its Lease before it posts its first status.
+//! The heartbeat is the node's clock and the mark the control plane's: their clocks must
+//! agree (a node clock behind the control plane's delays the uncordon, and its timeout says
+//! so). Then it removes `spec.unschedulable` and the mark in one merge patch. A timeout names
+//! what the node reports instead.
 //!
 //! ```toml
 //! [[tasks]]
@@ -20,7 +36,7 @@
 //! ```
 
 use super::drain::{uncordon_patch, Until, Want};
-use super::node::{node_param, NodeFact, NodeState};
+use super::node::{node_param, NodeFact, NodeState, CORDON_MARK};
 use super::script::{kubectl, TEMP_DIR};
 use super::{parse_duration, ADMIN_CONF, API_RESOURCE};
 use crate::paths::posix_abs_line;
@@ -58,7 +74,7 @@ pub struct KubeUncordon {
 impl Described for KubeUncordon {
     const NAME: &'static str = "kube_uncordon";
     const DOC: &'static str =
-        "uncordons a Node kwin cordoned, once it is Ready at a given kubelet (and container runtime) version";
+        "uncordons a Node kwin cordoned, once it is Ready at a given kubelet (and container runtime) version in a status posted after the cordon";
     type Params = KubeUncordonParams;
 
     fn from_params(p: KubeUncordonParams, _shell: Shell) -> Result<Self, ParamError> {
@@ -88,30 +104,42 @@ impl KubeUncordon {
         NodeFact::new(&self.node, &self.kubeconfig)
     }
 
-    /// Wait for Ready at the versions, then one patch.
+    /// Wait for Ready at the versions, posted after kwin's cordon, then one patch.
     pub fn script(&self) -> String {
         let k = kubectl(&self.kubeconfig);
         let n = sh_quote(&self.node);
-        // The runtime last: an empty one (a Node no kubelet has posted yet) shifts nothing.
-        let jp = sh_quote(
-            r#"{.status.nodeInfo.kubeletVersion}{" "}{range .status.conditions[?(@.type=="Ready")]}{.status}{end}{" "}{.status.nodeInfo.containerRuntimeVersion}"#,
-        );
+        // One `|`-separated row: each condition field in a range of its own, so a Node
+        // without a Ready condition still gives five fields.
+        let jp = sh_quote(&format!(
+            r#"{{.status.nodeInfo.kubeletVersion}}{{"|"}}{{range .status.conditions[?(@.type=="Ready")]}}{{.status}}{{end}}{{"|"}}{{range .status.conditions[?(@.type=="Ready")]}}{{.lastHeartbeatTime}}{{end}}{{"|"}}{{.status.nodeInfo.containerRuntimeVersion}}{{"|"}}{{.metadata.annotations.{}}}"#,
+            CORDON_MARK.replace('.', "\\.")
+        ));
         let (runtime_ok, runtime_want) = match &self.want.runtime {
             Some(rt) => (
-                format!(" && [ \"${{3:-}}\" = {} ]", sh_quote(rt)),
+                format!(" && [ \"${{4:-}}\" = {} ]", sh_quote(rt)),
                 format!(" and runtime {rt}"),
             ),
             None => (String::new(), String::new()),
         };
         format!(
             "{TEMP_DIR}k() {{ {k} --request-timeout=30s \"$@\"; }}\n\
+             digits() {{ printf '%s' \"$1\" | tr -dc 0-9; }}\n\
+             start=$(date -u +%Y%m%d%H%M%S)\n\
              deadline=$(( $(date +%s) + {t} ))\n\
+             set -f; IFS='|'\n\
              while :; do\n\
-             \x20 row=$(k get node {n} -o jsonpath={jp} 2> \"$d/err\") || row=\"unknown unknown\"\n\
+             \x20 row=$(k get node {n} -o jsonpath={jp} 2> \"$d/err\") || row='unknown|unknown'\n\
              \x20 set -- $row\n\
-             \x20 if [ \"${{1:-}} ${{2:-}}\" = {want} ]{runtime_ok}; then break; fi\n\
+             \x20 cordoned=${{5##* }}; c=$(digits \"$cordoned\")\n\
+             \x20 if [ ${{#c}} -ne 14 ]; then c=$start; cordoned=\"this step's start\"; fi\n\
+             \x20 h=$(digits \"${{3:-}}\")\n\
+             \x20 fresh=0; if [ ${{#h}} -eq 14 ] && [ \"$h\" -gt \"$c\" ]; then fresh=1; fi\n\
+             \x20 if [ \"${{1:-}} ${{2:-}} $fresh\" = {want} ]{runtime_ok}; then break; fi\n\
              \x20 if [ \"$(date +%s)\" -ge \"$deadline\" ]; then\n\
-             \x20   printf 'timed out after %ss waiting for %s to be Ready at kubelet %s%s: it reports kubelet %s, Ready=%s, runtime %s\\n' {t} {n} {v} {rw} \"${{1:-none}}\" \"${{2:-unknown}}\" \"${{3:-none}}\" >&2\n\
+             \x20   printf 'timed out after %ss waiting for %s to be Ready at kubelet %s%s, in a status its kubelet posted after kwin cordoned it (%s): it reports kubelet %s, Ready=%s, runtime %s, last Ready heartbeat %s\\n' {t} {n} {v} {rw} \"$cordoned\" \"${{1:-none}}\" \"${{2:-unknown}}\" \"${{4:-none}}\" \"${{3:-none}}\" >&2\n\
+             \x20   if [ $fresh = 0 ] && [ \"${{2:-}}\" = True ]; then\n\
+             \x20     printf '%s\\n' {stale} >&2\n\
+             \x20   fi\n\
              \x20   cat \"$d/err\" >&2\n\
              \x20   exit 1\n\
              \x20 fi\n\
@@ -119,12 +147,27 @@ impl KubeUncordon {
              done\n\
              k patch node {n} --type=merge -p {patch} >/dev/null || exit 1\n",
             t = self.timeout_secs,
-            want = sh_quote(&format!("{} True", self.want.kubelet)),
+            want = sh_quote(&format!("{} True 1", self.want.kubelet)),
             v = sh_quote(&self.want.kubelet),
             rw = sh_quote(&runtime_want),
+            stale = sh_quote(STALE_HINT),
             patch = sh_quote(&uncordon_patch()),
         )
     }
+}
+
+/// Why a Ready Node is not uncordoned yet, when its Ready is older than kwin's cordon.
+const STALE_HINT: &str =
+    "  its Ready condition is older than kwin's cordon (a status from before the \
+     node restarted, or a kubelet that has not posted since): kwin waits for a newer one; a \
+     kubelet posts an unchanged status every nodeStatusReportFrequency (5m by default), and \
+     the heartbeat is stamped by the node's clock, the cordon by the control plane's: check \
+     that they agree";
+
+/// The time in kwin's mark (`upgrade 2026-11-25T03:15:00Z`): what the drain wrote.
+fn cordon_time(mark: &str) -> Option<&str> {
+    let t = mark.rsplit(' ').next()?;
+    (t.len() == 20 && t.ends_with('Z') && t.as_bytes().get(10) == Some(&b'T')).then_some(t)
 }
 
 impl Module for KubeUncordon {
@@ -159,10 +202,14 @@ impl Module for KubeUncordon {
                 format!("{} is schedulable", self.node)
             }));
         };
+        let after = match cordon_time(mark) {
+            Some(t) => format!("after {t}"),
+            None => "after this step starts".to_string(),
+        };
         Ok(Plan::Change(Change {
             action: Action::Run,
             reason: format!(
-                "{} is cordoned by kwin ({mark}): uncordon once it is Ready at {} (now {}{}{})",
+                "{} is cordoned by kwin ({mark}): uncordon once it is Ready at {}, in a status posted {after} (now {}{}{})",
                 self.node,
                 self.want.describe(),
                 node.kubelet,
