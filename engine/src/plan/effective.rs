@@ -239,7 +239,8 @@ pub struct ArtifactsEff {
     pub registry_mirrors: BTreeMap<String, Vec<String>>,
 }
 
-/// `windows` (with `[cluster]`): [`defaults::windows`].
+/// `windows` (with `[cluster]`): [`defaults::windows`], and the support matrix's Windows
+/// Server releases as this cluster sees them.
 #[derive(Debug, Clone, Serialize)]
 pub struct WindowsEff {
     pub cni_bin_dir: &'static str,
@@ -247,6 +248,22 @@ pub struct WindowsEff {
     pub host_process_image: &'static str,
     pub flannel_cni_plugin: &'static str,
     pub sdn_cni: &'static str,
+    /// Every Windows Server release of the support matrix with its verdict for this plan's
+    /// pod network (`support::windows_server_verdict`): what windows-worker's `windows-build`
+    /// step compares each host's probed build with.
+    pub server_releases: Vec<WindowsServerEff>,
+}
+
+/// A Windows Server release of the support matrix for the `hotfix` module's `releases`:
+/// `build` (`10.0.26100`), `name` (`2025`); `refuse` or `warn`: what is wrong with a node
+/// that runs it in this cluster and the fix, in the words validation gives for a
+/// `node.kubernetes.io/windows-build` label (neither: supported).
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowsServerEff {
+    pub build: String,
+    pub name: String,
+    pub refuse: Option<String>,
+    pub warn: Option<String>,
 }
 
 /// `var`: the plan's variables that have a value. Serializes as the map of values (what
@@ -886,6 +903,27 @@ impl Effective {
             host_process_image: defaults::windows::HOST_PROCESS_IMAGE,
             flannel_cni_plugin: defaults::windows::FLANNEL_CNI_PLUGIN,
             sdn_cni: defaults::windows::SDN_CNI,
+            server_releases: {
+                let calico = file.cni.as_ref().map(|c| c.plugin) == Some(CniPlugin::Calico);
+                versions::table()
+                    .matrix
+                    .windows_server
+                    .iter()
+                    .map(|w| {
+                        let verdict = support::windows_server_verdict(w, calico)
+                            .map(|v| (v.refused, format!("{}: {}", v.what, v.fix)));
+                        WindowsServerEff {
+                            build: w.build.clone(),
+                            name: w.name.clone(),
+                            refuse: verdict
+                                .as_ref()
+                                .filter(|(refused, _)| *refused)
+                                .map(|(_, t)| t.clone()),
+                            warn: verdict.filter(|(refused, _)| !*refused).map(|(_, t)| t),
+                        }
+                    })
+                    .collect()
+            },
         });
         eff.upgrade = Some(UpgradeEff::from_upgrade(&file.upgrade));
         Ok(eff)

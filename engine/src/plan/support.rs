@@ -230,6 +230,64 @@ pub fn windows_server(build: &str) -> Option<&'static WindowsServer> {
     })
 }
 
+/// What the support matrix says of a Windows node that runs a release: refused, or a warning,
+/// in the words validation (a plan's `node.kubernetes.io/windows-build` label) and the probe
+/// of the host (windows-worker's `windows-build` step, through
+/// `effective::WindowsEff::server_releases`) both give.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowsServerVerdict {
+    /// Refused (Calico on a release it does not support: validation's
+    /// `calico-windows-server`), else a warning (a release Kubernetes no longer lists:
+    /// `windows-server-unsupported`).
+    pub refused: bool,
+    /// What is wrong, after "`<host>` runs ": "Windows Server 2025, which Calico does not
+    /// support".
+    pub what: String,
+    /// The way out, with the matrix row's source.
+    pub fix: String,
+}
+
+/// The matrix's verdict on a Windows node running `w` in a cluster whose pod network is
+/// Calico (`calico`) or not; `None` when nothing is wrong.
+pub fn windows_server_verdict(w: &WindowsServer, calico: bool) -> Option<WindowsServerVerdict> {
+    let names = |keep: &dyn Fn(&WindowsServer) -> bool| {
+        let v: Vec<&str> = versions::table()
+            .matrix
+            .windows_server
+            .iter()
+            .filter(|r| keep(r))
+            .map(|r| r.name.as_str())
+            .collect();
+        v.join(" or ")
+    };
+    if calico && !w.calico {
+        Some(WindowsServerVerdict {
+            refused: true,
+            what: format!("Windows Server {}, which Calico does not support", w.name),
+            fix: format!(
+                "use flannel (plugin = \"flannel\") for this cluster, or Windows Server {} for this node ({})",
+                names(&|r| r.supported && r.calico),
+                w.source
+            ),
+        })
+    } else if !w.supported {
+        Some(WindowsServerVerdict {
+            refused: false,
+            what: format!(
+                "Windows Server {}, which current Kubernetes releases no longer list",
+                w.name
+            ),
+            fix: format!(
+                "use Windows Server {} for this node ({})",
+                names(&|r| r.supported),
+                w.source
+            ),
+        })
+    } else {
+        None
+    }
+}
+
 /// The default pins (`[matrix.defaults]`).
 pub fn pins() -> &'static versions::Pins {
     &versions::table().matrix.defaults
@@ -586,6 +644,17 @@ mod tests {
     #[test]
     fn windows_builds_are_found_by_prefix() {
         assert_eq!(windows_server("10.0.26100").map(|w| w.calico), Some(false));
+        let verdict = |build: &str, calico: bool| {
+            windows_server(build).and_then(|w| windows_server_verdict(w, calico))
+        };
+        let v = verdict("10.0.26100", true).expect("Calico on 2025 is refused");
+        assert!(v.refused, "{v:?}");
+        assert!(v.fix.contains("Windows Server 2022 for this node"), "{v:?}");
+        assert_eq!(verdict("10.0.26100", false), None);
+        assert_eq!(verdict("10.0.20348", true), None);
+        let v = verdict("10.0.17763", false).expect("2019 is a warning");
+        assert!(!v.refused, "{v:?}");
+        assert!(v.fix.contains("Windows Server 2022 or 2025"), "{v:?}");
         assert_eq!(
             windows_server("10.0.20348.2113").map(|w| w.name.as_str()),
             Some("2022")

@@ -7,6 +7,15 @@
 //! 17763.379) or any later cumulative update.
 //! Always a no-op when satisfied; a failed check is a precondition error for the host.
 //!
+//! `releases` (with `min_build`): the Windows Server releases the cluster knows, each its
+//! `major.minor.build` and what is wrong with a node that runs it here — windows-worker's
+//! `windows-build` step gives the support matrix's (`windows.server_releases`: Calico refused
+//! on Windows Server 2025, a warning on 2019). The host's probed build is compared with them
+//! at `kwin plan` and `kwin apply`, whatever the plan's labels say: a release to `refuse` is
+//! a precondition error naming the host, its build and the fix; one to `warn` a no-op with
+//! that warning; a build none of them has, a no-op with a warning that kwin's matrix does
+//! not know it.
+//!
 //! ```toml
 //! [[tasks]]
 //! name = "overlay-update"
@@ -31,6 +40,24 @@ pub struct HotfixParams {
     /// The lowest OS version (`major.minor.build.UBR`, e.g. `10.0.17763.379`) that counts:
     /// cumulative updates supersede older KBs, which then no longer show in `Get-HotFix`.
     min_build: Option<String>,
+    /// The Windows Server releases the host's build is compared with (with `min_build`):
+    /// a release to refuse fails the check, one to warn about passes with a warning.
+    #[serde(default)]
+    releases: Vec<Release>,
+}
+
+/// A Windows Server release and what a node that runs it gets.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Release {
+    /// `major.minor.build` (`10.0.26100`), as the `node.kubernetes.io/windows-build` label.
+    build: String,
+    /// How to name it (`2025`: "Windows Server 2025").
+    name: String,
+    /// Refuse a node that runs it, with this reason and fix.
+    refuse: Option<String>,
+    /// Warn about a node that runs it, with this reason and fix.
+    warn: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -38,6 +65,8 @@ pub struct Hotfix {
     kb: Option<String>,
     min_build: Option<(u32, u32, u32, u32)>,
     min_build_text: String,
+    /// (major, minor, build) → the release.
+    releases: Vec<((u32, u32, u32), Release)>,
 }
 
 /// `10.0.17763.379` (or `10.0.17763`) → tuple.
@@ -56,7 +85,7 @@ pub fn parse_build(s: &str) -> Option<(u32, u32, u32, u32)> {
 impl Described for Hotfix {
     const NAME: &'static str = "hotfix";
     const DOC: &'static str =
-        "a precondition: the Windows build has at least the given update revision";
+        "a precondition: the Windows build has at least the given update revision (and is a Windows Server release the cluster supports)";
     type Params = HotfixParams;
 
     fn from_params(p: HotfixParams, _shell: Shell) -> Result<Self, ParamError> {
@@ -84,15 +113,80 @@ impl Described for Hotfix {
             })?),
             None => None,
         };
+        if !p.releases.is_empty() && min_build.is_none() {
+            return Err(ParamError::at(
+                "releases",
+                "`releases` goes with `min_build`",
+            ));
+        }
+        let mut releases = Vec::new();
+        for r in p.releases {
+            let Some((a, b, c, 0)) =
+                parse_build(&r.build).filter(|_| r.build.split('.').count() == 3)
+            else {
+                return Err(ParamError::at(
+                    "releases",
+                    format!("`{}` is not a build like 10.0.26100", r.build),
+                ));
+            };
+            if r.refuse.is_some() && r.warn.is_some() {
+                return Err(ParamError::at(
+                    "releases",
+                    format!("release {}: `refuse` or `warn`, not both", r.name),
+                ));
+            }
+            releases.push(((a, b, c), r));
+        }
         Ok(Hotfix {
             kb: p.kb.map(|k| k.to_ascii_uppercase()),
             min_build,
             min_build_text: p.min_build.unwrap_or_default(),
+            releases,
         })
     }
 
     fn fact_samples() -> Vec<FactSample> {
         vec![FactSample::windows(OsBuildFact)]
+    }
+}
+
+impl Hotfix {
+    /// The build against `releases`: refused, warned about, unknown, or fine (`ok`).
+    fn release_check(
+        &self,
+        host: &str,
+        version: &str,
+        build: (u32, u32, u32),
+        ok: String,
+    ) -> Result<Plan, ModuleError> {
+        if self.releases.is_empty() {
+            return Ok(Plan::noop(ok));
+        }
+        let Some((_, r)) = self.releases.iter().find(|(b, _)| *b == build) else {
+            let known: Vec<String> = self
+                .releases
+                .iter()
+                .map(|(_, r)| format!("{} ({})", r.name, r.build))
+                .collect();
+            return Ok(Plan::noop_warning(
+                ok,
+                format!(
+                    "`{host}` runs build {version}, which is none of the Windows Server releases kwin's support matrix knows ({}): kwin has not checked what Kubernetes and the pod network say of it",
+                    known.join(", ")
+                ),
+            ));
+        };
+        let said = |why: &str| format!("`{host}` (build {version}) runs {why}");
+        if let Some(why) = &r.refuse {
+            return Err(ModuleError::Precondition(said(why)));
+        }
+        if let Some(why) = &r.warn {
+            return Ok(Plan::noop_warning(
+                format!("{ok}, Windows Server {}", r.name),
+                said(why),
+            ));
+        }
+        Ok(Plan::noop(format!("{ok}, Windows Server {}", r.name)))
     }
 }
 
@@ -103,7 +197,7 @@ impl Module for Hotfix {
     fn reads(&self) -> Vec<String> {
         vec!["os:build".into()]
     }
-    fn plan(&self, facts: &Facts, _ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
+    fn plan(&self, facts: &Facts, ctx: &Ctx<'_>) -> Result<Plan, ModuleError> {
         let os: OsBuild = facts.get(&OsBuildFact)?;
         let have = os.version_tuple();
         let version = format!("{}.{}", os.windows_build(), os.ubr);
@@ -116,10 +210,8 @@ impl Module for Hotfix {
             // Only builds of the same release line supersede: 10.0.20348.x is not an update of 17763.
             let same_line = have.2 == min.2;
             if (same_line && have >= min) || (!same_line && have.2 > min.2) {
-                return Ok(Plan::noop(format!(
-                    "build {version} ≥ {}",
-                    self.min_build_text
-                )));
+                let ok = format!("build {version} ≥ {}", self.min_build_text);
+                return self.release_check(ctx.host, &version, (have.0, have.1, have.2), ok);
             }
         }
         let wanted = match (&self.kb, self.min_build.is_some()) {

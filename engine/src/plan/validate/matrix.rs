@@ -228,7 +228,9 @@ fn effective_pin(key: &str) -> Option<String> {
 }
 
 /// The Windows Server build a host's `node.kubernetes.io/windows-build` label names: Calico
-/// refused where Calico does not support it, a warning where Kubernetes no longer lists it.
+/// refused where Calico does not support it, a warning where Kubernetes no longer lists it
+/// (`support::windows_server_verdict`, the words windows-worker's `windows-build` step gives
+/// for the build it probes).
 fn windows_builds(v: &mut V<'_>) {
     let plan = v.plan;
     let calico = plan.file.cni.as_ref().map(|c| c.plugin) == Some(CniPlugin::Calico);
@@ -239,7 +241,9 @@ fn windows_builds(v: &mut V<'_>) {
         let Some(build) = h.labels.get("node.kubernetes.io/windows-build") else {
             continue;
         };
-        let Some(w) = support::windows_server(build) else {
+        let Some(verdict) =
+            support::windows_server(build).and_then(|w| support::windows_server_verdict(w, calico))
+        else {
             continue;
         };
         let path = PlanPath::root()
@@ -248,33 +252,12 @@ fn windows_builds(v: &mut V<'_>) {
             .key("labels")
             .key("node.kubernetes.io/windows-build")
             .to_string();
-        if calico && !w.calico {
-            v.at(
-                &path,
-                Diagnostic::error(
-                    "calico-windows-server",
-                    format!(
-                        "`{}` runs Windows Server {}, which Calico does not support",
-                        h.name, w.name
-                    ),
-                )
-                .with_hint(format!(
-                    "use flannel (plugin = \"flannel\") for this cluster, or Windows Server 2022 for this node ({})",
-                    w.source
-                )),
-            );
-        } else if !w.supported {
-            v.at(
-                &path,
-                Diagnostic::warning(
-                    "windows-server-unsupported",
-                    format!(
-                        "`{}` runs Windows Server {}, which current Kubernetes releases no longer list",
-                        h.name, w.name
-                    ),
-                )
-                .with_hint(format!("plan Windows Server 2022 or 2025 ({})", w.source)),
-            );
-        }
+        let summary = format!("`{}` runs {}", h.name, verdict.what);
+        let d = if verdict.refused {
+            Diagnostic::error("calico-windows-server", summary)
+        } else {
+            Diagnostic::warning("windows-server-unsupported", summary)
+        };
+        v.at(&path, d.with_hint(verdict.fix));
     }
 }
