@@ -152,6 +152,11 @@ kwin_testkit::lab_test! {
             Some("registry.lab:5000/pause:3.10.2")
         );
         assert_eq!(images["snapshotter"].as_str(), Some("windows"));
+        // The registry hosts directory: containerd sets no default on Windows.
+        assert_eq!(
+            images["registry"]["config_path"].as_str(),
+            Some(kwin_engine::plan::containerd::WINDOWS_CERTS_DIR)
+        );
         let runtime = at(&doc, &["plugins", "io.containerd.cri.v1.runtime"]);
         assert_eq!(
             runtime["containerd"]["default_runtime_name"].as_str(),
@@ -159,5 +164,27 @@ kwin_testkit::lab_test! {
         );
         assert_eq!(runtime["cni"]["bin_dirs"][0].as_str(), Some(r"C:\opt\cni\bin"));
         assert_eq!(runtime["cni"]["conf_dir"].as_str(), Some(r"C:\etc\cni\net.d"));
+    }
+
+    #[test]
+    fn containerd_1_7_and_2_read_the_windows_version_2_file_with_its_registry_hosts() {
+        // The Windows file of containerd 1.x (version 2): its registry hosts directory is the
+        // CRI plugin's `registry.config_path` for both.
+        let text = render(Node::Windows, &inputs(2, "systemd"));
+        for (bin, what) in [
+            (binary("KWIN_CONTAINERD_2", "2.3.7"), "2.3.7"),
+            (binary("KWIN_CONTAINERD_1", "1.7.29"), "1.7.29"),
+        ] {
+            let (doc, _) = dump(&bin, &text);
+            let s = doc.to_string();
+            let want = toml::Value::String(
+                kwin_engine::plan::containerd::WINDOWS_CERTS_DIR.to_string(),
+            )
+            .to_string();
+            assert!(
+                s.contains(&format!("config_path = {want}")),
+                "{what}: no registry hosts directory in the dump:\n{s}"
+            );
+        }
     }
 }

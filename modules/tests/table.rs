@@ -42,6 +42,7 @@ fn both_shell_modules_share_params() {
             "kubeadm_join",
             "kubeadm_upgrade",
             "reboot",
+            "registry_mirrors",
             "service"
         ]
     );

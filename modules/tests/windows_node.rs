@@ -311,3 +311,93 @@ fn containerd_log_is_rotated_by_a_scheduled_task() {
         "{order:?}"
     );
 }
+
+/// `artifacts.registry_mirrors` reaches the Windows nodes: their containerd configuration
+/// names the registry hosts directory (containerd gives Windows no default `config_path`),
+/// for every configuration version, and windows-worker's `registry-mirrors` step writes each
+/// registry's `hosts.toml` into that very directory, a `host:port` registry's under
+/// `host_port_` (containerd docs/hosts.md, its Windows lookup).
+#[test]
+fn registry_mirrors_reach_windows_containerd() {
+    let mirrors = "[artifacts.registry_mirrors]\n\"registry.k8s.io\" = \"https://mirror.lab\"\n\"registry.lab:5000\" = [\"http://10.0.0.5:5000\"]\n\n[[hosts]]";
+    for minor in MINORS {
+        let tasks = tasks_for(
+            minor,
+            &[(
+                "[[hosts]]\nname = \"cp1\"",
+                &format!("{mirrors}\nname = \"cp1\""),
+            )],
+        );
+        let config = s(task(&tasks, "ww1", "containerd-config"), "content").to_string();
+        let doc: toml::Table = toml::from_str(&config).expect("containerd config is TOML");
+        let plugin = if doc["version"].as_integer() >= Some(3) {
+            "io.containerd.cri.v1.images"
+        } else {
+            "io.containerd.grpc.v1.cri"
+        };
+        let dir = doc["plugins"][plugin]["registry"]["config_path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("1.{minor}: no config_path:\n{config}"))
+            .to_string();
+        let t = task(&tasks, "ww1", "registry-mirrors");
+        assert_eq!(t.module, "registry_mirrors");
+        assert_eq!(
+            t.params["mirrors"]["registry.lab:5000"],
+            serde_json::json!(["http://10.0.0.5:5000"])
+        );
+        let m = kwin_modules::Builtin
+            .build(&t.module, Shell::PowerShell, &t.params)
+            .expect("registry_mirrors builds for Windows");
+        let mut facts = kwin_engine::fact::Facts::new();
+        for q in m.facts(Shell::PowerShell) {
+            facts.insert(
+                q.key.clone(),
+                kwin_engine::fact::FactOutput {
+                    stdout: b"{\"exists\":false}".to_vec(),
+                    ..Default::default()
+                },
+            );
+        }
+        let inputs = kwin_engine::module::Inputs::new();
+        let plan = m
+            .plan(
+                &facts,
+                &kwin_engine::module::Ctx {
+                    shell: Shell::PowerShell,
+                    host: "ww1",
+                    inputs: &inputs,
+                    nonce: "0123456789abcdef0123456789abcdef",
+                },
+            )
+            .expect("plan");
+        let kwin_engine::module::Plan::Change(c) = plan else {
+            panic!("nothing written on a fresh node")
+        };
+        let scripts: Vec<&str> = c.steps.iter().filter_map(|s| s.script()).collect();
+        for file in [
+            format!("{dir}\\registry.k8s.io\\hosts.toml"),
+            format!("{dir}\\registry.lab_5000_\\hosts.toml"),
+        ] {
+            let quoted = kwin_engine::quote::ps_quote(&file);
+            assert!(
+                scripts
+                    .iter()
+                    .any(|s| s.contains(&format!("$p = {quoted}"))),
+                "1.{minor}: {file} is not written:\n{}",
+                scripts.join("\n---\n")
+            );
+        }
+    }
+    // Linux keeps its own directory and module.
+    let tasks = tasks_for(
+        37,
+        &[(
+            "[[hosts]]\nname = \"cp1\"",
+            &format!("{mirrors}\nname = \"cp1\""),
+        )],
+    );
+    let lw1 = task(&tasks, "lw1", "registry-mirrors");
+    assert!(lw1.params.get("dir").is_none());
+    assert!(s(task(&tasks, "lw1", "containerd-config"), "content")
+        .contains("config_path = \"/etc/containerd/certs.d\""));
+}

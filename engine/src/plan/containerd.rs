@@ -20,8 +20,17 @@
 //! containerd v2.x"). Checked by `tests/containerd_config.rs` with a real containerd 2.x
 //! (`containerd --config FILE config dump`).
 //!
-//! Registry hosts: `config_path = "/etc/containerd/certs.d"` on Linux (per-registry
-//! `hosts.toml` files, containerd docs/hosts.md). The cgroup driver of runc
+//! Registry hosts: the CRI images plugin's `registry.config_path` (`io.containerd.cri.v1.images`
+//! in versions 3 and 4, `io.containerd.grpc.v1.cri` in version 2), where the
+//! `registry_mirrors` module writes one `hosts.toml` per registry (containerd docs/hosts.md at
+//! v2.3.4): [`LINUX_CERTS_DIR`] on Linux, [`WINDOWS_CERTS_DIR`] on Windows. Written on every
+//! node, mirrors or not: a directory without a registry's `hosts.toml` leaves that registry's
+//! pulls as they were (core/remotes/docker/config/hosts.go `ConfigureHosts` takes a host
+//! directory that is not found as "no configuration"), so adding or removing a mirror later
+//! never changes this file. On Windows it must be written: containerd sets a default
+//! `config_path` on Linux only (plugins/cri/images/plugin.go at v2.3.4: `if runtime.GOOS ==
+//! "linux"`); containerd 1.7 reads it as 2.x does (pkg/cri/server/image_pull.go at v1.7.29,
+//! `filepath.SplitList(c.config.Registry.ConfigPath)`). The cgroup driver of runc
 //! (`SystemdCgroup`) follows the plan's `runtime.cgroup_driver`.
 
 use super::versions::Version;
@@ -59,11 +68,19 @@ pub fn config_version(containerd: &str) -> u32 {
     }
 }
 
-/// A TOML basic string (quotes and escapes as the TOML grammar wants them).
 /// The registry hosts directory of a Linux node's containerd (its `config_path`): where the
 /// `registry_mirrors` module writes `<registry>/hosts.toml` (containerd docs/hosts.md).
 pub const LINUX_CERTS_DIR: &str = "/etc/containerd/certs.d";
 
+/// The registry hosts directory of a Windows node's containerd (its `config_path`), where the
+/// Windows `registry_mirrors` module writes `<registry directory>\hosts.toml`: `certs.d`
+/// beside `config.toml` in containerd's Windows configuration directory,
+/// `%ProgramFiles%\containerd` (containerd v2.3.4 defaults/defaults_windows.go
+/// `DefaultConfigDir`; Linux's `/etc/containerd/certs.d` is `certs.d` in `/etc/containerd`,
+/// its `DefaultConfigDir`).
+pub const WINDOWS_CERTS_DIR: &str = r"C:\Program Files\containerd\certs.d";
+
+/// A TOML basic string (quotes and escapes as the TOML grammar wants them).
 fn q(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
@@ -77,6 +94,7 @@ pub fn render(node: Node, i: &Inputs<'_>) -> String {
     };
     let sandbox = q(i.sandbox_image);
     let certs = q(LINUX_CERTS_DIR);
+    let win_certs = q(WINDOWS_CERTS_DIR);
     let v = i.version;
     // Only written when asked: a line containerd's own default already says would be noise.
     let restrict = if i.restrict_oom_score_adj {
@@ -118,6 +136,7 @@ pub fn render(node: Node, i: &Inputs<'_>) -> String {
              state = \"C:\\\\ProgramData\\\\containerd\\\\state\"\n\n\
              [plugins.\"io.containerd.cri.v1.images\"]\n  snapshotter = \"windows\"\n\n\
              [plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = {sandbox}\n\n\
+             [plugins.\"io.containerd.cri.v1.images\".registry]\n  config_path = {win_certs}\n\n\
              [plugins.\"io.containerd.cri.v1.runtime\".containerd]\n  default_runtime_name = \"runhcs-wcow-process\"\n\n\
              [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runhcs-wcow-process]\n  runtime_type = \"io.containerd.runhcs.v1\"\n\n\
              [plugins.\"io.containerd.cri.v1.runtime\".cni]\n  bin_dirs = [{}]\n  conf_dir = {}\n",
@@ -130,6 +149,7 @@ pub fn render(node: Node, i: &Inputs<'_>) -> String {
              root = \"C:\\\\ProgramData\\\\containerd\\\\root\"\n\
              state = \"C:\\\\ProgramData\\\\containerd\\\\state\"\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = {sandbox}\n\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = {win_certs}\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  snapshotter = \"windows\"\n  default_runtime_name = \"runhcs-wcow-process\"\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runhcs-wcow-process]\n  runtime_type = \"io.containerd.runhcs.v1\"\n\n\
              [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = {}\n  conf_dir = {}\n",
@@ -200,6 +220,32 @@ mod tests {
         let linux = render(Node::Linux, &inputs(4));
         assert!(linux.contains("SystemdCgroup = false"), "{linux}");
         assert!(linux.contains("config_path = \"/etc/containerd/certs.d\""));
+    }
+
+    /// The registry hosts directory (`config_path`) is in the CRI images plugin of every
+    /// form, on Windows too (containerd gives Windows no default): the directory the
+    /// `registry_mirrors` module writes.
+    #[test]
+    fn every_form_names_the_registry_hosts_directory() {
+        for (node, dir) in [
+            (Node::Linux, LINUX_CERTS_DIR),
+            (Node::Windows, WINDOWS_CERTS_DIR),
+        ] {
+            for version in [2, 3, 4] {
+                let text = render(node, &inputs(version));
+                let doc: toml::Table = toml::from_str(&text).expect("toml");
+                let plugin = if version >= 3 {
+                    "io.containerd.cri.v1.images"
+                } else {
+                    "io.containerd.grpc.v1.cri"
+                };
+                assert_eq!(
+                    doc["plugins"][plugin]["registry"]["config_path"].as_str(),
+                    Some(dir),
+                    "{node:?} v{version}:\n{text}"
+                );
+            }
+        }
     }
 
     /// `restrict_oom_score_adj` lands in the CRI runtime plugin of each Linux form, and

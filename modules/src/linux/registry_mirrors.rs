@@ -18,6 +18,10 @@
 //! its `hosts.toml` (and its directory, when empty). Files of other registries, written by
 //! others, are never touched.
 //!
+//! The Windows module of the same name (`windows/registry_mirrors.rs`) writes the same files
+//! on Windows nodes; both take their params, checks and file content from
+//! `shared/registry_mirrors.rs`.
+//!
 //! No-op when every file holds exactly what the plan says and the list names exactly the
 //! plan's registries.
 //!
@@ -32,6 +36,8 @@ use super::facts::file::{FileFact, PathState};
 use super::managed::{ensure_content, route_query};
 use super::script::{die, sha256_hex};
 use crate::paths::posix_abs;
+use crate::shared::registry_mirrors::RegistryMirrorsParams;
+use crate::shared::registry_mirrors::{hosts_files, index_content, listed, INDEX};
 use crate::table::{Described, FactSample};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
@@ -39,89 +45,13 @@ use kwin_engine::module::{
 };
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
-use serde::Deserialize;
 use std::collections::BTreeMap;
-
-/// The file in `dir` that lists the registries kwin wrote.
-pub const INDEX: &str = ".kwin-registries";
-
-/// Params of `registry_mirrors`.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RegistryMirrorsParams {
-    /// Upstream registry host → mirror URLs, in order.
-    pub mirrors: BTreeMap<String, Vec<String>>,
-    /// containerd's registry hosts directory (default `/etc/containerd/certs.d`).
-    pub dir: Option<String>,
-}
 
 #[derive(Debug, Clone)]
 pub struct RegistryMirrors {
     dir: String,
     /// registry → hosts.toml content
     files: BTreeMap<String, String>,
-}
-
-/// Whether `s` can name a registry directory: a host or IP with an optional `:port` (as
-/// an image reference begins), or `_default`.
-fn check_registry(s: &str) -> Result<(), ParamError> {
-    let ok = s == "_default"
-        || (!s.is_empty()
-            && !s.starts_with(['.', '-', ':'])
-            && !s.contains("..")
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || ".-:_[]".contains(c)));
-    if ok {
-        Ok(())
-    } else {
-        Err(ParamError::at(
-            "mirrors",
-            format!("`{s}` is not a registry host (`registry.k8s.io`, `host:port`, `_default`)"),
-        ))
-    }
-}
-
-fn check_url(registry: &str, u: &str) -> Result<(), ParamError> {
-    let ok = (u.starts_with("http://") || u.starts_with("https://"))
-        && u.len() > "https://".len()
-        && !u
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || "\"\\'`$".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(ParamError::at(
-            "mirrors",
-            format!("mirror `{u}` of `{registry}` is not an http(s) URL"),
-        ))
-    }
-}
-
-/// The registry's own endpoint, containerd's `server` (docs/hosts.md: "the default for
-/// docker.io is registry-1.docker.io").
-fn server(registry: &str) -> Option<String> {
-    match registry {
-        "_default" => None,
-        "docker.io" => Some("https://registry-1.docker.io".to_string()),
-        r => Some(format!("https://{r}")),
-    }
-}
-
-/// A `hosts.toml` for `registry` with `mirrors` tried in order. The URLs are checked: no
-/// quote or backslash can reach the TOML.
-pub fn hosts_toml(registry: &str, mirrors: &[String]) -> String {
-    let mut s = format!(
-        "# Written by kwin (artifacts.registry_mirrors): pulls from {registry} try these mirrors first.\n"
-    );
-    if let Some(srv) = server(registry) {
-        s.push_str(&format!("server = \"{srv}\"\n"));
-    }
-    for m in mirrors {
-        s.push_str(&format!(
-            "\n[host.\"{m}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
-        ));
-    }
-    s
 }
 
 impl Described for RegistryMirrors {
@@ -133,27 +63,11 @@ impl Described for RegistryMirrors {
     fn from_params(p: RegistryMirrorsParams, _shell: Shell) -> Result<Self, ParamError> {
         let dir = p
             .dir
+            .clone()
             .unwrap_or_else(|| kwin_engine::plan::containerd::LINUX_CERTS_DIR.to_string());
         posix_abs("dir", &dir)?;
         let dir = dir.trim_end_matches('/').to_string();
-        let mut files = BTreeMap::new();
-        for (registry, urls) in &p.mirrors {
-            check_registry(registry)?;
-            if urls.is_empty() {
-                return Err(ParamError::at(
-                    "mirrors",
-                    format!("`{registry}` has no mirror"),
-                ));
-            }
-            for u in urls {
-                check_url(registry, u)?;
-            }
-            let urls: Vec<String> = urls
-                .iter()
-                .map(|u| u.trim_end_matches('/').to_string())
-                .collect();
-            files.insert(registry.clone(), hosts_toml(registry, &urls));
-        }
+        let files = hosts_files(&p)?;
         Ok(RegistryMirrors { dir, files })
     }
 
@@ -171,16 +85,6 @@ impl RegistryMirrors {
         format!("{}/{INDEX}", self.dir)
     }
 
-    fn index_content(&self) -> String {
-        let mut s =
-            String::from("# Registries whose hosts.toml kwin wrote (module registry_mirrors).\n");
-        for r in self.files.keys() {
-            s.push_str(r);
-            s.push('\n');
-        }
-        s
-    }
-
     fn file_fact(&self, registry: &str, content: &str) -> FileFact {
         FileFact::content_unless(self.path(registry), sha256_hex(content.as_bytes()))
     }
@@ -194,21 +98,10 @@ impl RegistryMirrors {
     }
 }
 
-/// The registries an index file lists (comments and blank lines skipped).
-fn listed(st: &PathState) -> Vec<String> {
+/// The registries an index file lists.
+fn listed_in(st: &PathState) -> Vec<String> {
     match st {
-        PathState::File(info) => info
-            .content
-            .as_deref()
-            .map(|c| {
-                String::from_utf8_lossy(c)
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        PathState::File(info) => info.content.as_deref().map(listed).unwrap_or_default(),
         _ => Vec::new(),
     }
 }
@@ -249,9 +142,9 @@ impl Module for RegistryMirrors {
         let index = facts.get(&self.index_fact())?;
         // Registries kwin wrote before that the plan no longer names: their file goes (a
         // registry name from the index is checked as a plan's is before it reaches a path).
-        for stale in listed(&index)
+        for stale in listed_in(&index)
             .into_iter()
-            .filter(|r| !self.files.contains_key(r) && check_registry(r).is_ok())
+            .filter(|r| !self.files.contains_key(r))
         {
             let path = self.path(&stale);
             reasons.push(format!("{stale}: no longer mirrored"));
@@ -263,7 +156,7 @@ impl Module for RegistryMirrors {
                 d = sh_quote(&format!("{}/{stale}", self.dir)),
             )));
         }
-        let want = self.index_content();
+        let want = index_content(self.files.keys());
         let wrote_any = !self.files.is_empty() || !matches!(index, PathState::Absent);
         if wrote_any {
             if let Some(w) = ensure_content(
@@ -298,50 +191,5 @@ impl Module for RegistryMirrors {
             steps,
             touches: Touches::Resources(self.resources()),
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_hosts_file_names_the_registry_then_each_mirror_in_order() {
-        let t = hosts_toml(
-            "docker.io",
-            &["http://10.0.0.1:5000".to_string(), "https://m2".to_string()],
-        );
-        let v: toml::Value = toml::from_str(&t).expect("valid TOML");
-        assert_eq!(v["server"].as_str(), Some("https://registry-1.docker.io"));
-        let hosts = v["host"].as_table().expect("host table");
-        assert_eq!(hosts.len(), 2);
-        assert_eq!(
-            hosts["http://10.0.0.1:5000"]["capabilities"],
-            toml::Value::Array(vec!["pull".into(), "resolve".into()])
-        );
-        // the order is the file's order: containerd tries hosts as listed
-        assert!(t.find("10.0.0.1:5000").unwrap_or(usize::MAX) < t.find("https://m2").unwrap_or(0));
-        let d: toml::Value =
-            toml::from_str(&hosts_toml("_default", &["https://m".into()])).expect("valid TOML");
-        assert!(d.get("server").is_none());
-    }
-
-    #[test]
-    fn registry_names_and_urls_that_could_escape_are_refused() {
-        for bad in ["../etc", "a/b", "", "-x", "reg\"istry", "x..y"] {
-            assert!(check_registry(bad).is_err(), "{bad}");
-        }
-        for good in ["registry.k8s.io", "10.0.0.1:5000", "_default", "[::1]:5000"] {
-            assert!(check_registry(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "ftp://x",
-            "http://a\"b",
-            "https://",
-            "http://x y",
-            "https://a\\b",
-        ] {
-            assert!(check_url("r", bad).is_err(), "{bad}");
-        }
     }
 }

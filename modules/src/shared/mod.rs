@@ -16,6 +16,7 @@ pub mod download;
 pub mod file;
 pub mod only_if;
 pub mod reboot;
+pub mod registry_mirrors;
 pub mod service;
 
 /// `present` (default) or `absent`, the common `state` parameter.

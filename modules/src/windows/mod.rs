@@ -27,6 +27,7 @@ pub mod hotfix;
 pub mod path_entry;
 pub mod preflight;
 pub mod reboot;
+pub mod registry_mirrors;
 pub mod registry_value;
 pub mod service;
 
@@ -45,6 +46,7 @@ pub static MODULES: &[Row] = &[
     row::<path_entry::PathEntry>(POWERSHELL),
     row::<preflight::Preflight>(POWERSHELL),
     row::<reboot::Reboot>(POWERSHELL),
+    row::<registry_mirrors::RegistryMirrors>(POWERSHELL),
     row::<registry_value::RegistryValue>(POWERSHELL),
     row::<service::Service>(POWERSHELL),
     row::<feature::Feature>(POWERSHELL),

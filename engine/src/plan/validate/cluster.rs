@@ -822,21 +822,6 @@ fn artifacts_and_proxy(v: &mut V<'_>) {
             );
         }
     }
-    // containerd on Windows reads registry hosts from its own config_path, which kwin does
-    // not write yet (containerd docs/hosts.md: a `host:port` directory is `host_port_` there).
-    if !f.artifacts.registry_mirrors.is_empty()
-        && v.plan.file.cluster.is_some()
-        && v.plan.hosts.iter().any(|h| h.os == Os::Windows)
-    {
-        v.at(
-            "artifacts.registry_mirrors",
-            Diagnostic::warning(
-                "registry-mirror-windows",
-                "registry mirrors reach the Linux nodes only: kwin writes no registry hosts for containerd on Windows, whose pulls go to the registries themselves",
-            )
-            .with_hint("let the Windows nodes reach the registries their images come from (mcr.microsoft.com, registry.k8s.io, the CNI's), e.g. through [proxy]"),
-        );
-    }
     for (registry, urls) in &f.artifacts.registry_mirrors {
         let path = PlanPath::root()
             .key("artifacts")
