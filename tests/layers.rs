@@ -4,7 +4,9 @@
 //!
 //! - only `src/output/` prints or touches stdout, stderr or stdin, and only `src/drive.rs`
 //!   exits the process;
-//! - the modules of `src/`, and those of `modules/src/`, import each other without a cycle;
+//! - the modules of `src/`, and those of `modules/src/`, import each other without a cycle
+//!   (a parent module's use of its own child counts like any other; only its `pub use` of
+//!   the child, a re-export, does not);
 //! - the module families of `kwin-modules` (`linux`, `windows`, `kube`) never import each
 //!   other;
 //! - kwin's default values are written once, in `engine/src/plan/effective/defaults.rs` (and
@@ -154,41 +156,79 @@ fn module_of(file: &str) -> String {
     p.trim_end_matches('/').replace('/', "::")
 }
 
-/// Every `crate::…` / `super::…` module a file refers to.
-struct Refs<'a> {
-    module: &'a str,
-    out: BTreeSet<String>,
+/// Every module a file refers to: paths that start with `crate::`, `super::` (any number),
+/// `self::` or one of the file's own child modules (`mod x;` … `x::f()`), in `use` trees and
+/// in code, each with whether it was written in a `pub use` (a re-export).
+struct Refs {
+    /// The module the code being visited is in: the file's, plus inline modules entered.
+    module: Vec<String>,
+    /// The file's own child modules (`mod x;`).
+    children: BTreeSet<String>,
+    /// Depth of inline modules entered (a bare `x::` there is not the file's child).
+    inline: usize,
+    /// (module path, written in a `pub use`).
+    out: BTreeSet<(String, bool)>,
 }
 
-impl Refs<'_> {
-    fn add(&mut self, segs: &[String]) {
-        let mut path: Vec<String> = match segs.first().map(String::as_str) {
-            Some("crate") => segs[1..].to_vec(),
-            Some("super") => {
-                let mut base: Vec<String> = self
-                    .module
-                    .split("::")
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
-                    .collect();
-                base.pop();
-                base.extend(segs[1..].iter().cloned());
-                base
-            }
-            _ => return,
+impl Refs {
+    fn new(module: &str, ast: &syn::File) -> Refs {
+        Refs {
+            module: module
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            children: ast
+                .items
+                .iter()
+                .filter_map(|i| match i {
+                    syn::Item::Mod(m) if m.content.is_none() && !is_test_only(&m.attrs) => {
+                        Some(m.ident.to_string())
+                    }
+                    _ => None,
+                })
+                .collect(),
+            inline: 0,
+            out: BTreeSet::new(),
+        }
+    }
+
+    /// The absolute module path `segs` (a path as written) names, if it is one of the
+    /// crate's.
+    fn resolve(&self, segs: &[String]) -> Option<Vec<String>> {
+        let first = segs.first()?;
+        let (mut base, mut rest) = match first.as_str() {
+            "crate" => (Vec::new(), &segs[1..]),
+            "self" => (self.module.clone(), &segs[1..]),
+            "super" => (self.module.clone(), segs),
+            c if self.inline == 0 && self.children.contains(c) => (self.module.clone(), segs),
+            _ => return None,
         };
-        path.retain(|s| s != "self");
-        if !path.is_empty() {
-            self.out.insert(path.join("::"));
+        while rest.first().is_some_and(|s| s == "super") {
+            base.pop();
+            rest = &rest[1..];
+        }
+        base.extend(rest.iter().filter(|s| *s != "self").cloned());
+        Some(base)
+    }
+
+    fn add(&mut self, segs: &[String], reexport: bool) {
+        if let Some(path) = self.resolve(segs) {
+            self.out.insert((path.join("::"), reexport));
         }
     }
 }
 
-impl<'ast> Visit<'ast> for Refs<'_> {
+impl<'ast> Visit<'ast> for Refs {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        if !is_test_only(&m.attrs) {
-            syn::visit::visit_item_mod(self, m);
+        if is_test_only(&m.attrs) || m.content.is_none() {
+            return;
         }
+        self.module.push(m.ident.to_string());
+        self.inline += 1;
+        syn::visit::visit_item_mod(self, m);
+        self.inline -= 1;
+        self.module.pop();
     }
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         fn walk(t: &syn::UseTree, pre: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
@@ -216,17 +256,20 @@ impl<'ast> Visit<'ast> for Refs<'_> {
                 }
             }
         }
+        let reexport = !matches!(u.vis, syn::Visibility::Inherited);
         let mut paths = Vec::new();
         walk(&u.tree, &mut Vec::new(), &mut paths);
         for p in paths {
-            self.add(&p);
+            self.add(&p, reexport);
         }
     }
     fn visit_path(&mut self, p: &'ast syn::Path) {
         let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
-        self.add(&segs);
+        self.add(&segs, false);
         syn::visit::visit_path(self, p);
     }
+    /// `pub(super)`, `pub(in crate::x)`: who may see an item, not a use of another module.
+    fn visit_visibility(&mut self, _v: &'ast syn::Visibility) {}
 }
 
 /// Strongly connected components of more than one module, each as `a → b → a`.
@@ -300,29 +343,29 @@ fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
 }
 
 /// Module → the modules of the same crate it refers to (a reference to an item resolves to
-/// the longest module prefix; a parent's reference to its own child is namespace plumbing).
+/// the longest module prefix, the crate root included). A parent's references to its own
+/// children count like any other; only a `pub use` of its own child (a re-export, namespace
+/// plumbing) is not an edge.
 fn module_graph(files: &[(String, syn::File)]) -> BTreeMap<String, BTreeSet<String>> {
     let modules: BTreeSet<String> = files.iter().map(|(f, _)| module_of(f)).collect();
     let mut edges = BTreeMap::new();
     for (file, ast) in files {
         let m = module_of(file);
-        let mut r = Refs {
-            module: &m,
-            out: BTreeSet::new(),
-        };
+        let mut r = Refs::new(&m, ast);
         r.visit_file(ast);
         let mut to = BTreeSet::new();
-        for path in r.out {
-            let segs: Vec<&str> = path.split("::").collect();
-            let target = (1..=segs.len())
+        for (path, reexport) in r.out {
+            let segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+            let target = (0..=segs.len())
                 .rev()
                 .map(|n| segs[..n].join("::"))
                 .find(|p| modules.contains(p));
-            if let Some(t) = target {
-                let child = t.starts_with(&format!("{m}::")) || m.is_empty();
-                if t != m && !child {
-                    to.insert(t);
-                }
+            let Some(t) = target else {
+                continue;
+            };
+            let child = m.is_empty() || t.starts_with(&format!("{m}::"));
+            if t != m && !(reexport && child) {
+                to.insert(t);
             }
         }
         edges.insert(m, to);
@@ -358,6 +401,54 @@ fn the_cycle_check_sees_a_cycle() {
         ("src/c.rs".to_string(), parse("use super::a::g;")),
     ];
     assert_eq!(cycles(&module_graph(&files)), ["a → b → a"]);
+}
+
+/// A parent and its child that use each other are a cycle, however the parent names the
+/// child (`child::f`, `self::child::f`, `crate::…::child::f`); a parent's `pub use` of its
+/// own child is namespace plumbing, not an edge.
+#[test]
+fn the_cycle_check_sees_a_parent_and_child_cycle() {
+    let parse = |s: &str| syn::parse_file(s).expect("parse");
+    let child = (
+        "modules/src/kube/join.rs".to_string(),
+        parse("use super::ADMIN; pub fn g() -> &'static str { ADMIN }"),
+    );
+    for parent in [
+        "pub mod join; pub const ADMIN: &str = \"a\"; fn f() { join::g(); }",
+        "pub mod join; pub const ADMIN: &str = \"a\"; use self::join::g;",
+        "pub mod join; pub const ADMIN: &str = \"a\"; fn f() { crate::kube::join::g(); }",
+        "mod join; pub const ADMIN: &str = \"a\"; use join::g as h;",
+    ] {
+        let files = vec![
+            ("modules/src/kube/mod.rs".to_string(), parse(parent)),
+            child.clone(),
+        ];
+        assert_eq!(
+            cycles(&module_graph(&files)),
+            ["kube → kube::join → kube"],
+            "{parent}"
+        );
+    }
+    // A re-export of the child is no edge; nor is a child's `pub(super)`: no cycle.
+    let files = vec![
+        (
+            "modules/src/kube/mod.rs".to_string(),
+            parse("mod join; pub use join::g; pub const ADMIN: &str = \"a\";"),
+        ),
+        child,
+    ];
+    assert_eq!(cycles(&module_graph(&files)), Vec::<String>::new());
+    let files = vec![
+        (
+            "modules/src/kube/mod.rs".to_string(),
+            parse("mod join; fn f() { join::g(); }"),
+        ),
+        (
+            "modules/src/kube/join.rs".to_string(),
+            parse("pub(super) fn g() {}"),
+        ),
+    ];
+    assert_eq!(cycles(&module_graph(&files)), Vec::<String>::new());
 }
 
 #[test]

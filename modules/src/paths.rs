@@ -56,6 +56,14 @@ pub fn windows_resource(p: &str) -> String {
     s
 }
 
+/// The directory holding `path` (absolute, trimmed): a POSIX path's, for every family.
+pub fn parent_dir(path: &str) -> String {
+    match path.rfind('/') {
+        Some(0) | None => "/".into(),
+        Some(i) => path[..i].to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,6 @@
-//! One table of modules per family: the only list of what kwin's modules are.
-//!
-//! Each family (`linux`, `windows`, `kube`) has a `MODULES: &[Row]`, one [`Row`] per module,
-//! made by [`row`] from the module's type. Everything that needs "every module" reads the
-//! tables (through [`crate::rows`], at the crate root, so that the families and this file do
-//! not import each other): the registry ([`crate::Builtin`]: names, building, params schemas), `kwin schema`,
-//! the parser garbage tests and the fuzz target ([`crate::fact_samples`]), and the test that
-//! every module has cases. Adding a module is its file, its fact file, one row and its cases
-//! directory; nothing else lists modules.
+//! What a module's row in the tables is: [`Row`], made by [`row`] from the module's type
+//! ([`Described`]: its name, doc, params type and facts). The tables themselves, one per
+//! family, are in `crate::registry`, the only list of what kwin's modules are.
 
 use kwin_engine::fact::{Fact, FactError, FactOutput};
 use kwin_engine::module::{parse_params, Module, ParamError};

@@ -147,7 +147,7 @@ fn harness_rejects_what_it_must() {
 #[test]
 fn documented_examples_build() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/linux");
-    for row in kwin_modules::linux::MODULES {
+    for row in kwin_modules::registry::LINUX {
         let name = row.name;
         let path = dir.join(format!("{name}.rs"));
         let src = std::fs::read_to_string(&path).expect("module source");

@@ -116,7 +116,7 @@ fn the_corpus_covers_every_kind_of_script() {
     assert!(steps >= 20, "only {steps} step scripts of recipe tasks");
     // Every Windows module contributed scripts from its cases, and the cases' step scripts
     // are in (a module whose change is a reboot has no step script of its own).
-    for m in kwin_modules::windows::MODULES.iter().map(|r| &r.name) {
+    for m in kwin_modules::registry::WINDOWS.iter().map(|r| &r.name) {
         let dir = format!("windows_cases/{m}/");
         assert!(
             scripts.iter().any(|s| s.origin.contains(&dir)),

@@ -32,7 +32,7 @@ pub fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-impl super::Sink for Human {
+impl super::sink::Sink for Human {
     fn event(&mut self, e: Event) {
         self.handle(e)
     }

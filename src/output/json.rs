@@ -15,7 +15,7 @@ pub fn line(e: &Event) {
 /// The JSON form of a stage's events: each as it comes.
 pub struct Json;
 
-impl super::Sink for Json {
+impl super::sink::Sink for Json {
     fn event(&mut self, e: Event) {
         line(&e);
     }

@@ -20,21 +20,24 @@ mod human;
 mod json;
 mod render;
 mod show;
+mod sink;
+mod tally;
 mod terminal;
 
 pub use human::plural;
 pub use render::Render;
 pub use show::show;
 
-use crate::OutputFormat;
+use crate::args::OutputFormat;
 use kwin_engine::diag::Diagnostics;
-use kwin_engine::event::{CheckCounts, Counts, Event, Outcome, Summary};
+use kwin_engine::event::{Event, Outcome, Summary};
 use kwin_engine::pipeline::Fetched;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
+use tally::{LiveRun, Tally};
 use terminal::terminal;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -47,98 +50,6 @@ pub struct Output {
     /// plain lines (indicatif draws nothing there, and its lines would be lost).
     tty: bool,
     tally: Arc<Mutex<Tally>>,
-}
-
-/// What the command's one summary reports, gathered as it runs (by the renderers and the
-/// printing methods).
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    command: Option<String>,
-    start: Option<Instant>,
-    hosts: usize,
-    hosts_reached: usize,
-    hosts_failed: usize,
-    counts: Counts,
-    errors: usize,
-    warnings: usize,
-    verify: Option<CheckCounts>,
-    logs: Vec<PathBuf>,
-    interrupted: bool,
-    /// The run under way (`run_started` seen, `run_finished` not yet), counted from its
-    /// events as they come: what the summary says when a second Ctrl-C ends the process
-    /// before the run's own totals arrive.
-    live: Option<LiveRun>,
-}
-
-/// A run's totals as its events tell them so far.
-#[derive(Debug, Default)]
-struct LiveRun {
-    hosts: usize,
-    reached: std::collections::BTreeSet<String>,
-    failed: std::collections::BTreeSet<String>,
-    counts: Counts,
-}
-
-impl Tally {
-    /// Take what the summary needs from an event of a run.
-    pub(crate) fn record(&mut self, e: &Event) {
-        match e {
-            Event::RunFinished {
-                hosts,
-                hosts_reached,
-                hosts_failed,
-                counts,
-                ..
-            } => {
-                self.live = None;
-                self.hosts += hosts;
-                self.hosts_reached += hosts_reached;
-                self.hosts_failed += hosts_failed;
-                self.counts += *counts;
-            }
-            Event::RunStarted { hosts, .. } => {
-                self.live = Some(LiveRun {
-                    hosts: *hosts,
-                    ..LiveRun::default()
-                });
-            }
-            Event::HostConnected { host, .. } => {
-                if let Some(l) = &mut self.live {
-                    l.reached.insert(host.clone());
-                }
-            }
-            Event::TaskFinished { status, .. } => {
-                if let Some(l) = &mut self.live {
-                    l.counts.add(*status);
-                }
-            }
-            Event::HostFinished {
-                host,
-                error: Some(_),
-                ..
-            } => {
-                if let Some(l) = &mut self.live {
-                    l.failed.insert(host.clone());
-                }
-            }
-            Event::VerifyFinished { counts, .. } => self.verify = Some(*counts),
-            Event::Logs { dir, .. } => {
-                let dir = PathBuf::from(dir);
-                if !self.logs.contains(&dir) {
-                    self.logs.push(dir);
-                }
-            }
-            Event::Interrupted {} => self.interrupted = true,
-            _ => {}
-        }
-    }
-}
-
-/// Where a stage's events are shown (`human.rs`, `json.rs`; `render.rs` feeds them).
-pub trait Sink {
-    fn event(&mut self, e: Event);
-    /// The stage ended (progress bars cleared).
-    fn end(&mut self) {}
 }
 
 /// `TERM=dumb` (Emacs shells, some CI consoles): a terminal that cannot move the cursor.
@@ -420,30 +331,6 @@ impl Output {
         let mut err = std::io::stderr().lock();
         for n in notes {
             let _ = writeln!(err, "{}", terminal(&format!("note: {n}")));
-        }
-    }
-
-    /// A warning given outside a run's events: stderr (human), a `warning` event (JSON).
-    pub fn warning(&self, host: Option<&str>, message: &str) {
-        match (self.format, host) {
-            (OutputFormat::Human, Some(h)) => {
-                let _ = writeln!(
-                    std::io::stderr().lock(),
-                    "{}",
-                    terminal(&format!("warning: {h}: {message}"))
-                );
-            }
-            (OutputFormat::Human, None) => {
-                let _ = writeln!(
-                    std::io::stderr().lock(),
-                    "{}",
-                    terminal(&format!("warning: {message}"))
-                );
-            }
-            (OutputFormat::Json, _) => json::line(&Event::Warning {
-                host: host.map(str::to_string),
-                message: message.to_string(),
-            }),
         }
     }
 

@@ -4,10 +4,11 @@
 //! (`still running: h1 kubeadm-init (40s)`, JSON `still_running`), so a CI job that kills
 //! silent jobs sees kwin alive.
 
-use super::{human::Human, json::Json, Sink, Tally};
-use crate::OutputFormat;
+use super::{human::Human, json::Json, sink::Sink, tally::Tally, terminal::warning_line};
+use crate::args::OutputFormat;
 use kwin_engine::event::{Event, Mode};
 use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -41,7 +42,8 @@ struct Warnings;
 impl Sink for Warnings {
     fn event(&mut self, e: Event) {
         if let Event::Warning { host, message } = e {
-            super::Output::new(OutputFormat::Human, None).warning(host.as_deref(), &message);
+            let line = warning_line(host.as_deref(), &message);
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
         }
     }
 }

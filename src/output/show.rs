@@ -5,8 +5,8 @@
 //! host logs' folder; with `--output json` the same as events (`host_finished`, `task_finished`
 //! of the failures, `run_finished`, `logs`) and the summary.
 
-use super::{human::Human, json::Json, Output, Sink};
-use crate::OutputFormat;
+use super::{human::Human, json::Json, sink::Sink, Output};
+use crate::args::OutputFormat;
 use kwin_engine::event::{Counts, Event, Mode, Outcome, TaskStatus};
 use serde_json::Value;
 use std::io::Write;

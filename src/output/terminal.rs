@@ -11,3 +11,12 @@
 //! control character.
 
 pub use kwin_engine::quote::terminal_text as terminal;
+
+/// A warning given outside a run's events, as the human form prints it on stderr:
+/// `warning: h1: …`, or `warning: …` of no host.
+pub fn warning_line(host: Option<&str>, message: &str) -> String {
+    match host {
+        Some(h) => terminal(&format!("warning: {h}: {message}")).into_owned(),
+        None => terminal(&format!("warning: {message}")).into_owned(),
+    }
+}

@@ -1,18 +1,8 @@
 //! Kubernetes modules: kubeadm steps on the nodes, and objects applied and awaited from the
 //! first control plane with `kubectl --kubeconfig <admin.conf>`.
 //!
-//! | module | runs on | what |
-//! |---|---|---|
-//! | `kubeadm_init` | first control plane | `kubeadm init --config`; no-op when initialised and healthy |
-//! | `kube_join_data` | first control plane | no change; its outputs are a fresh join token, the CA hash, the endpoint, a certificate key |
-//! | `kubeadm_join` | Linux and Windows nodes | `kubeadm join` with a generated JoinConfiguration |
-//! | `kube_apply` | first control plane | server-side apply (`--field-manager=kwin`), checked by `kubectl diff --server-side` |
-//! | `kube_delete` | first control plane | named objects kwin applied (its field manager's `Apply` entry) are deleted |
-//! | `kube_wait` | first control plane | waits until objects are rolled out / have a condition |
-//! | `kubeadm_upgrade` | Linux control planes, Linux and Windows workers | `kubeadm upgrade apply` (first control plane) / `kubeadm upgrade node` (`kubeadm.exe` on Windows) to a version |
-//! | `kubelet_restart` | Linux nodes | restarts the kubelet when the installed binary is not the version its Node reports |
-//! | `kube_drain` | first control plane | cordons (with kwin's mark) and drains a Node until it runs a given kubelet |
-//! | `kube_uncordon` | first control plane | uncordons a Node kwin cordoned, once Ready at a given kubelet |
+//! Each module's one line, parameters and examples: `kwin modules`, `kwin doc`,
+//! docs/modules.md. A module exists when it has a row in `crate::registry::KUBE`.
 //!
 //! Facts print a first line `kwin: <state>` followed by data, and are parsed by pure functions
 //! in [`facts`]; a fact that cannot answer exits non-zero. Every fact and step that talks to
@@ -21,7 +11,6 @@
 //! text reaches scripts only through `sh_quote`/`ps_quote` or as base64 inside a quoted
 //! here-document.
 
-use crate::table::{row, Row, BOTH, POSIX};
 use kwin_engine::module::ParamError;
 
 pub mod facts;
@@ -41,21 +30,6 @@ pub mod kubelet_restart;
 pub mod node;
 pub mod uncordon;
 pub mod wait;
-
-/// The Kubernetes modules: `kubeadm_join` runs on Linux and Windows nodes, the others only
-/// on POSIX hosts (the control plane).
-pub static MODULES: &[Row] = &[
-    row::<apply::KubeApply>(POSIX),
-    row::<delete::KubeDelete>(POSIX),
-    row::<join_data::JoinData>(POSIX),
-    row::<wait::KubeWait>(POSIX),
-    row::<drain::KubeDrain>(POSIX),
-    row::<uncordon::KubeUncordon>(POSIX),
-    row::<kubeadm_init::KubeadmInit>(POSIX),
-    row::<kubeadm_join::KubeadmJoin>(BOTH),
-    row::<kubeadm_upgrade::KubeadmUpgrade>(BOTH),
-    row::<kubelet_restart::KubeletRestart>(POSIX),
-];
 
 /// The admin kubeconfig kubeadm writes on a control plane.
 pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";

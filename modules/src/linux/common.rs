@@ -22,13 +22,7 @@ pub fn trim_path(path: &str) -> String {
     }
 }
 
-/// The directory holding `path` (absolute, trimmed).
-pub fn parent_dir(path: &str) -> String {
-    match path.rfind('/') {
-        Some(0) | None => "/".into(),
-        Some(i) => path[..i].to_string(),
-    }
-}
+pub use crate::paths::parent_dir;
 
 /// A user or group name (or numeric id) for chown/chgrp.
 pub fn check_account(value: &str, param: &str) -> Result<(), ParamError> {

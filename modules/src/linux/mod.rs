@@ -5,10 +5,7 @@
 //! types and checks. Every module documents its parameters, when it is a no-op, what it
 //! changes, and an example task in its `//!` header.
 //!
-//! [`MODULES`] is the family's table: a module exists for Linux hosts when it has a row
-//! there (next to its `pub mod` line).
-
-use crate::table::{row, Row, POSIX};
+//! A module exists for Linux hosts when it has a row in `crate::registry::LINUX`.
 
 pub mod common;
 pub mod diff;
@@ -34,21 +31,3 @@ pub mod swap_off;
 pub mod sysctl;
 pub mod user;
 
-/// The Linux modules.
-pub static MODULES: &[Row] = &[
-    row::<archive::Archive>(POSIX),
-    row::<command::Command>(POSIX),
-    row::<directory::Directory>(POSIX),
-    row::<download::Download>(POSIX),
-    row::<file::File>(POSIX),
-    row::<kernel_module::KernelModule>(POSIX),
-    row::<line_in_file::LineInFile>(POSIX),
-    row::<node_check::NodeCheck>(POSIX),
-    row::<package::Package>(POSIX),
-    row::<reboot::Reboot>(POSIX),
-    row::<registry_mirrors::RegistryMirrors>(POSIX),
-    row::<service::Service>(POSIX),
-    row::<swap_off::SwapOff>(POSIX),
-    row::<sysctl::Sysctl>(POSIX),
-    row::<user::User>(POSIX),
-];

@@ -6,10 +6,7 @@
 //! never calls `exit`, so the engine can run several steps in one script. Plan-provided text
 //! reaches scripts only through `ps_quote`.
 //!
-//! [`MODULES`] is the family's table: a module exists for Windows hosts when it has a row
-//! there.
-
-use crate::table::{row, Row, POWERSHELL};
+//! A module exists for Windows hosts when it has a row in `crate::registry::WINDOWS`.
 
 pub mod facts;
 mod no_proxy;
@@ -32,25 +29,6 @@ pub mod registry_value;
 pub mod service;
 
 pub use crate::shared::State;
-
-/// The Windows modules.
-pub static MODULES: &[Row] = &[
-    row::<archive::Archive>(POWERSHELL),
-    row::<command::Command>(POWERSHELL),
-    row::<directory::Directory>(POWERSHELL),
-    row::<download::Download>(POWERSHELL),
-    row::<env_var::EnvVar>(POWERSHELL),
-    row::<file::File>(POWERSHELL),
-    row::<firewall_rule::FirewallRule>(POWERSHELL),
-    row::<hotfix::Hotfix>(POWERSHELL),
-    row::<path_entry::PathEntry>(POWERSHELL),
-    row::<preflight::Preflight>(POWERSHELL),
-    row::<reboot::Reboot>(POWERSHELL),
-    row::<registry_mirrors::RegistryMirrors>(POWERSHELL),
-    row::<registry_value::RegistryValue>(POWERSHELL),
-    row::<service::Service>(POWERSHELL),
-    row::<feature::Feature>(POWERSHELL),
-];
 
 /// Prefix of every step script: stop on the first error, no progress bars (they slow WinRM
 /// down and pollute CLIXML streams).

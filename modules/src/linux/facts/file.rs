@@ -258,7 +258,7 @@ impl RouteFact {
     /// The way to the directory that holds `path`.
     pub fn parent_of(path: &str) -> RouteFact {
         RouteFact {
-            dir: super::super::common::parent_dir(path),
+            dir: crate::paths::parent_dir(path),
         }
     }
 }
