@@ -388,6 +388,18 @@ pub struct VerifyArgs {
     pub keep_workloads: bool,
 }
 
+impl VerifyArgs {
+    /// What the verify runner takes of them.
+    pub fn options(&self) -> v::VerifyOptions {
+        v::VerifyOptions {
+            timeout: self.timeout,
+            external_url: self.external_url.clone(),
+            namespace: self.namespace.clone(),
+            keep_workloads: self.keep_workloads,
+        }
+    }
+}
+
 impl Default for VerifyArgs {
     fn default() -> Self {
         VerifyArgs {

@@ -19,9 +19,8 @@
 
 use crate::args::{Recipes, RunArgs};
 use crate::output::Output;
-use kwin_engine::event::Mode;
 use kwin_engine::event::Outcome;
-use kwin_engine::pipeline::ChecksumMode;
+use kwin_engine::pipeline::{ChecksumMode, Command};
 
 pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<Outcome> {
     let req = run.request(Recipes::Reset, ChecksumMode::Known, false);
@@ -66,6 +65,6 @@ pub fn reset(run: &RunArgs, yes: bool, out: &Output) -> anyhow::Result<Outcome> 
             anyhow::bail!("reset cancelled: `{}` is not `{name}`", answer.trim());
         }
     }
-    let outcome = crate::cmd_run::run_prepared(out, run, &p, Mode::Apply, false, "reset", false)?;
-    Ok(outcome)
+    let none = crate::args::VerifyArgs::default();
+    crate::cmd_run::run_prepared(out, run, &p, Command::Reset, "reset", &none)
 }

@@ -3,10 +3,10 @@
 //!
 //! - [`prepare`]: `pipeline::prepare` on a small runtime of its own; [`ready`] prints what
 //!   it found. [`pin_rows`] the same for `kwin checksums`.
-//! - [`stage`]: one run with its own event stream (apply, then verify, are two): a runtime,
-//!   the renderer on its thread, Ctrl-C (first: stop scheduling, running steps finish, the
-//!   summary and journal are written, exit 130; second: exit 130 at once), the host-key
-//!   notes after the summary.
+//! - [`stage`]: one command's run with its own event stream (apply and its verify are one):
+//!   a runtime, the renderer on its thread, Ctrl-C (first: stop scheduling, running steps
+//!   finish, the summary and journal are written, exit 130; second: exit 130 at once), the
+//!   host-key notes after the summary.
 //! - [`exit_code`]: the exit code of an outcome, from the one table of exit codes,
 //!   `EXIT_CODES` (`exit.rs`; docs/exit-codes.md lists exactly these:
 //!   `tests/exit_codes.rs`).
@@ -51,8 +51,8 @@ fn template_stopped(s: &kwin_engine::template::budget::Stop<'_>) -> ! {
     std::process::exit(exit_code_of(Outcome::Failed).into())
 }
 
-/// Phases 1–5 of `req`, on a small runtime of their own (the network is used only to
-/// fetch missing checksums).
+/// The prepare phases of `req` (`pipeline::prepare`), on a small runtime of their own (the
+/// network is used only to fetch missing checksums).
 pub fn prepare(req: &Request<'_>) -> anyhow::Result<Result<Prepared, Diagnostics>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

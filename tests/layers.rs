@@ -514,6 +514,245 @@ fn the_family_check_sees_a_crossing() {
     );
 }
 
+// ------------------------------------------------------------------------- the run is the pipeline's
+
+/// The pieces the pipeline's run phases are made of (`engine/src/pipeline/mod.rs` lists
+/// them): `src/` runs them only through `pipeline::run`, never composes them itself. Each
+/// entry: a path prefix, and the items under it `src/` may name (the command line's
+/// options of a piece). The session's lock, connect and execute are not public at all.
+const RUN_PIECES: &[(&str, &[&str])] = &[
+    // the upgrade gate
+    ("kwin_modules::kube::upgrade", &[]),
+    // the verify runner
+    (
+        "kwin_modules::kube::verify",
+        &["VerifyOptions", "NAMESPACE"],
+    ),
+    // the executor and the plan's lock
+    ("kwin_engine::exec::execute", &[]),
+    ("kwin_engine::exec::lock", &[]),
+];
+
+/// Every path a file writes (in `use` trees and in code), with an imported name or alias
+/// at its start replaced by what it stands for: (line, full path).
+fn full_paths(ast: &syn::File) -> Vec<(usize, String)> {
+    struct Imports(BTreeMap<String, String>);
+    impl<'ast> Visit<'ast> for Imports {
+        fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+            fn walk(t: &syn::UseTree, pre: &mut Vec<String>, out: &mut BTreeMap<String, String>) {
+                match t {
+                    syn::UseTree::Path(p) => {
+                        pre.push(p.ident.to_string());
+                        walk(&p.tree, pre, out);
+                        pre.pop();
+                    }
+                    syn::UseTree::Name(n) => {
+                        let mut v = pre.clone();
+                        if n.ident != "self" {
+                            v.push(n.ident.to_string());
+                        }
+                        if let Some(last) = v.last() {
+                            out.insert(last.clone(), v.join("::"));
+                        }
+                    }
+                    syn::UseTree::Rename(r) => {
+                        let mut v = pre.clone();
+                        if r.ident != "self" {
+                            v.push(r.ident.to_string());
+                        }
+                        out.insert(r.rename.to_string(), v.join("::"));
+                    }
+                    syn::UseTree::Glob(_) => {}
+                    syn::UseTree::Group(g) => {
+                        for t in &g.items {
+                            walk(t, pre, out);
+                        }
+                    }
+                }
+            }
+            walk(&u.tree, &mut Vec::new(), &mut self.0);
+        }
+    }
+    struct Paths<'a> {
+        imports: &'a BTreeMap<String, String>,
+        out: Vec<(usize, String)>,
+    }
+    impl<'ast> Visit<'ast> for Paths<'_> {
+        fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+            if !is_test_only(&m.attrs) {
+                syn::visit::visit_item_mod(self, m);
+            }
+        }
+        fn visit_item_use(&mut self, _u: &'ast syn::ItemUse) {}
+        fn visit_path(&mut self, p: &'ast syn::Path) {
+            let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+            if let Some(first) = segs.first() {
+                let head = self.imports.get(first).cloned().unwrap_or(first.clone());
+                let mut full = vec![head];
+                full.extend(segs[1..].iter().cloned());
+                self.out.push((p.span().start().line, full.join("::")));
+            }
+            syn::visit::visit_path(self, p);
+        }
+    }
+    let mut imports = Imports(BTreeMap::new());
+    imports.visit_file(ast);
+    let mut paths = Paths {
+        imports: &imports.0,
+        out: Vec::new(),
+    };
+    paths.visit_file(ast);
+    paths.out.extend(imports.0.values().map(|p| (0, p.clone())));
+    paths.out
+}
+
+/// The paths of `ast` that name a run piece beyond what `RUN_PIECES` allows.
+fn run_pieces(ast: &syn::File) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (line, path) in full_paths(ast) {
+        for (piece, allowed) in RUN_PIECES {
+            let Some(rest) = path.strip_prefix(piece) else {
+                continue;
+            };
+            let item = rest.trim_start_matches("::");
+            if (rest.is_empty() || rest.starts_with("::")) && !allowed.contains(&item) {
+                // The import of a module whose allowed items are then named is no use of it.
+                if item.is_empty() && !allowed.is_empty() {
+                    continue;
+                }
+                found.push((line, path.clone()));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn src_runs_the_gate_verify_and_executor_only_through_the_pipeline() {
+    let mut found = Vec::new();
+    for (file, ast) in sources(&["src"]) {
+        for (line, path) in run_pieces(&ast) {
+            found.push(format!("{file}:{line}: {path}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "src/ composes the run itself (call kwin_engine::pipeline::run, which runs the gate, lock, executor and verify in the order pipeline/mod.rs lists):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_run_check_sees_a_piece_named_in_src() {
+    let ast = syn::parse_file(
+        r#"
+use kwin_modules::kube::upgrade::gate::{self, GateSpec};
+use kwin_modules::kube::verify as v;
+fn f() {
+    let _ = gate::check(r, &spec);
+    let _ = v::verify(r, &spec);
+    let _ = v::VerifyOptions { timeout };
+    let _ = kwin_engine::exec::lock::Lock::acquire(d, n, id);
+}
+#[cfg(test)]
+mod tests { fn t() { kwin_modules::kube::verify::verify(r, &s); } }
+"#,
+    )
+    .expect("parse");
+    let what: Vec<String> = run_pieces(&ast).into_iter().map(|(_, p)| p).collect();
+    assert_eq!(
+        what,
+        [
+            "kwin_modules::kube::upgrade::gate",
+            "kwin_modules::kube::upgrade::gate::GateSpec",
+            "kwin_modules::kube::upgrade::gate::check",
+            "kwin_modules::kube::verify::verify",
+            "kwin_engine::exec::lock::Lock::acquire",
+        ]
+    );
+}
+
+// ------------------------------------------------------------------------- phases, numbered once
+
+/// The one place that numbers the phases: the list at the top of the pipeline's module docs.
+const PHASE_LIST: &str = "engine/src/pipeline/mod.rs";
+
+/// Lines of `text` that number a phase (`phase 4`, `Phases 1–5`) or a step of the pipeline
+/// in a code comment (`// 3. Effective values`), outside the list: (line, text).
+fn phase_numbers(file: &str, text: &str) -> Vec<(usize, String)> {
+    let in_pipeline = file.starts_with("engine/src/pipeline/");
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if file == PHASE_LIST && t.starts_with("//!") {
+            continue;
+        }
+        let lower = t.to_lowercase();
+        let numbered = lower.match_indices("phase").any(|(at, _)| {
+            let rest = lower[at + "phase".len()..].trim_start_matches('s');
+            rest.trim_start().starts_with(|c: char| c.is_ascii_digit())
+        });
+        let step = in_pipeline
+            && t.strip_prefix("//").map(str::trim_start).is_some_and(|c| {
+                let digits = c.chars().take_while(char::is_ascii_digit).count();
+                digits > 0 && c[digits..].starts_with(['.', '–', '-'])
+            });
+        if numbered || step {
+            out.push((i + 1, t.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn phases_are_numbered_only_in_the_pipelines_list() {
+    let mut files = Vec::new();
+    for d in ["engine/src", "modules/src", "src", "docs"] {
+        source::rust_files(&source::root().join(d), &mut files);
+    }
+    for d in ["docs", "."] {
+        let dir = source::root().join(d);
+        for e in std::fs::read_dir(&dir).expect("dir").flatten() {
+            if e.path().extension().is_some_and(|x| x == "md") {
+                files.push(e.path());
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(source::root())
+            .unwrap_or(&f)
+            .display()
+            .to_string();
+        let text = std::fs::read_to_string(&f).expect("read");
+        for (line, what) in phase_numbers(&rel, &text) {
+            found.push(format!("{rel}:{line}: {what}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "phases are numbered only in {PHASE_LIST}'s list; elsewhere name them (`the expand phase`):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_phase_check_sees_a_number_outside_the_list() {
+    let text = "//! 4  expand   recipes\n/// Phases 1–5: every command starts here.\n    // 3. Effective values.\n// kubeadm init phase certs\n/// What phase 4 gives.\n";
+    let lines = |file: &str| -> Vec<usize> {
+        phase_numbers(file, text)
+            .into_iter()
+            .map(|(l, _)| l)
+            .collect()
+    };
+    assert_eq!(lines(PHASE_LIST), [2, 3, 5]);
+    assert_eq!(lines("engine/src/pipeline/phase.rs"), [2, 3, 5]);
+    assert_eq!(lines("src/drive.rs"), [2, 5]);
+}
+
 // ------------------------------------------------------------------------- defaults, once
 
 /// Default values that have one home.

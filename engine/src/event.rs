@@ -303,6 +303,11 @@ pub enum Event {
     },
     /// The run was interrupted (Ctrl-C): no new tasks were started; `run_finished` follows.
     Interrupted {},
+    /// `kwin verify`'s checks start (alone, or after a clean `kwin apply`), run from `host`
+    /// (the first control plane): the events up to `verify_finished` are theirs.
+    VerifyStarted {
+        host: String,
+    },
     /// One check of `kwin verify` (a row of its table): what was checked, from where to
     /// where, and the evidence.
     Check {

@@ -11,7 +11,8 @@
 //! child is namespace plumbing and is not a file edge.
 //!
 //! And only `transport/` names the crates that reach the network or speak its protocols
-//! (ssh2, reqwest, hyper, rustls, sspi and their helpers).
+//! (ssh2, reqwest, hyper, rustls, sspi and their helpers); the executor calls
+//! `Module::plan` in one place and resolves a module's inputs in one loop.
 
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
@@ -752,4 +753,118 @@ fn the_layer_table_names_real_modules() {
             );
         }
     }
+}
+
+/// Where the executor calls `Module::plan` and matches `ModuleError::InputPending` (the
+/// input loop), in production code: (file, line, what).
+fn plan_calls(files: &[(PathBuf, String)]) -> Result<Vec<(String, usize, &'static str)>, String> {
+    struct Finder<'a> {
+        file: &'a str,
+        out: Vec<(String, usize, &'static str)>,
+    }
+    impl<'ast> Visit<'ast> for Finder<'_> {
+        fn visit_item(&mut self, i: &'ast syn::Item) {
+            let test = match i {
+                syn::Item::Mod(m) => is_cfg_test(&m.attrs),
+                syn::Item::Fn(f) => is_cfg_test(&f.attrs),
+                _ => false,
+            };
+            if !test {
+                syn::visit::visit_item(self, i);
+            }
+        }
+        fn visit_expr_method_call(&mut self, c: &'ast syn::ExprMethodCall) {
+            if c.method == "plan" {
+                let line = c.method.span().start().line;
+                self.out.push((self.file.to_string(), line, "Module::plan"));
+            }
+            syn::visit::visit_expr_method_call(self, c);
+        }
+        fn visit_path(&mut self, p: &'ast syn::Path) {
+            if p.segments.last().is_some_and(|s| s.ident == "InputPending") {
+                let line = p.segments.last().map_or(0, |s| s.ident.span().start().line);
+                self.out.push((self.file.to_string(), line, "InputPending"));
+            }
+            syn::visit::visit_path(self, p);
+        }
+    }
+    let mut out = Vec::new();
+    for (rel, text) in files {
+        if !rel.starts_with("exec") {
+            continue;
+        }
+        let ast = syn::parse_file(text).map_err(|e| format!("{}: {e}", rel.display()))?;
+        let file = format!("engine/src/{}", rel.display());
+        let mut f = Finder {
+            file: &file,
+            out: Vec::new(),
+        };
+        f.visit_file(&ast);
+        out.extend(f.out);
+    }
+    Ok(out)
+}
+
+/// The executor plans a task in one place (`Worker::plan_once`: the first plan, the
+/// convergence check, the plan after a reconnect) and resolves the inputs a module asks for
+/// in one loop (`Worker::plan_task`, for both the apply and the plan policy).
+#[test]
+fn the_executor_plans_in_one_place_and_one_input_loop() {
+    let found = plan_calls(&engine_sources()).expect("parses");
+    let at = |what: &str| -> Vec<String> {
+        found
+            .iter()
+            .filter(|(_, _, w)| *w == what)
+            .map(|(f, l, _)| format!("{f}:{l}"))
+            .collect()
+    };
+    let plans = at("Module::plan");
+    assert!(
+        plans.len() == 1 && plans[0].starts_with("engine/src/exec/worker/mod.rs:"),
+        "Module::plan is called from the executor at {plans:?}: plan through Worker::plan_once"
+    );
+    let loops = at("InputPending");
+    assert!(
+        loops.len() == 1 && loops[0].starts_with("engine/src/exec/worker/mod.rs:"),
+        "ModuleError::InputPending is handled at {loops:?}: resolve inputs through Worker::plan_task"
+    );
+}
+
+#[test]
+fn a_second_plan_call_is_reported() {
+    let files = vec![
+        (
+            PathBuf::from("exec/worker/mod.rs"),
+            "fn plan_once(m: &dyn Module) { m.plan(f, c); }\n#[cfg(test)]\nmod tests { fn t() { m.plan(f, c); } }".to_string(),
+        ),
+        (
+            PathBuf::from("exec/worker/plan.rs"),
+            "fn task() {\n    match module.plan(&w.facts, &ctx) {\n        Err(ModuleError::InputPending(n)) => {}\n        _ => {}\n    }\n}".to_string(),
+        ),
+        (
+            PathBuf::from("module/guard.rs"),
+            "fn plan() { self.inner.plan(f, c) }".to_string(),
+        ),
+    ];
+    let found = plan_calls(&files).expect("parses");
+    assert_eq!(
+        found,
+        [
+            (
+                "engine/src/exec/worker/mod.rs".to_string(),
+                1,
+                "Module::plan"
+            ),
+            (
+                "engine/src/exec/worker/plan.rs".to_string(),
+                2,
+                "Module::plan"
+            ),
+            (
+                "engine/src/exec/worker/plan.rs".to_string(),
+                3,
+                "InputPending"
+            ),
+        ]
+    );
 }

@@ -31,4 +31,3 @@ pub fn temp_name(nonce: &str, path: &str) -> String {
     h.update(path.as_bytes());
     format!(".kwin-{}", &hex::encode(h.finalize())[..32])
 }
-

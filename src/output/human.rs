@@ -298,6 +298,7 @@ impl Human {
             Event::Diagnostic(_)
             | Event::Logs { .. }
             | Event::Kubeconfig { .. }
+            | Event::VerifyStarted { .. }
             | Event::Summary(_) => {}
             Event::HostConnected { host, .. } | Event::HostProbed { host, .. } => {
                 self.rows.entry(host.clone()).or_default();

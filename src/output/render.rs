@@ -139,10 +139,23 @@ pub fn render(
     how: Render,
     tally: &Arc<Mutex<Tally>>,
 ) {
-    let mut sink: Box<dyn Sink> = match (format, how) {
-        (OutputFormat::Json, _) => Box::new(Json),
-        (OutputFormat::Human, Render::Run(mode, what)) => Box::new(Human::new(mode, tty, what)),
-        (OutputFormat::Human, Render::Quiet) => Box::new(Warnings),
+    let sink_for = |how: Render| -> Box<dyn Sink> {
+        match (format, how) {
+            (OutputFormat::Json, _) => Box::new(Json),
+            (OutputFormat::Human, Render::Run(mode, what)) => Box::new(Human::new(mode, tty, what)),
+            (OutputFormat::Human, Render::Quiet) => Box::new(Warnings),
+        }
+    };
+    let mut sink = sink_for(how);
+    // `verify_started` after a run (`kwin apply`): the checks are shown as `kwin verify`
+    // shows them, after the run's summary table, by a renderer of their own (whose tasks
+    // are phases).
+    let verify_starts = |e: &Event, sink: &mut Box<dyn Sink>, running: &mut Running| {
+        if matches!(e, Event::VerifyStarted { .. }) && !running.phases {
+            sink.end();
+            *sink = sink_for(Render::Run(Mode::Apply, "verify"));
+            running.phases = true;
+        }
     };
     let record = |e: &Event| match tally.lock() {
         Ok(mut t) => t.record(e),
@@ -161,6 +174,7 @@ pub fn render(
         // No timer: the events without the heartbeat.
         while let Some(e) = rx.blocking_recv() {
             record(&e);
+            verify_starts(&e, &mut sink, &mut running);
             sink.event(e);
         }
         sink.end();
@@ -187,6 +201,7 @@ pub fn render(
                 break;
             };
             record(&e);
+            verify_starts(&e, &mut sink, &mut running);
             running.track(&e, Instant::now());
             sink.event(e);
         }

@@ -225,6 +225,7 @@ impl Journal {
             | Event::Output { .. }
             | Event::StillRunning { .. }
             | Event::Warning { .. }
+            | Event::VerifyStarted { .. }
             | Event::Check { .. }
             | Event::VerifyFinished { .. }
             | Event::Kubeconfig { .. }

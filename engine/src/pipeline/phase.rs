@@ -86,10 +86,10 @@ pub struct Fetched {
 /// Time allowed for fetching every missing checksum file.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Phases 1–2: the plan read and parsed once, then validated (`Ok`: the plan and its
-/// warnings; `Err`: every diagnostic, sorted), and with errors every problem of the plan's own
-/// `[[tasks]]` that does not depend on them ([`user_task_problems`]), so one run reports
-/// the structural, host and cluster problems with the tasks' params, conflicts and
+/// The load and validate phases: the plan read and parsed once, then validated (`Ok`: the
+/// plan and its warnings; `Err`: every diagnostic, sorted), and with errors every problem of
+/// the plan's own `[[tasks]]` that does not depend on them ([`user_task_problems`]), so one
+/// run reports the structural, host and cluster problems with the tasks' params, conflicts and
 /// templates.
 pub(super) fn load_and_validate_all(
     req: &Request<'_>,
@@ -184,7 +184,7 @@ pub(super) fn user_task_problems(req: &Request<'_>, plan: &LoadedPlan) -> Diagno
     Diagnostics(d.0.into_iter().filter(keep).collect())
 }
 
-/// What phase 4 gives.
+/// What the expand phase gives.
 pub(super) struct Expanded {
     pub tasks: Vec<Task>,
     /// The checksums fetched.
@@ -197,8 +197,8 @@ pub(super) struct Expanded {
     pub unfinished: std::collections::BTreeSet<crate::task::Origin>,
 }
 
-/// Phase 4: the tasks of `plan` with its effective values `eff`, every artifact checksum
-/// known (fetched if `req` allows).
+/// The expand phase: the tasks of `plan` with its effective values `eff`, every artifact
+/// checksum known (fetched if `req` allows).
 pub(super) async fn expand(
     req: &Request<'_>,
     plan: &LoadedPlan,

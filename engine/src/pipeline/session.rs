@@ -47,6 +47,8 @@ pub enum SessionError {
     Lock(#[from] crate::exec::lock::LockError),
     #[error("every checksum of the recipes must be known before a run, and one is not: run `kwin plan` first")]
     ChecksumsUnknown,
+    #[error("the plan has no control plane to run the checks from")]
+    NoControlPlane,
 }
 
 pub struct Session {
@@ -129,7 +131,7 @@ impl Session {
     }
 
     /// `kwin facts`: the executor connects and probes, and plans nothing.
-    pub fn probe_only(&mut self) {
+    pub(super) fn probe_only(&mut self) {
         self.opts.probe_only = true;
     }
 
@@ -155,7 +157,7 @@ impl Session {
 
     /// Take the plan's lock, `.kwin/<plan file>.lock`, for this run (one apply of a plan at a
     /// time); a stale lock taken over is a warning.
-    pub fn lock(&mut self) -> Result<(), SessionError> {
+    pub(super) fn lock(&mut self) -> Result<(), SessionError> {
         let name = crate::exec::lock::lock_name(&self.opts.plan);
         let (lock, warning) = Lock::acquire(&self.opts.state_dir, &name, &self.opts.run_id)?;
         if let Some(w) = warning {
@@ -197,15 +199,15 @@ impl Session {
 
     /// A transport for every host of the plan that is part of the run (`--limit`: the
     /// chosen hosts and those they need; no other host is connected to).
-    pub fn open_hosts(&mut self, plan: &LoadedPlan, scope: &Scope) {
+    pub(super) fn open_hosts(&mut self, plan: &LoadedPlan, scope: &Scope) {
         self.tell_logs();
         for h in plan.hosts.iter().filter(|h| scope.has_host(&h.name)) {
             self.made(h);
         }
     }
 
-    /// Phase 8: the executor over every host opened.
-    pub async fn execute(
+    /// The execute phase: the executor over every host opened.
+    pub(super) async fn execute(
         &mut self,
         graph: Arc<TaskGraph>,
         modules: Modules,
@@ -241,7 +243,7 @@ impl Session {
     /// [`Session::remote`], logged in `.kwin/logs/<run-id>/<log>.log`: for work before a run
     /// on the same host (the upgrade gate), whose log the run's own must not collide with.
     /// The transport is the host's, so the run reuses the connection.
-    pub fn remote_logged(&mut self, host: &ResolvedHost, log: &str) -> HostRemote {
+    pub(super) fn remote_logged(&mut self, host: &ResolvedHost, log: &str) -> HostRemote {
         if !self.pruned {
             self.pruned = true;
             let (dir, r, id) = (

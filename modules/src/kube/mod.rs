@@ -13,6 +13,7 @@
 
 use kwin_engine::module::ParamError;
 
+pub mod cluster;
 pub mod facts;
 mod script;
 pub mod upgrade;

@@ -30,4 +30,3 @@ pub mod service;
 pub mod swap_off;
 pub mod sysctl;
 pub mod user;
-

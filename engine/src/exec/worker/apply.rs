@@ -11,8 +11,8 @@
 //!    the batch now (its script re-reads this task's facts at the end); if an already executed
 //!    change may have touched them (or a dependency on another host changed after they were
 //!    read), re-probe; otherwise the facts from the probe stand;
-//! 3. plan; `InputPending` → resolve the input (wait for the producer, read its outputs once),
-//!    plan again;
+//! 3. plan (`Worker::plan_task`, the loop both policies share); an input the module asks for
+//!    is resolved by waiting for its producer and reading its outputs once;
 //! 4. NoOp → ok (published once everything queued before it ran); a change made only of
 //!    `Run` steps joins the pending batch; any other change (file put, reboot) sends the batch
 //!    and runs alone.
@@ -29,14 +29,15 @@
 //! runs: reconnect (with backoff), re-probe, re-plan the batch's tasks — what is now NoOp
 //! was applied — and send the rest again. Facts decide; nothing is re-run blindly.
 
-use super::{DepErr, InputErr, Pending, Policy, ReadAhead, Worker};
+use super::{DepErr, InputErr, Pending, PlanErr, Policy, ReadAhead, Worker};
 use crate::event::{Event, TaskStatus};
 use crate::exec::batch::{Batch, Item, ItemResult, Script, Section};
 use crate::exec::conn::{LogAs, LogStdout, Redact};
 use crate::exec::reboot::reboot;
 use crate::exec::text::last_lines;
 use crate::fact::FactQuery;
-use crate::module::{Action, Change, Ctx, Inputs, ModuleError, Plan, Step, Touches};
+use crate::module::{Action, Change, Inputs, Plan, Step, Touches};
+use crate::secret::Secret;
 use crate::shell::Output;
 use crate::transport::output::{Keep, TAIL};
 use crate::transport::TransportError;
@@ -54,6 +55,9 @@ impl Policy for Apply {
     }
     async fn flush(&self, w: &mut Worker, ahead: ReadAhead) -> Result<(), String> {
         w.flush(Vec::new(), ahead).await
+    }
+    async fn input(&self, w: &mut Worker, t: usize, name: &str) -> Result<Secret, InputErr> {
+        w.resolve_input(t, name, self).await
     }
 }
 
@@ -246,30 +250,16 @@ impl Worker {
 
         // Plan, resolving inputs as the module asks for them.
         let mut inputs = Inputs::new();
-        let mut asked = 0;
-        let plan = loop {
-            let nonce = crate::module::new_plan_nonce();
-            let ctx = Ctx {
-                shell: self.shell,
-                host: &self.host,
-                inputs: &inputs,
-                nonce: &nonce,
-            };
-            match module.plan(&self.facts, &ctx) {
-                Ok(p) => break p,
-                Err(ModuleError::InputPending(name))
-                    if asked <= self.sh.graph.task(self.tasks[t].node).inputs.len() =>
-                {
-                    asked += 1;
-                    match self.resolve_input(t, &name, &Apply).await {
-                        Ok(v) => inputs.insert(name, v),
-                        Err(InputErr::Skip(c)) => return self.skip(t, &c),
-                        Err(InputErr::Fail(m)) => return self.fail_after_flush(t, m).await,
-                        Err(InputErr::Cancelled) => return,
-                    }
-                }
-                Err(e) => return self.fail_after_flush(t, e.to_string()).await,
+        let plan = match self.plan_task(t, &*module, &mut inputs, &Apply).await {
+            Ok(p) => p,
+            Err(PlanErr::Input(_, InputErr::Skip(c))) => return self.skip(t, &c),
+            Err(PlanErr::Input(_, InputErr::Fail(m))) => return self.fail_after_flush(t, m).await,
+            Err(PlanErr::Input(_, InputErr::Cancelled)) => return,
+            Err(PlanErr::Input(name, InputErr::AfterApply)) => {
+                let m = format!("input `{name}` has no value (this is a bug in kwin)");
+                return self.fail_after_flush(t, m).await;
             }
+            Err(PlanErr::Module(e)) => return self.fail_after_flush(t, e.to_string()).await,
         };
         self.emit_planned(t, &plan);
         if let (Plan::Change(c), true) = (&plan, self.tasks[t].read_only) {
@@ -314,15 +304,8 @@ impl Worker {
         let Ok(module) = self.tasks[t].module.clone() else {
             return;
         };
-        let nonce = crate::module::new_plan_nonce();
-        let ctx = Ctx {
-            shell: self.shell,
-            host: &self.host,
-            inputs,
-            nonce: &nonce,
-        };
         let name = self.tasks[t].module_name.clone();
-        match module.plan(&self.facts, &ctx) {
+        match self.plan_once(&*module, inputs) {
             Ok(Plan::NoOp { .. }) => self.finish(
                 t,
                 TaskStatus::Changed,
@@ -501,14 +484,7 @@ impl Worker {
             let Ok(module) = self.tasks[p.t].module.clone() else {
                 continue;
             };
-            let nonce = crate::module::new_plan_nonce();
-            let ctx = Ctx {
-                shell: self.shell,
-                host: &self.host,
-                inputs: &p.inputs,
-                nonce: &nonce,
-            };
-            match module.plan(&self.facts, &ctx) {
+            match self.plan_once(&*module, &p.inputs) {
                 Ok(Plan::NoOp { .. }) => {
                     self.executed.push(old.touches.clone());
                     self.finish(
@@ -738,14 +714,7 @@ impl Worker {
                     let Ok(module) = self.tasks[t].module.clone() else {
                         return;
                     };
-                    let nonce = crate::module::new_plan_nonce();
-                    let ctx = Ctx {
-                        shell: self.shell,
-                        host: &self.host,
-                        inputs: &inputs,
-                        nonce: &nonce,
-                    };
-                    match module.plan(&self.facts, &ctx) {
+                    match self.plan_once(&*module, &inputs) {
                         Ok(Plan::NoOp { .. }) => {
                             return self.finish(
                                 t,

@@ -17,7 +17,7 @@ use super::text::{last_lines, parse_outputs};
 use crate::event::{Event, TaskStatus};
 use crate::fact::{self, FactQuery, Facts};
 use crate::graph::scope::TaskScope;
-use crate::module::{Change, Inputs, Module, Plan, Touches};
+use crate::module::{Change, Ctx, Inputs, Module, ModuleError, Plan, Touches};
 use crate::secret::Secret;
 use crate::shell::{Output, Shell};
 use crate::task::TaskId;
@@ -83,10 +83,22 @@ pub(crate) struct Worker {
     start: Instant,
 }
 
+/// Why an input of a task has no value.
 pub(crate) enum InputErr {
+    /// Its producer failed or was skipped: skip the task, with this cause.
     Skip(String),
     Fail(String),
     Cancelled,
+    /// Known only after apply (`kwin plan`: reading a producer's outputs may have effects).
+    AfterApply,
+}
+
+/// Why a task has no plan ([`Worker::plan_task`]).
+pub(crate) enum PlanErr {
+    /// The module's own answer (a failure of the task).
+    Module(ModuleError),
+    /// The input named `.0` has no value, for the reason `.1`.
+    Input(String, InputErr),
 }
 
 /// Why a task cannot start after waiting for its dependencies.
@@ -340,6 +352,52 @@ impl Worker {
                 Some(&self.host),
                 format!("{}: {}", task.id.name, sc.scrub(w)),
             );
+        }
+    }
+
+    /// Plan a task with `module` (its own) against the facts as read so far, with the
+    /// values of `inputs`: the one place a task is planned (first, again after its change as
+    /// the convergence check, after a reconnect), each time with a fresh nonce.
+    pub(crate) fn plan_once(
+        &self,
+        module: &dyn Module,
+        inputs: &Inputs,
+    ) -> Result<Plan, ModuleError> {
+        let nonce = crate::module::new_plan_nonce();
+        let ctx = Ctx {
+            shell: self.shell,
+            host: &self.host,
+            inputs,
+            nonce: &nonce,
+        };
+        module.plan(&self.facts, &ctx)
+    }
+
+    /// Plan task `t` with `module`, giving it each input it asks for
+    /// ([`ModuleError::InputPending`]) as `policy` resolves it, then planning again: the one
+    /// plan loop of both policies. `inputs` ends with every value given. A module that asks
+    /// for more inputs than the task declares gets its `InputPending` back as its failure.
+    pub(crate) async fn plan_task(
+        &mut self,
+        t: usize,
+        module: &dyn Module,
+        inputs: &mut Inputs,
+        policy: &dyn Policy,
+    ) -> Result<Plan, PlanErr> {
+        let declared = self.sh.graph.task(self.tasks[t].node).inputs.len();
+        let mut asked = 0;
+        loop {
+            match self.plan_once(module, inputs) {
+                Ok(plan) => return Ok(plan),
+                Err(ModuleError::InputPending(name)) if asked <= declared => {
+                    asked += 1;
+                    match policy.input(self, t, &name).await {
+                        Ok(v) => inputs.insert(name, v),
+                        Err(e) => return Err(PlanErr::Input(name, e)),
+                    }
+                }
+                Err(e) => return Err(PlanErr::Module(e)),
+            }
         }
     }
 
@@ -677,6 +735,9 @@ pub(crate) trait Policy: Sync {
     /// outputs of a queued task, and at the end), its end read reading `ahead`.
     /// `Err`: a transport error that no task took.
     async fn flush(&self, w: &mut Worker, ahead: ReadAhead) -> Result<(), String>;
+    /// The value of input `name` of task `t`, which its module asked for while planning
+    /// ([`Worker::plan_task`]).
+    async fn input(&self, w: &mut Worker, t: usize, name: &str) -> Result<Secret, InputErr>;
 }
 
 /// The worker of one host: connect, probe (ONE script with every fact of every task on the

@@ -10,9 +10,10 @@
 //! known: the consumer is planned with them. Later tasks are planned against the facts as
 //! probed, not as earlier changes would leave them (like any dry run).
 
-use super::{Policy, ReadAhead, Worker};
+use super::{InputErr, PlanErr, Policy, ReadAhead, Worker};
 use crate::event::{Event, TaskStatus};
-use crate::module::{Ctx, Inputs, ModuleError, Plan};
+use crate::module::{Inputs, Plan};
+use crate::secret::Secret;
 use async_trait::async_trait;
 use std::time::Instant;
 
@@ -33,28 +34,7 @@ impl Policy for PlanOnly {
         };
         // Plan; an input a producer read from its facts is known here too (wait for the
         // producer's plan, which needs no change on any host), any other is not.
-        let mut asked = 0;
-        let result = loop {
-            let nonce = crate::module::new_plan_nonce();
-            let ctx = Ctx {
-                shell: w.shell,
-                host: &w.host,
-                inputs: &inputs,
-                nonce: &nonce,
-            };
-            match module.plan(&w.facts, &ctx) {
-                Err(ModuleError::InputPending(name))
-                    if asked <= w.sh.graph.task(w.tasks[t].node).inputs.len() =>
-                {
-                    asked += 1;
-                    match w.fact_input_after(t, &name, self).await {
-                        Some(v) => inputs.insert(name, v),
-                        None => break Err(ModuleError::InputPending(name)),
-                    }
-                }
-                other => break other,
-            }
-        };
+        let result = w.plan_task(t, &*module, &mut inputs, self).await;
         match result {
             Ok(plan) => {
                 w.emit_planned(t, &plan);
@@ -70,7 +50,7 @@ impl Policy for PlanOnly {
                     ),
                 }
             }
-            Err(ModuleError::InputPending(name)) => {
+            Err(PlanErr::Input(name, _)) => {
                 let task = w.sh.graph.task(w.tasks[t].node);
                 let from = task
                     .inputs
@@ -89,11 +69,18 @@ impl Policy for PlanOnly {
                 });
                 w.finish(t, TaskStatus::WouldChange, Some(reason));
             }
-            Err(e) => w.finish(t, TaskStatus::Failed, Some(e.to_string())),
+            Err(PlanErr::Module(e)) => w.finish(t, TaskStatus::Failed, Some(e.to_string())),
         }
     }
 
     async fn flush(&self, _w: &mut Worker, _ahead: ReadAhead) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Only an output its producer read from its facts: nothing runs to read outputs.
+    async fn input(&self, w: &mut Worker, t: usize, name: &str) -> Result<Secret, InputErr> {
+        w.fact_input_after(t, name, self)
+            .await
+            .ok_or(InputErr::AfterApply)
     }
 }
