@@ -7,7 +7,7 @@
 //! the type) and its examples (`examples.toml` next to this file: `[[tasks]]` entries a plan
 //! can hold as written; `tests/reference.rs` validates each one as a plan task).
 
-use crate::table::Family;
+use crate::table::{Family, Row};
 use kwin_engine::transport::Shell;
 use serde_json::Value;
 
@@ -98,9 +98,14 @@ pub fn family_name(f: Family) -> &'static str {
 
 /// Every module, by name.
 pub fn reference() -> Vec<ModuleDoc> {
+    reference_of(crate::rows())
+}
+
+/// The modules of `rows` (a table's rows, with their family), by name.
+pub fn reference_of<'a>(rows: impl IntoIterator<Item = (Family, &'a Row)>) -> Vec<ModuleDoc> {
     let examples = examples();
     let mut out: Vec<ModuleDoc> = Vec::new();
-    for (family, r) in crate::rows() {
+    for (family, r) in rows {
         let i = match out.iter().position(|m| m.name == r.name) {
             Some(i) => i,
             None => {
@@ -390,7 +395,11 @@ fn md_cell(s: &str) -> String {
 
 /// `docs/modules.md`: every module's line, OSes, parameter table and examples.
 pub fn markdown() -> String {
-    let all = reference();
+    markdown_of(&reference())
+}
+
+/// [`markdown`] of the modules `all`.
+pub fn markdown_of(all: &[ModuleDoc]) -> String {
     let mut out = String::from(
         "<!-- Generated from the module tables, the params types and \
          modules/src/examples.toml; do not edit.\n     \
@@ -402,13 +411,13 @@ pub fn markdown() -> String {
     for os in [Os::Linux, Os::Windows] {
         out.push_str(&format!("## {} hosts\n\n", os.name()));
         out.push_str("| module | what it manages |\n|---|---|\n");
-        for (name, line) in on_os(&all, os) {
+        for (name, line) in on_os(all, os) {
             out.push_str(&format!("| [`{name}`](#{name}) | {} |\n", md_cell(line)));
         }
         out.push('\n');
     }
     out.push_str("## Reference\n");
-    for m in &all {
+    for m in all {
         let oses: Vec<&str> = m.oses().iter().map(|o| o.name()).collect();
         out.push_str(&format!("\n### {}\n\n", m.name));
         out.push_str(&format!(
@@ -440,4 +449,62 @@ pub fn markdown() -> String {
         out.pop();
     }
     out
+}
+
+/// The module list of docs/plan.md (between `<!-- modules:begin -->` and
+/// `<!-- modules:end -->`) of `rows`: per family, its modules' names, sorted, wrapped as
+/// the page's lines.
+pub fn plan_list_of<'a>(rows: impl IntoIterator<Item = (Family, &'a Row)>) -> String {
+    let rows: Vec<(Family, &Row)> = rows.into_iter().collect();
+    let mut words: Vec<String> = Vec::new();
+    let families = [Family::Linux, Family::Windows, Family::Kube];
+    for (i, family) in families.iter().enumerate() {
+        let mut names: Vec<&str> = rows
+            .iter()
+            .filter(|(f, _)| f == family)
+            .map(|(_, r)| r.name)
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let last = if i + 1 == families.len() { "." } else { ";" };
+        for (k, n) in names.iter().enumerate() {
+            let head = if k == 0 {
+                format!("{} ", family_name(*family))
+            } else {
+                String::new()
+            };
+            let tail = if k + 1 == names.len() { last } else { "," };
+            words.push(format!("{head}`{n}`{tail}"));
+        }
+    }
+    // A family's name stays on the line of its first module.
+    let mut out = String::new();
+    let mut line = String::new();
+    for w in words {
+        if !line.is_empty() && line.len() + 1 + w.len() > 96 {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&w);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
+/// docs/plan.md's text `page` with its module list made [`plan_list_of`] `rows`; `None`
+/// without the markers.
+pub fn plan_page_with_list<'a>(
+    page: &str,
+    rows: impl IntoIterator<Item = (Family, &'a Row)>,
+) -> Option<String> {
+    let begin = "<!-- modules:begin -->\n";
+    let start = page.find(begin)? + begin.len();
+    let end = page.find("<!-- modules:end -->")?;
+    let list = plan_list_of(rows);
+    (start <= end).then(|| format!("{}{list}{}", &page[..start], &page[end..]))
 }

@@ -1,6 +1,32 @@
 //! What a module's row in the tables is: [`Row`], made by [`row`] from the module's type
 //! ([`Described`]: its name, doc, params type and facts). The tables themselves, one per
-//! family, are in `crate::registry`, the only list of what kwin's modules are.
+//! family, are in `crate::registry`, the only list of what kwin's modules are: the
+//! registry, `kwin schema`, `kwin modules`, `kwin doc`, the generated pages, the parser
+//! tests and the fuzz target read them.
+//!
+//! Adding a module (`tests/adding_a_module.rs` checks every place for every row, and says
+//! what is missing where):
+//!
+//! 1. `modules/src/<family>/<file>.rs`: the module type, with `Module` and [`Described`]
+//!    (its name, one line, params type with a doc comment on every field, fact samples), and a
+//!    `//!` header with its parameters, when it is a no-op, what it changes and an example
+//!    task (a Linux module's example is built by `tests/cases.rs`).
+//! 2. `modules/src/<family>/mod.rs`: `pub mod <file>;`.
+//! 3. `modules/src/registry.rs`: its row, `row::<<family>::<file>::Type>(shells)`, in its
+//!    family's table.
+//! 4. `modules/tests/cases/<name>/`: its cases (`windows_cases/`, `kube_cases/` for those
+//!    families): params, captured fact output, the expected plan; at least five for a Linux
+//!    module.
+//! 5. `modules/src/examples.toml`: an example task per OS it runs on.
+//! 6. `docs/modules.md` and
+//! 7. `docs/plan.md`'s module list: generated from the tables; regenerate both with
+//!    `KWIN_BLESS=1 cargo test -p kwin-modules --test reference`.
+//!
+//! Facts: a fact a module reads is a type with `kwin_engine::fact::Fact` (a command and a
+//! pure parser, unit-tested on captured output) written in its family's `facts` module
+//! (`linux/facts/`, `windows/facts.rs`, `kube/facts.rs`), whether one module reads it or
+//! several, in the family's output form ([`Family`]). Six Windows and Kubernetes facts still
+//! sit beside their modules; `tests/adding_a_module.rs` lists them and holds the rule.
 
 use kwin_engine::fact::{Fact, FactError, FactOutput};
 use kwin_engine::module::{parse_params, Module, ParamError};
@@ -98,6 +124,8 @@ pub struct Row {
     pub params: fn() -> schemars::Schema,
     /// One instance of every fact the module can read.
     pub facts: fn() -> Vec<FactSample>,
+    /// The module type's path (`kwin_modules::linux::file::File`): which file defines it.
+    pub type_name: fn() -> &'static str,
 }
 
 impl std::fmt::Debug for Row {
@@ -151,5 +179,6 @@ pub const fn row<M: Described>(shells: &'static [Shell]) -> Row {
         build: build_of::<M>,
         params: schema_of::<M::Params>,
         facts: M::fact_samples,
+        type_name: std::any::type_name::<M>,
     }
 }

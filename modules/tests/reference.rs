@@ -1,5 +1,6 @@
 //! The module reference (`kwin modules`, `kwin doc`, docs/modules.md): complete, its examples
-//! valid plan tasks, and the generated file and docs/plan.md's module list in step with the tables.
+//! valid plan tasks, and the generated docs/modules.md and docs/plan.md's module list in step
+//! with the tables (`KWIN_BLESS=1` regenerates both).
 
 use kwin_engine::module::Registry;
 use kwin_modules::reference::{self, Os};
@@ -230,30 +231,41 @@ fn list_is_per_os_from_the_tables() {
     }
 }
 
-/// The plan file's page (docs/plan.md, `[[tasks]]`) names the modules of each table.
+/// The plan file's page (docs/plan.md, `[[tasks]]`) lists the modules of each table, as the
+/// reference renders the list now; `KWIN_BLESS=1` rewrites it (with docs/modules.md).
 #[test]
-fn plan_page_module_list_matches_the_tables() {
-    let readme = std::fs::read_to_string(workspace().join("docs/plan.md")).expect("docs/plan.md");
-    let begin = "<!-- modules:begin -->";
-    let start = readme
-        .find(begin)
-        .expect("docs/plan.md: <!-- modules:begin -->")
-        + begin.len();
-    let end = readme
-        .find("<!-- modules:end -->")
-        .expect("docs/plan.md: <!-- modules:end -->");
-    let list = &readme[start..end];
+fn plan_page_module_list_is_up_to_date() {
+    let path = workspace().join("docs/plan.md");
+    let have = std::fs::read_to_string(&path).expect("docs/plan.md");
+    let want = reference::plan_page_with_list(&have, kwin_modules::rows())
+        .expect("docs/plan.md: <!-- modules:begin --> … <!-- modules:end -->");
+    if std::env::var_os("KWIN_BLESS").is_some() {
+        std::fs::write(&path, &want).expect("write docs/plan.md");
+        return;
+    }
+    assert!(
+        have == want,
+        "docs/plan.md's module list is not the tables' (modules/src/registry.rs); regenerate it: \
+         KWIN_BLESS=1 cargo test -p kwin-modules --test reference"
+    );
+}
+
+/// The list is every table's modules, by family: a module of two families is in both.
+#[test]
+fn the_plan_page_list_names_each_familys_modules() {
+    let list = reference::plan_list_of(kwin_modules::rows());
     for family in [Family::Linux, Family::Windows, Family::Kube] {
         let label = format!("{} ", reference::family_name(family));
         let part = list
             .split(';')
             .find_map(|p| p.trim().strip_prefix(label.as_str()))
-            .unwrap_or_else(|| panic!("docs/plan.md's module list has no `{label}` part"));
+            .unwrap_or_else(|| panic!("no `{label}` part in:\n{list}"));
         let named: BTreeSet<&str> = part.split('`').skip(1).step_by(2).collect();
         let want: BTreeSet<&str> = kwin_modules::rows()
             .filter(|(f, _)| *f == family)
             .map(|(_, r)| r.name)
             .collect();
-        assert_eq!(named, want, "docs/plan.md's {label}modules");
+        assert_eq!(named, want, "{label}modules");
     }
+    assert!(list.lines().all(|l| l.len() <= 96), "{list}");
 }

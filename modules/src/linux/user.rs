@@ -30,13 +30,11 @@
 //! params = { name = "deploy", groups = ["adm"], home = "/srv/deploy", shell = "/bin/bash" }
 //! ```
 
-mod fact;
-
 use super::common::{attr_diff, attr_reason, State};
+use super::facts::user::{UserFact, UserState};
 use super::script::die;
 use crate::paths::posix_abs_line;
 use crate::table::{Described, FactSample};
-use fact::{UserFact, UserState};
 use kwin_engine::fact::{FactQuery, Facts};
 use kwin_engine::module::{
     Action, Change, Ctx, Module, ModuleError, ParamError, Plan, Step, Touches,

@@ -1,19 +1,22 @@
-//! Typed facts shared by the Linux modules.
+//! The typed facts of the Linux modules, whether one module reads them or several.
 //!
 //! Each fact is a POSIX sh command (dash and busybox compatible, no network, no package
-//! manager lock) and a pure parser. Commands print machine-readable `key=value` lines; text
-//! that could hold newlines or arbitrary bytes (file content, link targets) travels base64
-//! encoded so parsing is exact. Keys are namespaced (`file.content:/etc/motd`), so two tasks
-//! asking the same question share one answer.
+//! manager lock) and a pure parser. Commands print machine-readable `key=value` lines (the
+//! reboot markers: `pending <path>` lines after `kwin: checked`); text that could hold
+//! newlines or arbitrary bytes (file content, link targets) travels base64 encoded so
+//! parsing is exact. Keys are namespaced (`file.content:/etc/motd`), so two tasks asking the
+//! same question share one answer.
 
 pub mod file;
 pub mod kmod;
 pub mod node;
 pub mod packages;
 pub mod probe;
+pub mod reboot;
 pub mod swaps;
 pub mod sysctl;
 pub mod systemd;
+pub mod user;
 
 use kwin_engine::fact::{FactError, FactOutput};
 

@@ -7,7 +7,7 @@
 //! groups=kwtest adm
 //! ```
 
-use crate::linux::facts::{kv_get, kv_lines, ok_stdout};
+use super::{kv_get, kv_lines, ok_stdout};
 use kwin_engine::fact::{Fact, FactError, FactOutput};
 use kwin_engine::quote::sh_quote;
 use kwin_engine::transport::Shell;
