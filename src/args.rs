@@ -478,7 +478,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_namespaces_and_urls() {
+    fn durations_namespaces_and_urls_are_checked_on_the_command_line() {
         assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));

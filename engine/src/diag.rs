@@ -187,7 +187,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn line_and_column() {
+    fn a_byte_offset_maps_to_its_line_and_column() {
         let sm = SourceMap::new(Path::new("p.toml"), "a = 1\nbb = 2\n");
         assert_eq!(sm.location(0).line, 1);
         let l = sm.location(8);
@@ -195,7 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn suggestions() {
+    fn did_you_mean_suggests_the_closest_name_or_none() {
         assert_eq!(did_you_mean("adress", ["address", "port"]), Some("address"));
         assert_eq!(did_you_mean("zzz", ["address", "port"]), None);
     }

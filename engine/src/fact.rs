@@ -608,7 +608,7 @@ mod tests {
     /// The probe script reaches the shell on stdin (`sh -s`), as transports send it: a long
     /// batch must be read whole, and a query reading stdin must not eat the script.
     #[test]
-    fn long_batch_through_stdin() {
+    fn a_long_batch_on_stdin_is_read_whole_and_no_query_eats_it() {
         let mut qs: Vec<FactQuery> = (0..400)
             .map(|i| FactQuery {
                 key: format!("k{i}"),

@@ -213,7 +213,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates() {
+    fn dates_print_as_utc_rfc3339_and_run_ids_have_one_length() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_735_787_045_000), "2025-01-02T03:04:05Z");
@@ -221,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn private_modes() {
+    fn private_dirs_are_0700_and_private_files_0600() {
         let d = tempfile::tempdir().expect("tmp");
         let k = d.path().join(".kwin/runs");
         private_dir(&k).expect("dir");

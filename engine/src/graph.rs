@@ -504,19 +504,19 @@ mod tests {
     }
 
     #[test]
-    fn unknown_dependency() {
+    fn a_dependency_on_an_unknown_task_is_refused() {
         let err = TaskGraph::build(vec![t("h", "a", &[("h", "zz")])]).expect_err("dangling");
         assert!(err.to_string().contains("depends on `h/zz`"), "{err}");
     }
 
     #[test]
-    fn duplicate_ids() {
+    fn a_task_defined_twice_is_refused() {
         let err = TaskGraph::build(vec![t("h", "a", &[]), t("h", "a", &[])]).expect_err("dup");
         assert!(err.to_string().contains("defined twice"), "{err}");
     }
 
     #[test]
-    fn topo_and_text() {
+    fn tasks_come_after_their_dependencies_and_print_as_text() {
         let g =
             TaskGraph::build(vec![t("h", "b", &[("h", "a")]), t("h", "a", &[])]).expect("graph");
         let order: Vec<String> = g

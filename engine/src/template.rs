@@ -672,7 +672,7 @@ mod tests {
     }
 
     #[test]
-    fn literal_text_and_typed_expressions() {
+    fn literal_text_stays_and_expressions_keep_their_type() {
         assert_eq!(
             render("plain {x}").ok(),
             Some(serde_json::json!("plain {x}"))
@@ -709,7 +709,7 @@ mod tests {
     }
 
     #[test]
-    fn quoting_filters() {
+    fn the_sh_and_ps_filters_quote_values_and_lists() {
         assert_eq!(
             render("echo {{ host.name | sh }}").ok(),
             Some(serde_json::json!("echo 'it'\\''s'"))

@@ -820,7 +820,7 @@ mod tests {
     }
 
     #[test]
-    fn apply_lines_and_summary() {
+    fn an_apply_prints_changes_failures_and_a_summary_table() {
         let lines = render(
             Mode::Apply,
             vec![
@@ -921,7 +921,7 @@ mod tests {
 
     /// A run that reached no host is no "no changes": it says so; one host is "1 host".
     #[test]
-    fn no_host_reached_and_one_host() {
+    fn a_run_that_reached_no_host_says_so_and_one_host_is_singular() {
         let lines = render(
             Mode::Plan,
             vec![finished_run(Mode::Plan, (2, 0, 2), [0, 0, 0, 6])],

@@ -767,7 +767,7 @@ mod tests {
     }
 
     #[test]
-    fn died_inside_an_item() {
+    fn a_script_killed_inside_an_item_is_reported_as_died() {
         let b = Batch::new(
             Shell::Posix,
             vec![Item {

@@ -233,7 +233,7 @@ transport = "local"
     }
 
     #[test]
-    fn without_cluster_only_hosts() {
+    fn without_a_cluster_the_context_has_only_hosts() {
         let p = plan(
             r#"
 [[hosts]]

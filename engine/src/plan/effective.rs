@@ -1205,7 +1205,7 @@ transport = "local"
     }
 
     #[test]
-    fn without_cluster_only_hosts_and_settings() {
+    fn without_a_cluster_only_hosts_and_settings_are_effective() {
         let e = Effective::build(&plan(
             "[settings]\nretries = 7\n[[hosts]]\nname = \"a\"\nos = \"linux\"\ntransport = \"local\"\n",
         ))

@@ -291,7 +291,7 @@ mod tests {
     }
 
     #[test]
-    fn cidr_math() {
+    fn cidr_sizes_blocks_and_overlaps_are_computed() {
         // The seed's example: 5 nodes × 100 pods need 505 addresses.
         let mut c = cluster();
         c.max_pods_per_node = Some(100);
@@ -308,7 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn dns_ip_rules() {
+    fn the_dns_service_ip_must_be_a_usable_service_address() {
         let svc = net("10.96.0.0/12");
         assert_eq!(dns_ip_problem(Ipv4Addr::new(10, 96, 0, 10), &svc), None);
         assert!(dns_ip_problem(Ipv4Addr::new(10, 96, 0, 0), &svc)

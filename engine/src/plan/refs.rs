@@ -274,7 +274,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn forms() {
+    fn every_reference_form_parses_to_its_scope() {
         let r = parse("kubelet", false).expect("same host");
         assert_eq!((r.scope, r.name.as_str()), (Scope::SameHost, "kubelet"));
         let r = parse("cp1:kubeadm-init", false).expect("host");
@@ -301,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn errors() {
+    fn malformed_references_are_refused() {
         assert!(parse("@workers:x", false).is_err());
         assert!(parse(":x", false).is_err());
         assert!(parse("a b", false).is_err());

@@ -720,7 +720,7 @@ mod tests {
     }
 
     #[test]
-    fn ranges_required_keys_and_passwords() {
+    fn ranges_required_keys_and_plain_passwords_are_reported() {
         let f = findings(
             "[cluster]\nname = \"c\"\nmax_pods_per_node = -1\n[cni]\nport = 70000\n\
              [[hosts]]\nname = \"a\"\npassword = \"hunter2\"\n",

@@ -611,7 +611,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names() {
+    fn node_names_dns_labels_and_addresses_are_checked() {
         assert!(node_name("cp1").is_ok());
         assert!(node_name("node-1.lab").is_ok());
         assert!(node_name("CP1").expect_err("refused").contains("lowercase"));
@@ -629,7 +629,7 @@ mod tests {
     }
 
     #[test]
-    fn fingerprints() {
+    fn sha256_fingerprints_pass_and_md5_or_sha1_ones_are_refused() {
         let k = format!("SHA256:{}", "A".repeat(42) + "E");
         assert!(host_key(&k).is_ok(), "{:?}", host_key(&k));
         assert!(host_key("SHA256:abc").is_err());
@@ -646,7 +646,7 @@ mod tests {
     }
 
     #[test]
-    fn taints_and_labels() {
+    fn taints_and_labels_parse_or_say_what_is_wrong() {
         assert!(taint("os=windows:NoSchedule").is_ok());
         assert!(taint("dedicated:NoExecute").is_ok());
         assert!(taint("example.com/gpu=true:PreferNoSchedule").is_ok());
@@ -684,7 +684,7 @@ mod tests {
     }
 
     #[test]
-    fn versions_urls_endpoints() {
+    fn versions_urls_and_endpoints_are_checked() {
         assert!(version("1.31.4", false).is_ok());
         assert!(version("v1.31.4", false)
             .expect_err("refused")

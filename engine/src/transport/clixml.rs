@@ -137,7 +137,7 @@ mod tests {
     }
 
     #[test]
-    fn entities_case_and_information_records() {
+    fn entities_stream_names_and_information_records_decode() {
         let raw = "#< CLIXML\r\n<Objs Version=\"1.1.0.1\" xmlns=\"http://schemas.microsoft.com/powershell/2004/04\">\
 <S S=\"Error\">    + CategoryInfo : ObjectNotFound: (C:\\nope:String) [Get-Item], &lt;x&gt; &amp; _x000D__x000A_</S>\
 <S S=\"warning\">careful_x000A_</S><S S=\"Information\">note_x000A_</S></Objs>";

@@ -81,7 +81,7 @@ fn unknown_modules_are_named_with_a_suggestion() {
 }
 
 #[test]
-fn selectors_and_after() {
+fn selectors_and_afters_that_name_nothing_are_reported() {
     let text = format!(
         "{HOSTS}\n[[tasks]]\nname = \"a\"\nmodule = \"file\"\nparams = {{ path = \"/x\" }}\non = {{ hosts = [\"cp2\"] }}\n\n\
          [[tasks]]\nname = \"b\"\nmodule = \"file\"\nparams = {{ path = \"/x\" }}\non = {{ os = \"linux\", roles = [\"worker\"] }}\n\n\

@@ -304,7 +304,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wildcards() {
+    fn wildcard_patterns_match_as_in_ssh_config() {
         assert!(wildmatch("*", "anything"));
         assert!(wildmatch("web?", "web1"));
         assert!(!wildmatch("web?", "web10"));

@@ -360,7 +360,7 @@ mod tests {
     }
 
     #[test]
-    fn plain_hashed_port_and_negation() {
+    fn plain_hashed_ported_and_negated_patterns_match() {
         let k1 = blob("ssh-ed25519", b"one");
         let k2 = blob("ssh-ed25519", b"two");
         let k3 = blob("ssh-rsa", b"three");

@@ -963,7 +963,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn temp_names_and_windows_paths() {
+    fn temp_names_sftp_paths_and_signals_are_derived() {
         assert_eq!(posix_sibling("/etc/kw/a.conf", ".t"), "/etc/kw/.t");
         assert_eq!(posix_sibling("/a", ".t"), "/.t");
         assert_eq!(posix_sibling("rel", ".t"), ".t");

@@ -223,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn challenge_header_parsing() {
+    fn the_token_is_read_from_a_negotiate_or_ntlm_challenge() {
         assert_eq!(
             challenge_token("Negotiate TlRMTQ=="),
             Some(b"NTLM".to_vec())

@@ -198,7 +198,7 @@ mod tests {
     }
 
     #[test]
-    fn multi_part_bodies_and_errors() {
+    fn bodies_of_several_parts_decode_and_broken_ones_are_errors() {
         let mut two = encode(&[1; 16], b"abc");
         // x-multi-encrypted: part pairs back to back, one closing boundary
         two.truncate(two.len() - format!("--{BOUNDARY}--\r\n").len());
@@ -215,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn content_type_helpers() {
+    fn the_encrypted_content_type_and_its_boundary_are_recognised() {
         assert!(is_encrypted(CONTENT_TYPE));
         assert!(!is_encrypted("application/soap+xml;charset=UTF-8"));
         assert_eq!(boundary_of(CONTENT_TYPE), BOUNDARY);

@@ -561,7 +561,7 @@ mod tests {
     }
 
     #[test]
-    fn stdout_decoding() {
+    fn stdout_is_decoded_from_utf8_or_utf16_and_loses_its_bom() {
         assert_eq!(decode_stdout(b"plain\n".to_vec()), b"plain\n");
         assert_eq!(decode_stdout(vec![0xEF, 0xBB, 0xBF, b'a']), b"a");
         let utf16: Vec<u8> = [0xFF, 0xFE]

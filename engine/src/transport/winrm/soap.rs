@@ -524,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn durations_and_ids() {
+    fn durations_and_message_ids_are_formatted_for_ws_management() {
         assert_eq!(duration(Duration::from_secs(20)), "PT20S");
         assert_eq!(duration(Duration::from_millis(1500)), "PT1.500S");
         let id = new_message_id();
@@ -611,7 +611,7 @@ mod tests {
     }
 
     #[test]
-    fn receive_states_and_exit_codes() {
+    fn a_receive_reply_gives_its_output_and_exit_code_when_done() {
         let r = parse_receive(RECEIVE_RUNNING.as_bytes(), MID).expect("receive");
         assert_eq!(r.stdout, b"a");
         assert_eq!(r.done, None);
