@@ -139,7 +139,7 @@ params = { path = "/etc/after-broken", content = "x\n" }
 [[tasks]]
 name = "slow"
 module = "command"
-params = { run = "sleep 2; touch /etc/kwin-slow", creates = "/etc/kwin-slow" }
+params = { run = "touch /etc/kwin-slow-started; sleep 2; touch /etc/kwin-slow", creates = "/etc/kwin-slow" }
 
 [[tasks]]
 name = "after-slow"
@@ -148,8 +148,21 @@ after = ["slow"]
 params = { path = "/etc/after-slow", content = "x\n" }
 "#,
     ));
+    for h in ["h1", "h2", "h3"] {
+        lab.ssh(h, "rm -f /etc/kwin-slow-started");
+    }
     let live = kwin!(dir.path()).args(["apply", "plan.toml"]).spawn();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // Ctrl-C once the step's command runs on every host.
+    let t0 = std::time::Instant::now();
+    for h in ["h1", "h2", "h3"] {
+        while lab.ssh(h, "test -e /etc/kwin-slow-started && echo yes || echo no") != "yes\n" {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(60),
+                "the slow step never ran on {h}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
     live.interrupt();
     let r = live.finish(std::time::Duration::from_secs(60));
     let stdout = &r.stdout;

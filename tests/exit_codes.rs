@@ -78,7 +78,7 @@ params = {{ path = "{d}/motd", content = "hi\n" }}
 [[tasks]]
 name = "slow"
 module = "command"
-params = {{ run = "sleep 2; touch {d}/slow", creates = "{d}/slow" }}
+params = {{ run = "touch {d}/slow-started; sleep 2; touch {d}/slow", creates = "{d}/slow" }}
 
 [[tasks]]
 name = "after"
@@ -126,14 +126,25 @@ fn every_code_through_the_binary() {
     }
 }
 
-/// `kwin apply --output json` in `d`, running, once its task `slow` has started.
+/// `kwin apply --output json` in `d`, running, once its task `slow` has started and its
+/// command runs on the host (it wrote `slow-started`).
 fn apply_until_slow_started(d: &Path) -> kwin_testkit::kwin::Live {
+    let started = d.join("slow-started");
+    let _ = std::fs::remove_file(&started);
     let mut live = kwin_testkit::kwin!(d)
         .args(["apply", "plan.toml", "--output", "json"])
         .spawn();
     live.wait_for(Duration::from_secs(30), "`slow` started", |e| {
         e["event"] == "task_started" && e["task"] == "slow"
     });
+    let t0 = std::time::Instant::now();
+    while !started.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "`slow`'s command never ran"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     live
 }
 
@@ -145,8 +156,6 @@ fn interrupted_is_130() {
     let d = dir.path();
     local_plan(d, true);
     let live = apply_until_slow_started(d);
-    // Let the batch with `slow` go out before the signal.
-    std::thread::sleep(Duration::from_millis(500));
     live.interrupt();
     let r = live.finish(Duration::from_secs(60));
     assert_eq!(r.code, 130, "{r}");
@@ -169,8 +178,9 @@ fn a_second_interrupt_still_counts_what_ran() {
     assert_eq!(run(d, &["apply", "plan.toml"]).code, 0);
     local_plan(d, true);
     let live = apply_until_slow_started(d);
-    std::thread::sleep(Duration::from_millis(300));
     live.interrupt();
+    // Two signals, not one: a SIGINT still pending when the next is sent is delivered once,
+    // and kwin's answer to the first leaves no trace to wait for.
     std::thread::sleep(Duration::from_millis(300));
     live.interrupt();
     let r = live.finish(Duration::from_secs(60));

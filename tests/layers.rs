@@ -9,6 +9,9 @@
 //!   the child, a re-export, does not);
 //! - the module families of `kwin-modules` (`linux`, `windows`, `kube`) never import each
 //!   other;
+//! - `src/` runs the pipeline's run phases only through `pipeline::run`: it names no piece of
+//!   the upgrade gate, verify, the lock or the executor; and the phases are numbered only in
+//!   the list of `engine/src/pipeline/mod.rs`;
 //! - kwin's default values are written once, in `engine/src/plan/effective/defaults.rs` (and
 //!   the admin kubeconfig's path in `modules/src/kube/mod.rs`): the literals anywhere else in
 //!   `engine/src`, `modules/src` or `src`, a literal schema default, or a literal fallback

@@ -130,8 +130,7 @@ fn two_of_ten_hosts_cut_mid_apply_fail_within_their_timeout_and_the_rest_converg
     ));
     let t0 = Instant::now();
     let child = spawn_apply(dir.path());
-    // Every host is inside its 4 s `slow` step by now.
-    std::thread::sleep(Duration::from_millis(2500));
+    wait_for_slow_step(&["h3", "h7"]);
     fault("cut", "h3", None);
     fault("cut", "h7", None);
     // Bound: the step's timeout, a reconnect attempt (connect_timeout 3 s, x3 grace), retries.
@@ -186,6 +185,30 @@ fn two_of_ten_hosts_cut_mid_apply_fail_within_their_timeout_and_the_rest_converg
 }
 }
 
+/// PIDs of the processes in host `host`'s network namespace whose command line (words
+/// joined by spaces) `pred` accepts.
+fn pids_where(host: &str, pred: impl Fn(&str) -> bool) -> Vec<u32> {
+    let ns = format!("kwin{LAB_ID}-{host}");
+    let out = Command::new("ip")
+        .args(["netns", "pids", &ns])
+        .output()
+        .expect("ip netns pids");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                let words: Vec<String> = c
+                    .split(|&b| b == 0)
+                    .filter(|w| !w.is_empty())
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect();
+                pred(&words.join(" "))
+            })
+        })
+        .collect()
+}
+
 /// PIDs of sshd processes in host `host`'s network namespace (the lab started them).
 fn sshd_pids(host: &str) -> Vec<u32> {
     let ns = format!("kwin{LAB_ID}-{host}");
@@ -202,6 +225,23 @@ fn sshd_pids(host: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Wait until the `slow` step runs on each of `hosts`: its `sleep N` is a process there (the
+/// lab's own `sleep infinity` is not).
+fn wait_for_slow_step(hosts: &[&str]) {
+    let slow = |cmd: &str| {
+        cmd.strip_prefix("sleep ")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let t0 = Instant::now();
+    while let Some(h) = hosts.iter().find(|h| pids_where(h, slow).is_empty()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the slow step never ran on {h}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 kwin_testkit::lab_test! {
 #[test]
 fn sshd_killed_mid_step_and_restarted_reconnects_or_fails_clearly() {
@@ -215,7 +255,7 @@ fn sshd_killed_mid_step_and_restarted_reconnects_or_fails_clearly() {
     ));
     let t0 = Instant::now();
     let child = spawn_apply(dir.path());
-    std::thread::sleep(Duration::from_millis(2000));
+    wait_for_slow_step(&["h1"]);
     // Stop the listener, then end every session of h1 (the step's shell dies with them).
     fault("kill-sshd", "h1", None);
     let sessions = sshd_pids("h1");
@@ -223,6 +263,7 @@ fn sshd_killed_mid_step_and_restarted_reconnects_or_fails_clearly() {
     for p in &sessions {
         let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
     }
+    // h1 stays without sshd for 2 s: the outage kwin has to ride out.
     std::thread::sleep(Duration::from_millis(2000));
     fault("start-sshd", "h1", None);
     let r = child.finish(Duration::from_secs(120));
@@ -334,7 +375,7 @@ fn sigint_mid_apply_finishes_running_steps_records_it_and_the_next_apply_converg
         3,
     ));
     let child = spawn_apply(dir.path());
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for_slow_step(&["h1", "h2", "h3"]);
     child.interrupt();
     let r = child.finish(Duration::from_secs(60));
     assert_eq!(r.code, 130, "{r}");

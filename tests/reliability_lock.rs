@@ -35,6 +35,7 @@ fn racing_acquirers_never_hold_the_lock_together() {
                         let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
                         taken.fetch_add(1, Ordering::SeqCst);
+                        // Hold it a moment: the window another holder would show up in.
                         std::thread::sleep(Duration::from_micros(200));
                         holding.fetch_sub(1, Ordering::SeqCst);
                         drop(lock);
@@ -101,6 +102,7 @@ fn racing_takers_of_a_stale_lock_never_hold_it_together() {
                     {
                         let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
+                        // Hold it a moment: the window another holder would show up in.
                         std::thread::sleep(Duration::from_micros(200));
                         holding.fetch_sub(1, Ordering::SeqCst);
                         drop(lock);

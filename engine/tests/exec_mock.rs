@@ -1593,8 +1593,12 @@ async fn cancel_lets_running_steps_finish_and_skips_the_rest() {
         events: sink,
         cancel,
     });
+    // Ctrl-C once h1's first batch was sent and h2's slow step is running (each host's
+    // probe and one script).
     let stop = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        while h1.runs() < 2 || h2.runs() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         canceller.cancel();
     };
     let (summary, ()) = tokio::join!(run, stop);

@@ -578,11 +578,18 @@ async fn killed_sshd_is_connection_lost_and_reconnect_works() {
     let mut lab = Lab::start();
     let t = Arc::new(lab.transport("root"));
     t.connect().await.unwrap_or_else(|e| panic!("{e}"));
+    // sshd stops while the command runs (it wrote its marker).
+    let started = lab.path("running");
     let running = {
         let t = t.clone();
-        tokio::spawn(async move { t.run("sleep 10; echo late", T).await })
+        let script = format!("touch {}; sleep 10; echo late", started.display());
+        tokio::spawn(async move { t.run(&script, T).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t0 = Instant::now();
+    while !started.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the command never ran");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     lab.stop();
     match running.await.unwrap_or_else(|e| panic!("join: {e}")) {
         Err(e @ TransportError::ConnectionLost(_)) => assert!(e.is_retryable()),
@@ -780,6 +787,7 @@ async fn idle_session_with_keepalives_stays_usable() {
         .run("echo $PPID", T)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    // Idle for longer than the keepalive interval: the time passing is what is tested.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let second = t
         .run("echo $PPID", T)

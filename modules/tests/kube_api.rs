@@ -1589,10 +1589,12 @@ fn calico_v3(host: &Host, tier: &Tier) {
                 vxlanPort: { type: integer }
 ",
     );
-    // The operator installs the CRDs a while after the step started waiting.
+    // The operator installs the CRDs once the step has looked for them and is waiting (each
+    // look asks for at least two of them).
+    let looked = requests(tier, "customresourcedefinitions", "GET");
     let ran = std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_secs(6));
+            wait_for_requests(tier, "customresourcedefinitions", "GET", looked + 1);
             kubectl(
                 tier,
                 &[
@@ -1789,6 +1791,19 @@ fn requests(tier: &Tier, resource: &str, verb: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// Wait until the API server has answered more than `before` requests of `verb` on
+/// `resource` (a step's first look at what it then waits for).
+fn wait_for_requests(tier: &Tier, resource: &str, verb: &str, before: u64) {
+    let t0 = std::time::Instant::now();
+    while requests(tier, resource, verb) <= before {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no {verb} of {resource} after {before}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn set_status(tier: &Tier, object: &[&str], status: Value) {
     let patch = json!({ "status": status }).to_string();
     let mut a = vec!["patch"];
@@ -1894,6 +1909,7 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
     let before = lists();
     std::thread::scope(|s| {
         s.spawn(|| {
+            // Three seconds of waiting (three `interval`s): the time is what is tested.
             std::thread::sleep(Duration::from_secs(3));
             set_status(
                 tier,
@@ -1914,8 +1930,8 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         .is_ok_and(|p| p.is_noop()));
 
     // It returns when the API server reports the change, not at the next check: with an
-    // `interval` of a minute, lw1 turning Ready after 2 s ends the wait long before a poll
-    // would have looked again.
+    // `interval` of a minute, lw1 turning Ready after the wait's first look ends the wait
+    // long before a poll would have looked again.
     set_status(
         tier,
         &["node", "lw1"],
@@ -1929,9 +1945,12 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         Ok(Plan::Change(c)) => c,
         other => panic!("nodes-ready, interval 60s: {other:?}"),
     };
+    // lw1 turns Ready once the wait has listed the Nodes (the watch's list): after its first
+    // look, so a poll would only see it at the next check, a minute on.
+    let listed = requests(tier, "nodes", "LIST");
     let took = std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_secs(2));
+            wait_for_requests(tier, "nodes", "LIST", listed);
             set_status(
                 tier,
                 &["node", "lw1"],
@@ -1945,7 +1964,7 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
     });
     assert!(
         took < Duration::from_secs(30),
-        "the wait took {took:?} for a change made after 2 s: it waited for its next check (interval 60s)"
+        "the wait took {took:?} for a change made after its first look: it waited for its next check (interval 60s)"
     );
 
     // A Node deleted while the wait watches it is not found any more, not Ready: the wait
@@ -1981,9 +2000,11 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
         Ok(Plan::Change(c)) => c,
         other => panic!("gone1: {other:?}"),
     };
+    let listed = requests(tier, "nodes", "LIST");
     let err = std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_secs(1));
+            // Deleted while the wait watches it (after the watch's list).
+            wait_for_requests(tier, "nodes", "LIST", listed);
             kubectl(tier, &["delete", "node", "gone1"]);
             set_status(
                 tier,

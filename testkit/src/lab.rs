@@ -65,6 +65,29 @@ impl Lab {
         }
     }
 
+    /// The command lines of the processes of lab host `host` (`h1`…: those in its network
+    /// namespace, `kwin<id>-h1`, lab/lib.sh), by pid.
+    pub fn processes(&self, host: &str) -> Vec<(u32, String)> {
+        let tag = if self.id == "0" { "" } else { self.id.as_str() };
+        let out = Command::new("ip")
+            .args(["netns", "pids", &format!("kwin{tag}-{host}")])
+            .output()
+            .expect("ip netns pids");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .filter_map(|p| {
+                let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+                let words: Vec<String> = cmdline
+                    .split(|&b| b == 0)
+                    .filter(|w| !w.is_empty())
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect();
+                Some((p, words.join(" ")))
+            })
+            .collect()
+    }
+
     /// Run `cmd` on `host` with the system ssh client; stdout.
     pub fn ssh(&self, host: &str, cmd: &str) -> String {
         let out = Command::new("ssh")
