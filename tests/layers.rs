@@ -539,10 +539,12 @@ const RUN_PIECES: &[(&str, &[&str])] = &[
 /// Every path a file writes (in `use` trees and in code), with an imported name or alias
 /// at its start replaced by what it stands for: (line, full path).
 fn full_paths(ast: &syn::File) -> Vec<(usize, String)> {
-    struct Imports(BTreeMap<String, String>);
+    /// Imported name → (line, full path).
+    struct Imports(BTreeMap<String, (usize, String)>);
     impl<'ast> Visit<'ast> for Imports {
         fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
-            fn walk(t: &syn::UseTree, pre: &mut Vec<String>, out: &mut BTreeMap<String, String>) {
+            type Out = BTreeMap<String, (usize, String)>;
+            fn walk(t: &syn::UseTree, pre: &mut Vec<String>, out: &mut Out) {
                 match t {
                     syn::UseTree::Path(p) => {
                         pre.push(p.ident.to_string());
@@ -555,7 +557,8 @@ fn full_paths(ast: &syn::File) -> Vec<(usize, String)> {
                             v.push(n.ident.to_string());
                         }
                         if let Some(last) = v.last() {
-                            out.insert(last.clone(), v.join("::"));
+                            let line = n.ident.span().start().line;
+                            out.insert(last.clone(), (line, v.join("::")));
                         }
                     }
                     syn::UseTree::Rename(r) => {
@@ -563,7 +566,8 @@ fn full_paths(ast: &syn::File) -> Vec<(usize, String)> {
                         if r.ident != "self" {
                             v.push(r.ident.to_string());
                         }
-                        out.insert(r.rename.to_string(), v.join("::"));
+                        let line = r.ident.span().start().line;
+                        out.insert(r.rename.to_string(), (line, v.join("::")));
                     }
                     syn::UseTree::Glob(_) => {}
                     syn::UseTree::Group(g) => {
@@ -577,7 +581,7 @@ fn full_paths(ast: &syn::File) -> Vec<(usize, String)> {
         }
     }
     struct Paths<'a> {
-        imports: &'a BTreeMap<String, String>,
+        imports: &'a BTreeMap<String, (usize, String)>,
         out: Vec<(usize, String)>,
     }
     impl<'ast> Visit<'ast> for Paths<'_> {
@@ -587,10 +591,14 @@ fn full_paths(ast: &syn::File) -> Vec<(usize, String)> {
             }
         }
         fn visit_item_use(&mut self, _u: &'ast syn::ItemUse) {}
+        /// A path of one name is a local or an import (the import counts already).
         fn visit_path(&mut self, p: &'ast syn::Path) {
             let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
-            if let Some(first) = segs.first() {
-                let head = self.imports.get(first).cloned().unwrap_or(first.clone());
+            if segs.len() > 1 {
+                let head = match self.imports.get(&segs[0]) {
+                    Some((_, full)) => full.clone(),
+                    None => segs[0].clone(),
+                };
                 let mut full = vec![head];
                 full.extend(segs[1..].iter().cloned());
                 self.out.push((p.span().start().line, full.join("::")));
@@ -605,7 +613,7 @@ fn full_paths(ast: &syn::File) -> Vec<(usize, String)> {
         out: Vec::new(),
     };
     paths.visit_file(ast);
-    paths.out.extend(imports.0.values().map(|p| (0, p.clone())));
+    paths.out.extend(imports.0.values().cloned());
     paths.out
 }
 
@@ -664,17 +672,14 @@ mod tests { fn t() { kwin_modules::kube::verify::verify(r, &s); } }
 "#,
     )
     .expect("parse");
-    let what: Vec<String> = run_pieces(&ast).into_iter().map(|(_, p)| p).collect();
-    assert_eq!(
-        what,
-        [
-            "kwin_modules::kube::upgrade::gate",
-            "kwin_modules::kube::upgrade::gate::GateSpec",
-            "kwin_modules::kube::upgrade::gate::check",
-            "kwin_modules::kube::verify::verify",
-            "kwin_engine::exec::lock::Lock::acquire",
-        ]
-    );
+    let want = [
+        (2, "kwin_modules::kube::upgrade::gate"),
+        (2, "kwin_modules::kube::upgrade::gate::GateSpec"),
+        (5, "kwin_modules::kube::upgrade::gate::check"),
+        (6, "kwin_modules::kube::verify::verify"),
+        (8, "kwin_engine::exec::lock::Lock::acquire"),
+    ];
+    assert_eq!(run_pieces(&ast), want.map(|(l, p)| (l, p.to_string())));
 }
 
 // ------------------------------------------------------------------------- phases, numbered once
