@@ -131,6 +131,14 @@ impl Running {
     }
 }
 
+/// How the events from `e` on are shown, when that changes: `verify_started` after a run
+/// (`kwin apply`) shows the checks as `kwin verify` does, after the run's summary table, by
+/// a renderer of their own (whose tasks are phases).
+fn switch(shown: Render, e: &Event) -> Option<Render> {
+    let verify = Render::Run(Mode::Apply, "verify");
+    (matches!(e, Event::VerifyStarted { .. }) && shown != verify).then_some(verify)
+}
+
 /// Render every event from `rx` until the channel closes.
 pub fn render(
     mut rx: UnboundedReceiver<Event>,
@@ -147,14 +155,13 @@ pub fn render(
         }
     };
     let mut sink = sink_for(how);
-    // `verify_started` after a run (`kwin apply`): the checks are shown as `kwin verify`
-    // shows them, after the run's summary table, by a renderer of their own (whose tasks
-    // are phases).
-    let verify_starts = |e: &Event, sink: &mut Box<dyn Sink>, running: &mut Running| {
-        if matches!(e, Event::VerifyStarted { .. }) && !running.phases {
+    let mut shown = how;
+    let mut verify_starts = |e: &Event, sink: &mut Box<dyn Sink>, running: &mut Running| {
+        if let Some(next) = switch(shown, e) {
             sink.end();
-            *sink = sink_for(Render::Run(Mode::Apply, "verify"));
+            *sink = sink_for(next);
             running.phases = true;
+            shown = next;
         }
     };
     let record = |e: &Event| match tally.lock() {
@@ -218,6 +225,22 @@ mod tests {
             host: host.into(),
             task: task.into(),
         }
+    }
+
+    /// After an apply's run, `verify_started` hands the rest to a verify renderer; under
+    /// `kwin verify` it is shown as it was, and no other event changes the renderer.
+    #[test]
+    fn verify_started_after_a_run_switches_to_the_verify_renderer() {
+        let checks = Event::VerifyStarted { host: "cp1".into() };
+        let apply = Render::Run(Mode::Apply, "apply");
+        let verify = Render::Run(Mode::Apply, "verify");
+        assert_eq!(switch(apply, &checks), Some(verify));
+        assert_eq!(switch(verify, &checks), None);
+        assert_eq!(switch(apply, &started("cp1", "nodes")), None);
+        assert_eq!(
+            switch(Render::Run(Mode::Plan, "plan"), &Event::Interrupted {}),
+            None
+        );
     }
 
     /// The first unfinished task of a host is reported, every interval, with its time.
