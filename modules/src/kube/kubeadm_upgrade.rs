@@ -104,12 +104,12 @@ pub struct KubeadmUpgradeParams {
     /// The kubelet's kubeconfig (default `/etc/kubernetes/kubelet.conf`, on Windows
     /// `C:\etc\kubernetes\kubelet.conf`): present means joined.
     kubelet_kubeconfig: Option<String>,
-    /// Preflight checks to ignore (Linux). `kubeadm upgrade apply` and `upgrade node` run the
+    /// Preflight checks to ignore. Linux only. `kubeadm upgrade apply` and `upgrade node` run the
     /// SystemVerification check for the next minor's kubelet, which fails on cgroup v1 from
     /// 1.35 (k8s.io/kubernetes@v1.37.2 cmd/kubeadm/app/preflight/checks.go RunUpgradeChecks,
     /// SystemVerificationCheck isUpgrade): the recipes pass what init and join ignore.
-    #[serde(default)]
-    ignore_preflight_errors: Vec<String>,
+    #[schemars(extend("x-kwin-shell" = "linux"))]
+    ignore_preflight_errors: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +155,15 @@ impl Described for KubeadmUpgrade {
     type Params = KubeadmUpgradeParams;
 
     fn from_params(p: KubeadmUpgradeParams, shell: Shell) -> Result<Self, ParamError> {
+        if shell == Shell::PowerShell {
+            crate::shared::linux_only(
+                "kubeadm_upgrade",
+                &[(
+                    "ignore_preflight_errors",
+                    p.ignore_preflight_errors.is_some(),
+                )],
+            )?;
+        }
         let mode = match p.mode.as_str() {
             "apply" => Mode::Apply,
             "node" => Mode::Node,
@@ -184,12 +193,6 @@ impl Described for KubeadmUpgrade {
                 .kubelet_kubeconfig
                 .unwrap_or_else(|| KUBELET_CONF_WINDOWS.to_string());
             windows_abs("kubelet_kubeconfig", &kubelet_kubeconfig)?;
-            if !p.ignore_preflight_errors.is_empty() {
-                return Err(ParamError::at(
-                    "ignore_preflight_errors",
-                    "Linux only: kubeadm.exe's upgrade checks need no skip here",
-                ));
-            }
             return Ok(KubeadmUpgrade {
                 shell,
                 mode,
@@ -213,7 +216,7 @@ impl Described for KubeadmUpgrade {
             node: p.node,
             kubeconfig,
             kubelet_kubeconfig,
-            ignore: preflight_flag(&p.ignore_preflight_errors)?,
+            ignore: preflight_flag(p.ignore_preflight_errors.as_deref().unwrap_or_default())?,
         })
     }
 
