@@ -194,8 +194,9 @@ pub enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// Connect to the chosen hosts and show what the probe reads there (the facts the plan's
-    /// tasks need). Changes nothing.
+    /// Connect to the chosen hosts and show what each is (OS, kernel, CPUs, memory, cgroup
+    /// version, Windows build, addresses) and what the probe reads there for the plan's
+    /// tasks. Changes nothing.
     Facts {
         #[command(flatten)]
         run: RunArgs,

@@ -5,7 +5,8 @@
 //! `exec` joins the words after `--` with spaces and gives the line to each chosen host's
 //! shell as is (`sh` on Linux, PowerShell on Windows), like `ssh host CMD`; exit 1 when a
 //! host could not run it or it exited non-zero. `facts` connects and probes only: per host,
-//! every fact the plan's tasks read there. Neither takes the lock.
+//! what the host is (`fact::HostFact`, in the same probe) and every fact the plan's tasks
+//! read there. Neither takes the lock.
 
 use crate::args::{Recipes, RunArgs};
 use crate::drive::{self, Render};

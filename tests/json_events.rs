@@ -240,6 +240,18 @@ fn plan_and_apply_stream_events_with_one_summary() {
     check_stream("show", &show);
     assert_eq!(show.code, 0, "{show}");
     assert_eq!(show.summary()["ok"], 1, "{show}");
+
+    // `kwin facts`: what the local host is, with the probe's answers, in the schema.
+    let facts = run(d, &["facts", "plan.toml", "--output", "json"]);
+    let events = check_stream("facts", &facts);
+    let h = find(&events, "host_facts");
+    assert_eq!(h.len(), 1, "{facts}");
+    assert_eq!(h[0]["system"]["os"], "linux", "{facts}");
+    assert!(h[0]["system"]["kernel"].is_string(), "{facts}");
+    assert!(
+        h[0]["facts"].as_object().is_some_and(|f| !f.is_empty()),
+        "{facts}"
+    );
 }
 
 /// Failures before and outside a run still end with the summary: a held lock, a run that

@@ -287,20 +287,59 @@ fn exec_and_facts_over_the_plans_connections() {
         );
     }
 
-    // facts --limit h1: h1's probe answers only; nothing changes.
-    let f = k(&["facts", "plan.toml", "--limit", "h1", "--output", "json"]);
+    // facts --limit h1: what h1 is, and its probe answers, in ONE script (`-v` shows each
+    // script sent); nothing changes.
+    let f = k(&["facts", "plan.toml", "--limit", "h1", "--output", "json", "-v"]);
     assert_eq!(f.code, 0, "{f}");
     let facts: Vec<_> = f.events().into_iter().filter(|e| e["event"] == "host_facts").collect();
     assert_eq!(facts.len(), 1, "{f}");
     assert_eq!(facts[0]["host"], "h1");
+    let scripts: Vec<_> = f.events().into_iter().filter(|e| e["event"] == "script").collect();
+    assert_eq!(scripts.len(), 1, "one probe, nothing else: {f}");
     let keys: Vec<&String> = facts[0]["facts"].as_object().expect("facts").keys().collect();
     assert!(keys.iter().any(|k| k.contains("/etc/kwin-limit-base")), "{keys:?}");
+    // What the host is, against what the host itself says over ssh (the oracle).
+    let sys = &facts[0]["system"];
+    let said = |cmd: &str| lab.ssh("h1", cmd).trim().to_string();
+    assert_eq!(sys["os"], "linux", "{sys}");
+    assert_eq!(sys["hostname"], "h1", "{sys}");
+    assert_eq!(sys["kernel"], said("uname -r").as_str(), "{sys}");
+    assert_eq!(sys["arch"], said("uname -m").as_str(), "{sys}");
+    assert_eq!(sys["id"], said(". /etc/os-release; echo $ID").as_str(), "{sys}");
+    assert_eq!(sys["version"], said(". /etc/os-release; echo $VERSION_ID").as_str(), "{sys}");
+    assert_eq!(sys["cpus"].to_string(), said("getconf _NPROCESSORS_ONLN"), "{sys}");
+    let mem_kib: u64 = said("sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/\\1/p' /proc/meminfo").parse().expect("MemTotal");
+    assert_eq!(sys["memory_bytes"].as_u64(), Some(mem_kib * 1024), "{sys}");
+    // Lab hosts mount no cgroups unless started with --nodes (lab/README.md).
+    let cgroup = match said("stat -fc %T /sys/fs/cgroup").as_str() {
+        "cgroup2fs" => "v2",
+        "tmpfs" => "v1",
+        "sysfs" => "none",
+        other => panic!("/sys/fs/cgroup of h1 is {other}"),
+    };
+    assert_eq!(sys["cgroup"], cgroup, "{sys}");
+    let h1_address = said("ip -o -4 addr show dev eth0 | awk '{print $4}'");
+    assert_eq!(
+        sys["addresses"],
+        serde_json::json!([{ "interface": "eth0", "address": h1_address }]),
+        "{sys}"
+    );
     assert!(!f.events().iter().any(|e| e["event"] == "task_planned" || e["event"] == "task_finished"), "{f}");
     assert!(!f.events().iter().any(|e| e["host"] == "h2" || e["host"] == "h3"), "{f}");
     let human = k(&["facts", "plan.toml", "--limit", "h1"]);
     assert_eq!(human.code, 0, "{human}");
-    assert!(human.stdout.contains("h1: ") && human.stdout.contains("/etc/kwin-limit-mark"), "{human}");
-    assert!(!human.stdout.contains("h2: "), "{human}");
+    for want in [
+        "h1:\n".to_string(),
+        "  hostname:  h1\n".to_string(),
+        format!("  addresses: {h1_address} (eth0)\n"),
+        format!("  cgroup:    {cgroup}\n"),
+        "answers for the plan's tasks".to_string(),
+    ] {
+        assert!(human.stdout.contains(&want), "{want:?}:\n{human}");
+    }
+    // The probe's own keys are not what a person reads first.
+    assert!(!human.stdout.contains("/etc/kwin-limit-mark"), "{human}");
+    assert!(!human.stdout.contains("h2:"), "{human}");
     let after: Vec<String> = ["h1", "h2", "h3"].iter().map(|h| lab.hashes(h, FILES)).collect();
     assert_eq!(before, after, "exec or facts changed a managed file");
 }

@@ -148,6 +148,32 @@ fn a_windows_host_gets_one_probe_warm_and_one_probe_and_one_batch_cold() {
             assert_eq!(h.n("Delete"), 1, "{run} {host}: {h:?}");
         }
     }
+    // `kwin facts`: what each host is comes in the probe, ONE Command per host. (The
+    // stand-in answers the POSIX form of the script: what this proves is the traffic and the
+    // event; the PowerShell form is checked by modules/tests/ps51_profile.rs and its parser
+    // on Windows PowerShell 5.1's output in engine/src/fact/host.rs.)
+    let mark = std::fs::metadata(&s.ops).map(|m| m.len() as usize).unwrap_or(0);
+    let f = kwin!(dir.path())
+        .args(["facts", "plan.toml", "--output", "json"])
+        .env("KWIN_WINRM_STAND_IN", "1")
+        .env("KWIN_RT_WINRM_PASSWORD", PASSWORD)
+        .run();
+    assert_eq!(f.code, 0, "facts:\n{f}");
+    let facts = traffic(&s.ops, mark);
+    let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    for (host, addr) in &hosts {
+        let h = facts.get(addr).unwrap_or_else(|| panic!("facts: no traffic for {host}"));
+        assert_eq!(h.commands.len(), 1, "facts {host}: {h:?}");
+        let e = f
+            .events()
+            .into_iter()
+            .find(|e| e["event"] == "host_facts" && e["host"] == *host)
+            .unwrap_or_else(|| panic!("no host_facts for {host}:\n{f}"));
+        assert_eq!(e["system"]["hostname"], machine.trim(), "{e}");
+        assert!(e["system"]["cpus"].as_u64().is_some_and(|c| c > 0), "{e}");
+        assert!(e["facts"].as_object().is_some_and(|m| !m.is_empty()), "{e}");
+    }
+
     // kwin's host logs agree: as many scripts as the stand-in saw Commands.
     for (logs, commands) in [(&cold_logs, 2), (&warm_logs, 1)] {
         for (host, _) in &hosts {

@@ -87,6 +87,49 @@ pub struct FactAnswer {
     pub stderr: String,
 }
 
+/// What a host is, as `kwin facts` shows it: read by the probe (`fact::host`), in the same
+/// script as the plan's facts. A value the host did not give is absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct HostSystem {
+    /// `linux` or `windows`: the family of the script that answered.
+    pub os: String,
+    /// How the system names itself: os-release `PRETTY_NAME` (`Debian GNU/Linux 12
+    /// (bookworm)`); Windows' `ProductName` (`Windows Server 2022 Datacenter`).
+    pub name: Option<String>,
+    /// os-release `ID` (`debian`, `ubuntu`); `windows`.
+    pub id: Option<String>,
+    /// os-release `VERSION_ID` (`12`, `24.04`); Windows: major.minor.build (`10.0.20348`).
+    pub version: Option<String>,
+    /// `uname -r`; Windows: major.minor.build.update-revision (`10.0.20348.2227`).
+    pub kernel: Option<String>,
+    /// `uname -m` (`x86_64`); Windows' `PROCESSOR_ARCHITECTURE` (`AMD64`).
+    pub arch: Option<String>,
+    pub hostname: Option<String>,
+    /// Logical processors online.
+    pub cpus: Option<u32>,
+    /// Physical memory the system sees, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// Linux: `v2` (the unified hierarchy at /sys/fs/cgroup), `v1` (v1 hierarchies, which the
+    /// kubelet refuses from 1.35 unless told), `none` (nothing mounted there), or
+    /// `unknown (<file system>)`.
+    pub cgroup: Option<String>,
+    /// Windows: the `node.kubernetes.io/windows-build` label's value (`10.0.20348`).
+    pub windows_build: Option<String>,
+    /// The host's addresses with their prefix length (`10.0.0.5/24`), loopback and
+    /// link-local ones left out.
+    pub addresses: Vec<HostAddress>,
+}
+
+/// One address of a [`HostSystem`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct HostAddress {
+    /// The interface (`eth0`, `Ethernet`), when the host said.
+    pub interface: Option<String>,
+    /// Address/prefix length (`10.0.0.5/24`), or the address alone when the host gave no
+    /// prefix.
+    pub address: String,
+}
+
 /// One row of an [`Event::Upgrade`]: step `step` (rows with the same step run together).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct UpgradeStep {
@@ -252,10 +295,13 @@ pub enum Event {
         error: Option<String>,
         duration_ms: u64,
     },
-    /// `kwin facts`: what one host's probe answered, by fact key (scrubbed; a sensitive
-    /// task's answers only as hashes).
+    /// `kwin facts`: what one host is (`system`; absent when its answer could not be read,
+    /// `system_error` says why), and what the probe answered for the plan's tasks (`facts`,
+    /// by fact key). All scrubbed; a sensitive task's answers only as hashes.
     HostFacts {
         host: String,
+        system: Option<HostSystem>,
+        system_error: Option<String>,
         facts: std::collections::BTreeMap<String, FactAnswer>,
     },
     /// `-v`: a script as sent to `host` (`what`: probe, apply, output of a task, …), in the

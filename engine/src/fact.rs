@@ -10,12 +10,17 @@
 //! answered together, by kind, with a fixed number of processes per probe (see [`paths`]);
 //! every other query runs its own command in a subshell (a fork, no exec), so a failing or
 //! exiting query does not stop the others.
+//!
+//! [`HostFact`] (`host.rs`) is what `kwin facts` shows of a host: its OS, kernel, CPUs,
+//! memory, cgroup version, Windows build and addresses, asked in the same probe.
 
 mod exists;
+pub mod host;
 mod output;
 pub mod paths;
 
 pub use exists::PathExists;
+pub use host::HostFact;
 use output::find;
 pub use output::{clip, FactError, FactOutput};
 pub use paths::{

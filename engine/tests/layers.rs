@@ -59,9 +59,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("graph", &["task", "diag"]),
-    // rank 6: facts hash what is secret in a probe's log form (`secret`) and draw their
-    // markers from `fs::new_nonce`
-    ("fact", &["shell", "quote", "diag", "secret", "fs"]),
+    // rank 6: facts hash what is secret in a probe's log form (`secret`), draw their
+    // markers from `fs::new_nonce`, and read a host's own facts into the event's type
+    // (`fact::host`, what `kwin facts` shows)
+    ("fact", &["shell", "quote", "diag", "secret", "fs", "event"]),
     // rank 7: modules draw each plan's nonce from `fs::new_nonce`
     (
         "module",

@@ -91,6 +91,67 @@ fn span(ms: u64) -> String {
     out
 }
 
+/// `kwin facts`: a host's own facts as `key:` / value rows, those the host gave.
+fn system_lines(f: &kwin_engine::event::HostSystem) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
+    let os = match (&f.name, &f.id, &f.version) {
+        (Some(n), _, Some(v)) if f.os == "linux" => {
+            Some(format!("{n} ({} {v})", f.id.as_deref().unwrap_or("linux")))
+        }
+        (Some(n), _, _) => Some(n.clone()),
+        (None, Some(i), Some(v)) => Some(format!("{i} {v}")),
+        (None, Some(i), None) => Some(i.clone()),
+        (None, None, _) => None,
+    };
+    rows.push((
+        "os:",
+        os.unwrap_or_else(|| format!("{} (it did not say which)", f.os)),
+    ));
+    if let Some(b) = &f.windows_build {
+        rows.push(("build:", b.clone()));
+    }
+    let kernel: Vec<&str> = [&f.kernel, &f.arch]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    if !kernel.is_empty() {
+        rows.push(("kernel:", kernel.join(" ")));
+    }
+    if let Some(h) = &f.hostname {
+        rows.push(("hostname:", h.clone()));
+    }
+    if let Some(c) = f.cpus {
+        rows.push(("cpus:", c.to_string()));
+    }
+    if let Some(m) = f.memory_bytes {
+        rows.push((
+            "memory:",
+            format!("{:.1} GiB", m as f64 / (1u64 << 30) as f64),
+        ));
+    }
+    if let Some(c) = &f.cgroup {
+        rows.push(("cgroup:", c.clone()));
+    }
+    let addresses: Vec<String> = f
+        .addresses
+        .iter()
+        .map(|a| match &a.interface {
+            Some(i) => format!("{} ({i})", a.address),
+            None => a.address.clone(),
+        })
+        .collect();
+    rows.push((
+        "addresses:",
+        if addresses.is_empty() {
+            "none besides loopback and link-local".to_string()
+        } else {
+            addresses.join(", ")
+        },
+    ));
+    rows
+}
+
 fn indent(text: &str, by: &str) -> String {
     text.lines()
         .map(|l| format!("{by}{l}"))
@@ -348,19 +409,35 @@ impl Human {
                 }
                 self.line(block);
             }
-            Event::HostFacts { host, facts } => {
-                let mut block = format!("{host}: {} facts", facts.len());
-                for (key, a) in &facts {
-                    let mut answer = a.stdout.trim_end().to_string();
-                    if a.exit != 0 {
-                        answer = format!("(exit {}) {answer} {}", a.exit, a.stderr.trim_end());
+            Event::HostFacts {
+                host,
+                system,
+                system_error,
+                facts,
+            } => {
+                let mut block = format!("{host}:");
+                match (&system, &system_error) {
+                    (Some(f), _) => {
+                        for (key, value) in system_lines(f) {
+                            block.push_str(&format!("\n  {key:<10} {value}"));
+                        }
                     }
-                    if answer.contains('\n') {
-                        block.push_str(&format!("\n  {key}:\n{}", indent(&answer, "    ")));
-                    } else {
-                        block.push_str(&format!("\n  {key}: {answer}"));
-                    }
+                    (None, e) => block.push_str(&format!(
+                        "\n  what the host is could not be read: {}",
+                        e.as_deref().unwrap_or("no answer")
+                    )),
                 }
+                let failed = facts.values().filter(|a| a.exit != 0).count();
+                block.push_str(&format!(
+                    "\n  {:<10} {} for the plan's tasks{} (`--output json` lists each, `-v` shows the probe's output)",
+                    "probe:",
+                    plural(facts.len(), "answer"),
+                    if failed > 0 {
+                        format!(", {failed} with a non-zero exit")
+                    } else {
+                        String::new()
+                    }
+                ));
                 self.line(block);
             }
             Event::TaskStarted { host, task } => {

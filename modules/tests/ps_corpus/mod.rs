@@ -514,6 +514,17 @@ pub fn engine_scripts() -> Vec<Script> {
             ),
         ),
         s(
+            "engine: host facts (kwin facts)",
+            batch_script(
+                Shell::PowerShell,
+                &[FactQuery::of(
+                    &kwin_engine::fact::HostFact,
+                    Shell::PowerShell,
+                )],
+                "0123abcd",
+            ),
+        ),
+        s(
             "engine: apply batch",
             kwin_engine::testing::powershell_batch_sample(),
         ),

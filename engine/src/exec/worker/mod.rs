@@ -264,8 +264,9 @@ impl Worker {
         self.fail(t, self.sh.scrubber.scrub(&msg));
     }
 
-    /// `kwin facts`: every answer of the probe, scrubbed; a sensitive task's answers (it says
-    /// so, or its module finds its content secret) only as a hash.
+    /// `kwin facts`: what the host is ([`fact::HostFact`]), and every answer of the probe
+    /// for the plan's tasks, scrubbed; a sensitive task's answers (it says so, or its module
+    /// finds its content secret) only as a hash.
     fn report_facts(&self) {
         let sc = &self.sh.scrubber;
         let hidden: std::collections::HashSet<&str> = (0..self.tasks.len())
@@ -295,8 +296,17 @@ impl Worker {
                 );
             }
         }
+        let (system, error) = match self.facts.get(&fact::HostFact) {
+            Ok(mut s) => {
+                scrub_system(&mut s, &|t: &str| sc.scrub(t));
+                (Some(s), None)
+            }
+            Err(e) => (None, Some(sc.scrub(&e.to_string()))),
+        };
         self.sh.report.emit(Event::HostFacts {
             host: self.host.clone(),
+            system,
+            system_error: error,
             facts,
         });
     }
@@ -478,11 +488,15 @@ impl Worker {
     /// The initial probe: every fact of every task on the host.
     pub async fn probe_all(&mut self) -> Result<(), String> {
         let t = Instant::now();
-        let queries: Vec<FactQuery> = self
+        let mut queries: Vec<FactQuery> = self
             .tasks
             .iter()
             .flat_map(|t| t.queries.iter().cloned())
             .collect();
+        if self.sh.opts.probe_only {
+            // `kwin facts`: what the host is, in the same script.
+            queries.push(FactQuery::of(&fact::HostFact, self.shell));
+        }
         self.facts = self.read_facts("probe", &queries).await?;
         let now = Instant::now();
         for task in &mut self.tasks {
@@ -666,6 +680,31 @@ impl Worker {
         }
         if self.stopped.is_none() {
             self.stopped = Some(format!("host {} failed", self.host));
+        }
+    }
+}
+
+/// Every text of a host's own facts through `scrub` (a host can print anything).
+fn scrub_system(s: &mut crate::event::HostSystem, scrub: &dyn Fn(&str) -> String) {
+    for v in [
+        &mut s.name,
+        &mut s.id,
+        &mut s.version,
+        &mut s.kernel,
+        &mut s.arch,
+        &mut s.hostname,
+        &mut s.cgroup,
+        &mut s.windows_build,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        *v = scrub(v);
+    }
+    for a in &mut s.addresses {
+        a.address = scrub(&a.address);
+        if let Some(i) = &mut a.interface {
+            *i = scrub(i);
         }
     }
 }
