@@ -522,3 +522,108 @@ fn plan_shows_the_kubeadm_configuration_with_the_api_server_sans() {
     );
     assert!(diff.contains("+kind: ClusterConfiguration"), "{diff}");
 }
+
+/// The words Ansible users type get kwin's own, with the values kwin takes: `state =
+/// "started"` (and `"restarted"`) of `service` is an unknown value, the values listed and
+/// kwin's word named; sysctl's `name` and command's `cmd` point at `key` and `run`.
+#[test]
+fn ansible_words_are_answered_with_kwins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    plan_with(
+        d,
+        "plan.toml",
+        "[[tasks]]\nname = \"svc\"\nmodule = \"service\"\nparams = { name = \"ssh\", state = \"started\" }\n\n\
+         [[tasks]]\nname = \"again\"\nmodule = \"service\"\nparams = { name = \"ssh\", state = \"restarted\" }\n\n\
+         [[tasks]]\nname = \"fwd\"\nmodule = \"sysctl\"\nparams = { name = \"net.ipv4.ip_forward\", value = \"1\" }\n\n\
+         [[tasks]]\nname = \"cmd\"\nmodule = \"command\"\nparams = { cmd = \"true\" }\n",
+    );
+    let r = run(d, &["validate", "plan.toml", "--output", "json"]);
+    assert_eq!(r.code, 1, "{r}");
+    let diag = |task: &str, what: &str| {
+        r.events()
+            .into_iter()
+            .find(|e| {
+                e["event"] == "diagnostic"
+                    && e["summary"]
+                        .as_str()
+                        .is_some_and(|s| s.contains(&format!("task `{task}`")) && s.contains(what))
+            })
+            .unwrap_or_else(|| panic!("no diagnostic of {task} about {what}:\n{r}"))
+    };
+    let values = "expected one of \"running\", \"stopped\", \"unchanged\"";
+    for (task, value) in [("svc", "started"), ("again", "restarted")] {
+        let e = diag(task, "state");
+        let summary = e["summary"].as_str().unwrap_or_default();
+        let hint = e["hint"].as_str().unwrap_or_default();
+        assert!(
+            summary.ends_with(&format!("unknown value \"{value}\"")),
+            "{e}"
+        );
+        assert!(hint.contains(values), "{e}");
+        assert!(hint.contains("\"running\""), "{e}");
+        assert!(!summary.contains("found a string"), "{e}");
+    }
+    assert!(
+        diag("svc", "state")["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("\"started\" is Ansible's word: kwin's is \"running\"")),
+        "{r}"
+    );
+    assert!(
+        diag("again", "state")["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("restart_on")),
+        "{r}"
+    );
+    let hint = |task: &str, what: &str| {
+        diag(task, what)["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(hint("fwd", "unknown key `name`").contains("`key`"), "{r}");
+    assert!(hint("cmd", "unknown key `cmd`").contains("`run`"), "{r}");
+    // The person at a terminal reads the same, at the plan line.
+    let human = run(d, &["validate", "plan.toml"]);
+    assert!(
+        human.stderr.contains("unknown value \"started\"\n  hint: \"started\" is Ansible's word: kwin's is \"running\"; expected one of \"running\", \"stopped\", \"unchanged\""),
+        "{human}"
+    );
+}
+
+/// A jump host that cannot be reached is named as the jump host on the way, by its plan
+/// name, not taken for the host behind it.
+#[test]
+fn a_jump_host_that_cannot_be_reached_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let port = closed_port();
+    let plan = format!(
+        "[settings]\nretries = 0\n\n\
+         [[hosts]]\nname = \"bastion\"\naddress = \"127.0.0.1\"\nport = {port}\nos = \"linux\"\nuser = \"root\"\n\n\
+         [[hosts]]\nname = \"inner\"\naddress = \"192.0.2.7\"\nos = \"linux\"\nuser = \"root\"\nproxy_jump = \"bastion\"\n\n\
+         [[tasks]]\nname = \"motd\"\nmodule = \"file\"\non = {{ hosts = [\"inner\"] }}\nparams = {{ path = \"/tmp/kwin-never\", content = \"hi\\n\" }}\n"
+    );
+    std::fs::write(d.join("plan.toml"), plan).expect("plan");
+    let r = run(d, &["plan", "plan.toml", "--output", "json"]);
+    assert_eq!(r.code, 1, "{r}");
+    let e = r.host("inner")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "jump host bastion (127.0.0.1:{port}) on the way to inner (192.0.2.7:22)"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("connection refused"), "{e}");
+    let human = run(d, &["plan", "plan.toml"]);
+    assert!(
+        human.stdout.contains(&format!(
+            "inner: failed: cannot connect to jump host bastion (127.0.0.1:{port}) on the way to inner (192.0.2.7:22): connection refused"
+        )),
+        "{human}"
+    );
+}

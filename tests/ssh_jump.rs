@@ -4,6 +4,8 @@
 //! controller's address) and is reachable only from h1, over a veth between their two
 //! namespaces (h1 routes h2's address over it). kwin reaches h2:
 //! - through the plan host h1 (`proxy_jump = "h1"`, h1's pinned host key), converging a file;
+//!   h1 refusing kwin's key, or unable to reach the host behind it, is named as the jump
+//!   host on the way (by its plan name);
 //! - through an address (`proxy_jump = "root@<h1>"`): h1's key unknown is refused with its
 //!   fingerprint, recorded with `--accept-new-host-keys`; a pinned key of h1 that differs is
 //!   refused with both fingerprints;
@@ -172,6 +174,49 @@ fn a_host_behind_a_jump_host() {
     let e = host_error(&r, "h2");
     assert!(
         e.contains("host key mismatch") && e.contains("jump host") && e.contains(&h1_key),
+        "{e}"
+    );
+
+    // h1 refuses kwin's login (a key it does not know): h2's error says it was the jump
+    // host h1, by name, on the way to h2.
+    let stranger = empty_home.path().join("stranger");
+    kwin_testkit::sshd::keygen(&stranger, "");
+    let dir = lab.plan_dir(&plan(
+        "proxy_jump = \"h1\"",
+        Some(&format!("private_key = \"{}\"", stranger.display())),
+        "never",
+    ));
+    let r = kwin(
+        dir.path(),
+        empty_home.path(),
+        &["apply", "plan.toml", "--output", "json"],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let e = host_error(&r, "h2");
+    assert!(
+        e.contains("authentication failed")
+            && e.contains(&format!("jump host h1 ({H1}:22) on the way to h2 ({H2}:22)")),
+        "{e}"
+    );
+
+    // h1 is reached, but cannot reach the host behind it (an address it has no route to):
+    // the jump host is named as the one that could not go on.
+    let dir = lab.plan_dir(&plan(
+        "proxy_jump = \"h1\"\naddress = \"10.220.254.9\"",
+        Some(""),
+        "never",
+    ));
+    let r = kwin(
+        dir.path(),
+        empty_home.path(),
+        &["apply", "plan.toml", "--output", "json"],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let e = host_error(&r, "h2");
+    assert!(
+        e.contains(&format!(
+            "jump host h1 ({H1}:22) on the way to h2 (10.220.254.9:22) could not open a connection to it"
+        )),
         "{e}"
     );
 

@@ -502,7 +502,7 @@ fn resolve(s: &Settings) -> Result<Target, TransportError> {
         Some(ProxyJump::Address(a)) => Some(resolve_jump_address(&cfg, a, &t, spec, opts)),
         Some(ProxyJump::Host { name, spec: js }) => {
             let mut j = resolve_one(&cfg, name, js, opts);
-            j.label = format!("jump host {} of {}", j.label, t.label);
+            j.label = format!("jump host {} on the way to {}", j.label, t.label);
             Some(j)
         }
         None => match hc.proxy_jump.as_deref().map(str::trim) {
@@ -595,7 +595,7 @@ fn resolve_jump_address(
         j.creds.keys.retain(|(_, o)| *o != KeyOrigin::Default);
         j.creds.use_agent = false;
     }
-    j.label = format!("jump host {} of {}", j.label, target.label);
+    j.label = format!("jump host {} on the way to {}", j.label, target.label);
     j.pinnable = false;
     j
 }

@@ -177,14 +177,12 @@ impl Conn {
         let (sock, tunnel) = match t.jump.take() {
             None => (Socket::new(tcp_connect(&t)?), None),
             Some(j) => {
+                // Say it was the jump host that could not be reached, by its name (its
+                // label: "jump host bastion (10.0.0.1:22) on the way to …"), not the host.
+                let jump = j.label.clone();
                 let (jconn, info) = Conn::open(*j).map_err(|e| match e {
-                    // Say it was the jump host that could not be reached, not the host.
-                    TransportError::Connect {
-                        address,
-                        reason,
-                        kind,
-                    } => TransportError::Connect {
-                        address: format!("jump host {address} (on the way to {})", t.label),
+                    TransportError::Connect { reason, kind, .. } => TransportError::Connect {
+                        address: jump,
                         reason,
                         kind,
                     },
