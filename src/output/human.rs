@@ -796,6 +796,56 @@ mod tests {
         h.capture.map(|c| c.into_inner()).unwrap_or_default()
     }
 
+    /// `kwin facts` of a Windows host: its build and kernel, no cgroup; of a host whose
+    /// answer could not be read: why.
+    #[test]
+    fn host_facts_read_as_rows() {
+        use kwin_engine::event::{HostAddress, HostSystem};
+        let windows = HostSystem {
+            os: "windows".into(),
+            name: Some("Windows Server 2022 Datacenter".into()),
+            id: Some("windows".into()),
+            version: Some("10.0.20348".into()),
+            kernel: Some("10.0.20348.2227".into()),
+            arch: Some("AMD64".into()),
+            hostname: Some("WW1".into()),
+            cpus: Some(4),
+            memory_bytes: Some(16 << 30),
+            cgroup: None,
+            windows_build: Some("10.0.20348".into()),
+            addresses: vec![HostAddress {
+                interface: Some("Ethernet".into()),
+                address: "10.10.1.6/24".into(),
+            }],
+        };
+        let lines = render(
+            Mode::Plan,
+            vec![
+                Event::HostFacts {
+                    host: "ww1".into(),
+                    system: Some(windows),
+                    system_error: None,
+                    facts: Default::default(),
+                },
+                Event::HostFacts {
+                    host: "lw1".into(),
+                    system: None,
+                    system_error: Some("fact command failed with exit code 1: denied".into()),
+                    facts: Default::default(),
+                },
+            ],
+        );
+        let text = lines.join("\n");
+        assert!(
+            text.starts_with("ww1:\n  os:        Windows Server 2022 Datacenter\n  build:     10.0.20348\n  kernel:    10.0.20348.2227 AMD64\n  hostname:  WW1\n  cpus:      4\n  memory:    16.0 GiB\n  addresses: 10.10.1.6/24 (Ethernet)\n  probe:     0 answers for the plan's tasks (`--output json` lists each, `-v` shows the probe's output)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nlw1:\n  what the host is could not be read: fact command failed with exit code 1: denied\n"),
+            "{text}"
+        );
+    }
+
     fn finished(host: &str, task: &str, status: TaskStatus, msg: &str) -> Event {
         Event::TaskFinished {
             host: host.into(),
