@@ -359,8 +359,12 @@ struct LabHosts {
 }
 
 impl LabHosts {
+    /// `target/lab-ID` (lab 0: `target/lab`), as lab/lib.sh names it.
     fn dir(&self) -> PathBuf {
-        root().join(format!("target/lab-{}", self.id))
+        match self.id {
+            "0" => root().join("target/lab"),
+            id => root().join(format!("target/lab-{id}")),
+        }
     }
 
     /// `script` of the checkout for this lab (root); its output, or why it failed.
