@@ -8,9 +8,15 @@
 //! The oracle is the cluster's own: the API server's Nodes (kubelet and containerd versions,
 //! Ready) and verify's checks, which run real pods.
 //!
-//! Lab 18 (`KWIN_LAB_ID=18`) of its own. A lab test behind the `real-lab` feature (root, the
-//! lab's builds in /var/cache/kwin-lab): `cargo test --features real-lab --test
-//! e2e_real_cluster -- --include-ignored`; failing, never skipping, without what it needs.
+//! Upgrade: the same lab at the previous minor (1.36.3, built when asked:
+//! `LAB_K8S_FULL="1.36.3 1.37.2" lab/build/build.sh`) runs a Deployment of real pods; the plan
+//! moves to 1.37.2 and `kwin apply` upgrades it with real `kubeadm upgrade apply`/`node`, real
+//! drains evicting those pods, every node back Ready and uncordoned at 1.37.2; then 0 changed.
+//!
+//! Labs 18 and 16 (`KWIN_LAB_ID`) of their own, one test at a time (two real clusters at once
+//! are more than two cores carry). Lab tests behind the `real-lab` feature (root, the lab's
+//! builds in /var/cache/kwin-lab): `cargo test --features real-lab --test e2e_real_cluster --
+//! --include-ignored`; failing, never skipping, without what they need.
 #![cfg(feature = "real-lab")]
 
 use kwin_testkit::host::workspace;
@@ -20,12 +26,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const LAB_ID: &str = "18";
+/// The upgrade test's lab.
+const UPGRADE_LAB_ID: &str = "16";
+/// The previous minor the upgrade starts from (lab/build/versions.sh LAB_K8S_PREVIOUS).
+const PREVIOUS: &str = "1.36.3";
+const NEWEST: &str = "1.37.2";
 
-/// `script` of the checkout, run as root for lab 18; its output when it fails.
-fn lab_script(script: &str, args: &[&str]) {
+/// One real cluster at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `script` of the checkout, run as root for lab `id` with `env`; its output when it fails.
+fn lab_script(id: &str, env: &[(&str, &str)], script: &str, args: &[&str]) {
     let out = Command::new(workspace().join(script))
         .args(args)
-        .env("KWIN_LAB_ID", LAB_ID)
+        .env("KWIN_LAB_ID", id)
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("{script}: {e}"));
     assert!(
@@ -38,18 +53,31 @@ fn lab_script(script: &str, args: &[&str]) {
 }
 
 /// The lab's hosts and services, taken down on drop (services first).
-struct RealLab;
+struct RealLab {
+    id: &'static str,
+}
 
 impl RealLab {
-    fn up() -> RealLab {
-        lab_script("lab/up.sh", &["3", "--nodes"]);
-        let lab = RealLab;
-        lab_script("lab/cluster/up.sh", &[]);
+    fn up(id: &'static str, env: &[(&str, &str)]) -> RealLab {
+        lab_script(id, env, "lab/up.sh", &["3", "--nodes"]);
+        let lab = RealLab { id };
+        lab_script(id, env, "lab/cluster/up.sh", &[]);
         lab
     }
 
-    fn dir() -> PathBuf {
-        workspace().join(format!("target/lab-{LAB_ID}"))
+    fn dir(&self) -> PathBuf {
+        workspace().join(format!("target/lab-{}", self.id))
+    }
+
+    /// The plan lab/cluster/up.sh wrote for this lab (its addresses, inventory and the
+    /// digests of what this machine's lab built), in `dir`; its text.
+    fn write_plan(&self, dir: &Path) -> String {
+        let text = std::fs::read_to_string(self.dir().join("cluster/plan.toml"))
+            .expect("lab/cluster/up.sh's plan");
+        let id: u32 = self.id.parse().expect("lab id");
+        assert!(text.contains(&format!("10.{}.255.1", 213 + id)), "{text}");
+        std::fs::write(dir.join("plan.toml"), &text).expect("plan.toml");
+        text
     }
 }
 
@@ -57,19 +85,42 @@ impl Drop for RealLab {
     fn drop(&mut self) {
         for s in ["lab/cluster/down.sh", "lab/down.sh"] {
             let _ = Command::new(workspace().join(s))
-                .env("KWIN_LAB_ID", LAB_ID)
+                .env("KWIN_LAB_ID", self.id)
                 .output();
         }
     }
 }
 
-/// The plan lab/cluster/up.sh wrote for lab 18 (its addresses, inventory and the digests of
-/// what this machine's lab built), in `dir`.
-fn write_plan(dir: &Path) {
-    let text = std::fs::read_to_string(RealLab::dir().join("cluster/plan.toml"))
-        .expect("lab/cluster/up.sh's plan");
-    assert!(text.contains(&format!("10.{}.255.1", 213 + 18)), "{text}");
-    std::fs::write(dir.join("plan.toml"), text).expect("plan.toml");
+/// `kubectl` with the admin kubeconfig on h1, through `kwin exec`: its stdout.
+fn kubectl(dir: &Path, args: &str) -> String {
+    let run = kwin!(
+        dir,
+        &[
+            "exec",
+            "plan.toml",
+            "--limit",
+            "h1",
+            "--",
+            &format!("kubectl --kubeconfig /etc/kubernetes/admin.conf {args}"),
+        ]
+    );
+    assert_eq!(run.code, 0, "kubectl {args}:\n{run}");
+    // What kubectl printed, without `kwin exec`'s own lines around it.
+    run.stdout
+        .lines()
+        .filter(|l| {
+            !(l.starts_with("=== h1:") || l.starts_with("exec: ") || l.starts_with("logs: "))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Every Node's name, kubelet version, runtime, Ready status and whether it is cordoned.
+fn nodes(dir: &Path) -> String {
+    kubectl(
+        dir,
+        "get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion} {.status.conditions[?(@.type==\"Ready\")].status} unschedulable={.spec.unschedulable}{\"\\n\"}{end}'",
+    )
 }
 
 fn summary(run: &kwin_testkit::kwin::Run) -> Value {
@@ -82,10 +133,11 @@ fn summary(run: &kwin_testkit::kwin::Run) -> Value {
 kwin_testkit::lab_test! {
 #[test]
 fn a_real_cluster_runs_pods_and_the_next_apply_changes_nothing() {
-    let _lab = RealLab::up();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = RealLab::up(LAB_ID, &[]);
     let plan = tempfile::tempdir().expect("tempdir");
     let dir = plan.path();
-    write_plan(dir);
+    lab.write_plan(dir);
 
     let cold = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(cold.code, 0, "cold apply:\n{cold}");
@@ -97,21 +149,10 @@ fn a_real_cluster_runs_pods_and_the_next_apply_changes_nothing() {
     assert!(s["verify"]["passed"].as_u64().unwrap_or(0) >= 8, "{s}");
 
     // The Nodes the real kubelets registered, as the API server reports them.
-    let nodes = kwin!(
-        dir,
-        &[
-            "exec",
-            "plan.toml",
-            "--limit",
-            "h1",
-            "--",
-            "kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}'",
-        ]
-    );
-    assert_eq!(nodes.code, 0, "{nodes}");
+    let nodes = nodes(dir);
     for h in ["h1", "h2", "h3"] {
-        let want = format!("{h} v1.37.2 containerd://2.3.7 True");
-        assert!(nodes.stdout.contains(&want), "{want}:\n{nodes}");
+        let want = format!("{h} v{NEWEST} containerd://2.3.7 True unschedulable=\n");
+        assert!(nodes.contains(&want), "{want}:\n{nodes}");
     }
 
     let warm = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
@@ -119,5 +160,79 @@ fn a_real_cluster_runs_pods_and_the_next_apply_changes_nothing() {
     let s = summary(&warm);
     assert_eq!(s["changed"], 0, "{s}");
     assert_eq!(s["verify"]["failed"], 0, "{s}");
+}
+}
+
+kwin_testkit::lab_test! {
+#[test]
+fn a_real_cluster_upgrades_from_the_previous_minor_draining_real_pods() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let both = format!("{PREVIOUS} {NEWEST}");
+    let lab = RealLab::up(UPGRADE_LAB_ID, &[("LAB_K8S_FULL", &both)]);
+    let plan = tempfile::tempdir().expect("tempdir");
+    let dir = plan.path();
+    let text = lab.write_plan(dir);
+    let at = |v: &str| {
+        let t = text.replace(
+            &format!("kubernetes_version = \"{NEWEST}\""),
+            &format!("kubernetes_version = \"{v}\""),
+        );
+        assert!(t.contains(&format!("kubernetes_version = \"{v}\"")), "{t}");
+        std::fs::write(dir.join("plan.toml"), t).expect("plan.toml");
+    };
+
+    at(PREVIOUS);
+    let cold = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(cold.code, 0, "apply at {PREVIOUS}:\n{cold}");
+    let before = nodes(dir);
+    for h in ["h1", "h2", "h3"] {
+        let want = format!("{h} v{PREVIOUS} containerd://2.3.7 True unschedulable=\n");
+        assert!(before.contains(&want), "{want}:\n{before}");
+    }
+
+    // Real pods for the drains to evict: agnhost pause on the workers, two per node.
+    kubectl(
+        dir,
+        "create deployment drained --image=registry.k8s.io/e2e-test-images/agnhost:2.66.1 --replicas=4 -- /agnhost pause",
+    );
+    kubectl(dir, "rollout status deployment/drained --timeout=180s");
+    let uids_before = kubectl(
+        dir,
+        "get pods -l app=drained -o jsonpath='{.items[*].metadata.uid}'",
+    );
+    assert_eq!(uids_before.split_whitespace().count(), 4, "{uids_before}");
+
+    at(NEWEST);
+    let upgrade = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(upgrade.code, 0, "upgrade to {NEWEST}:\n{upgrade}");
+    let s = summary(&upgrade);
+    assert!(s["changed"].as_u64().unwrap_or(0) > 0, "{s}");
+    assert_eq!(s["verify"]["failed"], 0, "{s}");
+
+    let after = nodes(dir);
+    for h in ["h1", "h2", "h3"] {
+        let want = format!("{h} v{NEWEST} containerd://2.3.7 True unschedulable=\n");
+        assert!(after.contains(&want), "{want}:\n{after}");
+    }
+    let version = kubectl(dir, "get --raw /version");
+    assert!(
+        version.contains(&format!("\"v{NEWEST}\"")),
+        "the API server reports {NEWEST}:\n{version}"
+    );
+    // The drains evicted every pod of the Deployment: none of them is the pod it was, and
+    // the Deployment is whole again.
+    kubectl(dir, "rollout status deployment/drained --timeout=180s");
+    let uids_after = kubectl(
+        dir,
+        "get pods -l app=drained -o jsonpath='{.items[*].metadata.uid}'",
+    );
+    assert_eq!(uids_after.split_whitespace().count(), 4, "{uids_after}");
+    for uid in uids_before.split_whitespace() {
+        assert!(!uids_after.contains(uid), "pod {uid} was never evicted: {uids_after}");
+    }
+
+    let warm = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(warm.code, 0, "apply after the upgrade:\n{warm}");
+    assert_eq!(summary(&warm)["changed"], 0, "{warm}");
 }
 }

@@ -86,7 +86,10 @@ impl Described for KubeletRestart {
     }
 }
 
-/// The installed kubelet's version and the Node's.
+/// The installed kubelet's version and the Node's. The API server may be away for a moment
+/// right after a kubelet restart (a kubelet of a new minor restarts the static pods whose
+/// spec hash it computes differently, kube-apiserver's among them): the Node is asked again
+/// for up to a minute before it counts as unreadable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunningFact {
     pub script: String,
@@ -102,7 +105,10 @@ impl RunningFact {
                  set -- $(kubelet --version 2>/dev/null)\n\
                  echo \"kwin: installed ${{2:-unknown}}\"\n\
                  if command -v kubectl >/dev/null 2>&1; then\n\
-                 \x20 kubectl --kubeconfig {kc} --request-timeout=20s get node {n} -o 'jsonpath={{.status.nodeInfo.kubeletVersion}}' 2>/dev/null\n\
+                 \x20 i=0\n\
+                 \x20 until kubectl --kubeconfig {kc} --request-timeout=20s get node {n} -o 'jsonpath={{.status.nodeInfo.kubeletVersion}}' 2>/dev/null; do\n\
+                 \x20   i=$((i + 1)); [ \"$i\" -ge 30 ] && break; sleep 2\n\
+                 \x20 done\n\
                  fi\n\
                  echo\n",
                 n = sh_quote(node)
