@@ -87,8 +87,8 @@ $ips = @(Get-NetIPAddress -ErrorAction SilentlyContinue | ForEach-Object { @{ in
 ConvertTo-Json -Compress -Depth 4 -InputObject @{ hostname = [string]$env:COMPUTERNAME; product = [string]$cv.ProductName; major = [int]$cv.CurrentMajorVersionNumber; minor = [int]$cv.CurrentMinorVersionNumber; build = [int]$cv.CurrentBuildNumber; ubr = [int]$cv.UBR; arch = [string]$env:PROCESSOR_ARCHITECTURE; cpus = [int]$cs.NumberOfLogicalProcessors; memory = [long]$cs.TotalPhysicalMemory; addresses = $ips }";
 
 /// An os-release value: shell-quoted (`"Debian GNU/Linux 12 (bookworm)"`, `'12'`) or bare
-/// (os-release(5)).
-fn unquote(v: &str) -> String {
+/// (os-release(5)). Also read by the node check (`kwin-modules` linux/facts/node.rs).
+pub fn os_release_value(v: &str) -> String {
     let v = v.trim();
     let inner = v
         .strip_prefix('"')
@@ -129,9 +129,9 @@ pub fn parse_posix(text: &str) -> Result<HostSystem, FactError> {
                 s.kernel = nonempty(w.next());
                 s.arch = nonempty(w.next());
             }
-            "os.PRETTY_NAME" => s.name = Some(unquote(v)).filter(|x| !x.is_empty()),
-            "os.ID" => s.id = Some(unquote(v)).filter(|x| !x.is_empty()),
-            "os.VERSION_ID" => s.version = Some(unquote(v)).filter(|x| !x.is_empty()),
+            "os.PRETTY_NAME" => s.name = Some(os_release_value(v)).filter(|x| !x.is_empty()),
+            "os.ID" => s.id = Some(os_release_value(v)).filter(|x| !x.is_empty()),
+            "os.VERSION_ID" => s.version = Some(os_release_value(v)).filter(|x| !x.is_empty()),
             "cpus" => s.cpus = v.trim().parse().ok(),
             "mem_kib" => s.memory_bytes = v.trim().parse::<u64>().ok().map(|k| k * 1024),
             "cgroup.fs" => cgroup_fs = Some(v.trim().to_string()),

@@ -79,6 +79,20 @@ impl Directory {
         }
     }
 
+    /// Create the missing directory, inheriting what its parent gives.
+    fn create(&self, touches: Touches) -> Plan {
+        Plan::Change(Change {
+            action: Action::Create,
+            reason: "missing".into(),
+            diff: Some(format!("+ directory {}", self.path)),
+            steps: vec![step(format!(
+                "New-Item -ItemType Directory -Force -Path {} | Out-Null",
+                ps_quote(&self.path)
+            ))],
+            touches,
+        })
+    }
+
     fn acl_fact(&self) -> AclFact {
         AclFact {
             path: self.path.clone(),
@@ -194,15 +208,7 @@ impl Module for Directory {
             }
             return Ok(match self.access_steps(access, &acl)? {
                 None if acl.exists => Plan::noop("exists"),
-                None => Plan::Change(Change {
-                    action: Action::Create,
-                    reason: "missing".into(),
-                    diff: Some(format!("+ directory {}", self.path)),
-                    steps: vec![step(format!(
-                        "New-Item -ItemType Directory -Force -Path {p} | Out-Null"
-                    ))],
-                    touches,
-                }),
+                None => self.create(touches),
                 Some((say, steps)) if acl.exists => Plan::Change(Change {
                     action: Action::Update,
                     reason: "access".into(),
@@ -226,15 +232,7 @@ impl Module for Directory {
                 "{} is a file, not a directory",
                 self.path
             ))),
-            State::Present => Ok(Plan::Change(Change {
-                action: Action::Create,
-                reason: "missing".into(),
-                diff: Some(format!("+ directory {}", self.path)),
-                steps: vec![step(format!(
-                    "New-Item -ItemType Directory -Force -Path {p} | Out-Null"
-                ))],
-                touches,
-            })),
+            State::Present => Ok(self.create(touches)),
             State::Absent if !st.exists => Ok(Plan::noop("absent")),
             State::Absent => Ok(Plan::Change(Change {
                 action: Action::Delete,

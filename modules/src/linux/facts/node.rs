@@ -73,24 +73,17 @@ impl Fact for NodeOsFact {
     }
 }
 
-/// An os-release value: shell-quoted (`"Debian GNU/Linux 12 (bookworm)"`, `'12'`) or bare.
-fn unquote(v: &str) -> String {
-    let v = v.trim();
-    let inner = v
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .or_else(|| v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
-        .unwrap_or(v);
-    inner.replace("\\\"", "\"").replace("\\\\", "\\")
-}
-
 /// Parse the fact's `key=value` lines (the last one `end=1`: the command ran to its end).
 pub fn parse_node_os(text: &str) -> Result<NodeOs, FactError> {
     let kv = kv_lines(text)?;
     if kv_get(&kv, "end") != Some("1") {
         return Err(FactError::Parse("the node's OS answer has no end".into()));
     }
-    let get = |k: &str| kv_get(&kv, k).map(unquote).filter(|s| !s.is_empty());
+    let get = |k: &str| {
+        kv_get(&kv, k)
+            .map(kwin_engine::fact::host::os_release_value)
+            .filter(|s| !s.is_empty())
+    };
     Ok(NodeOs {
         id: get("os.ID"),
         version_id: get("os.VERSION_ID"),
