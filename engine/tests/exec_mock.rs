@@ -1673,3 +1673,50 @@ async fn a_change_with_a_put_sends_the_batch_first_and_runs_alone() {
     assert_eq!(summary(&o), (0, 3, 0, 0));
     assert_eq!(std::fs::read_to_string(&big).expect("big"), "big\n");
 }
+
+/// A delegated step that fails (a drain on the first control plane for a worker) stops only
+/// what depends on it: a delegated step after it on the same host is skipped even when it
+/// plans no change (it was planned while the failing step waited in the batch), and so is the
+/// worker's own work after that step; the first control plane's unrelated work goes on.
+#[tokio::test]
+async fn a_failed_delegated_step_skips_its_dependents_even_when_they_plan_no_change() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (same, own, up) = (
+        d.path().join("same"),
+        d.path().join("own"),
+        d.path().join("up"),
+    );
+    std::fs::write(&same, "S").expect("write");
+    let (h1, h2) = (mock("h1"), mock("h2"));
+    h1.expect(probe());
+    h1.expect(Expect::run("the drain fails").contains("exit 3").sh());
+    // The drain touches anything: what comes after it is read again.
+    h1.expect(Expect::run("re-read").contains("cat ").sh());
+    h1.expect(Expect::run("h1's own work").contains(w("O")).sh());
+    h2.expect(probe());
+    let mut drain = task("h1", "drain@h2", "fail", json!({}));
+    drain.on_behalf_of = Some("h2".into());
+    let mut after = file("h1", "runtime@h2", &same, "S");
+    after.on_behalf_of = Some("h2".into());
+    after.order = vec![TaskId::new("h1", "drain@h2")];
+    let mut upgrade = file("h2", "upgrade", &up, "U");
+    upgrade.order = vec![TaskId::new("h1", "runtime@h2")];
+    let tasks = vec![drain, after, upgrade, file("h1", "own", &own, "O")];
+    let o = run(tasks, &[("h1", &h1), ("h2", &h2)], Mode::Apply, d.path()).await;
+    for m in [&h1, &h2] {
+        m.finish().expect("mock");
+    }
+    assert_eq!(o.status("h1", "drain@h2").0, TaskStatus::Failed);
+    assert_eq!(
+        o.status("h1", "runtime@h2"),
+        (TaskStatus::Skipped, "h1/drain@h2 failed".into()),
+        "{}",
+        o.json()
+    );
+    assert_eq!(
+        o.status("h2", "upgrade"),
+        (TaskStatus::Skipped, "h1/drain@h2 failed".into())
+    );
+    assert_eq!(o.status("h1", "own").0, TaskStatus::Changed);
+    assert!(!up.exists());
+}

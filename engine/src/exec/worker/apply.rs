@@ -247,6 +247,10 @@ impl Worker {
         if let Some(c) = self.stopped.clone() {
             return self.skip(t, &c);
         }
+        // A dependency that was queued when the dependencies were awaited has run since.
+        if let Some(c) = self.failed_dep(t) {
+            return self.skip(t, &c);
+        }
 
         // Plan, resolving inputs as the module asks for them.
         let mut inputs = Inputs::new();
@@ -617,7 +621,12 @@ impl Worker {
                 continue;
             }
             let Some(change) = p.change else {
-                self.finish(p.t, TaskStatus::Ok, Some(p.why));
+                // A no-op queued behind a delegated step of this batch that failed and that
+                // it depends on does not count as done.
+                match self.failed_dep(p.t) {
+                    Some(c) => self.skip(p.t, &c),
+                    None => self.finish(p.t, TaskStatus::Ok, Some(p.why)),
+                }
                 continue;
             };
             match result {

@@ -514,6 +514,27 @@ impl Worker {
         self.pending.iter().any(|p| self.tasks[p.t].node == n)
     }
 
+    /// Why `t` must be skipped: a dependency on this host that finished without succeeding.
+    /// [`Worker::await_deps`] passes over the dependencies still queued in the pending batch;
+    /// once the batch ran, one of them may have failed without stopping the host (a delegated
+    /// step), and what depends on it must not go on.
+    pub(crate) fn failed_dep(&self, t: usize) -> Option<String> {
+        let node = self.tasks[t].node;
+        self.sh
+            .graph
+            .graph
+            .neighbors_directed(node, Direction::Incoming)
+            .filter(|&p| self.sh.graph.task(p).id.host == self.host)
+            .find_map(|p| {
+                let done = self.sh.board.get(p)?;
+                if done.succeeded() {
+                    return None;
+                }
+                let id = self.sh.graph.task(p).id.to_string();
+                Some(done.cause.unwrap_or(format!("{id} did not run")))
+            })
+    }
+
     /// Wait for dependency `p` on another host (flushing what `policy` queued first, so
     /// nobody waits on it). `None`: cancelled.
     async fn wait_for(&mut self, p: NodeIndex, policy: &dyn Policy) -> Option<Done> {
