@@ -178,10 +178,18 @@ fn check_cluster_structure(g: &TaskGraph, cp: &str, windows: &[&str]) {
             g.task(j).id
         );
     }
+    // Then kubeadm's kube-proxy rolled out (it moves to a new version's image on upgrade),
+    // and nothing follows that.
+    let proxy = node(g, &format!("{cp}/kube-proxy-rollout"));
     assert_eq!(
-        g.graph.neighbors(ready).count(),
+        g.graph.neighbors(ready).collect::<Vec<_>>(),
+        [proxy],
+        "only the kube-proxy rollout follows the node-ready wait"
+    );
+    assert_eq!(
+        g.graph.neighbors(proxy).count(),
         0,
-        "something follows the node-ready wait"
+        "something follows the kube-proxy rollout"
     );
     // Every runtime service comes after its configuration file and restarts when it changes.
     for n in ids_named(g, "containerd-config").chain(ids_named(g, "docker-config")) {

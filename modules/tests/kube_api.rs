@@ -2062,6 +2062,49 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
     assert!(host
         .plan(healthy.as_ref(), &Inputs::new())
         .is_ok_and(|p| p.is_noop()));
+
+    // kube-proxy rolled out (cluster-ready's last step): absent here (the tier runs no
+    // kubeadm add-ons), it counts as done; a kube-proxy that has not rolled out is waited for.
+    let mut p = (*task(&tasks, "cp1", "kube-proxy-rollout").params).clone();
+    p["kubeconfig"] = json!(tier.kubeconfig());
+    p["timeout"] = json!("2s");
+    p["interval"] = json!(1);
+    let kp = build("kube_wait", &p);
+    match host.plan(kp.as_ref(), &Inputs::new()) {
+        Ok(Plan::NoOp { why, .. }) => assert!(why.contains("(or absent: optional)"), "{why}"),
+        other => panic!("kube-proxy-rollout without kube-proxy: {other:?}"),
+    }
+    kubectl(tier, &["apply", "--server-side", "--field-manager=test", "-f", &write_temp(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\n\
+         spec:\n  selector:\n    matchLabels:\n      k8s-app: kube-proxy\n  template:\n    metadata:\n\
+         \x20     labels:\n        k8s-app: kube-proxy\n    spec:\n      containers:\n\
+         \x20     - name: kube-proxy\n        image: registry.k8s.io/kube-proxy:v1.37.2\n")]);
+    match host.plan(kp.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => assert!(
+            c.reason
+                .contains("daemonset kube-system/kube-proxy: generation 1 not observed yet"),
+            "{}",
+            c.reason
+        ),
+        other => panic!("kube-proxy-rollout while it rolls out: {other:?}"),
+    }
+    let generation = get_json(tier, &["daemonset", "-n", "kube-system", "kube-proxy"])["metadata"]
+        ["generation"]
+        .clone();
+    set_status(
+        tier,
+        &["daemonset", "-n", "kube-system", "kube-proxy"],
+        json!({"observedGeneration": generation, "desiredNumberScheduled": 2,
+        "currentNumberScheduled": 2, "updatedNumberScheduled": 2, "numberMisscheduled": 0,
+        "numberReady": 2, "numberAvailable": 2}),
+    );
+    assert!(host
+        .plan(kp.as_ref(), &Inputs::new())
+        .is_ok_and(|p| p.is_noop()));
+    kubectl(
+        tier,
+        &["delete", "daemonset", "-n", "kube-system", "kube-proxy"],
+    );
 }
 
 fn join_data(host: &Host, tier: &Tier) -> BTreeMap<String, String> {

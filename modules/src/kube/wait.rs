@@ -61,6 +61,11 @@ pub struct KubeWaitParams {
     interval: Option<serde_json::Value>,
     /// The cluster (default `/etc/kubernetes/admin.conf`).
     kubeconfig: Option<String>,
+    /// An object that does not exist counts as in the state (default false): for an add-on
+    /// a cluster may run without, such as kubeadm's kube-proxy when its `addon/kube-proxy`
+    /// phase was skipped. A kind the API server does not serve still waits.
+    #[serde(default)]
+    optional: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +86,7 @@ pub struct KubeWait {
     timeout_secs: u64,
     interval_secs: u64,
     kubeconfig: String,
+    optional: bool,
 }
 
 fn is_name(s: &str) -> bool {
@@ -176,6 +182,7 @@ impl Described for KubeWait {
             timeout_secs,
             interval_secs,
             kubeconfig,
+            optional: p.optional,
         })
     }
 
@@ -298,12 +305,16 @@ impl KubeWait {
         format!(
             "unserved=''\n\
              kw_eval() {{\n\
-             awk -v want={names} -v label={label} -v cond={cond} -v unserved=\"$unserved\" '\n\
+             awk -v want={names} -v label={label} -v cond={cond} -v optional={optional} -v unserved=\"$unserved\" '\n\
              BEGIN {{ FS = \"\\037\"; nw = split(want, w, \" \"); for (i = 1; i <= nw; i++) wanted[w[i]] = 1 }}\n\
              ($2 in wanted) {{ if ($1 == \"DELETED\") delete row[$2]; else row[$2] = $0 }}\n\
              END {{\n\
              \x20 for (i = 1; i <= nw; i++) {{\n\
-             \x20   if (!(w[i] in row)) {{ print \"no \" w[i] \" \" label w[i] \": \" ((unserved != \"\") ? unserved : \"not found\"); continue }}\n\
+             \x20   if (!(w[i] in row)) {{\n\
+             \x20     if (optional && unserved == \"\") print \"ok \" w[i]\n\
+             \x20     else print \"no \" w[i] \" \" label w[i] \": \" ((unserved != \"\") ? unserved : \"not found\")\n\
+             \x20     continue\n\
+             \x20   }}\n\
              \x20   $0 = row[w[i]]\n\
              \x20   {eval}\n\
              \x20 }}\n\
@@ -324,6 +335,7 @@ impl KubeWait {
             names = sh_quote(&self.names.join(" ")),
             label = sh_quote(&self.label()),
             cond = sh_quote(&cond),
+            optional = u8::from(self.optional),
             eval = self.row().1,
         )
     }
@@ -437,17 +449,23 @@ impl Module for KubeWait {
                 if pending.is_empty() {
                     return Ok(Plan::noop(match &self.check {
                         Check::Healthy => "the API server is healthy".to_string(),
-                        _ => format!(
-                            "{} of {} {}: {}",
-                            items.len(),
-                            self.names.len(),
-                            self.kind,
-                            match &self.check {
-                                Check::Exists => "exist".to_string(),
-                                Check::Condition(c) => c.clone(),
-                                _ => "rolled out".to_string(),
+                        _ => {
+                            format!(
+                                "{} of {} {}: {}",
+                                items.len(),
+                                self.names.len(),
+                                self.kind,
+                                match &self.check {
+                                    Check::Exists => "exist".to_string(),
+                                    Check::Condition(c) => c.clone(),
+                                    _ => "rolled out".to_string(),
+                                }
+                            ) + if self.optional {
+                                " (or absent: optional)"
+                            } else {
+                                ""
                             }
-                        ),
+                        }
                     }));
                 }
                 let mut r = pending

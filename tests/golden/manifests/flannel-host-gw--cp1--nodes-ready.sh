@@ -3,12 +3,16 @@ d=$(mktemp -d) || exit 1
 trap 'rm -rf "$d"' EXIT
 unserved=''
 kw_eval() {
-awk -v want='cp1 lw1' -v label='node ' -v cond=Ready -v unserved="$unserved" '
+awk -v want='cp1 lw1' -v label='node ' -v cond=Ready -v optional=0 -v unserved="$unserved" '
 BEGIN { FS = "\037"; nw = split(want, w, " "); for (i = 1; i <= nw; i++) wanted[w[i]] = 1 }
 ($2 in wanted) { if ($1 == "DELETED") delete row[$2]; else row[$2] = $0 }
 END {
   for (i = 1; i <= nw; i++) {
-    if (!(w[i] in row)) { print "no " w[i] " " label w[i] ": " ((unserved != "") ? unserved : "not found"); continue }
+    if (!(w[i] in row)) {
+      if (optional && unserved == "") print "ok " w[i]
+      else print "no " w[i] " " label w[i] ": " ((unserved != "") ? unserved : "not found")
+      continue
+    }
     $0 = row[w[i]]
     if ($3 == "True") print "ok " $2
     else {

@@ -3,12 +3,16 @@ d=$(mktemp -d) || exit 1
 trap 'rm -rf "$d"' EXIT
 unserved=''
 kw_eval() {
-awk -v want=kube-flannel-ds -v label='daemonset kube-flannel/' -v cond='' -v unserved="$unserved" '
+awk -v want=kube-flannel-ds -v label='daemonset kube-flannel/' -v cond='' -v optional=0 -v unserved="$unserved" '
 BEGIN { FS = "\037"; nw = split(want, w, " "); for (i = 1; i <= nw; i++) wanted[w[i]] = 1 }
 ($2 in wanted) { if ($1 == "DELETED") delete row[$2]; else row[$2] = $0 }
 END {
   for (i = 1; i <= nw; i++) {
-    if (!(w[i] in row)) { print "no " w[i] " " label w[i] ": " ((unserved != "") ? unserved : "not found"); continue }
+    if (!(w[i] in row)) {
+      if (optional && unserved == "") print "ok " w[i]
+      else print "no " w[i] " " label w[i] ": " ((unserved != "") ? unserved : "not found")
+      continue
+    }
     $0 = row[w[i]]
     gen = $3 + 0; obs = $4 + 0; want = $5 + 0; upd = $6 + 0; av = $7 + 0
     if (obs < gen) print "no " $2 " " label $2 ": generation " gen " not observed yet"
