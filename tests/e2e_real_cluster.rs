@@ -13,7 +13,14 @@
 //! moves to 1.37.2 and `kwin apply` upgrades it with real `kubeadm upgrade apply`/`node`, real
 //! drains evicting those pods, every node back Ready and uncordoned at 1.37.2; then 0 changed.
 //!
-//! Labs 18 and 16 (`KWIN_LAB_ID`) of their own, one test at a time (two real clusters at once
+//! containerd 1.x to 2.x: the same lab at 1.35 (the last minor that supports containerd 1.x;
+//! built when asked: `LAB_K8S_FULL="1.35.4 1.37.2" lab/build/build.sh`) on containerd 1.7.29
+//! from its release runs a Deployment of real pods; the plan moves containerd to 2.3.7 with
+//! Kubernetes unchanged, and `kwin apply` drains each node before the new binaries go in and
+//! containerd restarts (config version 2 read by 2.x), every node back Ready and uncordoned on
+//! `containerd://2.3.7`, the pods evicted and running again; then 0 changed.
+//!
+//! Labs 18, 16 and 15 (`KWIN_LAB_ID`) of their own, one test at a time (two real clusters at once
 //! are more than two cores carry). Lab tests behind the `real-lab` feature (root, the lab's
 //! builds in /var/cache/kwin-lab): `cargo test --features real-lab --test e2e_real_cluster --
 //! --include-ignored`; failing, never skipping, without what they need.
@@ -31,6 +38,14 @@ const UPGRADE_LAB_ID: &str = "16";
 /// The previous minor the upgrade starts from (lab/build/versions.sh LAB_K8S_PREVIOUS).
 const PREVIOUS: &str = "1.36.3";
 const NEWEST: &str = "1.37.2";
+/// The containerd move's lab.
+const CONTAINERD_LAB_ID: &str = "15";
+/// The last minor that supports containerd 1.x (lab/build/versions.sh LAB_K8S_CONTAINERD1;
+/// engine/src/plan/versions.toml's matrix).
+const CONTAINERD1_MINOR: &str = "1.35.4";
+/// The containerd releases the move goes from and to (lab/build/versions.sh LAB_CONTAINERD).
+const CONTAINERD_FROM: &str = "1.7.29";
+const CONTAINERD_TO: &str = "2.3.7";
 
 /// One real cluster at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -191,16 +206,7 @@ fn a_real_cluster_upgrades_from_the_previous_minor_draining_real_pods() {
     }
 
     // Real pods for the drains to evict: agnhost pause on the workers, two per node.
-    kubectl(
-        dir,
-        "create deployment drained --image=registry.k8s.io/e2e-test-images/agnhost:2.66.1 --replicas=4 -- /agnhost pause",
-    );
-    kubectl(dir, "rollout status deployment/drained --timeout=180s");
-    let uids_before = kubectl(
-        dir,
-        "get pods -l app=drained -o jsonpath='{.items[*].metadata.uid}'",
-    );
-    assert_eq!(uids_before.split_whitespace().count(), 4, "{uids_before}");
+    let uids_before = drained_pods(dir);
 
     at(NEWEST);
     let upgrade = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
@@ -221,18 +227,103 @@ fn a_real_cluster_upgrades_from_the_previous_minor_draining_real_pods() {
     );
     // The drains evicted every pod of the Deployment: none of them is the pod it was, and
     // the Deployment is whole again.
-    kubectl(dir, "rollout status deployment/drained --timeout=180s");
-    let uids_after = kubectl(
-        dir,
-        "get pods -l app=drained -o jsonpath='{.items[*].metadata.uid}'",
-    );
-    assert_eq!(uids_after.split_whitespace().count(), 4, "{uids_after}");
-    for uid in uids_before.split_whitespace() {
-        assert!(!uids_after.contains(uid), "pod {uid} was never evicted: {uids_after}");
-    }
+    assert_all_evicted(dir, &uids_before);
 
     let warm = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(warm.code, 0, "apply after the upgrade:\n{warm}");
+    assert_eq!(summary(&warm)["changed"], 0, "{warm}");
+}
+}
+
+/// The Deployment `drained`: four agnhost pods for the drains to evict; their UIDs.
+fn drained_pods(dir: &Path) -> String {
+    kubectl(
+        dir,
+        "create deployment drained --image=registry.k8s.io/e2e-test-images/agnhost:2.66.1 --replicas=4 -- /agnhost pause",
+    );
+    kubectl(dir, "rollout status deployment/drained --timeout=180s");
+    let uids = kubectl(
+        dir,
+        "get pods -l app=drained -o jsonpath='{.items[*].metadata.uid}'",
+    );
+    assert_eq!(uids.split_whitespace().count(), 4, "{uids}");
+    uids
+}
+
+/// The Deployment `drained` is whole again and none of its pods is one of `before`.
+fn assert_all_evicted(dir: &Path, before: &str) {
+    kubectl(dir, "rollout status deployment/drained --timeout=180s");
+    let after = kubectl(
+        dir,
+        "get pods -l app=drained -o jsonpath='{.items[*].metadata.uid}'",
+    );
+    assert_eq!(after.split_whitespace().count(), 4, "{after}");
+    for uid in before.split_whitespace() {
+        assert!(!after.contains(uid), "pod {uid} was never evicted: {after}");
+    }
+}
+
+kwin_testkit::lab_test! {
+#[test]
+fn an_existing_containerd_1_7_node_moves_to_2_x_with_a_drain() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = RealLab::up(CONTAINERD_LAB_ID, &[]);
+    let plan = tempfile::tempdir().expect("tempdir");
+    let dir = plan.path();
+    let text = lab.write_plan(dir);
+    let with = |containerd: &str| {
+        let t = text
+            .replace(
+                &format!("kubernetes_version = \"{NEWEST}\""),
+                &format!("kubernetes_version = \"{CONTAINERD1_MINOR}\""),
+            )
+            .replace(
+                "[runtime]\nlinux = \"containerd\"\n",
+                "[runtime]\nlinux = \"containerd\"\ncontainerd_source = \"release\"\n",
+            )
+            .replace(
+                "\n[artifacts]\n",
+                &format!("\n[versions]\ncontainerd = \"{containerd}\"\n\n[artifacts]\n"),
+            );
+        for want in [
+            format!("kubernetes_version = \"{CONTAINERD1_MINOR}\""),
+            "containerd_source = \"release\"".to_string(),
+            format!("[versions]\ncontainerd = \"{containerd}\""),
+            format!("\"containerd-{containerd}-linux-amd64.tar.gz\" = "),
+        ] {
+            assert!(t.contains(&want), "{want}:\n{t}");
+        }
+        std::fs::write(dir.join("plan.toml"), t).expect("plan.toml");
+    };
+
+    with(CONTAINERD_FROM);
+    let cold = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(cold.code, 0, "apply on containerd {CONTAINERD_FROM}:\n{cold}");
+    let before = nodes(dir);
+    for h in ["h1", "h2", "h3"] {
+        let want =
+            format!("{h} v{CONTAINERD1_MINOR} containerd://{CONTAINERD_FROM} True unschedulable=\n");
+        assert!(before.contains(&want), "{want}:\n{before}");
+    }
+    let uids = drained_pods(dir);
+
+    with(CONTAINERD_TO);
+    let moved = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(moved.code, 0, "containerd to {CONTAINERD_TO}:\n{moved}");
+    let s = summary(&moved);
+    assert!(s["changed"].as_u64().unwrap_or(0) > 0, "{s}");
+    assert_eq!(s["verify"]["failed"], 0, "{s}");
+    let after = nodes(dir);
+    for h in ["h1", "h2", "h3"] {
+        let want =
+            format!("{h} v{CONTAINERD1_MINOR} containerd://{CONTAINERD_TO} True unschedulable=\n");
+        assert!(after.contains(&want), "{want}:\n{after}");
+    }
+    // Each worker was drained before its containerd changed: the pods were evicted.
+    assert_all_evicted(dir, &uids);
+
+    let warm = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(warm.code, 0, "apply after the move:\n{warm}");
     assert_eq!(summary(&warm)["changed"], 0, "{warm}");
 }
 }

@@ -166,9 +166,17 @@ fi
 
 # ------------------------------------------------------------------ pause
 # kubernetes build/pause/Makefile: $(CC) -Os -Wall -Werror -static -DVERSION=v$(TAG)-$(REV),
-# from build/pause/linux/pause.c of the newest Kubernetes version built here.
+# from build/pause/linux/pause.c of the first Kubernetes version served here whose kubeadm
+# deploys that tag (its Makefile's TAG is the same).
 if wants pause; then
-  for v in $LAB_PAUSE; do build_pause "$v" "$LAB_K8S_NEWEST"; done
+  for v in $LAB_PAUSE; do
+    kv=""
+    for k in $LAB_K8S_SERVED; do
+      read -r _ _ p < <(lab_kubeadm_images "$k")
+      if [[ $p == "$v" ]]; then kv=$k; break; fi
+    done
+    build_pause "$v" "$kv"
+  done
 fi
 
 # ------------------------------------------------------------------ Kubernetes

@@ -150,7 +150,7 @@ done
 # Control plane and kube-proxy: kubernetes build/server-image/Dockerfile — the binary at
 # /usr/local/bin/NAME, kube-log-runner as /go-runner, ENTRYPOINT ["/go-runner"]; kube-proxy's
 # base image (distroless-iptables) carries iptables and nft.
-for v in $LAB_K8S_FULL; do
+for v in $LAB_K8S_SERVED; do
   kb="$B/kubernetes-$v"
   for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
     r=$(newroot "$c")

@@ -135,7 +135,7 @@ repo() { # dir: flat repository, signed
 }
 
 pids=()
-for v in $LAB_K8S_FULL; do
+for v in $LAB_K8S_SERVED; do
   build_version "$v" &
   pids+=($!)
 done

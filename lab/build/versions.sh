@@ -16,14 +16,45 @@ LAB_K8S_PREVIOUS="1.36.3"
 # 1.35.4"), as no test reads them yet.
 LAB_K8S_APISERVER_ONLY="${LAB_K8S_APISERVER_ONLY:-}"
 
-# What kubeadm of each LAB_K8S_FULL version deploys (cmd/kubeadm/app/constants/constants.go
-# of k8s.io/kubernetes at that tag: DefaultEtcdVersion / SupportedEtcdVersion, CoreDNSVersion,
-# PauseVersion; the pause tag is also build/pause/Makefile's TAG):
+# What kubeadm of each Kubernetes version the lab can build deploys (cmd/kubeadm/app/
+# constants/constants.go of k8s.io/kubernetes at that tag: DefaultEtcdVersion /
+# SupportedEtcdVersion, CoreDNSVersion, PauseVersion; the pause tag is also
+# build/pause/Makefile's TAG). `lab_kubeadm_images V` prints "ETCD COREDNS PAUSE".
+#   1.35.4: etcd 3.6.6-0, CoreDNS v1.13.1, pause 3.10.1 (for the containerd 1.7 -> 2.x move:
+#           1.35 is the last minor that supports containerd 1.x)
 #   1.36.3: etcd 3.6.8-0, CoreDNS v1.14.2, pause 3.10.2
 #   1.37.2: etcd 3.7.0-0, CoreDNS v1.14.6, pause 3.10.2
-LAB_ETCD="3.6.8 3.7.0"
-LAB_COREDNS="1.14.2 1.14.6"
-LAB_PAUSE="3.10.2"
+lab_kubeadm_images() {
+  case $1 in
+    1.35.4) echo "3.6.6 1.13.1 3.10.1" ;;
+    1.36.3) echo "3.6.8 1.14.2 3.10.2" ;;
+    1.37.2) echo "3.7.0 1.14.6 3.10.2" ;;
+    *) return 1 ;;
+  esac
+}
+# The minor before LAB_K8S_PREVIOUS: the last that supports containerd 1.x (built only when
+# asked: LAB_K8S_FULL="1.35.4 1.37.2" for tests/e2e_real_cluster.rs's containerd move).
+LAB_K8S_CONTAINERD1="1.35.4"
+# The Kubernetes versions the lab serves (images in its registry, packages in its mirror):
+# those asked for and every one this machine built before, so that a later build of fewer
+# versions does not take away what another test starts its cluster at.
+LAB_K8S_SERVED=""
+for _v in $LAB_K8S_FULL $LAB_K8S_NEWEST $LAB_K8S_PREVIOUS $LAB_K8S_CONTAINERD1; do
+  if [[ " $LAB_K8S_FULL " == *" $_v "* || -f ${KWIN_LAB_CACHE:-/var/cache/kwin-lab}/bin/kubernetes-$_v/.stamp ]] &&
+    [[ " $LAB_K8S_SERVED " != *" $_v "* ]]; then
+    LAB_K8S_SERVED="${LAB_K8S_SERVED:+$LAB_K8S_SERVED }$_v"
+  fi
+done
+# etcd, CoreDNS and pause: what the Kubernetes versions served here deploy, each once.
+LAB_ETCD="" LAB_COREDNS="" LAB_PAUSE=""
+for _v in $LAB_K8S_SERVED; do
+  read -r _e _c _p < <(lab_kubeadm_images "$_v" || echo "")
+  [[ -n ${_e:-} ]] || { echo "versions.sh: no kubeadm images known for Kubernetes $_v" >&2; exit 1; }
+  [[ " $LAB_ETCD " == *" $_e "* ]] || LAB_ETCD="${LAB_ETCD:+$LAB_ETCD }$_e"
+  [[ " $LAB_COREDNS " == *" $_c "* ]] || LAB_COREDNS="${LAB_COREDNS:+$LAB_COREDNS }$_c"
+  [[ " $LAB_PAUSE " == *" $_p "* ]] || LAB_PAUSE="${LAB_PAUSE:+$LAB_PAUSE }$_p"
+done
+unset _v _e _c _p
 
 # containerd: 2.3 is the LTS branch and 2.4 the newest (containerd RELEASES.md, "Current
 # State of containerd Releases" and the Kubernetes support table: 1.36 needs 2.2.0+/2.3.0+);
