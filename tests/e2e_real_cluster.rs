@@ -3,7 +3,9 @@
 //! registry and mirror of `lab/cluster/up.sh`), every program the lab built from its upstream
 //! module (lab/build/build.sh): real apt, kubeadm init and join, the kubelet, etcd, the API
 //! server, CoreDNS, kube-proxy and flannel. Then `kwin verify` runs agnhost pods (pod to pod
-//! across nodes, service, DNS, NodePort, egress), and a second apply changes nothing.
+//! across nodes, service, DNS, NodePort, egress), and a second apply changes nothing; `kwin
+//! reset` with the real kubeadm leaves no pod, file or link of the cluster, and the next apply
+//! builds it again.
 //!
 //! The oracle is the cluster's own: the API server's Nodes (kubelet and containerd versions,
 //! Ready) and verify's checks, which run real pods.
@@ -130,6 +132,21 @@ fn kubectl(dir: &Path, args: &str) -> String {
         .collect()
 }
 
+/// `script` as root on lab host `host`, through `kwin exec`: its stdout.
+fn on(dir: &Path, host: &str, script: &str) -> String {
+    let run = kwin!(dir, &["exec", "plan.toml", "--limit", host, "--", script]);
+    assert_eq!(run.code, 0, "{host}: {script}:\n{run}");
+    run.stdout
+        .lines()
+        .filter(|l| {
+            !(l.starts_with(&format!("=== {host}:"))
+                || l.starts_with("exec: ")
+                || l.starts_with("logs: "))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// Every Node's name, kubelet version, runtime, Ready status and whether it is cordoned.
 fn nodes(dir: &Path) -> String {
     kubectl(
@@ -164,10 +181,10 @@ fn a_real_cluster_runs_pods_and_the_next_apply_changes_nothing() {
     assert!(s["verify"]["passed"].as_u64().unwrap_or(0) >= 8, "{s}");
 
     // The Nodes the real kubelets registered, as the API server reports them.
-    let nodes = nodes(dir);
+    let cold_nodes = nodes(dir);
     for h in ["h1", "h2", "h3"] {
         let want = format!("{h} v{NEWEST} containerd://2.3.7 True unschedulable=\n");
-        assert!(nodes.contains(&want), "{want}:\n{nodes}");
+        assert!(cold_nodes.contains(&want), "{want}:\n{cold_nodes}");
     }
 
     let warm = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
@@ -175,6 +192,41 @@ fn a_real_cluster_runs_pods_and_the_next_apply_changes_nothing() {
     let s = summary(&warm);
     assert_eq!(s["changed"], 0, "{s}");
     assert_eq!(s["verify"]["failed"], 0, "{s}");
+
+    // kwin reset with the real kubeadm: workers drained and reset, the control plane last;
+    // containerd still answers (it stops when /etc/cni/net.d, which it watches, is removed:
+    // the directory is emptied) with no container left in its Kubernetes namespace; nothing
+    // of the cluster on disk or in the links.
+    let reset = kwin!(dir, &["reset", "plan.toml", "--yes", "--output", "json"]);
+    assert_eq!(reset.code, 0, "reset:\n{reset}");
+    for h in ["h1", "h2", "h3"] {
+        let left = on(
+            dir,
+            h,
+            &format!(
+                "ls -d /etc/kubernetes /var/lib/cni /run/flannel {} 2>/dev/null; \
+             ls -A /etc/cni/net.d; \
+             ip -o link show | grep -oE 'cni0|flannel[.][0-9]+'; \
+             ctr --namespace k8s.io containers list --quiet 2>/tmp/ctr.err || \
+             {{ echo containerd does not answer; cat /tmp/ctr.err; }}; true",
+                // etcd's data on the control plane (the lab hosts' root, the machine's, may
+                // have a /var/lib/etcd of its own: workers are not asked)
+                if h == "h1" { "/var/lib/etcd" } else { "" }
+            ),
+        );
+        assert_eq!(left.trim(), "", "{h} after reset:\n{left}");
+    }
+    // The hosts are fit for a cluster again: the next apply builds it from scratch.
+    let again = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
+    assert_eq!(again.code, 0, "apply after reset:\n{again}");
+    let s = summary(&again);
+    assert_eq!(s["verify"]["failed"], 0, "{s}");
+    assert_eq!(s["verify"]["skipped"], 0, "{s}");
+    let rebuilt = nodes(dir);
+    for h in ["h1", "h2", "h3"] {
+        let want = format!("{h} v{NEWEST} containerd://2.3.7 True unschedulable=\n");
+        assert!(rebuilt.contains(&want), "{want}:\n{rebuilt}");
+    }
 }
 }
 

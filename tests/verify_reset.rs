@@ -597,14 +597,29 @@ ip link add cni0 type bridge
 ip link add flannel.4096 type vxlan id 4096 dstport 4789 dev eth0
 ";
 
+/// What a reset removes (of /etc/cni/net.d, what is in it: see [`assert_cni_dir_kept`]).
 const PATHS: &[&str] = &[
     "/etc/kubernetes",
-    "/etc/cni/net.d",
+    "/etc/cni/net.d/10-flannel.conflist",
     "/var/lib/cni",
     "/run/flannel",
     "/var/lib/calico",
     "/run/calico",
 ];
+
+/// /etc/cni/net.d is emptied, not removed: containerd 2.x stops its CRI service when the
+/// directory it watches goes (plans/reset-linux.toml `cni-config`).
+fn assert_cni_dir_kept(lab: &Lab, h: &str) {
+    assert_eq!(
+        lab.sh(
+            h,
+            "test -d /etc/cni/net.d && ls -A /etc/cni/net.d && echo kept"
+        )
+        .trim(),
+        "kept",
+        "{h}: /etc/cni/net.d is kept, empty"
+    );
+}
 
 kwin_testkit::lab_test! {
 #[test]
@@ -706,6 +721,7 @@ fn reset_on_lab_hosts() {
         for path in PATHS {
             assert!(!lab.exists(h, path), "{h}:{path} is still there");
         }
+        assert_cni_dir_kept(&lab, h);
         let links = lab.links(h);
         assert!(
             !links.contains("cni0") && !links.contains("flannel.4096"),
