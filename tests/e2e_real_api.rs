@@ -31,14 +31,18 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// The Kubernetes versions whose kube-apiserver the lab built, oldest first.
+/// The Kubernetes versions whose kube-apiserver the lab built, oldest first: full builds
+/// (`bin/kubernetes-V`) and kube-apiserver alone (`bin/kube-apiserver-V`, LAB_K8S_APISERVER_ONLY).
 fn built_versions() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(cache().join("bin"))
         .expect("the lab's builds (lab/build/build.sh)")
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().to_string();
-            let v = name.strip_prefix("kubernetes-")?.to_string();
+            let v = name
+                .strip_prefix("kubernetes-")
+                .or_else(|| name.strip_prefix("kube-apiserver-"))?
+                .to_string();
             e.path().join("kube-apiserver").exists().then_some(v)
         })
         .filter(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
@@ -48,7 +52,18 @@ fn built_versions() -> Vec<String> {
             .map(|p| p.parse::<u32>().unwrap_or(0))
             .collect::<Vec<_>>()
     });
+    v.dedup();
     v
+}
+
+/// kubectl of the oldest full Kubernetes build: the nearest to an older kube-apiserver built
+/// alone (kubectl's version skew policy: one minor either side).
+fn nearest_kubectl() -> PathBuf {
+    built_versions()
+        .into_iter()
+        .map(|v| cache().join(format!("bin/kubernetes-{v}/kubectl")))
+        .find(|p| p.exists())
+        .expect("a full Kubernetes build in the lab cache (lab/build/build.sh)")
 }
 
 /// The newest etcd the lab built.
@@ -81,7 +96,18 @@ impl Api {
     fn start(version: &str) -> Api {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path().to_path_buf();
-        let bin = cache().join(format!("bin/kubernetes-{version}"));
+        // A full build, or kube-apiserver alone (then kubectl of the nearest full build).
+        let full = cache().join(format!("bin/kubernetes-{version}"));
+        let bin = if full.join("kube-apiserver").exists() {
+            full
+        } else {
+            cache().join(format!("bin/kube-apiserver-{version}"))
+        };
+        let kubectl_bin = if bin.join("kubectl").exists() {
+            bin.join("kubectl")
+        } else {
+            nearest_kubectl()
+        };
         let (client, peer, port) = (free_port(), free_port(), free_port());
         let logs = d.clone();
         let log = move |name: &str| std::fs::File::create(logs.join(name)).expect("log file");
@@ -103,7 +129,7 @@ impl Api {
             children: vec![etcd],
             port,
             token: format!("{:032x}", rand_token()),
-            kubectl: bin.join("kubectl"),
+            kubectl: kubectl_bin,
             _dir: dir,
         };
         let sa = d.join("sa.key");

@@ -53,7 +53,7 @@ wants() { [[ " ${WANT[*]} " == *" $1 "* ]]; }
 T_START=$EPOCHSECONDS
 trap 'build_failed $?' EXIT
 
-build_deps gcc libc6-dev libseccomp-dev pkg-config busybox-static iptables nftables
+build_deps gcc libc6-dev libseccomp-dev pkg-config busybox-static iptables nftables libcap2-bin
 
 # ------------------------------------------------------------------ runc
 # opencontainers/runc Makefile: BUILDTAGS ?= seccomp urfave_cli_no_docs; `make static` links

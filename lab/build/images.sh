@@ -120,8 +120,10 @@ rootfs_busybox() {
 push() {
   local name=$1 root=$2 entry=$3 user=${4:-} cmd=${5:-}
   local tarf="$WORK/layer-${name//[\/:]/_}.tar"
+  # file capabilities travel as the security.capability xattr (a PAX record containerd
+  # applies when it unpacks the layer)
   tar --create --file "$tarf" --directory "$root" --numeric-owner --owner=0 --group=0 \
-    --mtime=@0 --sort=name .
+    --mtime=@0 --sort=name --xattrs --xattrs-include=security.capability .
   "$CRANE" append --insecure -f "$tarf" -t "$REG/$name" --platform linux/amd64 >>"$BUILD_LOG" 2>&1 ||
     build_die "crane append $name failed"
   local args=(mutate --insecure "$REG/$name" --set-platform linux/amd64
@@ -170,10 +172,14 @@ for v in $LAB_ETCD; do
   push "etcd:$v-0" "$r" /usr/local/bin/etcd
 done
 
-# CoreDNS: coredns Dockerfile — /coredns, USER nonroot (65532), ENTRYPOINT ["/coredns"]
+# CoreDNS: coredns Dockerfile — /coredns with the file capability cap_net_bind_service
+# (`setcap cap_net_bind_service=+ep /coredns`: as nonroot it binds port 53 where the runtime
+# does not open the privileged ports to unprivileged users, which containerd 2.x does and 1.7
+# does not: enable_unprivileged_ports), USER nonroot (65532), ENTRYPOINT ["/coredns"]
 for v in $LAB_COREDNS; do
   r=$(newroot coredns)
   cp "$B/coredns-$v/coredns" "$r/coredns"
+  setcap cap_net_bind_service=+ep "$r/coredns" || build_die "setcap on coredns failed"
   push "coredns/coredns:v$v" "$r" /coredns 65532:65532
 done
 
