@@ -297,6 +297,19 @@ fn every_manifest_kwin_applies_passes_strict_validation_on_each_built_api_server
             !ok && (out.contains("unknown field") || out.contains("field not declared in schema")),
             "kube-apiserver {version} accepted an unknown field:\n{out}"
         );
+        println!(
+            "kube-apiserver {version}: {} manifests accepted, a planted field refused",
+            manifests.len()
+        );
+    }
+    // The minors the support matrix calls supported or just out of support, at least
+    // (LAB_K8S_FULL and LAB_K8S_APISERVER_ONLY in lab/build/versions.sh build them).
+    for minor in ["1.34.", "1.35.", "1.36.", "1.37."] {
+        assert!(
+            versions.iter().any(|v| v.starts_with(minor)),
+            "no kube-apiserver {minor}x built: {versions:?} (lab/build/build.sh with \
+             LAB_K8S_FULL=\"1.35.4 1.36.3 1.37.2\" LAB_K8S_APISERVER_ONLY=1.34.4)"
+        );
     }
 }
 }
