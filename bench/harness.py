@@ -8,9 +8,10 @@ once the venv and the release binary exist:
 
 For every N: `lab/up.sh N [--delay-ms D]`, workload generation (bench/workload/gen.py), then per
 repetition and tool: reset the hosts, a measured cold run, a check of every host's state, a
-measured warm run (nothing may change). The floor (`ssh HOST true` to every host at once) is
-measured once per repetition. Each run appends one JSON line to OUT/runs.jsonl; bench/report.py
-turns that into the results table.
+measured warm run (nothing may change). The floor (one process connecting to every host at
+once and running `true`, bench/floor-ssh2; `floor-libssh` the same with libssh, `floor-openssh`
+one OpenSSH client per host) is measured once per repetition. Each run appends one JSON line
+to OUT/runs.jsonl; bench/report.py turns that into the results table.
 
 What is measured (see bench/README.md, "Method"):
   wall      monotonic time from spawning the tool to its exit
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,7 +49,10 @@ LAB_TAG = "" if LAB_ID == "0" else LAB_ID
 LAB_DIR = REPO / "target" / ("lab" + (f"-{LAB_TAG}" if LAB_TAG else ""))
 LAB_NS_PREFIX = f"kwin{LAB_TAG}-"
 VENV = REPO / "target" / "bench-venv"
-TOOLS = ("kwin", "ansible", "pyinfra", "floor")
+TOOLS = ("kwin", "ansible", "pyinfra", "floor", "floor-libssh", "floor-openssh")
+# The floor's two clients (bench/README.md, "The floor"), built by bench/run.sh.
+FLOOR_SSH2 = REPO / "target" / "floor-ssh2" / "release" / "floor-ssh2"
+FLOOR_LIBSSH = REPO / "target" / "floor-libssh"
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -322,6 +327,9 @@ def measure(lab: Lab, cmd: list[str], *, cwd: Path, env: dict, log_path: Path, t
         timer.start()
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.monotonic() - t0
+        # The hosts' CPU at the moment the tool exits, before their sessions have ended: what a
+        # harness that does not wait for them would count (host_cpu below waits).
+        h_exit = lab.host_cpu()
         timer.cancel()
         timed_out = killed.is_set()
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -354,6 +362,7 @@ def measure(lab: Lab, cmd: list[str], *, cwd: Path, env: dict, log_path: Path, t
         "peak_procs": sampler.peak_nprocs,
         "host_cpu": lab.host_cpu() - h0,
         "host_cpu_proc": lab.host_cpu_proc() - fallback_h0,
+        "host_cpu_at_exit": h_exit - h0,
         "proxy_cpu": lab.proxy_cpu() - x0,
         "hosts_quiet": quiet,
         "load_before": load0,
@@ -404,6 +413,11 @@ def count_changes(tool: str, text: str) -> dict:
             return {"changed": None, "failed": None}
         v = [0 if x == "-" else int(x) for x in m.groups()]
         return {"changed": v[1], "failed": v[2], "ok": v[3]}
+    if tool in ("floor", "floor-libssh"):
+        for line in text.splitlines():
+            if line.startswith('{"hosts"'):
+                ev = json.loads(line)
+                return {"hosts_ok": ev.get("ok"), "failed_sample": ev.get("failed", [])[:3]}
     return {}
 
 
@@ -449,7 +463,17 @@ class Runner:
             env["PYINFRA_PROGRESS"] = "off"
             return ([str(VENV / "bin" / "pyinfra"), "-y", "--parallel", str(n),
                      "inventory.py", "deploy.py"], w / "pyinfra", env, None)
-        if tool == "floor":
+        if tool in ("floor", "floor-libssh"):
+            # ONE process, a connection to every host at once (libssh2 through the ssh2 crate,
+            # kwin's library; or libssh): kex curve25519-sha256, the host's ed25519 key checked
+            # against known_hosts, key login, exec `true`, every exit status checked.
+            exe = FLOOR_SSH2 if tool == "floor" else FLOOR_LIBSSH
+            inv = tomllib.loads((LAB_DIR / ("hosts-delay.toml" if d else "hosts.toml")).read_text())
+            addrs = [f"{h['address']}:{h['port']}" for h in inv["hosts"]]
+            return ([str(exe), "--key", str(LAB_DIR / "id_ed25519"), "--known-hosts",
+                     str(LAB_DIR / "known_hosts")] + addrs, tmp, env, None)
+        if tool == "floor-openssh":
+            # one OpenSSH client process per host (the floor of the results up to 2026-11-28)
             cfg = str(LAB_DIR / "ssh_config")
             suffix = "-delay" if d else ""
             script = ('rc=0; pids=(); for h in "$@"; do ssh -F "$CFG" "$h" true & pids+=($!); done; '
@@ -605,8 +629,11 @@ def main() -> int:
                             if rep == 0 and d == delays[0]:
                                 log(f"n={n}: Ansible runs only at N in {sorted(ansible_ns)} (--ansible-n)")
                             continue
-                        if tool == "floor":
-                            runner.record(runner.run("floor", d, "-", rep))
+                        if tool.startswith("floor"):
+                            r = runner.run(tool, d, "-", rep)
+                            runner.record(r)
+                            if r["exit"] != 0:
+                                failures += 1
                             continue
                         if "cold" in modes:
                             runner.reset()

@@ -31,7 +31,8 @@ usage: bench/run.sh [--quick] [--n LIST] [--delay LIST] [--reps R] [--tools LIST
                   at most one non-zero value per call
   --reps R        repetitions per cell (default 3)
   --tool-reps L   fewer repetitions for some tools, e.g. ansible=1
-  --tools LIST    any of kwin,ansible,pyinfra,floor (default all)
+  --tools LIST    any of kwin,ansible,pyinfra,floor,floor-libssh,floor-openssh
+                  (default kwin,ansible,pyinfra,floor,floor-libssh)
   --ansible-n L   host counts Ansible runs at (default 50; pyinfra and the others run at all)
   --modes LIST    cold,warm (default both)
   --quick         N=10, D=0, 1 rep (smoke test)
@@ -45,7 +46,7 @@ EOF
   exit 2
 }
 
-NS=50 DELAYS=0,25 REPS=3 TOOLS=kwin,ansible,pyinfra,floor MODES=cold,warm TOOL_REPS="" ANSIBLE_N=50
+NS=50 DELAYS=0,25 REPS=3 TOOLS=kwin,ansible,pyinfra,floor,floor-libssh MODES=cold,warm TOOL_REPS="" ANSIBLE_N=50
 CRITERION=1 MATRIX=1 OUT="" KEEP=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -90,6 +91,9 @@ missing=()
 $PY -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 command -v ssh >/dev/null || missing+=(openssh-client)
 command -v git >/dev/null || missing+=(git)
+# the floor's second client (bench/floor-libssh): libssh and a C compiler
+[[ -f /usr/include/libssh/libssh.h ]] || missing+=(libssh-dev)
+command -v gcc >/dev/null || missing+=(gcc)
 if [[ ${#missing[@]} -gt 0 ]]; then
   log "installing ${missing[*]}"
   apt_install "${missing[@]}"
@@ -131,6 +135,11 @@ command -v cargo >/dev/null || { log "cargo not found (install Rust first)"; exi
 if [[ $MATRIX == 1 ]]; then
   log "building kwin (release)"
   cargo build --release --bin kwin -q
+  # The floor's two clients (bench/README.md, "The floor"): libssh2 through the ssh2 crate
+  # (kwin's library; its own small workspace) and libssh (C).
+  log "building the floor clients (bench/floor-ssh2, bench/floor-libssh)"
+  cargo build --release -q --manifest-path bench/floor-ssh2/Cargo.toml --target-dir target/floor-ssh2
+  gcc -O2 -Wall -o target/floor-libssh bench/floor-libssh/floor-libssh.c -lssh -lpthread
 fi
 
 DATE=$(date +%Y-%m-%d)
