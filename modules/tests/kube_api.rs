@@ -2101,9 +2101,29 @@ fn waits(host: &Host, tier: &Tier, cache: &Path) {
     assert!(host
         .plan(kp.as_ref(), &Inputs::new())
         .is_ok_and(|p| p.is_noop()));
+    // Planned while it rolled out, gone by the time the wait runs: an optional object that is
+    // absent is done at once, with no watch for events that will never come.
+    set_status(
+        tier,
+        &["daemonset", "-n", "kube-system", "kube-proxy"],
+        json!({"observedGeneration": generation, "desiredNumberScheduled": 2,
+        "currentNumberScheduled": 2, "updatedNumberScheduled": 1, "numberMisscheduled": 0,
+        "numberReady": 1, "numberAvailable": 1}),
+    );
+    let c = match host.plan(kp.as_ref(), &Inputs::new()) {
+        Ok(Plan::Change(c)) => c,
+        other => panic!("kube-proxy-rollout while it rolls out: {other:?}"),
+    };
     kubectl(
         tier,
         &["delete", "daemonset", "-n", "kube-system", "kube-proxy"],
+    );
+    let watches = requests(tier, "daemonsets", "WATCH");
+    host.exec(&c).expect("an absent optional DaemonSet is done");
+    assert_eq!(
+        requests(tier, "daemonsets", "WATCH"),
+        watches,
+        "the wait watched DaemonSets for an absent optional one"
     );
 }
 

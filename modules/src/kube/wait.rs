@@ -403,6 +403,13 @@ impl KubeWait {
             "{{.type}}{{\"\\x1f\"}}{}{{\"\\n\"}}",
             self.row_template(".object")
         );
+        // `optional`: one list before each watch, so an object that is gone (or was never
+        // there) ends the wait at once; a watch shows only objects that exist.
+        let absent_done = if self.optional {
+            "\x20 if kw_check > \"$d/report\" && ! grep -q '^no ' \"$d/report\"; then exit 0; fi\n"
+        } else {
+            ""
+        };
         format!(
             "{head}wp=''\n\
              trap '[ -z \"$wp\" ] || kill \"$wp\" 2>/dev/null; rm -rf \"$d\"' EXIT\n\
@@ -411,6 +418,7 @@ impl KubeWait {
              \x20 now=$(date +%s)\n\
              \x20 if [ \"$now\" -ge \"$deadline\" ]; then\n{timed_out}\x20 fi\n\
              \x20 : > \"$d/rows\"\n\
+             {absent_done}\
              \x20 {get} --watch --output-watch-events --request-timeout=$((deadline - now))s -o jsonpath={watch} > \"$d/events\" 2> \"$d/err\" &\n\
              \x20 wp=$!\n\
              \x20 while IFS= read -r row; do\n\
@@ -425,6 +433,7 @@ impl KubeWait {
             get = self.get(),
             watch = sh_quote(&watch),
             i = self.interval_secs,
+            absent_done = absent_done,
         )
     }
 }
