@@ -49,6 +49,24 @@ const CONTAINERD1_MINOR: &str = "1.35.4";
 const CONTAINERD_FROM: &str = "1.7.29";
 const CONTAINERD_TO: &str = "2.3.7";
 
+/// The lab's versions are lab/build/versions.sh's: the constants above are checked against it,
+/// so a version the lab builds has one owner.
+fn assert_lab_versions() {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(
+            "source lab/build/versions.sh && \
+             printf '%s\\n' \"$LAB_K8S_NEWEST\" \"$LAB_K8S_PREVIOUS\" \"$LAB_K8S_CONTAINERD1\" \"$LAB_CONTAINERD\"",
+        )
+        .current_dir(workspace())
+        .output()
+        .expect("bash");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want =
+        format!("{NEWEST}\n{PREVIOUS}\n{CONTAINERD1_MINOR}\n{CONTAINERD_FROM} {CONTAINERD_TO}\n");
+    assert_eq!(text, want, "lab/build/versions.sh and this test disagree");
+}
+
 /// One real cluster at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -110,26 +128,11 @@ impl Drop for RealLab {
 
 /// `kubectl` with the admin kubeconfig on h1, through `kwin exec`: its stdout.
 fn kubectl(dir: &Path, args: &str) -> String {
-    let run = kwin!(
+    on(
         dir,
-        &[
-            "exec",
-            "plan.toml",
-            "--limit",
-            "h1",
-            "--",
-            &format!("kubectl --kubeconfig /etc/kubernetes/admin.conf {args}"),
-        ]
-    );
-    assert_eq!(run.code, 0, "kubectl {args}:\n{run}");
-    // What kubectl printed, without `kwin exec`'s own lines around it.
-    run.stdout
-        .lines()
-        .filter(|l| {
-            !(l.starts_with("=== h1:") || l.starts_with("exec: ") || l.starts_with("logs: "))
-        })
-        .map(|l| format!("{l}\n"))
-        .collect()
+        "h1",
+        &format!("kubectl --kubeconfig /etc/kubernetes/admin.conf {args}"),
+    )
 }
 
 /// `script` as root on lab host `host`, through `kwin exec`: its stdout.
@@ -166,6 +169,7 @@ kwin_testkit::lab_test! {
 #[test]
 fn a_real_cluster_runs_pods_and_the_next_apply_changes_nothing() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    assert_lab_versions();
     let lab = RealLab::up(LAB_ID, &[]);
     let plan = tempfile::tempdir().expect("tempdir");
     let dir = plan.path();
@@ -234,6 +238,7 @@ kwin_testkit::lab_test! {
 #[test]
 fn a_real_cluster_upgrades_from_the_previous_minor_draining_real_pods() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    assert_lab_versions();
     let both = format!("{PREVIOUS} {NEWEST}");
     let lab = RealLab::up(UPGRADE_LAB_ID, &[("LAB_K8S_FULL", &both)]);
     let plan = tempfile::tempdir().expect("tempdir");
@@ -319,6 +324,7 @@ kwin_testkit::lab_test! {
 #[test]
 fn an_existing_containerd_1_7_node_moves_to_2_x_with_a_drain() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    assert_lab_versions();
     let lab = RealLab::up(CONTAINERD_LAB_ID, &[]);
     let plan = tempfile::tempdir().expect("tempdir");
     let dir = plan.path();
