@@ -189,6 +189,87 @@ async fn file_write_refuses_when_changed_since_probe() {
     assert_eq!(std::fs::read(&path).expect("read"), b"someone else\n");
 }
 
+/// The shells a POSIX host may run kwin's scripts with (`sh` is dash on Debian, bash on Red
+/// Hat's family, busybox's ash on small images), each reading the script on stdin.
+fn shells() -> Vec<(&'static str, Arc<dyn Transport>)> {
+    let mut v: Vec<(&'static str, Arc<dyn Transport>)> = Vec::new();
+    for (name, argv) in [
+        ("dash", &["/bin/dash", "-s"][..]),
+        ("bash", &["/bin/bash", "--posix", "-s"][..]),
+        ("busybox", &["busybox", "sh", "-s"][..]),
+    ] {
+        kwin_testkit::tier::require_command(argv[0], name);
+        v.push((name, Arc::new(Sh::new(argv))));
+    }
+    v
+}
+
+/// A line file's write compares the probed text with the shell's own `read` (no process):
+/// every change made between the probe and the write is refused, whatever it touches (the
+/// last line without a newline, a newline added or removed, a backslash, a CR, a space), and
+/// an unchanged file of any of those shapes is written.
+#[tokio::test]
+async fn line_write_refuses_any_change_since_probe_in_every_shell() {
+    let shapes: &[&str] = &[
+        "a = 1\nb = 2\n",
+        "a = 1\nb = 2",
+        "",
+        "\n\n",
+        "back\\slash \\n 'quote' \"dq\" $HOME `x` \\\n",
+        "crlf\r\nline\r\n",
+        "  leading and trailing  \n\ttab\n",
+    ];
+    for (shell, t0) in shells() {
+        for (i, probed) in shapes.iter().enumerate() {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let path = tmp.path().join("svc.conf");
+            let m = build(
+                "line_in_file",
+                json!({ "path": s(&path), "line": "wanted = yes" }),
+            );
+            // Unchanged since the probe: written.
+            std::fs::write(&path, probed).expect("write");
+            let c = converge(&t0, &m).await;
+            assert!(c.changed(), "{shell}, shape {i}: {probed:?} written");
+            let got = std::fs::read_to_string(&path).expect("read");
+            assert!(
+                got.starts_with(probed) && got.ends_with("wanted = yes\n"),
+                "{shell}, shape {i}: {got:?}"
+            );
+            // Changed between the probe (script 1) and the write (script 2): refused, the
+            // other writer's content kept.
+            for other in [
+                format!("{probed}x"),
+                format!("{probed}\n"),
+                probed.strip_suffix('\n').unwrap_or("z").to_string(),
+                probed.replacen('\\', "/", 1),
+                probed.replacen('\r', "", 1),
+                probed.replacen(' ', "  ", 1),
+                format!("x{probed}"),
+            ] {
+                if other == *probed {
+                    continue;
+                }
+                std::fs::write(&path, probed).expect("write");
+                let (p, o) = (path.clone(), other.clone());
+                let t: Arc<dyn Transport> = Arc::new(Before::new(t0.clone(), 2, move || {
+                    std::fs::write(&p, &o).expect("write");
+                }));
+                let err = apply_fails(&t, &m).await;
+                assert!(
+                    err.contains("changed since it was probed"),
+                    "{shell}, shape {i}, {probed:?} -> {other:?}: {err}"
+                );
+                assert_eq!(
+                    std::fs::read_to_string(&path).expect("read"),
+                    other,
+                    "{shell}, shape {i}"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn directory_create_attrs_remove() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -8,7 +8,7 @@
 //! - by its text, with every single-quoted word (user text: paths, contents, messages)
 //!   taken out: no `exit`, `cd` but `cd -P`, `pushd`, `trap`, `exec`, `.`/`source`, `eval`,
 //!   `set` but `set -C`, `shopt`, `alias`, `local`, `readonly`, `export`, `unset`, no
-//!   function definition, no `IFS=`; every variable it assigns is named `__kw_<name>` and is
+//!   function definition, no `IFS=` (but before `read`, where it lasts for that command only); every variable it assigns is named `__kw_<name>` and is
 //!   none of the batch's own (`__kw_rc`, `__kw_stop`, `__kw_umask`, `__kw_cwd`,
 //!   `__kw_step`), and every variable it reads is one it assigns, or `$PWD`;
 //! - by running it, as root, as the batch does (`__kw_step() { ... }; __kw_step </dev/null`,
@@ -33,6 +33,10 @@ const RESERVED: [&str; 5] = [
     "__kw_cwd",
     "__kw_step",
 ];
+
+/// The shell's reserved words: the end of a `read`'s operands where the split of [`words`]
+/// leaves no separator (`read -r __kw_l; do`).
+const RESERVED_WORDS: [&str; 8] = ["do", "done", "then", "else", "elif", "fi", "esac", "in"];
 
 fn inline_steps() -> Vec<(String, String)> {
     let (failures, _, produced) = Suite::linux().run(&Builtin);
@@ -103,10 +107,32 @@ fn text_problems(script: &str) -> Vec<String> {
         problems.push("defines a function".into());
     }
     // Assignments (`name=` at the start of a word) and reads (`$name`, `${name...}`).
+    // `IFS= read -r NAME`: an assignment before a regular built-in lasts for that command only
+    // (POSIX, Shell Command Language 2.9.1: "If the command name is not a special built-in
+    // utility or function, the variable assignments shall be exported for the execution
+    // environment of the command and shall not affect the current execution environment");
+    // `read`'s operands are variables it assigns.
     let mut assigned = BTreeSet::new();
-    for w in &ws {
+    let is_name =
+        |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    for (i, w) in ws.iter().enumerate() {
+        if *w == "IFS=" && code.matches("IFS=").count() == code.matches("IFS= read ").count() {
+            continue;
+        }
+        if *w == "read" {
+            for op in ws[i + 1..]
+                .iter()
+                .skip_while(|o| o.starts_with('-'))
+                .take_while(|o| is_name(o) && !RESERVED_WORDS.contains(o))
+            {
+                if !op.starts_with("__kw_") || RESERVED.contains(op) {
+                    problems.push(format!("assigns `{op}`"));
+                }
+                assigned.insert(op.to_string());
+            }
+        }
         if let Some((name, _)) = w.split_once('=') {
-            if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            if is_name(name) {
                 if !name.starts_with("__kw_") || RESERVED.contains(&name) {
                     problems.push(format!("assigns `{name}`"));
                 }
@@ -151,6 +177,9 @@ fn inline_steps_follow_the_rules_by_their_text() {
         ("echo \"$HOME\"", "reads `$HOME`"),
         (". /etc/profile", "uses `.`"),
         ("f() { :; }", "defines a function"),
+        ("IFS=:", "assigns `IFS`"),
+        ("IFS= ; read -r __kw_l", "assigns `IFS`"),
+        ("IFS= read -r line", "assigns `line`"),
     ] {
         let found = text_problems(bad);
         assert!(found.iter().any(|p| p.contains(what)), "`{bad}`: {found:?}");
@@ -158,6 +187,7 @@ fn inline_steps_follow_the_rules_by_their_text() {
     assert!(
         text_problems("printf 'exit 1; cd /; $HOME' >&9 || { echo x >&2; return 1; }").is_empty()
     );
+    assert!(text_problems("while IFS= read -r __kw_l; do :; done <f; echo \"$__kw_l\"").is_empty());
 }
 
 /// The state of the shell, as the batch's shell sees it: its variables (name → value line),

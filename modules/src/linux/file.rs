@@ -378,11 +378,7 @@ impl Module for File {
                         at,
                         content: want,
                         attrs,
-                        expect: info
-                            .sha256
-                            .clone()
-                            .map(Expect::Sha256)
-                            .unwrap_or(Expect::Any),
+                        expect: Expect::probed(&info, sensitive),
                         make_parents: false,
                         nonce: ctx.nonce,
                         me: me.as_ref(),

@@ -347,11 +347,7 @@ impl Module for LineInFile {
                 owner: Some(info.meta.uid.to_string()),
                 group: Some(info.meta.gid.to_string()),
             },
-            expect: info
-                .sha256
-                .clone()
-                .map(Expect::Sha256)
-                .unwrap_or(Expect::Any),
+            expect: Expect::probed(&info, sensitive),
             make_parents: false,
             nonce: ctx.nonce,
             me: facts.get(&IdentityFact)?.as_ref(),

@@ -61,10 +61,7 @@ pub fn ensure_content(
             }
             (
                 Some(info),
-                info.sha256
-                    .clone()
-                    .map(Expect::Sha256)
-                    .unwrap_or(Expect::Any),
+                Expect::probed(info, private_mode(info.meta.mode)),
                 Attrs {
                     mode: Some(info.meta.mode),
                     owner: Some(info.meta.uid.to_string()),

@@ -98,8 +98,32 @@ pub use kwin_engine::quote::printf_format;
 pub enum Expect {
     /// No check.
     Any,
-    /// The file's sha256 as probed.
+    /// The file's sha256 as probed (one `sha256sum` process when the step runs).
     Sha256(String),
+    /// The file's whole content as probed: UTF-8 text without NUL bytes, at most
+    /// [`COMPARE_LIMIT`] bytes, of a task that is not sensitive. The shell compares it itself
+    /// (its `read` builtin, no process); see [`Expect::probed`].
+    Content(String),
+}
+
+/// The largest probed content a step compares with the shell's own `read` instead of a
+/// `sha256sum` process. dash's `read` takes one byte per system call: on the machine of
+/// bench/results/2026-11-29-host-cpu.md a 1 KiB file costs it ~1 ms of CPU and the
+/// `sha256sum` process (fork, exec, dynamic loading) ~2.6 ms; at 4 KiB the `read` loop costs
+/// more than the process.
+pub const COMPARE_LIMIT: usize = 1024;
+
+impl Expect {
+    /// What a file probed as `info` must still be when its write runs. `private`: the task is
+    /// sensitive (or the file readable by its owner only): its old content never goes into a
+    /// script, only its hash.
+    pub fn probed(info: &super::facts::file::FileInfo, private: bool) -> Expect {
+        match (info.text(), &info.sha256) {
+            (Some(t), _) if !private && t.len() <= COMPARE_LIMIT => Expect::Content(t.to_string()),
+            (_, Some(h)) => Expect::Sha256(h.clone()),
+            _ => Expect::Any,
+        }
+    }
 }
 
 /// Where a write goes.
@@ -310,20 +334,34 @@ fn uploaded_write(w: &WriteFile<'_>) -> Vec<Step> {
     steps
 }
 
-/// The check that the file still has the hash it was planned against (`w.expect`).
+/// The check that the file is still what it was planned against (`w.expect`): its hash
+/// (`sha256sum`), or its content read by the shell itself, line by line with `read -r` (the
+/// last `read` ends at the end of the file holding what follows the last newline, if anything),
+/// compared with the probed text.
 fn expect_check(w: &WriteFile<'_>, ends: Ends) -> String {
-    let Expect::Sha256(h) = &w.expect else {
-        return String::new();
-    };
-    format!(
-        "__kw_h=$(sha256sum < \"$__kw_p\") || {}\n[ \"${{__kw_h%% *}}\" = {h} ] || {}\n",
-        fail(ends, "", &format!("cannot read {}", w.path)),
+    let changed = || {
         fail(
             ends,
             "",
-            &format!("{} changed since it was probed; run again", w.path)
+            &format!("{} changed since it was probed; run again", w.path),
+        )
+    };
+    let unreadable = || fail(ends, "", &format!("cannot read {}", w.path));
+    match &w.expect {
+        Expect::Any => String::new(),
+        Expect::Sha256(h) => format!(
+            "__kw_h=$(sha256sum < \"$__kw_p\") || {}\n[ \"${{__kw_h%% *}}\" = {h} ] || {}\n",
+            unreadable(),
+            changed(),
         ),
-    )
+        Expect::Content(text) => format!(
+            "__kw_c=; while IFS= read -r __kw_l; do __kw_c=\"$__kw_c$__kw_l\n\"; done <\"$__kw_p\" || {}\n\
+             [ \"$__kw_c$__kw_l\" = {} ] || {}\n",
+            unreadable(),
+            sh_quote(text),
+            changed(),
+        ),
+    }
 }
 
 /// A last check that `$__kw_t` is still the file on fd 9, and the move over `$__kw_p`. In a
@@ -611,6 +649,41 @@ mod tests {
             panic!("not one inline step: {steps:?}")
         };
         s.clone()
+    }
+
+    #[test]
+    fn a_small_probed_text_is_compared_by_the_shell_anything_else_by_its_hash() {
+        let info = |content: &[u8]| super::super::facts::file::FileInfo {
+            meta: root(),
+            sha256: Some(sha256_hex(content)),
+            content: Some(content.to_vec()),
+            link_target: None,
+        };
+        let small = b"a = 1\nb = 'x'\n";
+        assert_eq!(
+            Expect::probed(&info(small), false),
+            Expect::Content("a = 1\nb = 'x'\n".into())
+        );
+        // Sensitive: its old content never goes into a script.
+        assert_eq!(
+            Expect::probed(&info(small), true),
+            Expect::Sha256(sha256_hex(small))
+        );
+        // Too large for a cheap `read` loop, a NUL byte (`read` drops it), not UTF-8.
+        let big = vec![b'x'; COMPARE_LIMIT + 1];
+        for c in [&big[..], b"a\0b\n", b"\xff\xfe\n"] {
+            assert_eq!(
+                Expect::probed(&info(c), false),
+                Expect::Sha256(sha256_hex(c))
+            );
+        }
+        // Hash only (the probe was not asked for the content).
+        let mut hashed = info(small);
+        hashed.content = None;
+        assert_eq!(
+            Expect::probed(&hashed, false),
+            Expect::Sha256(sha256_hex(small))
+        );
     }
 
     fn root() -> Meta {
