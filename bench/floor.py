@@ -12,7 +12,10 @@ a run counts only when every host succeeded (`ok` = N).
 
 Variants (bench/README.md, "The floor"):
   ssh2             bench/floor-ssh2: ONE process, libssh2 (kwin's library), a thread per host,
-                   curve25519-sha256, ed25519 host key checked, exec `true`    <- THE floor
+                   curve25519-sha256, ed25519 host key checked, kwin's key login (signed in
+                   the process), exec `true`                                     <- THE floor
+  ssh2-filelogin   the same with libssh2's own key login (`userauth_pubkey_file`: the key
+                   parsed twice per login; the floor up to 2026-11-29 noon)
   libssh           bench/floor-libssh: the same from ONE process with libssh   <- second method
   openssh          one OpenSSH `ssh -F target/lab/ssh_config hI true` per host from a bash loop
                    (the floor of bench/results up to 2026-11-28)
@@ -24,6 +27,10 @@ Variants (bench/README.md, "The floor"):
   ssh2-nooverlay   ... to a second sshd in the host's network namespace but on the machine's
                    root file system (no overlayfs; /root bound to the lab's seed /root)
   ssh2-quiet       ... to a second sshd with LogLevel QUIET (no per-connection log lines)
+  ssh2-2ch         floor-ssh2 --channels 2: a second channel execs `true` on the same login
+                   (what one more script costs a host beyond the login: kwin's cold run has two)
+  ssh2-shs         floor-ssh2 --command 'sh -s': kwin's command (the login shell starts `sh`,
+                   which reads an empty script)
 The second sshds are started only when a variant needs them; lab/down.sh ends them with the
 host (every process of a host's network namespace).
 """
@@ -48,7 +55,7 @@ LAB_DIR = harness.LAB_DIR
 SSH2 = REPO / "target" / "floor-ssh2" / "release" / "floor-ssh2"
 LIBSSH = REPO / "target" / "floor-libssh"
 VARIANTS = ("ssh2", "libssh", "openssh", "openssh-plain", "spawn", "ssh2-seq", "ssh2-alt",
-            "ssh2-norexec", "ssh2-nooverlay", "ssh2-quiet")
+            "ssh2-norexec", "ssh2-nooverlay", "ssh2-quiet", "ssh2-2ch", "ssh2-shs", "ssh2-filelogin")
 ALT_PORTS = {"ssh2-alt": 2222, "ssh2-norexec": 2223, "ssh2-nooverlay": 2224, "ssh2-quiet": 2225}
 log = harness.log
 
@@ -131,6 +138,12 @@ def command(variant: str, n: int, out: Path) -> tuple[list[str], dict]:
     if variant in ("ssh2", "ssh2-seq"):
         par = ["--parallel", "1"] if variant == "ssh2-seq" else []
         return [str(SSH2), "--key", key, "--known-hosts", kh] + par + addrs, env
+    if variant == "ssh2-filelogin":
+        return [str(SSH2), "--key", key, "--known-hosts", kh, "--login", "file"] + addrs, env
+    if variant == "ssh2-2ch":
+        return [str(SSH2), "--key", key, "--known-hosts", kh, "--channels", "2"] + addrs, env
+    if variant == "ssh2-shs":
+        return [str(SSH2), "--key", key, "--known-hosts", kh, "--command", "sh -s"] + addrs, env
     if variant in ALT_PORTS:
         port = ALT_PORTS[variant]
         return ([str(SSH2), "--key", key, "--known-hosts", str(known_hosts_for(port, out))]

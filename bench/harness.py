@@ -49,7 +49,8 @@ LAB_TAG = "" if LAB_ID == "0" else LAB_ID
 LAB_DIR = REPO / "target" / ("lab" + (f"-{LAB_TAG}" if LAB_TAG else ""))
 LAB_NS_PREFIX = f"kwin{LAB_TAG}-"
 VENV = REPO / "target" / "bench-venv"
-TOOLS = ("kwin", "ansible", "pyinfra", "floor", "floor-libssh", "floor-openssh")
+TOOLS = ("kwin", "kwin-base", "ansible", "pyinfra", "floor", "floor-filelogin", "floor-libssh",
+         "floor-openssh")
 # The floor's two clients (bench/README.md, "The floor"), built by bench/run.sh.
 FLOOR_SSH2 = REPO / "target" / "floor-ssh2" / "release" / "floor-ssh2"
 FLOOR_LIBSSH = REPO / "target" / "floor-libssh"
@@ -386,7 +387,7 @@ def measure(lab: Lab, cmd: list[str], *, cwd: Path, env: dict, log_path: Path, t
 
 def count_changes(tool: str, text: str) -> dict:
     """Changed/failed counts from a tool's output (None where it cannot be read)."""
-    if tool == "kwin":
+    if tool in ("kwin", "kwin-base"):
         for line in reversed(text.splitlines()):
             try:
                 ev = json.loads(line)
@@ -413,7 +414,7 @@ def count_changes(tool: str, text: str) -> dict:
             return {"changed": None, "failed": None}
         v = [0 if x == "-" else int(x) for x in m.groups()]
         return {"changed": v[1], "failed": v[2], "ok": v[3]}
-    if tool in ("floor", "floor-libssh"):
+    if tool in ("floor", "floor-filelogin", "floor-libssh"):
         for line in text.splitlines():
             if line.startswith('{"hosts"'):
                 ev = json.loads(line)
@@ -436,8 +437,9 @@ class Runner:
         w = self.work / f"d{d}"
         env = dict(self.env)
         after = None
-        if tool == "kwin":
-            return ([str(self.kwin), "apply", "plan.toml", "--output", "json",
+        if tool in ("kwin", "kwin-base"):
+            exe = self.kwin if tool == "kwin" else self.a.kwin_base
+            return ([str(exe), "apply", "plan.toml", "--output", "json",
                      "--parallelism", str(n)], w / "kwin", env, None)
         if tool == "ansible":
             # Unix socket paths are limited to 108 bytes: keep the ControlPath short.
@@ -463,15 +465,17 @@ class Runner:
             env["PYINFRA_PROGRESS"] = "off"
             return ([str(VENV / "bin" / "pyinfra"), "-y", "--parallel", str(n),
                      "inventory.py", "deploy.py"], w / "pyinfra", env, None)
-        if tool in ("floor", "floor-libssh"):
+        if tool in ("floor", "floor-filelogin", "floor-libssh"):
             # ONE process, a connection to every host at once (libssh2 through the ssh2 crate,
             # kwin's library; or libssh): kex curve25519-sha256, the host's ed25519 key checked
-            # against known_hosts, key login, exec `true`, every exit status checked.
-            exe = FLOOR_SSH2 if tool == "floor" else FLOOR_LIBSSH
+            # against known_hosts, key login (kwin's, or libssh2's own for floor-filelogin),
+            # exec `true`, every exit status checked.
+            exe = FLOOR_LIBSSH if tool == "floor-libssh" else FLOOR_SSH2
+            login = ["--login", "file"] if tool == "floor-filelogin" else []
             inv = tomllib.loads((LAB_DIR / ("hosts-delay.toml" if d else "hosts.toml")).read_text())
             addrs = [f"{h['address']}:{h['port']}" for h in inv["hosts"]]
             return ([str(exe), "--key", str(LAB_DIR / "id_ed25519"), "--known-hosts",
-                     str(LAB_DIR / "known_hosts")] + addrs, tmp, env, None)
+                     str(LAB_DIR / "known_hosts")] + login + addrs, tmp, env, None)
         if tool == "floor-openssh":
             # one OpenSSH client process per host (the floor of the results up to 2026-11-28)
             cfg = str(LAB_DIR / "ssh_config")
@@ -574,10 +578,15 @@ def main() -> int:
     ap.add_argument("--keep-lab", action="store_true", help="leave the last lab up")
     ap.add_argument("--kwin", type=Path, default=REPO / "target" / "release" / "kwin",
                     help="the kwin binary (default target/release/kwin)")
+    ap.add_argument("--kwin-base", type=Path,
+                    help="tool kwin-base: another kwin binary (an earlier build), run interleaved "
+                         "with kwin to compare the two on the same lab and load")
     a = ap.parse_args()
     ns = [int(x) for x in a.n.split(",")]
     delays = sorted({int(x) for x in a.delay.split(",")})
     tools = [t for t in a.tools.split(",") if t]
+    if "kwin-base" in tools and not (a.kwin_base and a.kwin_base.exists()):
+        sys.exit("harness: tool kwin-base needs --kwin-base PATH (an existing kwin binary)")
     modes = [m for m in a.modes.split(",") if m]
     for t in tools:
         if t not in TOOLS:

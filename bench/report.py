@@ -16,7 +16,8 @@ import statistics
 import sys
 from pathlib import Path
 
-TOOL_ORDER = ["kwin", "ansible", "pyinfra", "floor", "floor-libssh", "floor-openssh"]
+TOOL_ORDER = ["kwin", "kwin-base", "ansible", "pyinfra", "floor", "floor-filelogin", "floor-libssh",
+              "floor-openssh"]
 
 
 def load(dirs: list[Path]) -> tuple[list[dict], list[dict]]:

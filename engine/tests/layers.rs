@@ -620,6 +620,7 @@ fn a_cycle_between_files_is_reported() {
 /// The crates that reach the network or speak its protocols: only `transport/` names them.
 const NETWORK_CRATES: &[&str] = &[
     "ssh2",
+    "kwin_ssh_sign",
     "reqwest",
     "hyper",
     "hyper_util",

@@ -1,15 +1,20 @@
 //! `floor-ssh2`: the SSH floor from one process (bench/README.md, "The floor").
 //!
 //! ```text
-//! floor-ssh2 --key KEY --known-hosts FILE [--user root] [--command true] [--parallel K] ADDR[:PORT]...
+//! floor-ssh2 --key KEY --known-hosts FILE [--user root] [--command true] [--channels C]
+//!             [--login kwin|file] [--parallel K] ADDR[:PORT]...
 //! ```
 //!
 //! One thread per host, all started at once (`--parallel K`: K threads, each taking the next
 //! host when its last one is done; `--parallel 1` connects one host after the other): TCP connect, SSH handshake with the algorithm
 //! preferences of kwin's transport (engine/src/transport/ssh/session.rs: curve25519-sha256
 //! first, AES-GCM), the host key checked against FILE (OpenSSH known_hosts format, libssh2's
-//! own matcher), public-key login with KEY (ed25519), one session channel that execs the
-//! command, its output read to the end, the channel closed and the exit status checked.
+//! own matcher), public-key login with KEY (ed25519) as kwin logs in (the key read once, each
+//! login signed in the process: engine/ssh-sign; `--login file`: libssh2 reads the key file
+//! for every login, `userauth_pubkey_file`), one session channel that execs the
+//! command, its output read to the end, the channel closed and the exit status checked
+//! (`--channels C`: C such channels one after the other on the connection, to measure what a
+//! script's channel costs beyond the login).
 //! Prints one JSON line (`{"hosts":N,"ok":K,"failed":[...]}`) and exits 0 only when every
 //! connection succeeded with status 0.
 
@@ -35,12 +40,14 @@ struct Args {
     known_hosts: PathBuf,
     user: String,
     command: String,
+    channels: usize,
+    file_login: bool,
     parallel: usize,
     hosts: Vec<(String, u16)>,
 }
 
 fn usage() -> String {
-    "usage: floor-ssh2 --key KEY --known-hosts FILE [--user USER] [--command CMD] [--parallel K] ADDR[:PORT]..."
+    "usage: floor-ssh2 --key KEY --known-hosts FILE [--user USER] [--command CMD] [--channels C] [--login kwin|file] [--parallel K] ADDR[:PORT]..."
         .to_string()
 }
 
@@ -50,6 +57,8 @@ fn parse_args() -> Result<Args, String> {
         (None, None, "root".to_string(), "true".to_string());
     let mut hosts = Vec::new();
     let mut parallel = 0;
+    let mut channels = 1;
+    let mut file_login = false;
     while let Some(a) = it.next() {
         let mut val = |name: &str| {
             it.next()
@@ -60,6 +69,18 @@ fn parse_args() -> Result<Args, String> {
             "--known-hosts" => known = Some(PathBuf::from(val("--known-hosts")?)),
             "--user" => user = val("--user")?,
             "--command" => command = val("--command")?,
+            "--channels" => {
+                channels = val("--channels")?
+                    .parse()
+                    .map_err(|_| "--channels takes a number".to_string())?
+            }
+            "--login" => {
+                file_login = match val("--login")?.as_str() {
+                    "kwin" => false,
+                    "file" => true,
+                    o => return Err(format!("--login kwin|file, not {o}")),
+                }
+            }
             "--parallel" => {
                 parallel = val("--parallel")?
                     .parse()
@@ -83,6 +104,8 @@ fn parse_args() -> Result<Args, String> {
         known_hosts: known.ok_or_else(usage)?,
         user,
         command,
+        channels,
+        file_login,
         parallel: if parallel == 0 { hosts.len() } else { parallel },
         hosts,
     })
@@ -118,22 +141,39 @@ fn one(addr: &str, port: u16, a: &Args) -> Result<(), String> {
         CheckResult::Match => {}
         other => return Err(format!("host key: {other:?}")),
     }
-    sess.userauth_pubkey_file(&a.user, None, Path::new(&a.key), None)
-        .map_err(|e| format!("auth: {e}"))?;
-    let mut ch = sess
-        .channel_session()
-        .map_err(|e| format!("channel: {e}"))?;
-    ch.exec(&a.command).map_err(|e| format!("exec: {e}"))?;
-    let mut out = Vec::new();
-    ch.read_to_end(&mut out).map_err(|e| format!("read: {e}"))?;
-    ch.stderr()
-        .read_to_end(&mut out)
-        .map_err(|e| format!("read stderr: {e}"))?;
-    ch.wait_close().map_err(|e| format!("close: {e}"))?;
-    match ch.exit_status().map_err(|e| e.to_string())? {
-        0 => Ok(()),
-        s => Err(format!("exit status {s}")),
+    if a.file_login {
+        sess.userauth_pubkey_file(&a.user, None, Path::new(&a.key), None)
+            .map_err(|e| format!("auth: {e}"))?;
+    } else {
+        // As kwin does for every connection: read the key file, sign here.
+        let text = std::fs::read_to_string(&a.key).map_err(|e| format!("key: {e}"))?;
+        let key = kwin_ssh_sign::Ed25519Key::from_openssh(&text)
+            .ok_or("key: not an unencrypted OpenSSH ed25519 key")?;
+        kwin_ssh_sign::userauth_ed25519(&sess, &a.user, &key)
+            .map_err(|rc| format!("auth: libssh2 error {rc}"))?;
     }
+    if !sess.authenticated() {
+        return Err("auth: not authenticated".into());
+    }
+    for _ in 0..a.channels {
+        let mut ch = sess
+            .channel_session()
+            .map_err(|e| format!("channel: {e}"))?;
+        ch.exec(&a.command).map_err(|e| format!("exec: {e}"))?;
+        // An empty stdin, as a script's end (a command that reads stdin ends there).
+        ch.send_eof().map_err(|e| format!("eof: {e}"))?;
+        let mut out = Vec::new();
+        ch.read_to_end(&mut out).map_err(|e| format!("read: {e}"))?;
+        ch.stderr()
+            .read_to_end(&mut out)
+            .map_err(|e| format!("read stderr: {e}"))?;
+        ch.wait_close().map_err(|e| format!("close: {e}"))?;
+        match ch.exit_status().map_err(|e| e.to_string())? {
+            0 => {}
+            s => return Err(format!("exit status {s}")),
+        }
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -337,7 +337,8 @@ fn uploaded_write(w: &WriteFile<'_>) -> Vec<Step> {
 /// The check that the file is still what it was planned against (`w.expect`): its hash
 /// (`sha256sum`), or its content read by the shell itself, line by line with `read -r` (the
 /// last `read` ends at the end of the file holding what follows the last newline, if anything),
-/// compared with the probed text.
+/// compared with the probed text. `read` drops NUL bytes, so a change that only inserts NUL
+/// bytes into a probed text file is the one change this comparison does not see.
 fn expect_check(w: &WriteFile<'_>, ends: Ends) -> String {
     let changed = || {
         fail(

@@ -171,6 +171,15 @@ fn try_key(
     } else {
         None
     };
+    // An unencrypted ed25519 key in OpenSSH's format (what `ssh-keygen` writes): signed here.
+    if secret.is_none() {
+        if let Some(key) = kwin_ssh_sign::Ed25519Key::from_openssh(&text) {
+            return match kwin_ssh_sign::userauth_ed25519(sess, user, &key) {
+                Ok(()) if sess.authenticated() => Ok(()),
+                _ => Err("refused".into()),
+            };
+        }
+    }
     // From the text read above, not the file again: libssh2 would hold it open while the
     // server answers, one more open file per host connecting at the same time.
     match sess.userauth_pubkey_memory(user, None, &text, secret.as_ref().map(|s| s.expose())) {
