@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Start a real Kubernetes API tier on loopback: etcd + kube-apiserver 1.20.
-# No scheduler, controller-manager or kubelet: objects are stored and served,
-# no pod ever runs.
+# Start a real Kubernetes API tier on loopback: etcd + kube-apiserver of the newest Kubernetes
+# the lab builds (LAB_K8S_NEWEST in lab/build/versions.sh) and the etcd its kubeadm deploys.
+# No scheduler, controller-manager or kubelet: objects are stored and served, no pod ever runs.
 #
 #   lab/apiserver/up.sh STATE_DIR
 #
-# Writes STATE_DIR/admin.conf (kubeconfig, embedded CA + admin client cert)
-# and STATE_DIR/env (KUBECONFIG, APISERVER_URL, APISERVER_PORT, ETCD_URL,
-# ETCD_PID, APISERVER_PID, STATE_DIR). Stop with lab/apiserver/down.sh STATE_DIR.
+# Writes STATE_DIR/admin.conf (kubeconfig, embedded CA + admin client cert), STATE_DIR/bin
+# (links to the tier's kube-apiserver, kubeadm, kubectl and etcd) and STATE_DIR/env
+# (KUBECONFIG, APISERVER_URL, APISERVER_PORT, ETCD_URL, ETCD_PID, APISERVER_PID, STATE_DIR,
+# KUBE_APISERVER_BIN, KUBEADM_BIN, KUBECTL_BIN, ETCD_BIN, K8S_VERSION). Stop with
+# lab/apiserver/down.sh STATE_DIR.
 #
 # Environment:
-#   KWIN_APISERVER_CACHE        where build.sh put the binaries
+#   KWIN_LAB_CACHE              the lab build's cache (lab/build; default /var/cache/kwin-lab)
 #   KWIN_APISERVER_PORT         secure port (default: a random free port)
 #   KWIN_ETCD_CLIENT_PORT       etcd client port (default: random free)
 #   KWIN_ETCD_PEER_PORT         etcd peer port (default: random free)
@@ -24,7 +26,6 @@
 #   KWIN_APISERVER_EXTRA_ARGS   extra kube-apiserver flags (word-split)
 #   KWIN_APISERVER_TIMEOUT      seconds to wait for /readyz (default 60)
 #   KWIN_APISERVER_SKIP_BUILD   1 = do not call build.sh (binaries must exist)
-#   KUBECTL                     kubectl used for the readiness probe (default kubectl)
 #   KWIN_APISERVER_KUBEADM_PHASES  1 (default) = also run kubeadm's
 #                               upload-config and bootstrap-token phases, so
 #                               the tier looks like a kubeadm control plane
@@ -36,6 +37,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../build/versions.sh
+source "$HERE/../build/versions.sh"
+# shellcheck source-path=SCRIPTDIR source=../build/tier.sh
+source "$HERE/../build/tier.sh"
 
 if [[ $# -ne 1 || -z "$1" ]]; then
   echo "usage: $0 STATE_DIR" >&2
@@ -51,8 +56,6 @@ if [[ -f "$STATE/env" ]]; then
   fi
 fi
 
-CACHE="${KWIN_APISERVER_CACHE:-/var/cache/kwin-lab/apiserver}"
-BIN="$CACHE/bin"
 LAB_LOG="$STATE/up.log"
 : >"$LAB_LOG"
 T0=$(date +%s%N)
@@ -61,22 +64,17 @@ lab_log "up.sh $STATE"
 if [[ "${KWIN_APISERVER_SKIP_BUILD:-0}" != 1 ]]; then
   "$HERE/build.sh"
 fi
-[[ -x "$BIN/kube-apiserver" && -x "$BIN/kubeadm" ]] || {
-  echo "up.sh: $BIN/kube-apiserver or kubeadm missing (run lab/apiserver/build.sh)" >&2
+TIER_BINS="$(lab_tier_bins)" || {
+  echo "up.sh: the API tier's programs (Kubernetes $LAB_K8S_NEWEST, its etcd) are not built (run lab/apiserver/build.sh)" >&2
   exit 1
 }
-if ! command -v etcd >/dev/null 2>&1; then
-  lab_apt_install etcd-server || {
-    echo "up.sh: installing etcd-server failed; see $LAB_LOG" >&2
-    exit 1
-  }
-fi
-ETCD_BIN="$(command -v etcd)"
-KUBECTL="${KUBECTL:-kubectl}"
-command -v "$KUBECTL" >/dev/null 2>&1 || {
-  echo "up.sh: $KUBECTL not found (the readiness probe uses it; set KUBECTL=...)" >&2
-  exit 1
-}
+# One directory with the four programs (links), first on PATH for whoever uses this tier.
+BIN="$STATE/bin"
+rm -rf "$BIN"
+mkdir -p "$BIN"
+while read -r p; do ln -s "$p" "$BIN/$(basename "$p")"; done <<<"$TIER_BINS"
+ETCD_BIN="$BIN/etcd"
+KUBECTL="$BIN/kubectl"
 
 ETCD_PID=""
 APISERVER_PID=""
@@ -144,25 +142,26 @@ echo "$ETCD_PID" >"$STATE/etcd.pid"
 # --------------------------------------------------------- certificates
 # kubeadm writes the CA, serving cert (SANs: 127.0.0.1, localhost, 10.96.0.1,
 # kubernetes.default...), front-proxy certs, SA keys and admin.conf.
-# kubeadm 1.20 rejects a loopback advertiseAddress ("unable to select an IP
-# from lo network interface") and would otherwise probe the host's default
-# route; the service VIP 10.96.0.1 is used instead: it only ends up as a SAN,
-# nothing binds to it. Clients use controlPlaneEndpoint ADDRESS:PORT
-# (127.0.0.1 unless KWIN_APISERVER_ADDRESS says otherwise).
+# The advertise address is the service VIP 10.96.0.1: it only ends up as a SAN, nothing binds
+# to it, and kubeadm does not probe the host's default route for one. Clients use
+# controlPlaneEndpoint ADDRESS:PORT (127.0.0.1 unless KWIN_APISERVER_ADDRESS says otherwise).
+# The config is kubeadm.k8s.io/v1beta4, the one kubeadm of this version writes
+# (`kubeadm config print init-defaults`); v1beta2 left kubeadm in 1.27 (kubernetes/kubernetes
+# #114540) and v1beta3 is deprecated since v1beta4 came in 1.31.
 rm -rf "$PKI" "$STATE/admin.conf"
 cat >"$STATE/kubeadm.yaml" <<EOF
-apiVersion: kubeadm.k8s.io/v1beta2
+apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 localAPIEndpoint:
   advertiseAddress: 10.96.0.1
   bindPort: $API_PORT
 nodeRegistration:
   name: kwin-lab-apiserver
-  criSocket: /run/containerd/containerd.sock
+  criSocket: unix:///run/containerd/containerd.sock
 ---
-apiVersion: kubeadm.k8s.io/v1beta2
+apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
-kubernetesVersion: v1.20.2
+kubernetesVersion: v$LAB_K8S_NEWEST
 clusterName: kwin-lab
 certificatesDir: $PKI
 controlPlaneEndpoint: $API_ADDRESS:$API_PORT
@@ -184,9 +183,15 @@ EOF
 # front-proxy-ca, front-proxy-client, sa.
 "$BIN/kubeadm" init phase certs all --config "$STATE/kubeadm.yaml" >>"$LAB_LOG" 2>&1 ||
   die "kubeadm init phase certs all failed"
-"$BIN/kubeadm" init phase kubeconfig admin --config "$STATE/kubeadm.yaml" \
-  --kubeconfig-dir "$STATE" >>"$LAB_LOG" 2>&1 || die "kubeadm init phase kubeconfig admin failed"
-chmod 600 "$STATE/admin.conf"
+# Since kubeadm 1.29 admin.conf's user is in the group kubeadm:cluster-admins, which only a
+# ClusterRoleBinding to cluster-admin makes an admin; super-admin.conf (system:masters) is what
+# kubeadm init creates that binding with (kubernetes/kubernetes#121305; kubeadm's
+# phases/kubeconfig EnsureAdminClusterRoleBinding). Done below, once the API server is up.
+for kc in admin super-admin; do
+  "$BIN/kubeadm" init phase kubeconfig "$kc" --config "$STATE/kubeadm.yaml" \
+    --kubeconfig-dir "$STATE" >>"$LAB_LOG" 2>&1 || die "kubeadm init phase kubeconfig $kc failed"
+  chmod 600 "$STATE/$kc.conf"
+done
 
 lab_log "certificates written"
 
@@ -198,6 +203,9 @@ for ((i = 0; i < 100; i++)); do
 done
 
 # ------------------------------------------------------------ apiserver
+# The flags of kubeadm's static pod (cmd/kubeadm/app/phases/controlplane/manifests.go) where
+# they apply. Not --insecure-port: the insecure port stopped serving in 1.20 and the flag was
+# removed in 1.24 (kubernetes/kubernetes#95856, CHANGELOG-1.24).
 # shellcheck disable=SC2206
 EXTRA=(${KWIN_APISERVER_EXTRA_ARGS:-})
 setsid "$BIN/kube-apiserver" \
@@ -205,7 +213,6 @@ setsid "$BIN/kube-apiserver" \
   --endpoint-reconciler-type=none \
   --bind-address="$API_ADDRESS" \
   --secure-port="$API_PORT" \
-  --insecure-port=0 \
   --etcd-servers="$ETCD_URL" \
   --service-cluster-ip-range=10.96.0.0/12 \
   --service-node-port-range=30000-32767 \
@@ -243,7 +250,7 @@ ready=0
 while [[ $(date +%s) -lt $deadline ]]; do
   lab_pid_alive "$ETCD_PID" || die "etcd exited"
   lab_pid_alive "$APISERVER_PID" || die "kube-apiserver exited"
-  if "$KUBECTL" --kubeconfig "$STATE/admin.conf" --request-timeout=2s get --raw /readyz \
+  if "$KUBECTL" --kubeconfig "$STATE/super-admin.conf" --request-timeout=2s get --raw /readyz \
     >/dev/null 2>&1; then
     ready=1
     break
@@ -252,6 +259,14 @@ while [[ $(date +%s) -lt $deadline ]]; do
 done
 [[ $ready -eq 1 ]] || die "kube-apiserver not ready after ${TIMEOUT}s"
 lab_log "apiserver ready"
+"$KUBECTL" --kubeconfig "$STATE/super-admin.conf" create clusterrolebinding kubeadm:cluster-admins \
+  --clusterrole=cluster-admin --group=kubeadm:cluster-admins >>"$LAB_LOG" 2>&1 ||
+  die "creating the ClusterRoleBinding kubeadm:cluster-admins failed"
+# RBAC serves the new binding from its informer a moment later: wait until admin.conf is admin.
+while [[ "$("$KUBECTL" --kubeconfig "$STATE/admin.conf" --request-timeout=2s auth can-i '*' '*' 2>/dev/null)" != yes ]]; do
+  [[ $(date +%s) -lt $deadline ]] || die "admin.conf is not cluster-admin after ${TIMEOUT}s"
+  sleep 0.1
+done
 
 if [[ "${KWIN_APISERVER_KUBEADM_PHASES:-1}" == 1 ]]; then
   # (not "upload-config kubelet": it waits for the control-plane Node object)
@@ -274,6 +289,9 @@ ETCD_PID='$ETCD_PID'
 APISERVER_PID='$APISERVER_PID'
 KUBE_APISERVER_BIN='$BIN/kube-apiserver'
 KUBEADM_BIN='$BIN/kubeadm'
+KUBECTL_BIN='$BIN/kubectl'
+ETCD_BIN='$BIN/etcd'
+K8S_VERSION='$LAB_K8S_NEWEST'
 KUBEADM_CONFIG='$STATE/kubeadm.yaml'
 STARTUP_MS='$(((T1 - T0) / 1000000))'
 export KUBECONFIG APISERVER_URL

@@ -5,10 +5,14 @@
 #   lab/build/build.sh              # everything; a no-op (< 1 s) once built
 #   lab/build/build.sh containerd runc
 #                                   # only those components (names below)
+#   lab/build/build.sh tier         # only the Kubernetes API tier (lab/apiserver)
 #
 # Components: kubernetes (kubeadm, kubelet, kubectl, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kube-proxy and the e2e image agnhost, per LAB_K8S_FULL), apiservers
-# (kube-apiserver of LAB_K8S_APISERVER_ONLY), etcd, coredns, containerd (containerd, ctr,
+# (kube-apiserver of LAB_K8S_APISERVER_ONLY), tier (what the API tier lab/apiserver runs:
+# kube-apiserver, kubeadm and kubectl of LAB_K8S_NEWEST and the etcd its kubeadm deploys; the
+# three commands go to bin/kube-tier-VERSION only while no full build of that version exists,
+# and that full build supersedes them), etcd, coredns, containerd (containerd, ctr,
 # containerd-shim-runc-v2), runc, cni-plugins, flannel (flanneld and the flannel CNI plugin),
 # crictl, registry, crane, pause, images.
 #
@@ -33,6 +37,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HERE/versions.sh"
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=tier.sh
+source "$HERE/tier.sh"
 
 [[ $(id -u) -eq 0 ]] || build_die "run as root (installs build dependencies with apt)"
 mkdir -p "$CACHE"
@@ -42,7 +48,7 @@ if ! flock -n 9; then
   flock 9
 fi
 
-ALL=(runc containerd cni-plugins flannel crictl etcd coredns registry crane pause kubernetes apiservers images mirror)
+ALL=(runc containerd cni-plugins flannel crictl etcd coredns registry crane pause kubernetes apiservers tier images mirror)
 if [[ $# -gt 0 ]]; then WANT=("$@"); else WANT=("${ALL[@]}"); fi
 for w in "${WANT[@]}"; do
   [[ " ${ALL[*]} " == *" $w "* ]] || build_die "unknown component '$w' (one of: ${ALL[*]})"
@@ -53,7 +59,10 @@ wants() { [[ " ${WANT[*]} " == *" $1 "* ]]; }
 T_START=$EPOCHSECONDS
 trap 'build_failed $?' EXIT
 
-build_deps gcc libc6-dev libseccomp-dev pkg-config busybox-static iptables nftables libcap2-bin
+# The API tier alone is pure Go (CGO off): it needs no Debian package.
+if [[ "${WANT[*]}" != tier ]]; then
+  build_deps gcc libc6-dev libseccomp-dev pkg-config busybox-static iptables nftables libcap2-bin
+fi
 
 # ------------------------------------------------------------------ runc
 # opencontainers/runc Makefile: BUILDTAGS ?= seccomp urfave_cli_no_docs; `make static` links
@@ -130,12 +139,13 @@ fi
 # ------------------------------------------------------------------ etcd
 # etcd-io/etcd scripts/build-binary.sh: CGO_ENABLED=0, -X go.etcd.io/etcd/api/v3/version.GitSHA;
 # the server's main package is the module go.etcd.io/etcd/server/v3 itself.
+build_etcd() { # VERSION
+  go_component etcd "$1" go.etcd.io/etcd/server/v3 \
+    --ldflags "-X go.etcd.io/etcd/api/v3/version.GitSHA=v$1" \
+    go.etcd.io/etcd/server/v3=etcd
+}
 if wants etcd; then
-  for v in $LAB_ETCD; do
-    go_component etcd "$v" go.etcd.io/etcd/server/v3 \
-      --ldflags "-X go.etcd.io/etcd/api/v3/version.GitSHA=v$v" \
-      go.etcd.io/etcd/server/v3=etcd
-  done
+  for v in $LAB_ETCD; do build_etcd "$v"; done
 fi
 
 # ------------------------------------------------------------------ CoreDNS
@@ -186,6 +196,7 @@ fi
 # gitTreeState, buildDate), -tags selinux,notest,grpcnotrace. All of a version's commands in
 # ONE go build, so their shared packages compile once.
 k8s_cmds=(kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
+K8S_TAGS="selinux notest grpcnotrace"
 if wants kubernetes; then
   for v in $LAB_K8S_FULL; do
     pk=()
@@ -194,15 +205,31 @@ if wants kubernetes; then
     # and the e2e test image (test/images/agnhost)
     pk+=("k8s.io/component-base/logs/kube-log-runner=kube-log-runner")
     pk+=("k8s.io/kubernetes/test/images/agnhost=agnhost")
-    go_component kubernetes "$v" k8s.io/kubernetes --kubernetes \
-      --tags "selinux notest grpcnotrace" "${pk[@]}"
+    go_component kubernetes "$v" k8s.io/kubernetes --kubernetes --tags "$K8S_TAGS" "${pk[@]}"
+    # a full build supersedes the API tier's partial one of the same version
+    if [[ -d "$CACHE/bin/kube-tier-$v" ]]; then rm -rf "$CACHE/bin/kube-tier-$v"; fi
   done
 fi
 if wants apiservers; then
   for v in $LAB_K8S_APISERVER_ONLY; do
     go_component kube-apiserver "$v" k8s.io/kubernetes --kubernetes \
-      --tags "selinux notest grpcnotrace" "k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver"
+      --tags "$K8S_TAGS" "k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver"
   done
+fi
+# The API tier (lab/apiserver/up.sh finds its programs with lab_tier_bins, tier.sh): the etcd
+# that kubeadm of LAB_K8S_NEWEST deploys, and that version's kube-apiserver, kubeadm and
+# kubectl, built alone (with the same flags and GOCACHE as the full build, whose compile work
+# it then reuses) only while this machine has no full build of that version.
+if wants tier; then
+  v=$LAB_K8S_NEWEST
+  read -r e _ _ < <(lab_kubeadm_images "$v") || build_die "no kubeadm images known for Kubernetes $v"
+  build_etcd "$e"
+  if ! lab_k8s_full_has "$v" kube-apiserver kubeadm kubectl; then
+    go_component kube-tier "$v" k8s.io/kubernetes --kubernetes --tags "$K8S_TAGS" \
+      k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver \
+      k8s.io/kubernetes/cmd/kubeadm=kubeadm k8s.io/kubernetes/cmd/kubectl=kubectl
+  fi
+  lab_tier_bins >/dev/null || build_die "the API tier's programs are missing after the build"
 fi
 
 # ------------------------------------------------------------------ images
