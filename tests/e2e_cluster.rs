@@ -255,7 +255,7 @@ fn assert_kubeconfig(c: &Cluster, dir: &Path, name: &str) {
             "{text}"
         );
         let k = |a: &[&str]| {
-            let o = Command::new("kubectl")
+            let o = Command::new(kwin_testkit::api::kubectl())
                 .arg("--kubeconfig")
                 .arg(&path)
                 .args(a)

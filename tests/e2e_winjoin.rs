@@ -4,8 +4,8 @@
 //! The pieces, all real where they run here:
 //!
 //! - control plane: this machine through kwin's `local` transport, in front of the lab's API
-//!   tier (`lab/apiserver`: kube-apiserver 1.20 + etcd); `kube_join_data` runs the real
-//!   kubeadm 1.20 (`token create`) and openssl there, so the token, CA hash and endpoint are
+//!   tier (`lab/apiserver`: kube-apiserver + etcd); `kube_join_data` runs the real
+//!   kubeadm (`token create`) and openssl there, so the token, CA hash and endpoint are
 //!   real;
 //! - Windows worker: the lab's WinRM stand-in host (`lab/winrm-stand-in`: real NTLM, message
 //!   encryption and WS-Man shell operations), run by `isolated-stand-in.sh` in a mount
@@ -298,10 +298,11 @@ fn a_windows_worker_reboots_mid_plan_then_joins_with_real_join_data() {
     // The very secret the cluster stores for that token (never printed).
     let stored = Command::new("sh")
         .arg("-c")
-        .arg("kubectl --kubeconfig \"$1\" get secret -n kube-system \"bootstrap-token-$2\" -o 'jsonpath={.data.token-secret}' | base64 -d")
+        .arg("\"$3\" --kubeconfig \"$1\" get secret -n kube-system \"bootstrap-token-$2\" -o 'jsonpath={.data.token-secret}' | base64 -d")
         .arg("sh")
         .arg(tier.var("KUBECONFIG"))
         .arg(&token_id)
+        .arg(tier.kubectl_bin())
         .output()
         .expect("kubectl");
     assert!(

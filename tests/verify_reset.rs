@@ -1,12 +1,12 @@
 //! `kwin verify` and `kwin reset` end to end: the `kwin` binary against real sshd lab hosts
 //! (lab 6 only: `KWIN_LAB_ID=6`) and the real API tier (lab/apiserver: kube-apiserver + etcd),
 //! reached from the control-plane lab host through the lab's delay proxy (0 ms) with the
-//! real kubectl on the host.
+//! API tier's kubectl (the same Kubernetes version) on the host.
 //!
 //! What this can show: the workloads' manifests accepted and stored by the API server
 //! (nodeSelector, tolerations, NodePort), the node checks on real Node objects, the pod wait
 //! failing within its timeout naming the pods, the namespace deleted afterwards; `reset`
-//! removing files laid out as kubeadm leaves them (the real kubeadm 1.20 of the API tier runs
+//! removing files laid out as kubeadm leaves them (the real kubeadm of the API tier runs
 //! `reset -f` on one host; another has no kubeadm), draining and deleting Node objects, a
 //! second reset changing nothing, hosts outside the plan untouched, and the confirmation.
 //! No pod ever runs here (no scheduler, no kubelet), so the network checks only show as
@@ -160,7 +160,7 @@ impl Tier {
     }
 
     fn kubectl_with(&self, kubeconfig: &Path, args: &[&str]) -> String {
-        let out = Command::new("kubectl")
+        let out = Command::new(kwin_testkit::api::kubectl())
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(args)
@@ -305,11 +305,14 @@ fn check<'a>(rows: &'a [Value], name: &str, to: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no check {name} → {to} in {rows:#?}"))
 }
 
+/// h1, the control plane: the admin kubeconfig, and the API tier's own kubectl (the version of
+/// its API server) as `/usr/local/bin/kubectl`, first on PATH, as a package would install it.
 fn install_admin_conf(lab: &Lab, kubeconfig: &str) {
     lab.sh(
         "h1",
         &format!(
-            "mkdir -p /etc/kubernetes && cat > /etc/kubernetes/admin.conf <<'EOF'\n{kubeconfig}EOF\nchmod 600 /etc/kubernetes/admin.conf"
+            "mkdir -p /etc/kubernetes && cat > /etc/kubernetes/admin.conf <<'EOF'\n{kubeconfig}EOF\nchmod 600 /etc/kubernetes/admin.conf && cp {} /usr/local/bin/kubectl",
+            kwin_testkit::api::kubectl().display()
         ),
     );
 }
@@ -505,7 +508,7 @@ fn verify_against_the_api_tier() {
     );
     assert!(row("namespace kv-clean").contains("pass"), "{k}");
     assert!(k.last_line().starts_with("verify: "), "{k}");
-    let ns = Command::new("kubectl")
+    let ns = Command::new(kwin_testkit::api::kubectl())
         .arg("--kubeconfig")
         .arg(&tier.kubeconfig)
         .args(["get", "namespace", "kv-clean", "-o", "json"])
@@ -638,12 +641,12 @@ fn reset_on_lab_hosts() {
         "h1",
         "mkdir -p /var/lib/etcd/member/snap /root/.kube && echo db > /var/lib/etcd/member/snap/db && cp /etc/kubernetes/admin.conf /root/.kube/config && touch /etc/kubernetes/kubelet.conf",
     );
-    // h2 has the real kubeadm (1.20, from the API tier's build) and a joined node's files.
+    // h2 has the real kubeadm (the API tier's) and a joined node's files.
     lab.sh(
         "h2",
         &format!(
             "cp {} /usr/local/bin/kubeadm && mkdir -p /var/lib/kubelet && touch /etc/kubernetes/kubelet.conf /var/lib/kubelet/config.yaml",
-            kwin_testkit::api::cache_dir().join("bin/kubeadm").display()
+            kwin_testkit::api::kubeadm().display()
         ),
     );
     let dir = plan(&lab, &["h1", "h2"], &[]);
@@ -784,14 +787,14 @@ fn reset_limit_resets_one_node() {
     let lab = lab_up(3);
     let mut tier = Tier::up();
     let conf = tier.expose_to_h1();
-    let kubeadm = kwin_testkit::api::cache_dir().join("bin/kubeadm");
+    let kubeadm = kwin_testkit::api::kubeadm();
     for h in ["h1", "h2", "h3"] {
         lab.sh(h, KUBEADM_LEFTOVERS);
         tier.node(h, &[("kubernetes.io/os", "linux")], &[], true);
     }
     install_admin_conf(&lab, &conf);
     lab.sh("h1", "mkdir -p /var/lib/etcd/member/snap && echo db > /var/lib/etcd/member/snap/db");
-    // h2 and h3 have the real kubeadm (1.20) and a joined node's files.
+    // h2 and h3 have the real kubeadm (the API tier's) and a joined node's files.
     for h in ["h2", "h3"] {
         lab.sh(
             h,

@@ -29,8 +29,8 @@
 #
 # Packages, for each version of KWIN_LAB_K8S_VERSIONS:
 #   kubeadm  bin/kubeadm-stand-in + the API tier's CA, SA and front-proxy keys and an admin
-#            client certificate (TIER_DIR/pki, TIER_DIR/admin.conf); the real kubeadm 1.20 of
-#            the tier is named for `token` commands. No dependency on kubelet or kubectl of a
+#            client certificate (TIER_DIR/pki, TIER_DIR/admin.conf); the real kubeadm of
+#            the tier (lab/build/tier.sh) is named for `token` commands. No dependency on kubelet or kubectl of a
 #            version: pkgs.k8s.io's kubeadm 1.30-1.31 depends only on cri-tools and 1.32+ on
 #            nothing (kubernetes/release cmd/krel/templates/latest/metadata.yaml), so kubeadm
 #            can be upgraded before the kubelet, as the kubeadm upgrade procedure does
@@ -42,7 +42,7 @@
 #
 # Environment: KWIN_LAB_K8S_VERSIONS (default "1.31.4 1.31.9 1.32.5 1.33.1"; KWIN_LAB_K8S_VERSION
 # alone, if set, builds that one version), KWIN_LAB_CONTAINERD_VERSIONS (default "1.7.24
-# 1.7.27"), KWIN_LAB_RUNC_VERSION (default 1.3.3), KWIN_APISERVER_CACHE, KWIN_LAB_DEB_CACHE
+# 1.7.27"), KWIN_LAB_RUNC_VERSION (default 1.3.3), KWIN_LAB_CACHE (lab/build's), KWIN_LAB_DEB_CACHE
 # (default /var/cache/kwin-lab/debs: where `apt-get download` keeps containerd and runc).
 set -euo pipefail
 
@@ -57,7 +57,10 @@ elif [[ -n "${KWIN_LAB_K8S_VERSION:-}" ]]; then
 else
   VERSIONS=(1.31.4 1.31.9 1.32.5 1.33.1)
 fi
-CACHE="${KWIN_APISERVER_CACHE:-/var/cache/kwin-lab/apiserver}"
+# shellcheck source-path=SCRIPTDIR source=../build/versions.sh
+source "$HERE/../build/versions.sh"
+# shellcheck source-path=SCRIPTDIR source=../build/tier.sh
+source "$HERE/../build/tier.sh"
 DEBS="${KWIN_LAB_DEB_CACHE:-/var/cache/kwin-lab/debs}"
 
 die() { echo "build-repo.sh: $*" >&2; exit 1; }
@@ -73,7 +76,8 @@ for c in gpg dpkg-deb dpkg-scanpackages openssl python3; do
   command -v "$c" >/dev/null 2>&1 || die "$c is not installed"
 done
 [[ -r "$TIER/pki/ca.key" && -r "$TIER/admin.conf" ]] || die "$TIER is not a running API tier"
-[[ -x "$CACHE/bin/kubeadm" ]] || die "$CACHE/bin/kubeadm missing (lab/apiserver/build.sh)"
+REAL_KUBEADM="$(lab_tier_bins | sed -n 2p)"
+[[ -x "$REAL_KUBEADM" ]] || die "the API tier's kubeadm is not built (lab/apiserver/build.sh)"
 
 rm -rf "$OUT/www" "$OUT/pkg" "$OUT/gnupg"
 mkdir -p "$OUT/www" "$OUT/pkg"
@@ -108,7 +112,7 @@ build_version() {
   S="$P/usr/share/kubeadm-stand-in"
   cp -a "$OUT/pkg/kubeadm-share/." "$S/"
   cat >"$S/stand-in.json" <<EOF
-{"version": "v$version", "real_kubeadm": "$CACHE/bin/kubeadm"}
+{"version": "v$version", "real_kubeadm": "$REAL_KUBEADM"}
 EOF
   # -------------------------------------------------------------------------- kubelet
   P="$dir/kubelet"

@@ -221,7 +221,7 @@ check "pods bound to h2 and h3 created" k apply -f "$WORK/pods.yaml"
 eventually "the kubelets report their pods Running and Ready" "Running/True Running/True Running/True" 15 \
   bash -c "kubectl -n selftest get pods -o jsonpath='{range .items[*]}{.status.phase}/{.status.conditions[?(@.type==\"Ready\")].status} {end}' | sed 's/ \$//'"
 cat >"$WORK/pdb.yaml" <<EOF
-apiVersion: policy/v1beta1
+apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: guarded, namespace: selftest}
 spec:

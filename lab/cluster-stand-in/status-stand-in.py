@@ -94,7 +94,6 @@ class Api:
             for f in os.listdir(d):
                 os.unlink(os.path.join(d, f))
             os.rmdir(d)
-        self.pdb_path = None
 
     def call(self, method, path, body=None, ctype="application/json"):
         """(status, parsed JSON or None, text); status 0 when the server cannot be reached.
@@ -136,16 +135,8 @@ class Api:
         return st
 
     def pdbs(self):
-        """PodDisruptionBudgets in the version the server has (policy/v1 from 1.21)."""
-        if self.pdb_path is None:
-            for v in ("v1", "v1beta1"):
-                st, _, _ = self.call("GET", f"/apis/policy/{v}/poddisruptionbudgets?limit=1")
-                if st == 200:
-                    self.pdb_path = f"/apis/policy/{v}"
-                    break
-            else:
-                return []
-        return self.items(f"{self.pdb_path}/poddisruptionbudgets")
+        """PodDisruptionBudgets (policy/v1: GA in 1.21; policy/v1beta1 was removed in 1.25)."""
+        return self.items("/apis/policy/v1/poddisruptionbudgets")
 
 
 def ready(node):
@@ -287,7 +278,7 @@ def sync_pdbs(api):
         dp.update(want["disruptedPods"])
         # The resourceVersion makes it a precondition: an eviction that changed the budget
         # since it was read wins (409), and the next round computes again.
-        api.change("PATCH", f"{api.pdb_path}/namespaces/{md['namespace']}/poddisruptionbudgets/"
+        api.change("PATCH", f"/apis/policy/v1/namespaces/{md['namespace']}/poddisruptionbudgets/"
                    f"{md['name']}/status",
                    {"metadata": {"resourceVersion": md["resourceVersion"]},
                     "status": dict(want, disruptedPods=dp)}, MERGE, quiet_conflict=True)

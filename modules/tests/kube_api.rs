@@ -1,11 +1,11 @@
-//! The Kubernetes modules against a real API server (lab/apiserver: kube-apiserver 1.20 +
-//! etcd, kubectl 1.32): the recipes' own params (examples/*.toml expanded with the built-in
-//! recipes, the CNI manifest taken from `cni.manifest_file`), each module's fact and step
-//! scripts run through `LocalTransport` as the engine runs them, then the objects read back
-//! with kubectl.
+//! The Kubernetes modules against a real API server (lab/apiserver: kube-apiserver, etcd and
+//! kubectl of the newest Kubernetes the lab builds, LAB_K8S_NEWEST of lab/build/versions.sh):
+//! the recipes' own params (examples/*.toml expanded with the built-in recipes, the CNI
+//! manifest taken from `cni.manifest_file`), each module's fact and step scripts run through
+//! `LocalTransport` as the engine runs them, then the objects read back with kubectl.
 //!
-//! A lab test (root, the cached API tier binaries of `lab/apiserver/build.sh`, kubectl; the
-//! tier is the test kit's): ignored by `cargo test`, failing when run without them.
+//! A lab test (root, the API tier's programs built by `lab/apiserver/build.sh`; the tier is
+//! the test kit's): ignored by `cargo test`, failing when run without them.
 
 mod kube_common;
 
@@ -145,16 +145,12 @@ fn module_of(t: &Task, tier: &Tier, cache: &Path) -> Box<dyn Module> {
     build(&t.module, &p)
 }
 
-/// A Windows DaemonSet manifest as the 1.20 API server can take it: `windowsOptions.hostProcess`
-/// only exists from Kubernetes 1.22 on, so the tier refuses the field; everything else is
-/// applied as rendered (the goldens hold the field).
+/// A Windows DaemonSet manifest, applied as rendered: `windowsOptions.hostProcess` (GA in
+/// Kubernetes 1.26) is part of the API server's schema, so strict field validation takes it.
 fn windows_module(t: &Task, tier: &Tier, cache: &Path) -> Box<dyn Module> {
-    let mut t = t.clone();
-    let manifest = t.params["manifest"].as_str().expect("manifest").to_string();
+    let manifest = t.params["manifest"].as_str().expect("manifest");
     assert!(manifest.contains("hostProcess: true"), "{}", t.id);
-    std::sync::Arc::make_mut(&mut t.params)["manifest"] =
-        json!(manifest.replace("          hostProcess: true\n", ""));
-    module_of(&t, tier, cache)
+    module_of(t, tier, cache)
 }
 
 /// A recipe's `command` task pointed at the tier: its scripts name the admin kubeconfig.
@@ -174,7 +170,7 @@ fn command_on_tier(t: &Task, tier: &Tier) -> Box<dyn Module> {
 }
 
 fn kubectl(tier: &Tier, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
+    let out = Command::new(tier.kubectl_bin())
         .arg("--kubeconfig")
         .arg(tier.kubeconfig())
         .args(args)
@@ -519,7 +515,7 @@ fn drain_and_uncordon(host: &Host, tier: &Tier) {
 
     // A PodDisruptionBudget that allows no disruption (no controller computes its status
     // here, so the eviction API refuses every eviction) blocks it until the timeout.
-    let guarded = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: db-0\n  namespace: default\n  labels: {app: db}\n  ownerReferences:\n  - {apiVersion: apps/v1, kind: StatefulSet, name: db, uid: 8d1f5b56-0000-4000-8000-000000000001, controller: true}\nspec:\n  nodeName: dr-w3\n  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n---\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: db\n  namespace: default\nspec:\n  minAvailable: 1\n  selector:\n    matchLabels: {app: db}\n";
+    let guarded = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: db-0\n  namespace: default\n  labels: {app: db}\n  ownerReferences:\n  - {apiVersion: apps/v1, kind: StatefulSet, name: db, uid: 8d1f5b56-0000-4000-8000-000000000001, controller: true}\nspec:\n  nodeName: dr-w3\n  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: db\n  namespace: default\nspec:\n  minAvailable: 1\n  selector:\n    matchLabels: {app: db}\n";
     kubectl(tier, &["create", "-f", &write_temp(guarded)]);
     // Running and Ready, as a kubelet would report it: the eviction API lets Pending pods
     // go regardless of budgets (`canIgnorePDB`).
@@ -737,8 +733,7 @@ fn runtime_drain(host: &Host, tier: &Tier) {
 /// longer applies). A second plan is a no-op.
 fn old_flannel_windows_objects(host: &Host, tier: &Tier, cache: &Path) {
     let tasks = flannel_plan("vxlan");
-    // What the old step applied (object identities as it rendered them; bodies trimmed to
-    // what the 1.20 tier accepts).
+    // What the old step applied (object identities as it rendered them; bodies trimmed).
     let old = r#"apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -2219,17 +2214,10 @@ fn prepare_discovery(host: &Host, tier: &Tier, token: &str) {
         "sign cluster-info: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let version = tier.var("KUBEADM_BIN");
-    let v = Command::new(&version)
-        .args(["version", "-o", "short"])
-        .output()
-        .expect("kubeadm version");
-    let v = String::from_utf8_lossy(&v.stdout)
-        .trim()
-        .trim_start_matches('v')
-        .to_string();
-    let minor: Vec<&str> = v.split('.').take(2).collect();
-    let name = format!("kubelet-config-{}", minor.join("."));
+    // The unversioned name kubeadm has used since 1.24 (its UnversionedKubeletConfigMap
+    // feature, GA in 1.25; cmd/kubeadm/app/constants: KubeletBaseConfigurationConfigMap), with
+    // the Role kubeadm:kubelet-config; `kubelet-config-1.MINOR` was kubeadm 1.23's and older.
+    let name = "kubelet-config";
     kubectl(tier, &["apply", "--server-side", "--field-manager=test", "-f", &write_temp(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: kube-system\ndata:\n  kubelet: |\n    apiVersion: kubelet.config.k8s.io/v1beta1\n    kind: KubeletConfiguration\n    cgroupDriver: systemd\n\
 ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: kubeadm:{name}\n  namespace: kube-system\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    resourceNames: [{name}]\n    verbs: [get]\n\

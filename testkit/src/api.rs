@@ -1,31 +1,80 @@
-//! The Kubernetes API tier: a real kube-apiserver and etcd (built once from Debian's source
-//! package by `lab/apiserver/build.sh`, cached in `KWIN_APISERVER_CACHE`, default
-//! `/var/cache/kwin-lab/apiserver`), started by `lab/apiserver/up.sh` and stopped on drop.
+//! The Kubernetes API tier: a real kube-apiserver and etcd with the real kubeadm and kubectl of
+//! the same Kubernetes version (`LAB_K8S_NEWEST` of `lab/build/versions.sh`, and the etcd its
+//! kubeadm deploys), built once per machine by `lab/apiserver/build.sh` (`lab/build/build.sh
+//! tier`), found where `lab/build/tier.sh` says, started by `lab/apiserver/up.sh` and stopped
+//! on drop.
 
 use crate::host::workspace;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
-/// Where the tier's binaries are cached.
-pub fn cache_dir() -> PathBuf {
-    PathBuf::from(
-        std::env::var("KWIN_APISERVER_CACHE")
-            .unwrap_or_else(|_| "/var/cache/kwin-lab/apiserver".into()),
-    )
+/// The tier's programs, as `lab_tier_bins` of `lab/build/tier.sh` names them.
+#[derive(Clone, Debug)]
+pub struct Bins {
+    pub kube_apiserver: PathBuf,
+    pub kubeadm: PathBuf,
+    pub kubectl: PathBuf,
+    pub etcd: PathBuf,
 }
 
-/// Fail unless the tier can run here: its binaries built, kubectl installed.
-pub fn require() {
-    for bin in ["kube-apiserver", "kubeadm"] {
-        let p = cache_dir().join("bin").join(bin);
-        assert!(
-            p.exists(),
-            "this lab test needs the API tier: {} is missing (run lab/apiserver/build.sh)",
-            p.display()
-        );
+/// Where the tier's programs are, or why they cannot be used (not built yet: run
+/// `lab/apiserver/build.sh`). Asked of `lab/build/tier.sh` once per process, so the test kit
+/// and the lab scripts agree on one place.
+pub fn bins() -> Result<Bins, String> {
+    static BINS: OnceLock<Result<Bins, String>> = OnceLock::new();
+    BINS.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg("set -e; source lab/build/versions.sh; source lab/build/tier.sh; lab_tier_bins")
+            .current_dir(workspace())
+            .output()
+            .map_err(|e| format!("run bash for lab/build/tier.sh: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let paths: Vec<PathBuf> = text.lines().map(PathBuf::from).collect();
+        match (out.status.success(), paths.as_slice()) {
+            (true, [a, k, c, e]) => Ok(Bins {
+                kube_apiserver: a.clone(),
+                kubeadm: k.clone(),
+                kubectl: c.clone(),
+                etcd: e.clone(),
+            }),
+            _ => Err(format!(
+                "the API tier's programs are not built (run lab/apiserver/build.sh){}",
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .next()
+                    .map(|l| format!(": {l}"))
+                    .unwrap_or_default()
+            )),
+        }
+    })
+    .clone()
+}
+
+/// The tier's kubectl (the same Kubernetes version as its kube-apiserver); a test that needs
+/// it fails when it is not built.
+pub fn kubectl() -> PathBuf {
+    match bins() {
+        Ok(b) => b.kubectl,
+        Err(e) => panic!("this lab test needs the API tier's kubectl: {e}"),
     }
-    crate::tier::require_command("kubectl", "Debian's kubernetes-client");
+}
+
+/// The tier's real kubeadm; a test that needs it fails when it is not built.
+pub fn kubeadm() -> PathBuf {
+    match bins() {
+        Ok(b) => b.kubeadm,
+        Err(e) => panic!("this lab test needs the API tier's kubeadm: {e}"),
+    }
+}
+
+/// Fail unless the tier can run here: its programs built.
+pub fn require() {
+    if let Err(e) = bins() {
+        panic!("this lab test needs the API tier: {e}");
+    }
 }
 
 /// A running API tier.
@@ -87,7 +136,8 @@ impl Tier {
             .unwrap_or_else(|e| panic!("APISERVER_PORT: {e}"))
     }
 
-    /// The directory of the tier's real kubeadm.
+    /// The directory of the tier's real kubeadm (and of its kubectl, kube-apiserver and etcd:
+    /// links in the tier's state dir).
     pub fn kubeadm_dir(&self) -> PathBuf {
         Path::new(&self.var("KUBEADM_BIN"))
             .parent()
@@ -95,9 +145,15 @@ impl Tier {
             .unwrap_or_default()
     }
 
-    /// `kubectl --kubeconfig <admin> args`: its stdout; a failure fails the test.
+    /// The tier's kubectl (`KUBECTL_BIN` of its env file).
+    pub fn kubectl_bin(&self) -> PathBuf {
+        PathBuf::from(self.var("KUBECTL_BIN"))
+    }
+
+    /// `kubectl --kubeconfig <admin> args` with the tier's kubectl: its stdout; a failure
+    /// fails the test.
     pub fn kubectl(&self, args: &[&str]) -> String {
-        let out = Command::new("kubectl")
+        let out = Command::new(self.kubectl_bin())
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .args(args)

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Why a lab cluster cannot run here, if it cannot: root, no swap (lab hosts share this
-/// kernel: the recipes' `swap_off` would turn the machine's swap off), the API tier's binaries
+/// kernel: the recipes' `swap_off` would turn the machine's swap off), the API tier's programs
 /// (`lab/apiserver/build.sh`), and the programs `lab/cluster-stand-in/up.sh` runs.
 pub fn missing_prerequisite() -> Option<String> {
     if !crate::host::is_root() {
@@ -28,18 +28,12 @@ pub fn missing_prerequisite() -> Option<String> {
     if swaps.lines().skip(1).any(|l| !l.trim().is_empty()) {
         return Some("this machine has swap on, which the lab cluster refuses to touch".into());
     }
-    let cache = crate::api::cache_dir();
-    for bin in ["kube-apiserver", "kubeadm"] {
-        let p = cache.join("bin").join(bin);
-        if !p.exists() {
-            return Some(format!(
-                "{} is missing (run lab/apiserver/build.sh)",
-                p.display()
-            ));
-        }
-    }
+    let kubectl = match crate::api::bins() {
+        Ok(b) => b.kubectl.display().to_string(),
+        Err(e) => return Some(e),
+    };
     for (cmd, args) in [
-        ("kubectl", &["version", "--client"][..]),
+        (kubectl.as_str(), &["version", "--client"][..]),
         ("gpg", &["--version"][..]),
         ("dpkg-scanpackages", &["--version"][..]),
         ("curl", &["--version"][..]),
@@ -193,7 +187,7 @@ impl Cluster {
 
     fn kubectl_in(&self, args: &[&str], stdin: Option<&str>) -> String {
         use std::io::Write;
-        let mut child = Command::new("kubectl")
+        let mut child = Command::new(crate::api::kubectl())
             .arg("--kubeconfig")
             .arg(&self.env["KUBECONFIG"])
             .args(args)
@@ -364,7 +358,7 @@ impl Cluster {
         self.owned_pod("guarded", node, "guarded");
         let _ = self.kubectl_stdin(
             &["apply", "-f", "-"],
-            "apiVersion: policy/v1beta1\nkind: PodDisruptionBudget\n\
+            "apiVersion: policy/v1\nkind: PodDisruptionBudget\n\
              metadata: {name: guarded, namespace: app}\n\
              spec:\n  minAvailable: 1\n  selector: {matchLabels: {app: guarded}}\n",
         );
