@@ -38,7 +38,7 @@
 #            the systemctl stand-in's runner for kubelet.service (the kubelet stand-in runs
 #            as a process while the unit is active)
 #   kubectl  the machine's real kubectl binary of the same minor version
-#            (/usr/lib/google-cloud-sdk/bin/kubectl.1.MINOR), else /usr/bin/kubectl
+#            (/usr/lib/google-cloud-sdk/bin/kubectl.1.MINOR), else the API tier's kubectl
 #
 # Environment: KWIN_LAB_K8S_VERSIONS (default "1.31.4 1.31.9 1.32.5 1.33.1"; KWIN_LAB_K8S_VERSION
 # alone, if set, builds that one version), KWIN_LAB_CONTAINERD_VERSIONS (default "1.7.24
@@ -154,7 +154,9 @@ EOF
   P="$dir/kubectl"
   mkdir -p "$P/DEBIAN" "$P/usr/bin"
   real_kubectl="/usr/lib/google-cloud-sdk/bin/kubectl.$minor"
-  [[ -x "$real_kubectl" ]] || real_kubectl="$(command -v kubectl)" || die "no kubectl on this machine"
+  # else the API tier's own kubectl (lab/build/tier.sh; the version of the tier's API server)
+  [[ -x "$real_kubectl" ]] || real_kubectl="$(lab_tier_bins | sed -n 3p)"
+  [[ -x "$real_kubectl" ]] || die "no kubectl for $version on this machine"
   control kubectl "$pkgver" \
     "the machine's real kubectl ($real_kubectl), repackaged for kwin's lab hosts" \
     "libc6" >"$P/DEBIAN/control"
