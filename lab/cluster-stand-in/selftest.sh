@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Single-quoted scripts below run on the hosts, where their $ expand.
 # shellcheck disable=SC2016
-# Self-test of the lab cluster's stand-ins (README.md next to this file), driven by the real
-# kubectl, real apt/dpkg on the lab hosts and the real API server: a cluster is built at one
+# Self-test of the lab cluster's stand-ins (README.md next to this file), driven by the API
+# tier's real kubectl, real apt/dpkg on the lab hosts and the real API server: a cluster is built at one
 # version with the stand-in kubeadm and kubelet (no kwin involved), pods are drained for real,
 # the stand-ins refuse upgrades in the wrong order, and the cluster is upgraded to the next
 # minor in the right one. The WinRM stand-in's kubeadm-stand-in gets `upgrade node` checked
@@ -46,6 +46,8 @@ echo "selftest: lab and stand-ins up in $((T1 - T0)) ms"
 # shellcheck disable=SC1091
 source "$OUT/env"
 export KUBECONFIG
+# The API tier's own kubectl (the version of its API server), first on PATH for every check.
+export PATH="$TIER_DIR/bin:$PATH"
 
 PASS=0
 FAIL=0

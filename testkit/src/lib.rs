@@ -8,7 +8,7 @@
 //! | [`lab`] | lab hosts (`lab/up.sh`: sshd hosts in network namespaces), torn down on drop |
 //! | [`sshd`] | a private sshd on 127.0.0.1 in a mount namespace, with users of its own |
 //! | [`winrm`] | the WinRM stand-in: its Python environment, a stand-in process, the isolated stand-in host |
-//! | [`api`] | the Kubernetes API tier (`lab/apiserver`: kube-apiserver + etcd) |
+//! | [`api`] | the Kubernetes API tier (`lab/apiserver`: kube-apiserver, etcd, kubeadm and kubectl of one Kubernetes version) |
 //! | [`cluster`] | a lab cluster (lab hosts + `lab/cluster-stand-in`), the example plans rewritten for its lab, and the stand-ins' records (violations, kubeadm calls, node timeline) |
 //! | [`kwin`] | the `kwin` binary (`kwin!(dir, args)`, or spawned and read line by line as it runs), its events, round trips from its logs |
 //! | [`scan`] | where a secret shows up in what a run left (events, logs, journal) |
