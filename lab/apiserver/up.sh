@@ -119,6 +119,9 @@ APISERVER_URL="https://$API_ADDRESS:$API_PORT"
 PKI="$STATE/pki"
 
 # ------------------------------------------------------------------ etcd
+# The etcd kubeadm of this Kubernetes version deploys (lab_kubeadm_images in versions.sh, from
+# kubeadm's constants.go SupportedEtcdVersion: 3.7.0 for 1.37), the pairing upstream releases
+# and tests kube-apiserver with. Its flags here are unchanged since etcd 3.4 (etcd --help).
 rm -rf "$ETCD_DATA"
 mkdir -p "$ETCD_DATA"
 echo "$ETCD_DATA" >"$STATE/etcd.datadir"
