@@ -91,11 +91,32 @@ fn the_first_screen_has_install_the_lab_the_real_vm_path_and_the_tests() {
         .find(|b| b.contains("lab/up.sh"))
         .expect("a lab block");
     assert_eq!(lab.trim().lines().count(), 1, "{lab}");
-    assert!(lab.contains("apply examples/lab-cluster.toml"), "{lab}");
-    for script in ["lab/up.sh", "lab/cluster-stand-in/up.sh"] {
+    // ... a real cluster: the lab's build, hosts able to run a kubelet, its registry and mirror,
+    // then the plan lab/cluster/up.sh writes, as tests/e2e_real_cluster.rs runs them
+    for step in [
+        "lab/build/build.sh",
+        "lab/up.sh 3 --nodes",
+        "lab/cluster/up.sh",
+        "apply target/lab/cluster/plan.toml",
+    ] {
+        assert!(
+            lab.contains(step),
+            "README's lab command runs no {step}: {lab}"
+        );
+    }
+    for script in ["lab/build/build.sh", "lab/up.sh", "lab/cluster/up.sh"] {
         assert!(root().join(script).is_file(), "{script}");
     }
-    assert!(root().join("examples/lab-cluster.toml").is_file());
+    let real = read("tests/e2e_real_cluster.rs");
+    for used in [
+        "\"lab/up.sh\", &[\"3\", \"--nodes\"]",
+        "\"lab/cluster/up.sh\"",
+    ] {
+        assert!(
+            real.contains(used),
+            "tests/e2e_real_cluster.rs no longer runs {used}"
+        );
+    }
     // the real-VM path: five commands, init → validate → plan → apply → kubeconfig
     let vms = blocks
         .iter()

@@ -5,10 +5,15 @@
 //! server, CoreDNS, kube-proxy and flannel. Then `kwin verify` runs agnhost pods (pod to pod
 //! across nodes, service, DNS, NodePort, egress), and a second apply changes nothing; `kwin
 //! reset` with the real kubeadm leaves no pod, file or link of the cluster, and the next apply
-//! builds it again.
+//! builds it again. A lab test like every other (root, the lab's default build in
+//! /var/cache/kwin-lab: `lab/build/build.sh`, which `.ci/run` runs): the README's test command
+//! runs it.
 //!
 //! The oracle is the cluster's own: the API server's Nodes (kubelet and containerd versions,
 //! Ready) and verify's checks, which run real pods.
+//!
+//! Behind the `real-lab` feature, because each needs another full Kubernetes build (20 minutes
+//! or more of two cores) besides the default one:
 //!
 //! Upgrade: the same lab at the previous minor (1.36.3, built when asked:
 //! `LAB_K8S_FULL="1.36.3 1.37.2" lab/build/build.sh`) runs a Deployment of real pods; the plan
@@ -21,12 +26,10 @@
 //! Kubernetes unchanged, and `kwin apply` drains each node before the new binaries go in and
 //! containerd restarts (config version 2 read by 2.x), every node back Ready and uncordoned on
 //! `containerd://2.3.7`, the pods evicted and running again; then 0 changed.
+//! `cargo test --features real-lab --test e2e_real_cluster -- --include-ignored`.
 //!
 //! Labs 18, 16 and 15 (`KWIN_LAB_ID`) of their own, one test at a time (two real clusters at once
-//! are more than two cores carry). Lab tests behind the `real-lab` feature (root, the lab's
-//! builds in /var/cache/kwin-lab): `cargo test --features real-lab --test e2e_real_cluster --
-//! --include-ignored`; failing, never skipping, without what they need.
-#![cfg(feature = "real-lab")]
+//! are more than two cores carry); failing, never skipping, without what they need.
 
 use kwin_testkit::host::workspace;
 use kwin_testkit::kwin;
@@ -36,11 +39,13 @@ use std::process::Command;
 
 const LAB_ID: &str = "18";
 /// The upgrade test's lab.
+#[cfg(feature = "real-lab")]
 const UPGRADE_LAB_ID: &str = "16";
 /// The previous minor the upgrade starts from (lab/build/versions.sh LAB_K8S_PREVIOUS).
 const PREVIOUS: &str = "1.36.3";
 const NEWEST: &str = "1.37.2";
 /// The containerd move's lab.
+#[cfg(feature = "real-lab")]
 const CONTAINERD_LAB_ID: &str = "15";
 /// The last minor that supports containerd 1.x (lab/build/versions.sh LAB_K8S_CONTAINERD1;
 /// engine/src/plan/versions.toml's matrix).
@@ -235,6 +240,7 @@ fn a_real_cluster_runs_pods_and_the_next_apply_changes_nothing() {
 }
 
 kwin_testkit::lab_test! {
+#[cfg(feature = "real-lab")]
 #[test]
 fn a_real_cluster_upgrades_from_the_previous_minor_draining_real_pods() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -293,6 +299,7 @@ fn a_real_cluster_upgrades_from_the_previous_minor_draining_real_pods() {
 }
 
 /// The Deployment `drained`: four agnhost pods for the drains to evict; their UIDs.
+#[cfg(feature = "real-lab")]
 fn drained_pods(dir: &Path) -> String {
     kubectl(
         dir,
@@ -308,6 +315,7 @@ fn drained_pods(dir: &Path) -> String {
 }
 
 /// The Deployment `drained` is whole again and none of its pods is one of `before`.
+#[cfg(feature = "real-lab")]
 fn assert_all_evicted(dir: &Path, before: &str) {
     kubectl(dir, "rollout status deployment/drained --timeout=180s");
     let after = kubectl(
@@ -321,6 +329,7 @@ fn assert_all_evicted(dir: &Path, before: &str) {
 }
 
 kwin_testkit::lab_test! {
+#[cfg(feature = "real-lab")]
 #[test]
 fn an_existing_containerd_1_7_node_moves_to_2_x_with_a_drain() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
