@@ -10,9 +10,10 @@
 //! Go module proxy refuses Calico's modules); the kubeadm configuration, which the real
 //! kubeadm reads on every apply of the real cluster (tests/e2e_real_cluster.rs).
 //!
-//! A lab test behind the `real-lab` feature (root, the lab's builds):
-//! `cargo test --features real-lab --test e2e_real_api -- --include-ignored`.
-#![cfg(feature = "real-lab")]
+//! A lab test (root, the lab's builds): in the default command it needs the default build's
+//! kube-apiserver (LAB_K8S_NEWEST, which `.ci/run` builds); with the `real-lab` feature it
+//! needs every minor from 1.34 to 1.37 (`cargo test --features real-lab --test e2e_real_api --
+//! --include-ignored` after building them).
 
 use kwin_testkit::host::workspace;
 use std::net::TcpListener;
@@ -32,7 +33,8 @@ fn free_port() -> u16 {
 }
 
 /// The Kubernetes versions whose kube-apiserver the lab built, oldest first: full builds
-/// (`bin/kubernetes-V`) and kube-apiserver alone (`bin/kube-apiserver-V`, LAB_K8S_APISERVER_ONLY).
+/// (`bin/kubernetes-V`), kube-apiserver alone (`bin/kube-apiserver-V`, LAB_K8S_APISERVER_ONLY)
+/// and the API tier's (`bin/kube-tier-V`, until a full build of V supersedes it).
 fn built_versions() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(cache().join("bin"))
         .expect("the lab's builds (lab/build/build.sh)")
@@ -41,7 +43,8 @@ fn built_versions() -> Vec<String> {
             let name = e.file_name().to_string_lossy().to_string();
             let v = name
                 .strip_prefix("kubernetes-")
-                .or_else(|| name.strip_prefix("kube-apiserver-"))?
+                .or_else(|| name.strip_prefix("kube-apiserver-"))
+                .or_else(|| name.strip_prefix("kube-tier-"))?
                 .to_string();
             e.path().join("kube-apiserver").exists().then_some(v)
         })
@@ -302,14 +305,36 @@ fn every_manifest_kwin_applies_passes_strict_validation_on_each_built_api_server
             manifests.len()
         );
     }
-    // The minors the support matrix calls supported or just out of support, at least
+    // The default build's version at least (lab/build/versions.sh LAB_K8S_NEWEST); with the
+    // feature, the minors the support matrix calls supported or just out of support
     // (LAB_K8S_FULL and LAB_K8S_APISERVER_ONLY in lab/build/versions.sh build them).
-    for minor in ["1.34.", "1.35.", "1.36.", "1.37."] {
-        assert!(
-            versions.iter().any(|v| v.starts_with(minor)),
-            "no kube-apiserver {minor}x built: {versions:?} (lab/build/build.sh with \
-             LAB_K8S_FULL=\"1.35.4 1.36.3 1.37.2\" LAB_K8S_APISERVER_ONLY=1.34.4)"
-        );
+    let newest = newest();
+    assert!(
+        versions.contains(&newest),
+        "no kube-apiserver {newest} built: {versions:?} (lab/build/build.sh)"
+    );
+    if cfg!(feature = "real-lab") {
+        for minor in ["1.34.", "1.35.", "1.36.", "1.37."] {
+            assert!(
+                versions.iter().any(|v| v.starts_with(minor)),
+                "no kube-apiserver {minor}x built: {versions:?} (lab/build/build.sh with \
+                 LAB_K8S_FULL=\"1.35.4 1.36.3 1.37.2\" LAB_K8S_APISERVER_ONLY=1.34.4)"
+            );
+        }
     }
 }
+}
+
+/// LAB_K8S_NEWEST of lab/build/versions.sh, its one owner.
+fn newest() -> String {
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            "source lab/build/versions.sh && printf %s \"$LAB_K8S_NEWEST\"",
+        ])
+        .current_dir(workspace())
+        .output()
+        .expect("bash");
+    assert!(out.status.success(), "lab/build/versions.sh: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -196,6 +196,15 @@ fn a_real_cluster_runs_pods_and_the_next_apply_changes_nothing() {
         assert!(cold_nodes.contains(&want), "{want}:\n{cold_nodes}");
     }
 
+    // The API server's /version is the plan's.
+    let version = kubectl(dir, "version --output json");
+    let version: Value = serde_json::from_str(&version).unwrap_or_else(|e| panic!("{e}: {version}"));
+    assert_eq!(
+        version["serverVersion"]["gitVersion"],
+        format!("v{NEWEST}"),
+        "{version}"
+    );
+
     let warm = kwin!(dir, &["apply", "plan.toml", "--output", "json"]);
     assert_eq!(warm.code, 0, "warm apply:\n{warm}");
     let s = summary(&warm);

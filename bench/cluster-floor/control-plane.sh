@@ -25,6 +25,11 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 failCgroupV1: false
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+conntrack:
+  maxPerCore: 0
 EOF
 kubeadm init --config /root/kubeadm.yaml >/root/kubeadm-init.log 2>&1 || { tail -n 30 /root/kubeadm-init.log >&2; exit 1; }
 mkdir -p /root/.kube

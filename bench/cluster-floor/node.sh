@@ -2,7 +2,8 @@
 # The floor of a cluster build: what a person does by hand on every node, following
 # kubernetes.io "Installing kubeadm" and "Container runtimes" (containerd from its release
 # tarball, its unit, runc, kubeadm/kubelet/kubectl from pkgs.k8s.io), with the same settings
-# kwin's lab plan gives. One shell script per host, no checks beyond `set -e`.
+# kwin's lab plan gives (restrict_oom_score_adj: the lab's machine withholds CAP_SYS_RESOURCE,
+# lab/cluster/README.md). One shell script per host, no checks beyond `set -e`.
 #
 #   ssh HOST sh -s < node.sh   with MIRROR REGISTRY K8S CONTAINERD RUNC PAUSE in the environment
 #   (bench/cluster_floor.py runs it; it is not a kwin test)
@@ -33,6 +34,8 @@ version = 3
   sandbox = 'registry.k8s.io/pause:$PAUSE'
 [plugins.'io.containerd.cri.v1.images'.registry]
   config_path = '/etc/containerd/certs.d'
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = 'io.containerd.runc.v2'
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
