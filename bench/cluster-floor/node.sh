@@ -56,6 +56,8 @@ curl -fsSL "$MIRROR/pkgs.k8s.io/core:/stable:/v$MINOR/deb/Release.key" |
 echo "deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] $MIRROR/pkgs.k8s.io/core:/stable:/v$MINOR/deb/ /" \
   >/etc/apt/sources.list.d/kubernetes.list
 apt-get update -q >/dev/null
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q kubelet="$K8S-1.1" kubeadm="$K8S-1.1" kubectl="$K8S-1.1" >/dev/null
+# --allow-downgrades: the lab's machine (whose files the hosts see) carries the Cloud SDK's
+# kubectl package, version 1:528.0.0-0, above pkgs.k8s.io's (kwin's package module passes it too)
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades kubelet="$K8S-1.1" kubeadm="$K8S-1.1" kubectl="$K8S-1.1" >/dev/null
 apt-mark hold kubelet kubeadm kubectl >/dev/null
 systemctl enable kubelet
